@@ -1,0 +1,394 @@
+"""`events` -> `compiles` (one row per compile id per process) and `spans` (compile phases).
+
+Only the few records that describe a compile (dynamo_start, compilation_metrics and their
+backward/runtime forms) are decoded per row; chromium events are decoded with polars'
+vectorized JSON reader and B/E pairs are matched with window expressions, not a Python loop.
+"""
+
+from __future__ import annotations
+
+import orjson
+import polars as pl
+
+METRICS_KINDS = (
+    "compilation_metrics",
+    "bwd_compilation_metrics",
+    "compilation_metrics_runtime",
+    "bwd_compilation_metrics_runtime",
+)
+CACHE_ARTIFACTS = {
+    "fx_graph_cache_hit": "fx_cache_hits",
+    "fx_graph_cache_miss": "fx_cache_misses",
+    "fx_graph_cache_bypass": "fx_cache_bypasses",
+    "aotautograd_cache_hit": "aot_cache_hits",
+    "aotautograd_cache_miss": "aot_cache_misses",
+    "aotautograd_cache_bypass": "aot_cache_bypasses",
+}
+STATUSES = ("ok", "failed", "graph_break_restarts", "empty_graph", "no_metrics")
+
+COMPILES_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "rank": pl.Int32,
+    "pid": pl.Int32,
+    "compile_id": pl.String,
+    "frame_id": pl.Int32,
+    "frame_compile_id": pl.Int32,
+    "compiled_autograd_id": pl.Int32,
+    "function": pl.String,
+    "filename": pl.String,
+    "line": pl.Int32,
+    "status": pl.String,
+    "fail_type": pl.String,
+    "fail_reason": pl.String,
+    "fail_user_filename": pl.String,
+    "fail_user_line": pl.Int32,
+    "recompile_reason": pl.String,
+    "restart_reasons": pl.List(pl.String),
+    "attempts": pl.Int32,
+    "graph_breaks": pl.Int32,
+    "start": pl.Datetime("us"),
+    "compile_time_s": pl.Float64,
+    "dynamo_time_s": pl.Float64,
+    "backend_compile_time_s": pl.Float64,
+    "inductor_compile_time_s": pl.Float64,
+    "code_gen_time_s": pl.Float64,
+    "bwd_compile_time_s": pl.Float64,
+    "total_time_s": pl.Float64,
+    "guard_count": pl.Int64,
+    "shape_env_guard_count": pl.Int64,
+    "graph_op_count": pl.Int64,
+    "graph_node_count": pl.Int64,
+    "graph_input_count": pl.Int64,
+    "cache_size": pl.Int64,
+    "accumulated_cache_size": pl.Int64,
+    "has_guarded_code": pl.Boolean,
+    "fx_cache_hits": pl.Int32,
+    "fx_cache_misses": pl.Int32,
+    "fx_cache_bypasses": pl.Int32,
+    "aot_cache_hits": pl.Int32,
+    "aot_cache_misses": pl.Int32,
+    "aot_cache_bypasses": pl.Int32,
+    "user_stack": pl.List(pl.String),
+    "metrics_lineno": pl.Int64,
+    "lineno": pl.Int64,
+}
+
+SPANS_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "rank": pl.Int32,
+    "compile_id": pl.String,
+    "name": pl.String,
+    "cat": pl.String,
+    "ph": pl.String,
+    "start": pl.Datetime("us"),
+    "start_us": pl.Float64,
+    "duration_s": pl.Float64,
+    "lineno": pl.Int64,
+    "end_lineno": pl.Int64,
+}
+
+
+def _loads(text: str | None) -> dict:
+    if not text:
+        return {}
+    try:
+        v = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def _f(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _i(v: object) -> int | None:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _stack(frames: object, strings: dict[int, str]) -> list[str]:
+    out: list[str] = []
+    if not isinstance(frames, list):
+        return out
+    for fr in frames:
+        if not isinstance(fr, dict):
+            continue
+        fn = fr.get("filename")
+        path = strings.get(fn, str(fn)) if isinstance(fn, int) else str(fn)
+        s = f"{path}:{fr.get('line')} in {fr.get('name')}"
+        if fr.get("loc"):
+            s += f": {fr['loc']}"
+        out.append(s)
+    return out
+
+
+def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+    """One row per (file, compile_id): what the compile was, how it ended, what it cost."""
+    with_id = events.filter(pl.col("compile_id").is_not_null())
+    if with_id.height == 0:
+        return pl.DataFrame(schema=COMPILES_SCHEMA)
+    base = with_id.group_by("file", "compile_id", maintain_order=True).agg(
+        pl.col("rank").drop_nulls().first(),
+        pl.col("pid").first(),
+        pl.col("frame_id").first(),
+        pl.col("frame_compile_id").first(),
+        pl.col("compiled_autograd_id").first(),
+        (pl.col("attempt").max().fill_null(0) + 1).alias("attempts"),
+        pl.col("lineno").min(),
+        ((pl.col("kind") == "artifact") & (pl.col("name") == "dynamo_graph_break_reason"))
+        .sum()
+        .alias("graph_breaks"),
+        *[
+            ((pl.col("kind") == "artifact") & (pl.col("name") == art)).sum().alias(col)
+            for art, col in CACHE_ARTIFACTS.items()
+        ],
+    )
+    # the few per-compile records, decoded in Python
+    recs = with_id.filter(
+        pl.col("kind").is_in(("dynamo_start", *METRICS_KINDS))
+        | ((pl.col("kind") == "artifact") & (pl.col("name") == "recompile_reasons"))
+    ).select("file", "compile_id", "lineno", "kind", "metadata", "payload")
+    str_tables: dict[str, dict[int, str]] = {}
+    for f, i, s in strings.iter_rows():
+        str_tables.setdefault(f, {})[i] = s
+    info: dict[tuple[str, str], dict] = {}
+    for file, cid, lineno, kind, meta_text, payload in recs.iter_rows():
+        row = info.setdefault((file, cid), {})
+        meta = _loads(meta_text)
+        if kind == "dynamo_start":
+            stack = _stack(meta.get("stack"), str_tables.get(file, {}))
+            row["user_stack"] = stack
+            frames = meta.get("stack") or []
+            if frames and isinstance(frames[-1], dict):
+                last = frames[-1]
+                fn = last.get("filename")
+                row.setdefault("start_function", last.get("name"))
+                row.setdefault(
+                    "start_filename",
+                    str_tables.get(file, {}).get(fn, str(fn)) if isinstance(fn, int) else fn,
+                )
+                row.setdefault("start_line", _i(last.get("line")))
+        elif kind == "artifact":
+            row["recompile_reasons_text"] = payload
+        elif kind == "compilation_metrics":
+            row["metrics"] = meta
+            row["metrics_lineno"] = lineno
+        elif kind == "bwd_compilation_metrics":
+            row["bwd"] = meta
+    rows = []
+    for (file, cid), r in info.items():
+        m = r.get("metrics", {})
+        bwd = r.get("bwd", {})
+        entire = _f(m.get("entire_frame_compile_time_s"))
+        backend = _f(m.get("backend_compile_time_s"))
+        bwd_t = _f(bwd.get("inductor_compile_time_s"))
+        if bwd_t is None and bwd.get("duration_us") is not None:
+            bwd_t = (_f(bwd.get("duration_us")) or 0.0) / 1e6
+        restarts = m.get("restart_reasons") or []
+        if isinstance(restarts, str):
+            restarts = [restarts]
+        start_us = _f(m.get("start_time_us"))
+        if start_us is None and _f(m.get("start_time")) is not None:
+            start_us = (_f(m.get("start_time")) or 0.0) * 1e6
+        rows.append(
+            {
+                "file": file,
+                "compile_id": cid,
+                "function": m.get("co_name") or r.get("start_function"),
+                "filename": m.get("co_filename") or r.get("start_filename"),
+                "line": _i(m.get("co_firstlineno")) or r.get("start_line"),
+                "has_metrics": "metrics" in r,
+                "fail_type": m.get("fail_type"),
+                "fail_reason": m.get("fail_reason"),
+                "fail_user_filename": m.get("fail_user_frame_filename"),
+                "fail_user_line": _i(m.get("fail_user_frame_lineno")),
+                "recompile_reason": m.get("recompile_reason") or r.get("recompile_reasons_text"),
+                "restart_reasons": [str(x) for x in restarts],
+                "start_us": start_us,
+                "compile_time_s": entire,
+                "dynamo_time_s": (entire - backend) if entire is not None and backend is not None else entire,
+                "backend_compile_time_s": backend,
+                "inductor_compile_time_s": _f(m.get("inductor_compile_time_s")),
+                "code_gen_time_s": _f(m.get("code_gen_time_s")),
+                "bwd_compile_time_s": bwd_t,
+                "guard_count": _i(m.get("guard_count")),
+                "shape_env_guard_count": _i(m.get("shape_env_guard_count")),
+                "graph_op_count": _i(m.get("graph_op_count")),
+                "graph_node_count": _i(m.get("graph_node_count")),
+                "graph_input_count": _i(m.get("graph_input_count")),
+                "cache_size": _i(m.get("cache_size")),
+                "accumulated_cache_size": _i(m.get("accumulated_cache_size")),
+                "has_guarded_code": m.get("has_guarded_code") if isinstance(m.get("has_guarded_code"), bool) else None,
+                "user_stack": r.get("user_stack", []),
+                "metrics_lineno": r.get("metrics_lineno"),
+            }
+        )
+    detail_schema = {
+        "file": pl.String,
+        "compile_id": pl.String,
+        "function": pl.String,
+        "filename": pl.String,
+        "line": pl.Int32,
+        "has_metrics": pl.Boolean,
+        "fail_type": pl.String,
+        "fail_reason": pl.String,
+        "fail_user_filename": pl.String,
+        "fail_user_line": pl.Int32,
+        "recompile_reason": pl.String,
+        "restart_reasons": pl.List(pl.String),
+        "start_us": pl.Float64,
+        **{
+            k: COMPILES_SCHEMA[k]
+            for k in (
+                "compile_time_s",
+                "dynamo_time_s",
+                "backend_compile_time_s",
+                "inductor_compile_time_s",
+                "code_gen_time_s",
+                "bwd_compile_time_s",
+                "guard_count",
+                "shape_env_guard_count",
+                "graph_op_count",
+                "graph_node_count",
+                "graph_input_count",
+                "cache_size",
+                "accumulated_cache_size",
+                "has_guarded_code",
+                "user_stack",
+                "metrics_lineno",
+            )
+        },
+    }
+    detail = pl.DataFrame(rows, schema=detail_schema)
+    out = base.join(detail, on=["file", "compile_id"], how="left")
+    # A compile whose metrics lack the code object (the one that hit the recompile limit
+    # has co_name null): take it from another compile of the same frame in the same process.
+    frame_fill = (
+        out.filter(pl.col("function").is_not_null() & pl.col("frame_id").is_not_null())
+        .group_by("file", "frame_id")
+        .agg(
+            pl.col("function").first().alias("_fn"),
+            pl.col("filename").first().alias("_fname"),
+            pl.col("line").first().alias("_line"),
+        )
+    )
+    out = (
+        out.join(frame_fill, on=["file", "frame_id"], how="left")
+        .with_columns(
+            pl.coalesce("function", "_fn").alias("function"),
+            pl.coalesce("filename", "_fname").alias("filename"),
+            pl.coalesce("line", "_line").alias("line"),
+        )
+        .drop("_fn", "_fname", "_line")
+    )
+    status = (
+        pl.when(~pl.col("has_metrics").fill_null(False))
+        .then(pl.lit("no_metrics"))
+        .when(pl.col("fail_type").is_not_null())
+        .then(pl.lit("failed"))
+        .when((pl.col("restart_reasons").list.len().fill_null(0) > 0) | (pl.col("attempts") > 1))
+        .then(pl.lit("graph_break_restarts"))
+        .when((pl.col("graph_op_count").fill_null(1) == 0) | (pl.col("has_guarded_code") == False))  # noqa: E712
+        .then(pl.lit("empty_graph"))
+        .otherwise(pl.lit("ok"))
+    )
+    out = out.with_columns(
+        status.alias("status"),
+        pl.from_epoch(pl.col("start_us").cast(pl.Int64), time_unit="us").alias("start"),
+        (pl.col("compile_time_s").fill_null(0.0) + pl.col("bwd_compile_time_s").fill_null(0.0)).alias(
+            "total_time_s"
+        ),
+        pl.col("restart_reasons").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        pl.col("user_stack").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+    )
+    return out.select([pl.col(c).cast(t) for c, t in COMPILES_SCHEMA.items()]).sort(
+        "rank", "file", "frame_id", "frame_compile_id", "compiled_autograd_id", nulls_last=True
+    )
+
+
+_CHROMIUM = pl.Struct(
+    {
+        "name": pl.String,
+        "ts": pl.Float64,
+        "ph": pl.String,
+        "cat": pl.String,
+        "dur": pl.Float64,
+        "args": pl.Struct({"compile_id": pl.String}),
+    }
+)
+
+
+def build_spans(events: pl.DataFrame) -> pl.DataFrame:
+    """Compile phases from chromium events: B/E pairs matched per name and nesting depth,
+    X (complete) events as they are; instant events are left out."""
+    ch = events.filter((pl.col("kind") == "chromium_event") & pl.col("payload_ok").fill_null(False))
+    if ch.height == 0:
+        return pl.DataFrame(schema=SPANS_SCHEMA)
+    try:
+        dec = ch.select(
+            "file", "rank", "lineno", "compile_id", pl.col("payload").str.json_decode(_CHROMIUM).alias("j")
+        )
+    except pl.exceptions.PolarsError:
+        decoded = []
+        for p in ch["payload"].to_list():
+            try:
+                decoded.append(orjson.loads(p))
+            except orjson.JSONDecodeError:
+                decoded.append(None)
+        dec = ch.select("file", "rank", "lineno", "compile_id").with_columns(
+            pl.Series("j", decoded, dtype=_CHROMIUM, strict=False)
+        )
+    ev = dec.select(
+        "file",
+        "rank",
+        "lineno",
+        pl.coalesce(
+            pl.col("j").struct.field("args").struct.field("compile_id").replace("None", None),
+            pl.col("compile_id"),
+        ).alias("compile_id"),
+        pl.col("j").struct.field("name").alias("name"),
+        pl.col("j").struct.field("cat").alias("cat"),
+        pl.col("j").struct.field("ph").alias("ph"),
+        pl.col("j").struct.field("ts").alias("ts"),
+        pl.col("j").struct.field("dur").alias("dur"),
+    ).filter(pl.col("name").is_not_null() & pl.col("ts").is_not_null())
+    key = ["file", "name"]
+    be = ev.filter(pl.col("ph").is_in(["B", "E"])).with_columns(
+        pl.when(pl.col("ph") == "B").then(1).otherwise(-1).alias("_d")
+    )
+    be = be.with_columns(pl.col("_d").cum_sum().over(key, order_by="lineno").alias("_after")).with_columns(
+        pl.when(pl.col("ph") == "B").then(pl.col("_after")).otherwise(pl.col("_after") + 1).alias("_depth")
+    )
+    be = be.with_columns(pl.int_range(pl.len()).over([*key, "_depth", "ph"], order_by="lineno").alias("_k"))
+    b = be.filter(pl.col("ph") == "B")
+    e = be.filter(pl.col("ph") == "E").select(
+        *key, "_depth", "_k", pl.col("ts").alias("_end"), pl.col("lineno").alias("end_lineno")
+    )
+    pairs = b.join(e, on=[*key, "_depth", "_k"], how="left").select(
+        "file",
+        "rank",
+        "compile_id",
+        "name",
+        "cat",
+        pl.lit("B").alias("ph"),
+        pl.col("ts").alias("start_us"),
+        ((pl.col("_end") - pl.col("ts")) / 1e6).alias("duration_s"),
+        "lineno",
+        "end_lineno",
+    )
+    complete = ev.filter(pl.col("ph") == "X").select(
+        "file",
+        "rank",
+        "compile_id",
+        "name",
+        "cat",
+        "ph",
+        pl.col("ts").alias("start_us"),
+        (pl.col("dur") / 1e6).alias("duration_s"),
+        "lineno",
+        pl.col("lineno").alias("end_lineno"),
+    )
+    out = pl.concat([pairs, complete], how="vertical_relaxed").with_columns(
+        pl.from_epoch(pl.col("start_us").cast(pl.Int64), time_unit="us").alias("start")
+    )
+    return out.select([pl.col(c).cast(t) for c, t in SPANS_SCHEMA.items()]).sort("file", "lineno")

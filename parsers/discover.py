@@ -1,0 +1,195 @@
+"""Find the logs in what the user points at: a trace file, a text log, or a directory.
+
+A directory may hold TORCH_TRACE logs (one per process), TORCH_LOGS text captures, and files
+that are neither (reported as stray, never dropped silently). Trace logs are grouped into runs:
+a new run starts when a rank (or the rank-less process) appears again, or when a file starts
+long after the previous one; `latest=True` keeps the newest run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TRACE_NAME_RE = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_?)?.*\.log(?:\.gz)?$")
+_PREFIX = rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\]]+:\d+\] "
+TRACE_LINE_RE = re.compile(rb"^" + _PREFIX + rb"\{\"")
+TEXT_LINE_RE = re.compile(rb"^" + _PREFIX)
+TS_RE = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC](\d{4}) (\d\d:\d\d:\d\d\.\d{6})")
+RUN_GAP_S = 600.0
+_SNIFF = 256 * 1024
+_MAX_DEPTH = 3
+
+
+class InputError(Exception):
+    """A problem with the user's input: shown as one line, exit code 2."""
+
+
+@dataclass
+class TraceFile:
+    path: str
+    rank: int | None
+    start: str  # "MMDD HH:MM:SS.ffffff" of the first record ("" when unknown)
+    mtime: float
+    size: int
+    run: int = 0
+
+
+@dataclass
+class Inputs:
+    """What was found under the user's path."""
+
+    root: str
+    traces: list[TraceFile] = field(default_factory=list)
+    text_logs: list[str] = field(default_factory=list)
+    stray: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    runs: int = 0
+    dropped_runs: list[str] = field(default_factory=list)  # files left out by --latest
+
+    @property
+    def trace_paths(self) -> list[str]:
+        return [t.path for t in self.traces]
+
+
+def _head(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head == b"\x1f\x8b":
+            try:
+                with gzip.open(fh) as gz:
+                    return gz.read(_SNIFF)
+            except (OSError, EOFError) as exc:
+                raise InputError(f"{path}: not a readable gzip file ({exc})") from None
+        return fh.read(_SNIFF)
+
+
+def sniff(path: str) -> tuple[str, str]:
+    """Classify a file: ('trace'|'text'|'empty'|'binary'|'other', first timestamp)."""
+    head = _head(path)
+    if not head.strip():
+        return "empty", ""
+    if b"\x00" in head[:8192]:
+        return "binary", ""
+    kind = "other"
+    start = ""
+    for line in head.split(b"\n")[:2000]:
+        if TRACE_LINE_RE.match(line):
+            kind = "trace"
+        elif TEXT_LINE_RE.match(line):
+            kind = "text"
+        else:
+            continue
+        m = TS_RE.match(line)
+        if m:
+            start = f"{m.group(1).decode()} {m.group(2).decode()}"
+        break
+    return kind, start
+
+
+def _walk(root: Path) -> list[Path]:
+    out: list[Path] = []
+    base_depth = len(root.parts)
+    for dirpath, dirnames, filenames in os.walk(root):
+        depth = len(Path(dirpath).parts) - base_depth
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if depth < _MAX_DEPTH else []
+        out.extend(Path(dirpath) / f for f in sorted(filenames) if not f.startswith("."))
+    return out
+
+
+def _secs(start: str) -> float:
+    if not start:
+        return 0.0
+    md, t = start.split(" ")
+    h, m, s = t.split(":")
+    return ((int(md[:2]) * 31 + int(md[2:])) * 86400) + int(h) * 3600 + int(m) * 60 + float(s)
+
+
+def _assign_runs(traces: list[TraceFile]) -> int:
+    traces.sort(key=lambda t: (_secs(t.start) or t.mtime, t.rank if t.rank is not None else -1))
+    run = 0
+    seen: set[int | None] = set()
+    prev = None
+    for t in traces:
+        s = _secs(t.start)
+        if t.rank in seen or (prev is not None and s and prev and s - prev > RUN_GAP_S):
+            run += 1
+            seen = set()
+        seen.add(t.rank)
+        t.run = run
+        prev = s or prev
+    return run + 1 if traces else 0
+
+
+def discover(
+    path: str | os.PathLike[str], *, latest: bool = False, extra_logs: list[str] | None = None
+) -> Inputs:
+    """Find trace logs and text logs under `path` (a file or a directory)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file or directory")
+    inputs = Inputs(root=str(path))
+    candidates: list[tuple[Path, bool]]
+    if p.is_dir():
+        candidates = [(f, False) for f in _walk(p)]
+    else:
+        candidates = [(p, True)]
+    candidates += [(Path(x), True) for x in extra_logs or []]
+    for f, explicit in candidates:
+        fs = str(f)
+        if not f.is_file():
+            if explicit:
+                raise InputError(f"{fs}: no such file")
+            continue
+        if not os.access(f, os.R_OK):
+            if explicit:
+                raise InputError(f"{fs}: permission denied")
+            inputs.stray.append((fs, "unreadable"))
+            continue
+        try:
+            kind, start = sniff(fs)
+        except OSError as exc:
+            if explicit:
+                raise InputError(f"{fs}: cannot read ({exc.strerror or exc})") from None
+            inputs.stray.append((fs, f"cannot read: {exc.strerror or exc}"))
+            continue
+        name_m = TRACE_NAME_RE.match(f.name)
+        if kind == "trace" or (name_m and kind == "empty"):
+            if kind == "empty":
+                inputs.stray.append((fs, "empty trace log"))
+                continue
+            rank = int(name_m.group(1)) if name_m and name_m.group(1) else _rank_in(fs)
+            st = f.stat()
+            inputs.traces.append(TraceFile(fs, rank, start, st.st_mtime, st.st_size))
+        elif kind == "text":
+            inputs.text_logs.append(fs)
+        elif explicit:
+            what = {"empty": "empty file", "binary": "a binary file, not a torch log"}.get(
+                kind, "not a TORCH_TRACE log or a TORCH_LOGS text log"
+            )
+            raise InputError(f"{fs}: {what}")
+        else:
+            inputs.stray.append((fs, {"empty": "empty file", "binary": "binary file"}.get(kind, "not a torch log")))
+    inputs.runs = _assign_runs(inputs.traces)
+    if latest and inputs.runs > 1:
+        newest = max(t.run for t in inputs.traces)
+        inputs.dropped_runs = [t.path for t in inputs.traces if t.run != newest]
+        inputs.traces = [t for t in inputs.traces if t.run == newest]
+    inputs.traces.sort(key=lambda t: (t.run, t.rank if t.rank is not None else -1, t.path))
+    if not inputs.traces and not inputs.text_logs:
+        if p.is_dir():
+            if not any(True for _ in p.iterdir()):
+                raise InputError(f"{path}: empty directory")
+            raise InputError(f"{path}: no TORCH_TRACE or TORCH_LOGS logs in this directory")
+        raise InputError(f"{path}: not a TORCH_TRACE log or a TORCH_LOGS text log")
+    return inputs
+
+
+def _rank_in(path: str) -> int | None:
+    """The rank of a trace whose file name does not say it: from its first `"rank": N` key."""
+    head = _head(path)
+    m = re.search(rb'^[^\t][^\n]*?\] \{"[^\n]*?, "rank": (\d+)', head, re.M)
+    return int(m.group(1)) if m else None

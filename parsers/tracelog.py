@@ -1,0 +1,560 @@
+"""TORCH_TRACE log files -> the `events`, `strings`, `stats` and `problems` tables.
+
+The file is split into lines with numpy, and lines are classified by their first byte:
+a TAB starts a payload line, anything else is a record header (or a line that is not one).
+Header lines and payload blocks are cut out of the file's buffer as Arrow arrays without a
+Python object per line; the glog prefix is matched by Arrow's vectorized regex; only the
+header JSON is decoded per envelope, once, with orjson. Payload text stays in Arrow/polars
+buffers (the tab is removed and lines are joined with vectorized string kernels).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from parsers.kinds import CONTEXT_KEYS, NAMED_KINDS, is_known_kind
+
+PREFIX_PATTERN = (
+    r"^(?P<prefix>(?:\[rank(?P<prefix_rank>\d+)\]:)?(?P<level>[VIWEC])(?P<md>\d{4}) "
+    r"(?P<time>\d\d:\d\d:\d\d\.\d{6}) +(?P<pid>\d+) (?P<src>[^\]]+):(?P<srcline>\d+)\] )"
+)
+FILE_RANK_RE = re.compile(r"rank_(\d+)")
+_CHUNK = 1 << 26  # newline search in 64 MiB pieces keeps the temporary mask small
+
+EVENTS_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "lineno": pl.Int64,
+    "end_lineno": pl.Int64,
+    "rank": pl.Int32,
+    "pid": pl.Int32,
+    "level": pl.String,
+    "ts": pl.Datetime("us"),
+    "src_file": pl.String,
+    "src_line": pl.Int32,
+    "kind": pl.String,
+    "name": pl.String,
+    "known_kind": pl.Boolean,
+    "compiled_autograd_id": pl.Int32,
+    "frame_id": pl.Int32,
+    "frame_compile_id": pl.Int32,
+    "attempt": pl.Int32,
+    "compile_id": pl.String,
+    "trace_id": pl.String,
+    "metadata": pl.String,
+    "extra": pl.String,
+    "payload": pl.String,
+    "payload_md5": pl.String,
+    "payload_ok": pl.Boolean,
+}
+
+STATS_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "bytes": pl.Int64,
+    "lines": pl.Int64,
+    "envelopes": pl.Int64,
+    "payload_lines": pl.Int64,
+    "non_envelope_lines": pl.Int64,
+    "bad_json": pl.Int64,
+    "md5_mismatch": pl.Int64,
+    "unknown_kinds": pl.Int64,
+    "missing_payload": pl.Int64,
+    "truncated_tail": pl.Boolean,
+    "invalid_utf8": pl.Boolean,
+    "rank": pl.Int32,
+    "pid": pl.Int32,
+    "first_ts": pl.Datetime("us"),
+    "last_ts": pl.Datetime("us"),
+}
+
+PROBLEMS_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "lineno": pl.Int64,
+    "problem": pl.String,
+    "detail": pl.String,
+}
+
+STRINGS_SCHEMA: dict[str, pl.DataType] = {"file": pl.String, "id": pl.Int64, "string": pl.String}
+
+
+@dataclass
+class ParsedFile:
+    """The tables of one trace file."""
+
+    events: pl.DataFrame
+    strings: pl.DataFrame
+    stats: pl.DataFrame
+    problems: pl.DataFrame
+
+
+@dataclass
+class _Problems:
+    linenos: list[int] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+
+    def add(self, lineno: int, kind: str, detail: str) -> None:
+        self.linenos.append(lineno)
+        self.kinds.append(kind)
+        self.details.append(detail[:200])
+
+
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The file's bytes, gunzipped when it is gzip (by magic number, not by name)."""
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head == b"\x1f\x8b":
+            with gzip.open(fh) as gz:
+                return gz.read()
+        return fh.read()
+
+
+def _newlines(buf: np.ndarray) -> np.ndarray:
+    parts = [
+        np.flatnonzero(buf[i : i + _CHUNK] == 10) + i for i in range(0, len(buf), _CHUNK)
+    ]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+def _fix_utf8(data: bytes, problems: _Problems) -> bytes:
+    """Replace invalid UTF-8 and record the lines that had it."""
+    for i, line in enumerate(data.split(b"\n"), start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.add(i, "invalid_utf8", f"byte {exc.start}: {line[:80]!r}")
+    return data.decode("utf-8", "replace").encode("utf-8")
+
+
+@dataclass
+class _Split:
+    n: int
+    nlines: int
+    truncated: bool
+    starts: np.ndarray  # line starts (bytes)
+    ends: np.ndarray  # line ends, without the newline
+    cand: np.ndarray  # line indices of record headers (every line that is not a payload line)
+    n_payload_lines: np.ndarray  # payload lines after each header
+    headers: pa.Array  # large_string, header line per candidate
+    payloads: pa.Array  # large_string, payload text per candidate (tabs removed, "" when none)
+
+
+def _split(data: bytes) -> _Split:
+    """Lines, headers and payloads of a trace log, without a Python object per line.
+
+    The tab that starts each payload line is deleted from a copy of the buffer, after which
+    every payload is one contiguous byte range; headers and payloads are then views into
+    that buffer cut at computed offsets (raises ArrowInvalid when the bytes are not UTF-8).
+    """
+    n = len(data)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    nl = _newlines(buf)
+    truncated = n > 0 and data[-1] != 10
+    nlines = len(nl) + (1 if truncated else 0)
+    starts = np.empty(nlines, dtype=np.int64)
+    if nlines:
+        starts[0] = 0
+        starts[1:] = nl[: nlines - 1] + 1
+    ends = np.empty(nlines, dtype=np.int64)
+    ends[: len(nl)] = nl
+    if truncated:
+        ends[-1] = n
+    nonempty = starts < ends
+    first = np.where(nonempty, buf[np.minimum(starts, max(n - 1, 0))], 10) if nlines else starts
+    has_tab = first == 9
+    is_payload = has_tab.copy()
+    # An empty line between two payload lines is an empty payload line that lost its tab
+    # (seen in real logs, e.g. tlparse's export.log); anywhere else it is not a record.
+    if nlines > 2:
+        is_payload[1:-1] |= ~nonempty[1:-1] & has_tab[:-2] & has_tab[2:]
+    cand = np.flatnonzero(~is_payload)
+    k = len(cand)
+    tabs = starts[has_tab]
+    clean = np.delete(buf, tabs) if len(tabs) else buf
+
+    def shift(pos: np.ndarray) -> np.ndarray:
+        return pos - np.searchsorted(tabs, pos, side="left")
+
+    next_cand = np.append(cand[1:], nlines).astype(np.int64)
+    n_payload = next_cand - cand - 1
+    hs = shift(starts[cand])
+    he = shift(ends[cand])
+    has_p = n_payload > 0
+    first_p = np.minimum(cand + 1, max(nlines - 1, 0))
+    last_p = np.maximum(next_cand - 1, 0)
+    ps = np.where(has_p, shift(starts[first_p]), he)
+    pe = np.where(has_p, shift(ends[last_p]), he)
+    offs = np.empty(4 * k + 1, dtype=np.int64)
+    offs[0:-1:4] = hs
+    offs[1::4] = he
+    offs[2::4] = ps
+    offs[3::4] = pe
+    offs[-1] = len(clean)
+    if k:
+        seg = pa.LargeStringArray.from_buffers(
+            4 * k, pa.py_buffer(offs), pa.py_buffer(clean), None, 0
+        )
+        seg.validate(full=True)
+        headers = seg.take(pa.array(np.arange(0, 4 * k, 4)))
+        payloads = seg.take(pa.array(np.arange(2, 4 * k, 4)))
+    else:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise pa.ArrowInvalid(str(exc)) from None
+        headers = payloads = pa.array([], type=pa.large_string())
+    return _Split(n, nlines, truncated, starts, ends, cand, n_payload, headers, payloads)
+
+
+def _year_for(mtime: float) -> tuple[int, int]:
+    d = _dt.datetime.fromtimestamp(mtime)
+    return d.year, d.month
+
+
+def _int_or_none(v: object) -> int | None:
+    if v is None or type(v) is int:
+        return v  # type: ignore[return-value]
+    try:
+        return int(v)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_trace_bytes(
+    data: bytes, file: str, *, mtime: float | None = None, size: int | None = None
+) -> ParsedFile:
+    """Parse the bytes of one TORCH_TRACE log (already decompressed)."""
+    problems = _Problems()
+    invalid_utf8 = False
+    if b"\r\n" in data[: 1 << 16]:
+        # CRLF line ends (a log that went through a Windows editor or git autocrlf): torch
+        # wrote LF and hashed LF payloads, so undo it; line numbers stay the same.
+        data = data.replace(b"\r\n", b"\n")
+    try:
+        sp = _split(data)
+    except pa.ArrowInvalid:  # not UTF-8: the rare invalid file takes the slow path
+        invalid_utf8 = True
+        data = _fix_utf8(data, problems)
+        sp = _split(data)
+    n, nlines, truncated, cand, starts, ends = sp.n, sp.nlines, sp.truncated, sp.cand, sp.starts, sp.ends
+    k = len(cand)
+    payload_line_total = nlines - k
+    n_payload_lines = sp.n_payload_lines
+    orphan_payload = int(cand[0]) if k else nlines
+    if orphan_payload:
+        problems.add(1, "orphan_payload", f"{orphan_payload} payload lines before the first record")
+
+    m = pc.extract_regex(sp.headers, PREFIX_PATTERN)  # unanchored at the end: stops at "] "
+    valid_prefix = np.asarray(pc.is_valid(m).to_numpy(zero_copy_only=False), dtype=bool)
+    plens = pc.binary_length(m.field("prefix")).to_pylist()
+    jsons = sp.headers.cast(pa.large_binary()).to_pylist()
+    blocks = sp.payloads
+
+    # per-envelope Python: one orjson.loads and a handful of dict lookups
+    loads = orjson.loads
+    dumps = orjson.dumps
+    keep: list[int] = []
+    kinds: list[str] = []
+    names: list[str | None] = []
+    metas: list[bytes] = []
+    extras: list[bytes | None] = []
+    ranks: list[int | None] = []
+    caids: list[int | None] = []
+    fids: list[int | None] = []
+    fcids: list[int | None] = []
+    attempts: list[int | None] = []
+    md5s: list[str | None] = []
+    str_ids: list[int | None] = []
+    str_vals: list[str] = []
+    bad_json = 0
+    for i, j in enumerate(jsons):
+        plen = plens[i]
+        if plen is None:
+            lineno = int(cand[i]) + 1
+            text = data[starts[cand[i]] : ends[cand[i]]].decode("utf-8", "replace")
+            problems.add(lineno, "bad_prefix", text)
+            continue
+        j = j[plen:]
+        try:
+            d = loads(j)
+        except orjson.JSONDecodeError as exc:
+            bad_json += 1
+            problems.add(int(cand[i]) + 1, "bad_json", f"{exc}: {j[:120].decode('utf-8', 'replace')}")
+            continue
+        if type(d) is not dict or not d:
+            bad_json += 1
+            problems.add(int(cand[i]) + 1, "bad_json", f"not a JSON object: {j[:120].decode('utf-8', 'replace')}")
+            continue
+        it = iter(d)
+        kind = next(it)
+        meta = d[kind]
+        keep.append(i)
+        kinds.append(kind)
+        names.append(meta.get("name") if kind in NAMED_KINDS and type(meta) is dict else None)
+        metas.append(dumps(meta, default=repr))
+        extra = None
+        for key in it:
+            if key not in CONTEXT_KEYS:
+                if extra is None:
+                    extra = {}
+                extra[key] = d[key]
+        extras.append(dumps(extra, default=repr) if extra is not None else None)
+        ranks.append(d.get("rank"))
+        caids.append(d.get("compiled_autograd_id"))
+        fids.append(d.get("frame_id"))
+        fcids.append(d.get("frame_compile_id"))
+        attempts.append(d.get("attempt"))
+        h = d.get("has_payload")
+        md5s.append(h if h is None or type(h) is str else str(h))
+        if kind == "str" and type(meta) is list and len(meta) == 2:
+            str_vals.append(str(meta[0]))
+            str_ids.append(_int_or_none(meta[1]))
+
+    keep_idx = pa.array(np.asarray(keep, dtype=np.int64))
+    m_keep = m.take(keep_idx)
+    kept_cand = cand[np.asarray(keep, dtype=np.int64)] if keep else np.empty(0, dtype=np.int64)
+    kept_payload_lines = n_payload_lines[np.asarray(keep, dtype=np.int64)] if keep else kept_cand
+
+    def _ints(values: list[int | None]) -> pa.Array:
+        try:
+            return pa.array(values, type=pa.int32())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            return pa.array([_int_or_none(v) for v in values], type=pa.int32())
+
+    file_rank_m = FILE_RANK_RE.search(os.path.basename(file))
+    file_rank = int(file_rank_m.group(1)) if file_rank_m else None
+
+    raw = pl.DataFrame(
+        {
+            "lineno": pl.Series(kept_cand + 1, dtype=pl.Int64),
+            "n_payload": pl.Series(kept_payload_lines, dtype=pl.Int64),
+            "prefix_rank": pl.from_arrow(m_keep.field("prefix_rank")),
+            "level": pl.from_arrow(m_keep.field("level")),
+            "md": pl.from_arrow(m_keep.field("md")),
+            "time": pl.from_arrow(m_keep.field("time")),
+            "pid": pl.from_arrow(m_keep.field("pid")),
+            "src_file": pl.from_arrow(m_keep.field("src")),
+            "src_line": pl.from_arrow(m_keep.field("srcline")),
+            "kind": pl.Series(kinds, dtype=pl.String),
+            "name": pl.Series([x if x is None or type(x) is str else str(x) for x in names], dtype=pl.String),
+            "metadata": pl.from_arrow(pa.array(metas, type=pa.large_binary()).cast(pa.large_string())),
+            "extra": pl.from_arrow(pa.array(extras, type=pa.large_binary()).cast(pa.large_string())),
+            "rank": pl.from_arrow(_ints(ranks)),
+            "compiled_autograd_id": pl.from_arrow(_ints(caids)),
+            "frame_id": pl.from_arrow(_ints(fids)),
+            "frame_compile_id": pl.from_arrow(_ints(fcids)),
+            "attempt": pl.from_arrow(_ints(attempts)),
+            "payload_md5": pl.Series(md5s, dtype=pl.String),
+            "block": pl.from_arrow(blocks.take(keep_idx)),
+        }
+    )
+    year, month = _year_for(mtime if mtime is not None else _dt.datetime.now().timestamp())
+    ints = {c: pl.col(c).cast(pl.String) for c in ("compiled_autograd_id", "frame_id", "frame_compile_id")}
+    compile_id = (
+        pl.when(pl.col("compiled_autograd_id").is_not_null())
+        .then(
+            pl.concat_str(
+                pl.lit("!"),
+                ints["compiled_autograd_id"],
+                pl.when(pl.col("frame_id").is_not_null())
+                .then(pl.concat_str(pl.lit("/"), ints["frame_id"], pl.lit("/"), ints["frame_compile_id"]))
+                .otherwise(pl.lit("")),
+            )
+        )
+        .when(pl.col("frame_id").is_not_null())
+        .then(pl.concat_str(ints["frame_id"], pl.lit("/"), ints["frame_compile_id"].fill_null("-")))
+        .otherwise(None)
+    )
+    events = (
+        raw.with_columns(compile_id.alias("compile_id"))
+        .with_columns(
+            pl.lit(file, dtype=pl.String).alias("file"),
+            (pl.col("lineno") + pl.col("n_payload")).alias("end_lineno"),
+            # the file name's rank_N wins: it is what the user sees and what tlparse uses
+            pl.coalesce(
+                pl.lit(file_rank, dtype=pl.Int32),
+                pl.col("rank"),
+                pl.col("prefix_rank").cast(pl.Int32, strict=False),
+            ).alias("rank"),
+            pl.col("rank").alias("envelope_rank"),
+            pl.col("pid").cast(pl.Int32, strict=False),
+            pl.col("src_line").cast(pl.Int32, strict=False),
+            _timestamp(year, month),
+            pl.col("kind").is_in(sorted({k for k in set(kinds) if is_known_kind(k)})).alias("known_kind"),
+            pl.when(pl.col("compile_id").is_not_null())
+            .then(
+                pl.concat_str(
+                    pl.lit("["),
+                    pl.col("compile_id"),
+                    pl.when(pl.col("attempt").fill_null(0) != 0)
+                    .then(pl.concat_str(pl.lit("_"), pl.col("attempt").cast(pl.String)))
+                    .otherwise(pl.lit("")),
+                    pl.lit("]"),
+                )
+            )
+            .alias("trace_id"),
+            pl.when(pl.col("n_payload") > 0).then(pl.col("block")).otherwise(None).alias("payload"),
+        )
+    )
+    if file_rank is not None:
+        other = events.filter(pl.col("envelope_rank").is_not_null() & (pl.col("envelope_rank") != file_rank))
+        if other.height:
+            problems.add(
+                int(other["lineno"][0]),
+                "rank_mismatch",
+                f"file name says rank {file_rank}, {other.height} envelopes say rank "
+                f"{sorted(set(other['envelope_rank'].to_list()))}",
+            )
+    payload_ok, md5_bad, missing = _check_md5(events, problems)
+    events = events.with_columns(payload_ok.alias("payload_ok")).select(
+        [pl.col(c).cast(t) for c, t in EVENTS_SCHEMA.items()]
+    )
+    # A missing final newline alone is harmless (tlparse's own test logs end that way); the
+    # tail counts as truncated when the last record is also incomplete.
+    if truncated and problems.linenos and max(problems.linenos) >= (int(cand[-1]) + 1 if k else 1):
+        problems.add(nlines, "truncated_tail", "the last record is cut off (no final newline)")
+    else:
+        truncated = False
+
+    unknown = int((~events["known_kind"]).sum()) if events.height else 0
+    stats = pl.DataFrame(
+        {
+            "file": [file],
+            "bytes": [size if size is not None else n],
+            "lines": [nlines],
+            "envelopes": [events.height],
+            "payload_lines": [payload_line_total],
+            "non_envelope_lines": [int((~valid_prefix).sum()) + orphan_payload],
+            "bad_json": [bad_json],
+            "md5_mismatch": [md5_bad],
+            "unknown_kinds": [unknown],
+            "missing_payload": [missing],
+            "truncated_tail": [truncated],
+            "invalid_utf8": [invalid_utf8],
+            "rank": [events["rank"].drop_nulls().first() if events.height else file_rank],
+            "pid": [events["pid"].drop_nulls().first() if events.height else None],
+            "first_ts": [events["ts"].min() if events.height else None],
+            "last_ts": [events["ts"].max() if events.height else None],
+        },
+        schema=STATS_SCHEMA,
+    )
+    prob = pl.DataFrame(
+        {
+            "file": [file] * len(problems.linenos),
+            "lineno": problems.linenos,
+            "problem": problems.kinds,
+            "detail": problems.details,
+        },
+        schema=PROBLEMS_SCHEMA,
+    ).sort("lineno")
+    strings = pl.DataFrame(
+        {"file": [file] * len(str_vals), "id": str_ids, "string": str_vals}, schema=STRINGS_SCHEMA
+    )
+    return ParsedFile(events=events, strings=strings, stats=stats, problems=prob)
+
+
+def _timestamp(year: int, month: int) -> pl.Expr:
+    mon = pl.col("md").str.slice(0, 2).cast(pl.Int32, strict=False)
+    yr = pl.when(mon > month).then(year - 1).otherwise(year).cast(pl.String)
+    return (
+        pl.concat_str(yr, pl.col("md"), pl.lit(" "), pl.col("time"))
+        .str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False)
+        .alias("ts")
+    )
+
+
+def _check_md5(events: pl.DataFrame, problems: _Problems) -> tuple[pl.Series, int, int]:
+    """payload_ok per envelope, hashing the payload bytes in place (no Python strings)."""
+    n = events.height
+    ok: list[bool | None] = [None] * n
+    if n == 0:
+        return pl.Series(ok, dtype=pl.Boolean), 0, 0
+    arr = events["payload"].to_arrow()
+    if not isinstance(arr, pa.LargeStringArray):
+        arr = arr.cast(pa.large_string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
+    data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    expected = events["payload_md5"].to_list()
+    linenos = events["lineno"].to_list()
+    md5 = hashlib.md5
+    bad = missing = 0
+    for i in range(n):
+        want = expected[i]
+        if not valid[i]:
+            if want is not None:
+                missing += 1
+                problems.add(linenos[i], "missing_payload", f"has_payload {want} but no payload lines")
+            continue
+        got = md5(data[offsets[i] : offsets[i + 1]]).hexdigest()
+        good = want is not None and got == want
+        ok[i] = good
+        if not good:
+            bad += 1
+            problems.add(linenos[i], "md5_mismatch", f"has_payload {want}, payload md5 {got}")
+    return pl.Series(ok, dtype=pl.Boolean), bad, missing
+
+
+def read_trace_file(path: str | os.PathLike[str]) -> ParsedFile:
+    """Parse one trace file (plain or gzip)."""
+    p = Path(path)
+    st = p.stat()
+    return parse_trace_bytes(read_bytes(p), str(path), mtime=st.st_mtime, size=st.st_size)
+
+
+def _read_one(path: str) -> ParsedFile:
+    return read_trace_file(path)
+
+
+def empty_tables() -> ParsedFile:
+    """The four tables with their schemas and no rows."""
+    return ParsedFile(
+        events=pl.DataFrame(schema=EVENTS_SCHEMA),
+        strings=pl.DataFrame(schema=STRINGS_SCHEMA),
+        stats=pl.DataFrame(schema=STATS_SCHEMA),
+        problems=pl.DataFrame(schema=PROBLEMS_SCHEMA),
+    )
+
+
+def read_trace(
+    paths: list[str | os.PathLike[str]] | str | os.PathLike[str], *, jobs: int | None = None
+) -> ParsedFile:
+    """Parse trace files (in parallel processes when there is enough to do) and concatenate."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files = [str(p) for p in paths]
+    if not files:
+        return empty_tables()
+    sizes = [os.path.getsize(f) for f in files]
+    workers = min(jobs or os.cpu_count() or 1, len(files))
+    if workers > 1 and sum(sizes) > 16 * 1024 * 1024:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        order = sorted(range(len(files)), key=lambda i: -sizes[i])
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+            done = dict(zip(order, ex.map(_read_one, [files[i] for i in order])))
+        parts = [done[i] for i in range(len(files))]
+    else:
+        parts = [_read_one(f) for f in files]
+    return ParsedFile(
+        events=pl.concat([p.events for p in parts], rechunk=False),
+        strings=pl.concat([p.strings for p in parts]),
+        stats=pl.concat([p.stats for p in parts]),
+        problems=pl.concat([p.problems for p in parts]),
+    )

@@ -1,0 +1,217 @@
+"""The `traceview` command line.
+
+Every user error is one line on stderr and exit code 2; an unexpected internal error is one
+line too (exit 3) unless TRACEVIEW_DEBUG=1 asks for the traceback. Heavy imports (Textual) happen
+only inside the command that needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+class UserError(Exception):
+    """Shown to the user as one line."""
+
+
+def _add_input_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", help="TORCH_TRACE directory or file, TORCH_LOGS text log, or a directory of both")
+    p.add_argument("--latest", action="store_true", help="keep only the newest run when a directory holds several")
+    p.add_argument("--logs", nargs="+", metavar="FILE", default=[], help="TORCH_LOGS text logs to merge with the trace")
+    p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: all cores)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="traceview",
+        description="Answers from torch.compile logs: TORCH_TRACE structured traces and TORCH_LOGS text.",
+    )
+    ap.add_argument("--version", action="version", version="traceview 0.1.0")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("summary", help="findings and per-rank overview on one screen (or --json)")
+    _add_input_args(p)
+    p.add_argument("--json", action="store_true", help="print the versioned JSON report")
+    p.add_argument("--width", type=int, default=None, help="text width (default: terminal width, max 120)")
+
+    p = sub.add_parser("export", help="write every table as parquet plus manifest.json")
+    _add_input_args(p)
+    p.add_argument("-o", "--output", required=True, help="output directory (created or replaced atomically)")
+    p.add_argument(
+        "--partition-by-rank",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="hive-partition tables by rank (auto: when there are several ranks)",
+    )
+
+    p = sub.add_parser("open", help="browse the trace in a terminal UI")
+    _add_input_args(p)
+
+    p = sub.add_parser("origin", help="kernel / node / seq_nr -> forward op -> user source line")
+    _add_input_args(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--kernel", help="kernel name (e.g. triton_poi_fused_gelu_0)")
+    g.add_argument("--node", help="graph node name (e.g. mul_3)")
+    g.add_argument("--seq-nr", type=int, help="autograd sequence number")
+    p.add_argument("--compile-id", help="restrict to one compile id (e.g. 1/0)")
+    p.add_argument("--rank", type=int, help="restrict to one rank")
+    p.add_argument("--json", action="store_true", help="print the chains as JSON")
+
+    p = sub.add_parser("run", help="run a command with TORCH_TRACE and TORCH_LOGS set, then summarise")
+    p.add_argument("-o", "--output", help="directory for the trace and logs (default: ./traceview-run-<time>)")
+    p.add_argument("--open", action="store_true", help="open the UI afterwards instead of printing the summary")
+    p.add_argument("--logs", dest="torch_logs", default=None, help="TORCH_LOGS value (default: a useful set)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- command and its arguments")
+
+    p = sub.add_parser("cache", help="the parse cache")
+    p.add_argument("action", choices=["clear", "info"])
+    return ap
+
+
+def _load(args: argparse.Namespace):  # -> Trace
+    from traceview.cache import load_cached
+
+    return load_cached(
+        args.path, latest=args.latest, logs=args.logs, jobs=args.jobs, use_cache=not args.no_cache
+    )
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from traceview.cache import save_cache
+    from traceview.report import build_report, render_text
+
+    trace = _load(args)
+    report = build_report(trace)
+    save_cache(trace)
+    if args.json:
+        import orjson
+
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        width = args.width or min(max(_term_width(), 60), 120)
+        sys.stdout.write(render_text(report, width=width))
+    return 0
+
+
+def _term_width() -> int:
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except OSError:
+        return 80
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from traceview.export import write_export
+
+    trace = _load(args)
+    part = {"auto": None, "yes": True, "no": False}[args.partition_by_rank]
+    out = write_export(trace, args.output, partition_by_rank=part)
+    from traceview.cache import save_cache
+
+    save_cache(trace)
+    n = trace.events.height
+    sys.stderr.write(f"traceview: wrote {len(trace.tables())} tables ({n} events) to {out}\n")
+    return 0
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    from traceview.tui import run_app
+
+    return run_app(args)
+
+
+def cmd_origin(args: argparse.Namespace) -> int:
+    from traceview.analyze.origin import origin
+    from traceview.report import render_origin
+
+    trace = _load(args)
+    chains = origin(
+        trace, kernel=args.kernel, node=args.node, seq_nr=args.seq_nr, compile_id=args.compile_id, rank=args.rank
+    )
+    if args.json:
+        import orjson
+
+        sys.stdout.buffer.write(orjson.dumps(chains, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        sys.stdout.write(render_origin(chains))
+    return 0 if chains else 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from traceview.capture import run_capture
+
+    return run_capture(args)
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from traceview.cache import cache_dir, clear_cache
+
+    if args.action == "clear":
+        n = clear_cache()
+        sys.stderr.write(f"traceview: removed {n} cached traces from {cache_dir()}\n")
+    else:
+        sys.stdout.write(f"{cache_dir()}\n")
+    return 0
+
+
+COMMANDS = {
+    "summary": cmd_summary,
+    "export": cmd_export,
+    "open": cmd_open,
+    "origin": cmd_origin,
+    "run": cmd_run,
+    "cache": cmd_cache,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if not args.command:
+        ap.print_help(sys.stderr)
+        return EXIT_USAGE
+    from parsers.discover import InputError
+    from traceview.export import ExportError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (UserError, InputError, ExportError) as exc:
+        sys.stderr.write(f"traceview: error: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("traceview: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except OSError as exc:
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        sys.stderr.write(f"traceview: error: {where}{exc.strerror or exc}\n")
+        return EXIT_USAGE
+    except MemoryError:
+        sys.stderr.write("traceview: error: out of memory\n")
+        return EXIT_INTERNAL
+    except Exception as exc:
+        if os.environ.get("TRACEVIEW_DEBUG"):
+            raise
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        sys.stderr.write(
+            f"traceview: internal error: {type(exc).__name__}: {msg[:200]} (set TRACEVIEW_DEBUG=1 for details)\n"
+        )
+        return EXIT_INTERNAL
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Write a Trace's tables as parquet (+ manifest.json), atomically, and read them back.
+
+Single-process traces get one `<table>.parquet` per table. Multi-rank traces are written as
+hive-partitioned datasets (`<table>/rank=<R>/part-0.parquet`), which polars' `scan_parquet`,
+DuckDB and Spark read lazily. The output directory appears complete or not at all: everything
+is written into a temporary sibling directory that is renamed into place at the end.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from traceview.schema import SCHEMA_VERSION
+from traceview.trace import TABLES, Trace
+
+NULL_RANK_DIR = "__HIVE_DEFAULT_PARTITION__"
+
+
+class ExportError(Exception):
+    """The export could not be written (one line for the user)."""
+
+
+def _dtype_str(dt: pl.DataType) -> str:
+    return str(dt)
+
+
+def write_export(
+    trace: Trace, out_dir: str | os.PathLike[str], *, partition_by_rank: bool | None = None
+) -> Path:
+    """Write every table of `trace` to `out_dir` (replacing an earlier traceview export there)."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
+        raise ExportError(f"{out}: directory is not empty and is not a traceview export; choose another -o")
+    if trace.inputs is not None:
+        for src in [trace.inputs.root, *trace.inputs.trace_paths, *trace.inputs.text_logs]:
+            sp = Path(src).resolve()
+            if out.resolve() == sp or sp in out.resolve().parents:
+                raise ExportError(f"{out}: refusing to write inside the input {src}")
+    parent = out.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    if partition_by_rank is None:
+        partition_by_rank = len(trace.ranks) > 1
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    try:
+        tables_meta = {}
+        for name in TABLES:
+            df = trace.table(name)
+            tables_meta[name] = _write_table(df, tmp, name, partition_by_rank and "rank" in df.columns)
+        manifest = {
+            "traceview_schema_version": SCHEMA_VERSION,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "inputs": _inputs_meta(trace),
+            "partitioned_by_rank": bool(partition_by_rank),
+            "tables": tables_meta,
+            "stats": trace.stats.with_columns(pl.col(pl.Datetime).dt.to_string()).to_dicts(),
+        }
+        (tmp / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _inputs_meta(trace: Trace) -> dict:
+    inp = trace.inputs
+    if inp is None:
+        return {}
+    return {
+        "root": inp.root,
+        "trace_files": [{"path": t.path, "rank": t.rank, "run": t.run, "bytes": t.size} for t in inp.traces],
+        "text_logs": inp.text_logs,
+        "stray_files": [{"path": p, "why": w} for p, w in inp.stray],
+        "runs": inp.runs,
+        "left_out_by_latest": inp.dropped_runs,
+    }
+
+
+def _write_table(df: pl.DataFrame, tmp: Path, name: str, partition: bool) -> dict:
+    meta = {
+        "rows": df.height,
+        "columns": {c: _dtype_str(t) for c, t in df.schema.items()},
+    }
+    table = df.to_arrow()
+    if partition and df.height:  # an empty table is one file that still carries its schema
+        ds.write_dataset(
+            table,
+            tmp / name,
+            format="parquet",
+            partitioning=ds.partitioning(pa.schema([table.schema.field("rank")]), flavor="hive"),
+            existing_data_behavior="overwrite_or_ignore",
+            basename_template="part-{i}.parquet",
+        )
+        meta["path"] = f"{name}/"
+    else:
+        pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
+        meta["path"] = f"{name}.parquet"
+    return meta
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.resolve().parent))
+    os.rename(out, trash / "old")
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        os.rename(trash / "old", out)
+        raise
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def read_export(path: str | os.PathLike[str]) -> Trace:
+    """Read an export written by `write_export` back into a Trace (same tables, same schemas)."""
+    root = Path(path)
+    mpath = root / "manifest.json"
+    if not mpath.exists():
+        raise ExportError(f"{root}: no manifest.json; not a traceview export")
+    manifest = orjson.loads(mpath.read_bytes())
+    tables: dict[str, pl.DataFrame] = {}
+    for name, meta in manifest["tables"].items():
+        p = root / meta["path"]
+        if meta["path"].endswith("/"):
+            t = ds.dataset(p, format="parquet", partitioning="hive").to_table()
+            df = pl.from_arrow(t)
+        else:
+            df = pl.read_parquet(p)
+        assert isinstance(df, pl.DataFrame)
+        tables[name] = _restore(df, meta, name, _file_order(manifest))
+    return Trace.from_tables(tables)
+
+
+def _file_order(manifest: dict) -> dict[str, int]:
+    files = [s["file"] for s in manifest.get("stats", [])]
+    return {f: i for i, f in enumerate(files)}
+
+
+def _restore(df: pl.DataFrame, meta: dict, name: str, file_order: dict[str, int]) -> pl.DataFrame:
+    """Put columns back in their order and types (hive partitions come back last) and, for a
+    partitioned table, rows back in input-file order."""
+    cols = list(meta["columns"])
+    want = _schema_of(name)
+    exprs = []
+    for c in cols:
+        if c not in df.columns:
+            exprs.append(pl.lit(None).alias(c))
+        elif c in want:
+            exprs.append(pl.col(c).cast(want[c]))
+        else:
+            exprs.append(pl.col(c))
+    out = df.select(exprs)
+    if meta["path"].endswith("/") and "file" in out.columns and "lineno" in out.columns:
+        order = pl.col("file").replace_strict(file_order, default=len(file_order), return_dtype=pl.Int64)
+        out = out.sort(order, pl.col("lineno"), maintain_order=True)
+    return out
+
+
+def _schema_of(name: str) -> dict[str, pl.DataType]:
+    """The declared schema of a table, when it has one."""
+    from parsers import compiles, tracelog
+
+    known: dict[str, dict[str, pl.DataType]] = {
+        "events": tracelog.EVENTS_SCHEMA,
+        "stats": tracelog.STATS_SCHEMA,
+        "problems": tracelog.PROBLEMS_SCHEMA,
+        "strings": tracelog.STRINGS_SCHEMA,
+        "compiles": compiles.COMPILES_SCHEMA,
+        "spans": compiles.SPANS_SCHEMA,
+    }
+    return known.get(name, {})
