@@ -1,0 +1,747 @@
+"""Benchmark traceview against tlparse and a bare-scan floor on real TORCH_TRACE logs.
+
+Run from anywhere (the repository root is put on PYTHONPATH for the traceview commands)::
+
+    /work/venv/bin/python bench/bench.py                       # default scenarios, all tools
+    /work/venv/bin/python bench/bench.py --scenario all --json /tmp/bench.json
+    /work/venv/bin/python bench/bench.py --scenario rank48_500mb single_1gb --tools floor tlparse
+    /work/venv/bin/python bench/bench.py --build-only --scenario all
+
+Options: ``--tlparse PATH`` (default /work/tlparse-venv/bin/tlparse), ``--work DIR`` (default
+/tmp/traceview-bench; built inputs, tool outputs and logs go there, never under
+/work/shared), ``--scenario NAME ...``, ``--tools TOOL ...``, ``--repeat N``, ``--timeout S``,
+``--summary-cold-args=--no-cache`` (the ``=`` is needed for a value starting with ``-``;
+``--summary-cold-args=`` for none), ``--keep-outputs``, ``--json FILE``.  With ``--repeat N``
+each tool runs N times and the fastest run is shown (all attempts are kept in the JSON).
+
+Scenarios (inputs are built once into the work dir and reused while a manifest of file names
+and sizes matches; the real traces are used in place):
+
+* ``rank48_small`` (default): 48 rank files, copies of peer-tlparse/multi_rank_runtime rank
+  0..6 taken in turn (rank R is a copy of rank R % 7), named
+  ``dedicated_log_torch_trace_rank_<R>_<8 hex>.log``; in every envelope line (a line not
+  starting with a TAB) the first ``"rank": N`` of the JSON after the glog prefix (the
+  envelope's only ``rank`` key in these logs) is rewritten to ``"rank": R``.  Payload lines
+  are copied byte for byte.  About 75 MB.
+* ``rank48_500mb``: 48 byte-identical copies of gpu/train_dynamic/trace/*.log (9.78 MB each),
+  named as above.  That log has no ``rank`` key and none is added: the rank is only in the
+  file name (tlparse --all-ranks-html takes it from there too).  About 470 MB.
+* ``single_1gb``: one file, the plain concatenation of ceil(1e9 / 9.78 MB) = 103 copies of
+  the gpu/train_dynamic log (about 1007 MB).  Nothing is renumbered, so frame ids, compile
+  ids and ``str`` interning records repeat and timestamps jump back at each copy boundary.
+* ``train_dynamic`` (default): the real gpu/train_dynamic/trace log, as a file.
+* ``multi_rank_runtime`` (default): the real peer-tlparse/multi_rank_runtime directory.
+
+``--scenario all`` runs all five.  Files are given as the file path, multi-rank inputs as the
+directory path.
+
+Tools (each run in its own child process; see the command constants below):
+
+* ``floor``: :func:`bare_scan` run in a fresh ``python bench.py --floor-worker INPUT`` child:
+  read every file line by line, for each line not starting with a TAB split off the JSON
+  after the first ``] `` and ``orjson.loads`` it.  Single process, one core.  Its wall time
+  includes interpreter start and ``import orjson`` (about 50 ms), like traceview's does; the
+  in-process scan time alone is ``extra.scan_s`` in the JSON.
+* ``tlparse``: ``tlparse INPUT --no-browser --overwrite -o OUT``, plus ``--all-ranks-html``
+  for a directory (tlparse 0.4.3 refuses a directory otherwise: plain gives "is not a file",
+  and ``--latest`` picks the newest file and then fails with "is not a directory").
+* ``export``: ``traceview export INPUT -o OUT``.
+* ``summary-cold``: ``traceview summary INPUT`` plus ``--summary-cold-args`` (default
+  ``--no-cache``; pass an empty string if the flag does not exist).
+* ``summary-warm``: ``traceview summary INPUT`` twice; the first run is reported as
+  ``summary-prime`` (it builds the cache, unless one is left from an earlier bench run), the
+  second as ``summary-warm``.
+
+Measurements: each command is started by a fresh minimal wrapper interpreter
+(``python -I -S -c WRAPPER``) that ``posix_spawnp``s it and ``os.wait4``s for it, so rusage
+belongs to that one command (the wrapper's own peak of ~9 MB, printed as the "peak RSS floor",
+is the smallest value that can show up: the kernel folds the spawner's high-water mark into the
+child's).  Wall time = perf_counter around spawn and wait4 inside the wrapper (interpreter
+start of the wrapper excluded); CPU time = user+sys of the command and its waited-for
+descendants; peak RSS = ``ru_maxrss`` (KiB on Linux; for a process tree this is the largest
+single process, not the sum); "tree RSS" = the largest sum of VmRSS over the command's process
+tree, sampled every 20 ms from /proc (shared pages counted once per process; short runs may be
+under-sampled).  MB = 10**6 bytes everywhere; MB/s = input MB / wall s.  Before each
+scenario every input file is read once so all tools see a warm page cache.  Outputs are
+deleted after each run unless --keep-outputs.  A command that cannot start, exits non-zero or
+times out is reported as FAILED with the tail of its stderr; the other measurements go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+TRACES = Path("/work/shared/traces")
+SHARED = Path("/work/shared")
+DEFAULT_WORK = Path("/tmp/traceview-bench")
+DEFAULT_TLPARSE = "/work/tlparse-venv/bin/tlparse"
+
+# Command templates: "{python}", "{input}", "{out}" and "{tlparse}" are substituted.
+TRACEVIEW = ["{python}", "-m", "traceview"]
+EXPORT_CMD = [*TRACEVIEW, "export", "{input}", "-o", "{out}"]
+SUMMARY_CMD = [*TRACEVIEW, "summary", "{input}"]
+SUMMARY_COLD_ARGS = "--no-cache"
+TLPARSE_CMD = ["{tlparse}", "{input}", "--no-browser", "--overwrite", "-o", "{out}"]
+TLPARSE_DIR_EXTRA = ["--all-ranks-html"]
+
+TOOLS = ("floor", "tlparse", "export", "summary-cold", "summary-warm")
+BUILD_VERSION = 1
+RSS_SAMPLE_S = 0.02
+MB = 1e6
+
+
+# --------------------------------------------------------------------------- the floor
+
+
+def input_files(path: Path) -> list[Path]:
+    """The files an input stands for: itself, or a directory's regular files, sorted."""
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    return [path]
+
+
+def bare_scan(path: Path) -> dict[str, float]:
+    """The practical floor: orjson-parse every envelope line, skip payload lines."""
+    import orjson
+
+    loads = orjson.loads
+    t0 = time.perf_counter()
+    records = bad = nbytes = 0
+    for f in input_files(path):
+        nbytes += f.stat().st_size
+        with open(f, "rb") as fh:
+            for line in fh:
+                if line[:1] == b"\t" or not line.strip():
+                    continue
+                cut = line.find(b"] ")
+                try:
+                    loads(line[cut + 2 :])
+                    records += 1
+                except orjson.JSONDecodeError:
+                    bad += 1
+    return {
+        "records": records,
+        "bad": bad,
+        "bytes": nbytes,
+        "scan_s": round(time.perf_counter() - t0, 4),
+    }
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass
+class Scenario:
+    """One benchmark input."""
+
+    name: str
+    description: str
+    default: bool
+    multi_rank: bool
+    build: Callable[[Path, Path], dict[str, int]] | None = None  # (traces, dst) -> sizes
+    real_path: str | None = None  # relative to the traces dir, used in place
+
+
+def rank_file_name(scenario: str, rank: int) -> str:
+    """``dedicated_log_torch_trace_rank_<R>_<8 hex>.log``, deterministic."""
+    tag = hashlib.sha1(f"{scenario}:{rank}".encode()).hexdigest()[:8]
+    return f"dedicated_log_torch_trace_rank_{rank}_{tag}.log"
+
+
+RANK_KEY = re.compile(rb'"rank": \d+')
+
+
+def rewrite_rank(data: bytes, rank: int) -> tuple[bytes, int]:
+    """Set the envelope ``"rank": N`` to ``rank`` on every non-payload line.
+
+    Lines are split on ``\\n`` only and payload lines (leading TAB) are copied unchanged; each
+    rewritten envelope is re-parsed to check that its top-level ``rank`` is now ``rank``.
+    """
+    import orjson
+
+    new = b'"rank": %d' % rank
+    lines = data.split(b"\n")
+    changed = 0
+    for i, line in enumerate(lines):
+        if line[:1] == b"\t":
+            continue
+        cut = line.find(b"] ")
+        if cut < 0:
+            continue
+        body, n = RANK_KEY.subn(new, line[cut + 2 :], count=1)
+        if n:
+            if orjson.loads(body).get("rank") != rank:
+                raise RuntimeError(f"rank key is not the envelope's own: {line[:200]!r}")
+            lines[i] = line[: cut + 2] + body
+            changed += 1
+    return b"\n".join(lines), changed
+
+
+def build_rank48_small(traces: Path, dst: Path) -> dict[str, int]:
+    """48 rank files from the 7 multi_rank_runtime ranks, envelope rank rewritten."""
+    srcs = sorted(
+        (traces / "peer-tlparse/multi_rank_runtime").glob("dedicated_log_torch_trace_rank_*.log"),
+        key=lambda p: int(re.search(r"rank_(\d+)", p.name).group(1)),  # type: ignore[union-attr]
+    )
+    sizes: dict[str, int] = {}
+    for rank in range(48):
+        data, changed = rewrite_rank(srcs[rank % len(srcs)].read_bytes(), rank)
+        if changed == 0:
+            raise RuntimeError(f"no rank key rewritten in {srcs[rank % len(srcs)]}")
+        name = rank_file_name("rank48_small", rank)
+        (dst / name).write_bytes(data)
+        sizes[name] = len(data)
+    return sizes
+
+
+def train_dynamic_log(traces: Path) -> Path:
+    """The one gpu/train_dynamic TORCH_TRACE log."""
+    (log,) = sorted((traces / "gpu/train_dynamic/trace").glob("*.log"))
+    return log
+
+
+def build_rank48_500mb(traces: Path, dst: Path) -> dict[str, int]:
+    """48 byte-identical copies of the train_dynamic log, rank only in the file name."""
+    src = train_dynamic_log(traces)
+    sizes: dict[str, int] = {}
+    for rank in range(48):
+        name = rank_file_name("rank48_500mb", rank)
+        shutil.copyfile(src, dst / name)
+        sizes[name] = src.stat().st_size
+    return sizes
+
+
+def build_single_1gb(traces: Path, dst: Path) -> dict[str, int]:
+    """One file: ceil(1e9 / size) plain concatenated copies of the train_dynamic log."""
+    data = train_dynamic_log(traces).read_bytes()
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    copies = math.ceil(1e9 / len(data))
+    name = "dedicated_log_torch_trace_single_1gb.log"
+    with open(dst / name, "wb") as fh:
+        for _ in range(copies):
+            fh.write(data)
+    return {name: copies * len(data)}
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "rank48_small",
+            "48 ranks from multi_rank_runtime, rank rewritten",
+            True,
+            True,
+            build=build_rank48_small,
+        ),
+        Scenario(
+            "rank48_500mb",
+            "48 ranks, copies of gpu/train_dynamic",
+            False,
+            True,
+            build=build_rank48_500mb,
+        ),
+        Scenario(
+            "single_1gb",
+            "gpu/train_dynamic concatenated to ~1 GB",
+            False,
+            False,
+            build=build_single_1gb,
+        ),
+        Scenario(
+            "train_dynamic",
+            "real gpu/train_dynamic log",
+            True,
+            False,
+            real_path="gpu/train_dynamic/trace",
+        ),
+        Scenario(
+            "multi_rank_runtime",
+            "real peer-tlparse/multi_rank_runtime",
+            True,
+            True,
+            real_path="peer-tlparse/multi_rank_runtime",
+        ),
+    )
+}
+
+
+def manifest_ok(dst: Path) -> bool:
+    """True if ``dst`` holds a complete build matching its manifest."""
+    mf = dst / ".bench-manifest.json"
+    if not mf.is_file():
+        return False
+    try:
+        manifest = json.loads(mf.read_text())
+    except ValueError:
+        return False
+    if manifest.get("version") != BUILD_VERSION:
+        return False
+    files: dict[str, int] = manifest.get("files", {})
+    present = {p.name for p in input_files(dst)}
+    if present != set(files):
+        return False
+    return all((dst / n).stat().st_size == size for n, size in files.items())
+
+
+def prepare(s: Scenario, traces: Path, work: Path) -> Path:
+    """Build (or reuse) a scenario's input and return the path to give the tools."""
+    if s.real_path is not None:
+        path = traces / s.real_path
+        if not s.multi_rank:
+            (path,) = sorted(path.glob("*.log"))
+        return path
+    assert s.build is not None
+    dst = work / "inputs" / s.name
+    if manifest_ok(dst):
+        print(f"[{s.name}] cached input in {dst}", file=sys.stderr)
+    else:
+        tmp = dst.with_name(dst.name + ".building")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(dst, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        t0 = time.perf_counter()
+        sizes = s.build(traces, tmp)
+        manifest = {"version": BUILD_VERSION, "scenario": s.name, "files": sizes}
+        (tmp / ".bench-manifest.json").write_text(json.dumps(manifest, indent=1))
+        tmp.rename(dst)
+        total = sum(sizes.values()) / MB
+        print(
+            f"[{s.name}] built {total:.0f} MB in {time.perf_counter() - t0:.1f} s", file=sys.stderr
+        )
+    if s.multi_rank:
+        return dst
+    (only,) = input_files(dst)
+    return only
+
+
+def input_bytes(path: Path) -> int:
+    """Total size of an input's files."""
+    return sum(f.stat().st_size for f in input_files(path))
+
+
+def warm_page_cache(path: Path) -> None:
+    """Read every input file once so no tool pays for the first disk read."""
+    for f in input_files(path):
+        with open(f, "rb") as fh:
+            while fh.read(1 << 24):
+                pass
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class Run:
+    """One measured command."""
+
+    scenario: str
+    tool: str
+    argv: list[str]
+    input_mb: float
+    input: str = ""
+    ok: bool = False
+    exit_code: int | None = None
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    maxrss_mb: float | None = None
+    tree_rss_mb: float | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mb_per_s(self) -> float | None:
+        """Input MB per wall second."""
+        return self.input_mb / self.wall_s if self.ok and self.wall_s else None
+
+
+# A fresh, minimal interpreter per command spawns it and reports os.wait4's rusage for that
+# one child.  ru_maxrss of a child also counts the RSS high-water mark of the process that
+# spawned it (the kernel keeps the pre-exec mm's peak), so spawning from bench.py itself
+# would leak bench.py's own peak into every number; this wrapper's peak (about 9 MB, measured
+# as ``wrapper_floor_mb``) is the lowest peak RSS that can be reported.
+WRAPPER = """
+import os, sys, time
+res, argv = sys.argv[1], sys.argv[2:]
+t0 = time.perf_counter()
+try:
+    pid = os.posix_spawnp(argv[0], argv, os.environ)
+except OSError as exc:
+    sys.stderr.write("cannot start %s: %s\\n" % (argv[0], exc))
+    sys.exit(127)
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - t0
+with open(res, "w") as fh:
+    fh.write("%r %d %d %r %r" % (wall, os.waitstatus_to_exitcode(status), ru.ru_maxrss,
+                                 ru.ru_utime, ru.ru_stime))
+"""
+
+
+def tree_rss_kib(root: int) -> int:
+    """Sum of VmRSS (KiB) over the descendants of ``root`` (not ``root`` itself), from /proc."""
+    total = 0
+    stack = [(root, False)]
+    while stack:
+        p, count = stack.pop()
+        try:
+            if count:
+                with open(f"/proc/{p}/status", "rb") as fh:
+                    for line in fh:
+                        if line.startswith(b"VmRSS:"):
+                            total += int(line.split()[1])
+                            break
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children", "rb") as fh:
+                    stack.extend((int(c), True) for c in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def tail(path: Path, lines: int = 12) -> str:
+    """Last lines of a log file."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str]) -> Run:
+    """Run ``run.argv`` under the wrapper; fill in wall, CPU, ru_maxrss and tree RSS."""
+    logdir.mkdir(parents=True, exist_ok=True)
+    stem = f"{run.scenario}.{run.tool}"
+    out_path, err_path = logdir / f"{stem}.stdout", logdir / f"{stem}.stderr"
+    res_path = logdir / f"{stem}.rusage"
+    res_path.unlink(missing_ok=True)
+    wrapper = [sys.executable, "-I", "-S", "-c", WRAPPER, str(res_path)]
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            wrapper + run.argv,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        peak = [0]
+        done = threading.Event()
+        timed_out = [False]
+
+        def sample() -> None:
+            while not done.wait(RSS_SAMPLE_S):
+                peak[0] = max(peak[0], tree_rss_kib(proc.pid))
+                if timeout and time.perf_counter() - t0 > timeout:
+                    timed_out[0] = True
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        proc.wait()
+        done.set()
+        sampler.join()
+    try:
+        wall, code, maxrss, utime, stime = res_path.read_text().split()
+    except (OSError, ValueError):
+        run.exit_code = proc.returncode
+        run.error = f"exit {proc.returncode}\n{tail(err_path) or tail(out_path)}"
+        if timed_out[0]:
+            run.error = f"timed out after {timeout:.0f} s\n{tail(err_path) or tail(out_path)}"
+        return run
+    run.wall_s, run.exit_code = float(wall), int(code)
+    run.cpu_s = float(utime) + float(stime)
+    run.maxrss_mb = int(maxrss) * 1024 / MB
+    run.tree_rss_mb = peak[0] * 1024 / MB if peak[0] else None
+    run.ok = run.exit_code == 0 and not timed_out[0]
+    if not run.ok:
+        run.error = f"exit {run.exit_code}\n{tail(err_path) or tail(out_path)}"
+    elif run.tool == "floor":
+        try:
+            run.extra = json.loads(out_path.read_text())
+        except ValueError:
+            pass
+    return run
+
+
+def wrapper_floor_mb(logdir: Path, env: dict[str, str]) -> float | None:
+    """Peak RSS the wrapper reports for ``true``: the smallest reportable peak."""
+    r = measure(Run("_", "wrapper-floor", ["true"], 0.0), logdir, 60.0, env)
+    return r.maxrss_mb if r.ok else None
+
+
+def fill(template: list[str], **values: str) -> list[str]:
+    """Substitute ``{name}`` placeholders in a command template."""
+    return [part.format(**values) for part in template]
+
+
+def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -> list[Run]:
+    """Run every selected tool on one scenario."""
+    path = prepare(s, args.traces, args.work)
+    mb = input_bytes(path) / MB
+    outroot = args.work / "out" / s.name
+    logdir = args.work / "logs"
+    warm_page_cache(path)
+    py = sys.executable
+    cold_args = shlex.split(args.summary_cold_args)
+    plan: list[tuple[str, list[str], Path | None]] = []
+    for tool in args.tools:
+        if tool == "floor":
+            argv = [py, str(Path(__file__).resolve()), "--floor-worker", str(path)]
+            plan.append(("floor", argv, None))
+        elif tool == "tlparse":
+            out = outroot / "tlparse"
+            argv = fill(TLPARSE_CMD, tlparse=args.tlparse, input=str(path), out=str(out))
+            plan.append(("tlparse", argv + (TLPARSE_DIR_EXTRA if path.is_dir() else []), out))
+        elif tool == "export":
+            out = outroot / "export"
+            plan.append(("export", fill(EXPORT_CMD, python=py, input=str(path), out=str(out)), out))
+        elif tool == "summary-cold":
+            plan.append(
+                ("summary-cold", fill(SUMMARY_CMD, python=py, input=str(path)) + cold_args, None)
+            )
+        elif tool == "summary-warm":
+            argv = fill(SUMMARY_CMD, python=py, input=str(path))
+            plan += [("summary-prime", argv, None), ("summary-warm", argv, None)]
+    runs: list[Run] = []
+    for tool, argv, out in plan:
+        best: Run | None = None
+        attempts: list[dict[str, Any]] = []
+        for _ in range(args.repeat if tool != "summary-prime" else 1):
+            if out is not None:
+                shutil.rmtree(out, ignore_errors=True)
+                out.parent.mkdir(parents=True, exist_ok=True)
+            r = measure(Run(s.name, tool, argv, mb, str(path)), logdir, args.timeout, env)
+            attempts.append(
+                {
+                    "wall_s": r.wall_s,
+                    "cpu_s": r.cpu_s,
+                    "maxrss_mb": r.maxrss_mb,
+                    "tree_rss_mb": r.tree_rss_mb,
+                    "ok": r.ok,
+                }
+            )
+            if best is None or (r.ok and (not best.ok or (r.wall_s or 0) < (best.wall_s or 0))):
+                best = r
+            if not r.ok:
+                break
+        assert best is not None
+        if len(attempts) > 1:
+            best.extra["attempts"] = attempts
+        if out is not None and not args.keep_outputs:
+            shutil.rmtree(out, ignore_errors=True)
+        print(f"[{s.name}] {status_line(best)}", file=sys.stderr)
+        runs.append(best)
+    return runs
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def fmt(value: float | None, spec: str) -> str:
+    """Format a number, or ``-`` for a missing one."""
+    return "-" if value is None else format(value, spec)
+
+
+def status_line(r: Run) -> str:
+    """One-line progress message for a run."""
+    if r.ok:
+        return (
+            f"{r.tool}: {r.wall_s:.2f} s, peak RSS {fmt(r.maxrss_mb, '.0f')} MB, "
+            f"{fmt(r.mb_per_s, '.0f')} MB/s"
+        )
+    return f"{r.tool}: FAILED ({(r.error or '').splitlines()[0]})"
+
+
+def ratio(runs: list[Run], num: str, den: str) -> float | None:
+    """wall(num) / wall(den) within one scenario, if both succeeded."""
+    by = {r.tool: r for r in runs if r.ok}
+    if num in by and den in by and by[den].wall_s:
+        return (by[num].wall_s or 0) / by[den].wall_s  # type: ignore[operator]
+    return None
+
+
+def print_table(results: dict[str, list[Run]]) -> None:
+    """The results table, the ratios, and the stderr tails of failed commands."""
+    head = (
+        "scenario",
+        "input MB",
+        "tool",
+        "wall s",
+        "cpu s",
+        "peak RSS MB",
+        "tree RSS MB",
+        "MB/s",
+        "status",
+    )
+    rows = [head]
+    for runs in results.values():
+        for r in runs:
+            rows.append(
+                (
+                    r.scenario,
+                    f"{r.input_mb:.1f}",
+                    r.tool,
+                    fmt(r.wall_s, ".3f"),
+                    fmt(r.cpu_s, ".2f"),
+                    fmt(r.maxrss_mb, ".1f"),
+                    fmt(r.tree_rss_mb, ".1f"),
+                    fmt(r.mb_per_s, ".1f"),
+                    "ok" if r.ok else "FAILED",
+                )
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    right = {1, 3, 4, 5, 6, 7}
+    for n, row in enumerate(rows):
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))
+        ]
+        print("  ".join(cells).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+    print()
+    print("ratios (wall time): tlparse / traceview export, traceview summary-cold / floor")
+    for name, runs in results.items():
+        a, b = ratio(runs, "tlparse", "export"), ratio(runs, "summary-cold", "floor")
+        print(
+            f"  {name:<20} tlparse/export {fmt(a, '.2f'):>7}   summary-cold/floor {fmt(b, '.2f'):>7}"
+        )
+    failed = [r for runs in results.values() for r in runs if not r.ok]
+    for r in failed:
+        print(f"\nFAILED {r.scenario} {r.tool}: {shlex.join(r.argv)}\n{r.error}")
+
+
+def to_json(results: dict[str, list[Run]], args: argparse.Namespace) -> dict[str, Any]:
+    """Results plus enough context to compare runs later."""
+    runs = []
+    for rs in results.values():
+        for r in rs:
+            d = asdict(r)
+            d["mb_per_s"] = r.mb_per_s
+            runs.append(d)
+    return {
+        "machine": {
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+        },
+        "tlparse": args.tlparse,
+        "commands": {
+            "export": EXPORT_CMD,
+            "summary": SUMMARY_CMD,
+            "summary_cold_args": args.summary_cold_args,
+            "tlparse": TLPARSE_CMD,
+            "tlparse_dir_extra": TLPARSE_DIR_EXTRA,
+        },
+        "units": {
+            "MB": "10**6 bytes",
+            "maxrss": "ru_maxrss of the child via os.wait4",
+            "tree_rss": "peak sampled sum of VmRSS over the process tree",
+        },
+        "ratios": {
+            name: {
+                "tlparse/export": ratio(rs, "tlparse", "export"),
+                "summary-cold/floor": ratio(rs, "summary-cold", "floor"),
+            }
+            for name, rs in results.items()
+        },
+        "runs": runs,
+    }
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--tlparse", default=DEFAULT_TLPARSE, help="tlparse binary")
+    ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help="work dir for inputs/outputs")
+    ap.add_argument("--traces", type=Path, default=TRACES, help="the shared traces dir (read only)")
+    ap.add_argument(
+        "--scenario",
+        nargs="+",
+        default=None,
+        help=f"scenarios, or 'all' (default: {' '.join(n for n, s in SCENARIOS.items() if s.default)})",
+    )
+    ap.add_argument("--tools", nargs="+", default=list(TOOLS), choices=TOOLS)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per tool; the fastest is shown")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per command (0: none)")
+    ap.add_argument(
+        "--summary-cold-args",
+        default=SUMMARY_COLD_ARGS,
+        help="extra args for the cold summary run (default: %(default)s)",
+    )
+    ap.add_argument("--keep-outputs", action="store_true", help="keep tool output dirs")
+    ap.add_argument("--build-only", action="store_true", help="only build the inputs")
+    ap.add_argument("--json", type=Path, default=None, help="also write results as JSON here")
+    ap.add_argument("--floor-worker", type=Path, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    names = args.scenario or [n for n, s in SCENARIOS.items() if s.default]
+    if "all" in names:
+        names = list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenario(s) {unknown}; choose from {list(SCENARIOS)} or 'all'")
+    args.scenario = names
+    args.work = args.work.resolve()
+    if args.work == SHARED or SHARED in args.work.parents:
+        ap.error("--work must not be under /work/shared")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the inputs, run the tools, print (and optionally save) the table."""
+    args = parse_args(argv)
+    if args.floor_worker is not None:
+        print(json.dumps(bare_scan(args.floor_worker)))
+        return 0
+    args.work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    results: dict[str, list[Run]] = {}
+    floor_mb = None if args.build_only else wrapper_floor_mb(args.work / "logs", env)
+    for name in args.scenario:
+        s = SCENARIOS[name]
+        if args.build_only:
+            path = prepare(s, args.traces, args.work)
+            print(f"{name}: {path} ({input_bytes(path) / MB:.1f} MB)")
+            continue
+        results[name] = bench_scenario(s, args, env)
+    if args.build_only:
+        return 0
+    print_table(results)
+    print(f"\npeak RSS floor (wrapper running `true`): {fmt(floor_mb, '.1f')} MB")
+    if args.json is not None:
+        doc = to_json(results, args)
+        doc["wrapper_floor_mb"] = floor_mb
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
