@@ -1,0 +1,404 @@
+"""Fact tables built the same way from TORCH_TRACE events and from TORCH_LOGS records.
+
+Tables (schemas in ``SCHEMAS``, columns documented in docs/tables-facts.md):
+``recompiles``, ``graph_breaks``, ``guards``, ``annotations``, ``limit_hits``. Every row has
+``source`` (``trace`` | ``text``), ``rank``, ``compile_id``, ``file`` and ``lineno``.
+
+Trace builders take the ``events`` table (docs/tables.md); text builders take the
+``records`` table of :func:`parsers.textlog.read_text_log` (or the ``TextLog``). Message bodies
+are parsed by :mod:`parsers.messages`, the same code for both sources.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+import polars as pl
+
+from parsers.messages import (
+    parse_annotation,
+    parse_graph_break,
+    parse_guard_tree,
+    parse_recompile_reasons,
+    split_graph_breaks,
+)
+from parsers.textlog import TextLog
+
+__all__ = [
+    "ANNOTATIONS_SCHEMA",
+    "GRAPH_BREAKS_SCHEMA",
+    "GUARDS_SCHEMA",
+    "LIMIT_HITS_SCHEMA",
+    "RECOMPILES_SCHEMA",
+    "SCHEMAS",
+    "annotations_from_text",
+    "facts_from_text",
+    "facts_from_trace",
+    "graph_breaks_from_text",
+    "graph_breaks_from_trace",
+    "guards_from_text",
+    "guards_from_trace",
+    "limit_hits_from_text",
+    "limit_hits_from_trace",
+    "recompiles_from_text",
+    "recompiles_from_trace",
+]
+
+_S, _I32, _I64, _B = pl.String, pl.Int32, pl.Int64, pl.Boolean
+_TAIL = {"source": _S, "file": _S, "lineno": _I64}
+
+RECOMPILES_SCHEMA = pl.Schema(
+    {
+        "rank": _I32, "compile_id": _S, "trace_id": _S, "function": _S, "filename": _S,
+        "line": _I32, "reason_index": _I32, "failed_against": _S, "guard": _S, "kind": _S,
+        "guard_source": _S, "dim": _I32, "expected": _S, "actual": _S, "user_code": _S,
+        "user_file": _S, "user_line": _I32, "user_function": _S, **_TAIL,
+    }
+)
+GRAPH_BREAKS_SCHEMA = pl.Schema(
+    {
+        "rank": _I32, "compile_id": _S, "trace_id": _S, "attempt": _I32, "filename": _S,
+        "line": _I32, "function": _S, "reason": _S, "reason_line": _S, "gb_id": _S,
+        "explanation": _S, "hint": _S, "debug_context": _S, "frame_skipped": _B,
+        "inner_reason": _S, "inner_gb_id": _S, "skipped_function": _S, "skipped_filename": _S,
+        "skipped_line": _I32, "user_stack_suppressed": _B, **_TAIL,
+    }
+)
+GUARDS_SCHEMA = pl.Schema(
+    {
+        "rank": _I32, "compile_id": _S, "trace_id": _S, "kind": _S, "code": _S,
+        "guard_source": _S, "user_code": _S, "user_file": _S, "user_line": _I32,
+        "user_function": _S, "depth": _I32, **_TAIL,
+    }
+)
+ANNOTATIONS_SCHEMA = pl.Schema(
+    {"rank": _I32, "compile_id": _S, "node": _S, "seq_nr": _I64, "side": _S, **_TAIL}
+)
+LIMIT_HITS_SCHEMA = pl.Schema(
+    {
+        "rank": _I32, "compile_id": _S, "limit": _I32, "limit_name": _S, "function": _S,
+        "filename": _S, "line": _I32, "last_reason": _S, **_TAIL,
+    }
+)
+SCHEMAS: dict[str, pl.Schema] = {
+    "recompiles": RECOMPILES_SCHEMA,
+    "graph_breaks": GRAPH_BREAKS_SCHEMA,
+    "guards": GUARDS_SCHEMA,
+    "annotations": ANNOTATIONS_SCHEMA,
+    "limit_hits": LIMIT_HITS_SCHEMA,
+}
+
+_LIMIT_TEXT = re.compile(r"hit config\.(?P<name>\w+) \((?P<limit>\d+)\)")
+_LIMIT_FN = re.compile(r"function: '(?P<fn>[^']*)' \((?P<file>.+):(?P<line>\d+)\)")
+_LIMIT_LAST = re.compile(r"last reason: (?P<reason>.*)")
+_LIMIT_METRICS = re.compile(r"(?i)recompile.limit|cache.size.limit")
+_LIMIT_VALUE = re.compile(r"currently set to (\d+)")
+_LIMIT_KIND = re.compile(r"Limit type: (\w+)")
+
+
+def _frame(rows: list[dict[str, Any]], schema: pl.Schema) -> pl.DataFrame:
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    return pl.DataFrame(
+        [{k: r.get(k) for k in schema} for r in rows], schema=schema, strict=False
+    )
+
+
+def _records(log: TextLog | pl.DataFrame) -> pl.DataFrame:
+    return log.records if isinstance(log, TextLog) else log
+
+
+def _rows(df: pl.DataFrame, cond: pl.Expr) -> Iterable[dict[str, Any]]:
+    return df.filter(cond).iter_rows(named=True)
+
+
+def _at(rec: Mapping[str, Any], offset: int, *, payload: bool = False) -> int:
+    """File line of line ``offset`` of a record's text (payload lines start after the header)."""
+    base = rec["lineno"]
+    if payload:
+        return base + 1 + offset
+    return base + offset if rec.get("contiguous", True) else base
+
+
+# ------------------------------------------------------------------ recompiles
+
+
+def recompiles_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
+    """One row per failed guard of each ``recompiles``/``recompiles_verbose`` record."""
+    out = []
+    cond = pl.col("artifact").is_in(["recompiles", "recompiles_verbose"])
+    for rec in _rows(_records(log), cond):
+        for row in parse_recompile_reasons(rec["text"]):
+            out.append(
+                {**row, "rank": rec["rank"], "compile_id": rec["compile_id"],
+                 "trace_id": rec["trace_id"], "source": "text", "file": rec["file"],
+                 "lineno": rec["lineno"]}
+            )
+    return _frame(out, RECOMPILES_SCHEMA)
+
+
+def _code_objects(events: pl.DataFrame, compiles: pl.DataFrame | None) -> dict[tuple, tuple]:
+    """(file, compile_id) -> (function, filename, line) of the compiled code object.
+
+    From ``compiles`` (file, compile_id, function, filename, line) where it names the
+    function, else from the events' compilation_metrics / dynamo_start records.
+    """
+    found = _code_objects_from_events(events)
+    if compiles is not None and {"file", "compile_id", "function"} <= set(compiles.columns):
+        for r in compiles.filter(pl.col("function").is_not_null()).iter_rows(named=True):
+            found[(r["file"], r["compile_id"])] = (r["function"], r.get("filename"), r.get("line"))
+    return found
+
+
+def _code_objects_from_events(events: pl.DataFrame) -> dict[tuple, tuple]:
+    strings: dict[tuple[str, int], str] = {}
+    for r in _rows(events, pl.col("kind") == "str"):
+        try:
+            s, i = orjson.loads(r["metadata"])
+            strings[(r["file"], int(i))] = s
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            continue
+    found: dict[tuple, tuple] = {}
+    frames: dict[tuple, tuple] = {}
+    kinds = ["compilation_metrics", "dynamo_start"]
+    for r in _rows(events, pl.col("kind").is_in(kinds)):
+        try:
+            meta = orjson.loads(r["metadata"])
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(meta, dict):
+            continue
+        key = (r["file"], r["compile_id"] or meta.get("compile_id"))
+        if r["kind"] == "compilation_metrics":
+            if meta.get("co_name"):
+                found[key] = (meta["co_name"], meta.get("co_filename"), meta.get("co_firstlineno"))
+        else:
+            stack = meta.get("stack") or []
+            last = stack[-1] if stack and isinstance(stack[-1], dict) else None
+            if last and key not in found:
+                fname = last.get("filename")
+                if isinstance(fname, int):
+                    fname = strings.get((r["file"], fname))
+                found.setdefault(key, (last.get("name"), fname, last.get("line")))
+        if key in found and r["frame_id"] is not None:
+            frames.setdefault((r["file"], r["frame_id"]), found[key])
+    # A compile that hit the recompile limit has no co_name: take another compile of the frame.
+    ids = events.filter(pl.col("compile_id").is_not_null() & pl.col("frame_id").is_not_null())
+    for r in ids.select("file", "compile_id", "frame_id").unique().iter_rows(named=True):
+        key = (r["file"], r["compile_id"])
+        if key not in found and (r["file"], r["frame_id"]) in frames:
+            found[key] = frames[(r["file"], r["frame_id"])]
+    return found
+
+
+def recompiles_from_trace(
+    events: pl.DataFrame, compiles: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """One row per failed guard of each ``recompile_reasons`` artifact.
+
+    The function, filename and line come from ``compiles`` (columns file, compile_id,
+    function, filename, line) when given, else from the events' ``compilation_metrics`` /
+    ``dynamo_start`` records of the same compile (or of the same frame).
+    """
+    cond = (pl.col("kind") == "artifact") & (pl.col("name") == "recompile_reasons")
+    rows = list(_rows(events, cond))
+    if not rows:
+        return _frame([], RECOMPILES_SCHEMA)
+    code = _code_objects(events, compiles)
+    out = []
+    for ev in rows:
+        fn, fname, line = code.get((ev["file"], ev["compile_id"]), (None, None, None))
+        for row in parse_recompile_reasons(ev["payload"] or ""):
+            out.append(
+                {**row, "function": fn, "filename": fname, "line": line, "rank": ev["rank"],
+                 "compile_id": ev["compile_id"], "trace_id": ev["trace_id"], "source": "trace",
+                 "file": ev["file"], "lineno": ev["lineno"]}
+            )
+    return _frame(out, RECOMPILES_SCHEMA)
+
+
+# ---------------------------------------------------------------- graph breaks
+
+
+def _gb_row(parsed: dict[str, Any], rec: Mapping[str, Any], source: str, lineno: int) -> dict:
+    return {
+        **parsed, "rank": rec["rank"], "compile_id": rec["compile_id"],
+        "trace_id": rec["trace_id"], "attempt": rec["attempt"], "source": source,
+        "file": rec["file"], "lineno": lineno,
+    }
+
+
+def graph_breaks_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
+    """One row per graph-break message of the ``graph_breaks`` records."""
+    out = []
+    for rec in _rows(_records(log), pl.col("artifact") == "graph_breaks"):
+        for offset, msg in split_graph_breaks(rec["text"]):
+            out.append(_gb_row(parse_graph_break(msg), rec, "text", _at(rec, offset)))
+    # "user stack suppressed due to duplicate graph break": torch logged the same break
+    # (same gb type and user frames) earlier with its stack; take the function from there.
+    seen: dict[tuple, str] = {}
+    for row in out:
+        key = (row["file"], row["rank"], row["filename"], row["line"])
+        if row["function"] is not None:
+            seen.setdefault(key, row["function"])
+        elif row["user_stack_suppressed"]:
+            row["function"] = seen.get(key)
+    return _frame(out, GRAPH_BREAKS_SCHEMA)
+
+
+def graph_breaks_from_trace(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per ``dynamo_graph_break_reason`` artifact."""
+    cond = (pl.col("kind") == "artifact") & (pl.col("name") == "dynamo_graph_break_reason")
+    out = [
+        _gb_row(parse_graph_break(ev["payload"] or ""), ev, "trace", ev["lineno"])
+        for ev in _rows(events, cond)
+    ]
+    return _frame(out, GRAPH_BREAKS_SCHEMA)
+
+
+# ---------------------------------------------------------------------- guards
+
+
+def _guard_rows(text: str, rec: Mapping[str, Any], source: str, payload: bool) -> list[dict]:
+    return [
+        {**g, "rank": rec["rank"], "compile_id": rec["compile_id"], "trace_id": rec["trace_id"],
+         "source": source, "file": rec["file"],
+         "lineno": _at(rec, g["line_offset"], payload=payload)}
+        for g in parse_guard_tree(text)
+    ]
+
+
+def guards_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
+    """One row per guard of the ``guards`` records' guard trees (exact line of the guard)."""
+    cond = (pl.col("artifact") == "guards") & pl.col("text").str.contains(
+        "TREE_GUARD_MANAGER:", literal=True
+    )
+    out = []
+    for rec in _rows(_records(log), cond):
+        out += _guard_rows(rec["text"], rec, "text", payload=False)
+    return _frame(out, GUARDS_SCHEMA)
+
+
+def guards_from_trace(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per guard of each ``dynamo_cpp_guards_str`` payload (exact payload line)."""
+    out = []
+    for ev in _rows(events, pl.col("kind") == "dynamo_cpp_guards_str"):
+        out += _guard_rows(ev["payload"] or "", ev, "trace", payload=True)
+    return _frame(out, GUARDS_SCHEMA)
+
+
+# ----------------------------------------------------------------- annotations
+
+
+def annotations_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
+    """seq_nr of joint-graph nodes from the ``annotation`` records (see parse_annotation)."""
+    recs = _records(log).filter(pl.col("artifact") == "annotation")
+    rows = [
+        {**r, "source": "text"}
+        for r in parse_annotation(
+            {**rec, "lineno": rec["lineno"] if rec["contiguous"] else None}
+            for rec in recs.iter_rows(named=True)
+        )
+    ]
+    # Records that are not contiguous (interleaved ranks) fall back to the record's line.
+    if rows and any(r["lineno"] is None for r in rows):
+        first = {(r["file"], r["rank"], r["compile_id"]): r["lineno"] for r in
+                 recs.iter_rows(named=True)}
+        for r in rows:
+            if r["lineno"] is None:
+                r["lineno"] = first.get((r["file"], r["rank"], r["compile_id"]))
+    return _frame(rows, ANNOTATIONS_SCHEMA)
+
+
+# ------------------------------------------------------------------ limit hits
+
+
+def limit_hits_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
+    """``torch._dynamo hit config.recompile_limit (N)`` warnings."""
+    out = []
+    cond = pl.col("text").str.contains(r"hit config\.\w+ \(\d+\)")
+    for rec in _rows(_records(log), cond):
+        m = _LIMIT_TEXT.search(rec["text"])
+        if m is None:
+            continue
+        fn = _LIMIT_FN.search(rec["text"])
+        last = _LIMIT_LAST.search(rec["text"])
+        out.append(
+            {
+                "rank": rec["rank"], "compile_id": rec["compile_id"], "limit": int(m["limit"]),
+                "limit_name": m["name"], "function": fn["fn"] if fn else None,
+                "filename": fn["file"] if fn else None,
+                "line": int(fn["line"]) if fn else None,
+                "last_reason": last["reason"].strip() if last else None, "source": "text",
+                "file": rec["file"], "lineno": rec["lineno"],
+            }
+        )
+    return _frame(out, LIMIT_HITS_SCHEMA)
+
+
+def limit_hits_from_trace(
+    events: pl.DataFrame, compiles: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """``compilation_metrics`` whose fail_reason is the recompile (cache size) limit."""
+    cond = (pl.col("kind") == "compilation_metrics") & pl.col("metadata").str.contains(
+        _LIMIT_METRICS.pattern
+    )
+    out = []
+    code: dict[tuple, tuple] | None = None
+    for ev in _rows(events, cond):
+        try:
+            meta = orjson.loads(ev["metadata"])
+        except orjson.JSONDecodeError:
+            continue
+        reason = meta.get("fail_reason") if isinstance(meta, dict) else None
+        if not reason or not _LIMIT_METRICS.search(reason):
+            continue
+        if code is None:
+            code = _code_objects(events, compiles)
+        cid = ev["compile_id"] or meta.get("compile_id")
+        fn, fname, line = code.get((ev["file"], cid), (None, None, None))
+        value = _LIMIT_VALUE.search(reason)
+        kind = _LIMIT_KIND.search(reason)
+        out.append(
+            {
+                "rank": ev["rank"], "compile_id": cid,
+                "limit": int(value.group(1)) if value else None,
+                "limit_name": kind.group(1) if kind else None,
+                "function": meta.get("co_name") or fn,
+                "filename": meta.get("co_filename") or fname,
+                "line": meta.get("co_firstlineno") or line,
+                "last_reason": meta.get("recompile_reason"), "source": "trace",
+                "file": ev["file"], "lineno": ev["lineno"],
+            }
+        )
+    return _frame(out, LIMIT_HITS_SCHEMA)
+
+
+# --------------------------------------------------------------------- bundles
+
+
+def facts_from_text(log: TextLog | pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """All fact tables from a text log."""
+    return {
+        "recompiles": recompiles_from_text(log),
+        "graph_breaks": graph_breaks_from_text(log),
+        "guards": guards_from_text(log),
+        "annotations": annotations_from_text(log),
+        "limit_hits": limit_hits_from_text(log),
+    }
+
+
+def facts_from_trace(
+    events: pl.DataFrame, compiles: pl.DataFrame | None = None
+) -> dict[str, pl.DataFrame]:
+    """All fact tables from trace events (``annotations`` is empty: seq_nr is text-only)."""
+    return {
+        "recompiles": recompiles_from_trace(events, compiles),
+        "graph_breaks": graph_breaks_from_trace(events),
+        "guards": guards_from_trace(events),
+        "annotations": pl.DataFrame(schema=ANNOTATIONS_SCHEMA),
+        "limit_hits": limit_hits_from_trace(events, compiles),
+    }
