@@ -1,0 +1,491 @@
+"""Inductor output code (the Python wrapper module) -> kernels and kernel call sites.
+
+Input: the payload of an ``inductor_output_code`` envelope, or the text after
+``Output code:`` in a TORCH_LOGS ``output_code`` record. What it holds (torch 2.x):
+
+* ``# AOT ID: ['0_forward']`` on the first line (which AOT graph this wrapper runs);
+* kernel definitions at module level::
+
+      # kernel path: /tmp/torchinductor_root/j7/cj76....py
+      # Topologically Sorted Source Nodes: [input_1, input_2], Original ATen: [aten.t, aten.addmm]
+      # Source node to ATen node mapping:
+      #   input_1 => addmm, permute
+      # Graph fragment:
+      #   %addmm : Tensor "f16[512, 4096][4096, 1]cuda:0"[num_users=2] = call_function[...](...)
+      triton_tem_fused_addmm_gelu_t_0 = async_compile.triton('triton_tem_...', '''
+      <kernel source>
+      ''', device_str='cuda')
+
+  (CPU: ``cpp_fused_relu_0 = async_compile.cpp_pybinding([...], r'''<C++>''')``, usually
+  without header comments);
+* ``def call(args)`` (or ``Runner.call`` and ``partition_N`` functions with graph
+  partitions) launching them in order: ``kernel.run(...)`` (Triton), ``kernel(...)`` (C++),
+  ``extern_kernels.mm(...)``, fallback ops ``torch.ops.aten.x.default(...)``, collectives
+  ``torch.ops._c10d_functional.*``; each launch may be preceded by
+  ``# Topologically Sorted Source Nodes: [...], Original ATen: [...]`` and, with provenance
+  tracking, ``# [Provenance debug handles] name:N``.
+
+Kernel source text is the exact text between the ``'''`` quotes of its literal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import polars as pl
+
+__all__ = [
+    "CALL_SCHEMA",
+    "KERNEL_SCHEMA",
+    "PROVENANCE_SCHEMA",
+    "OutputCode",
+    "kernel_kind",
+    "output_code_from_log_text",
+    "parse_output_code",
+    "parse_provenance",
+    "stack_frame",
+]
+
+#: Per-kernel columns produced by :func:`parse_output_code` (see docs/tables-graphs.md).
+KERNEL_SCHEMA: dict[str, Any] = {
+    "order": pl.Int32,
+    "name": pl.String,
+    "kind": pl.String,
+    "variant": pl.String,
+    "code": pl.String,
+    "kernel_path": pl.String,
+    "source_nodes": pl.List(pl.String),
+    "aten_ops": pl.List(pl.String),
+    "post_grad_nodes": pl.List(pl.String),
+    "debug_handles": pl.List(pl.String),
+    "calls": pl.List(pl.Int32),
+    "line": pl.Int32,
+}
+
+#: Per-launch columns (one row per kernel launch in ``call()``, in execution order).
+CALL_SCHEMA: dict[str, Any] = {
+    "call_index": pl.Int32,
+    "kernel_order": pl.Int32,
+    "name": pl.String,
+    "kind": pl.String,
+    "function": pl.String,
+    "source_nodes": pl.List(pl.String),
+    "aten_ops": pl.List(pl.String),
+    "debug_handle": pl.String,
+    "text": pl.String,
+    "line": pl.Int32,
+}
+
+#: Rows of :func:`parse_provenance`: one per kernel key of a provenance artifact.
+PROVENANCE_SCHEMA: dict[str, Any] = {
+    "artifact": pl.String,
+    "kernel_key": pl.String,
+    "kernel": pl.String,
+    "debug_handle": pl.Int32,
+    "post_grad_nodes": pl.List(pl.String),
+    "pre_grad_nodes": pl.List(pl.String),
+    "stack_traces": pl.List(pl.String),
+    "user_file": pl.String,
+    "user_line": pl.Int32,
+    "user_function": pl.String,
+    "user_code": pl.String,
+}
+
+_AOT_ID = re.compile(r"^# AOT ID: \[(?P<ids>[^\]]*)\]")
+_DEF = re.compile(
+    r"^(?P<var>[A-Za-z_]\w*) = async_compile\.(?P<method>\w+)\((?:'(?P<qname>[^']*)'\s*,\s*)?"
+)
+_KERNEL_PATH = re.compile(r"^# kernel path: (?P<p>.*)$")
+_SOURCE_NODES = re.compile(
+    r"^\s*# (?:Topologically Sorted|Unsorted) Source Nodes: \[(?P<nodes>.*?)\], "
+    r"Original ATen: \[(?P<aten>.*?)\]\s*$"
+)
+_MAPPING_HEAD = "# Source node to ATen node mapping:"
+_MAPPING_ROW = re.compile(r"^#\s+(?P<src>\S+) => (?P<dst>.*)$")
+_HANDLE = re.compile(r"^\s*# \[Provenance debug handles\] (?P<h>\S+)\s*$")
+_FUNC = re.compile(r"^(?P<indent>\s*)def (?P<name>\w+)\(")
+_EXTERN = re.compile(
+    r"^\s*(?:[\w, ]+ = )?(?P<fn>extern_kernels\.\w+|torch\.ops\.[\w.]+|aten\.[\w.]+|"
+    r"inductor_ops\.[\w.]+|_quantized\.[\w.]+)\("
+)
+_PARTITION_CALL = re.compile(r"(?:self\.partitions\[(?P<k>\d+)\]|(?P<name>partition_\d+))\(")
+_PARTITIONS = re.compile(r"Runner\(partitions=\[(?P<p>[^\]]*)\]")
+_LAUNCH = re.compile(r"^\s*(?:[\w, ]+ = )?(?P<name>[A-Za-z_]\w*)(?P<run>\.run)?\(")
+_NOT_RUNTIME = {"benchmark_compiled_module", "get_args", "__init__", "recursively_apply_fns"}
+_HELPERS = {"alloc_from_pool"}  # ``alloc_from_pool = torch.ops.inductor._alloc_from_pool``
+
+
+def kernel_kind(name: str, method: str | None = None, code: str | None = None) -> str:
+    """Kind of a kernel from its name, ``async_compile`` method and source.
+
+    ``triton`` (generated pointwise/reduction/persistent/foreach kernels), ``template``
+    (Triton templates: autotuned matmul/conv/flex-attention, ``triton_tem_*`` or a
+    ``@triton_heuristics.template`` decorator), ``cpp`` (C++ on CPU), ``cuda``/``rocm``
+    (CUTLASS/CK templates), ``halide``, ``mps``, ``multi_kernel``, ``extern``
+    (``extern_kernels.*``), ``collective`` (``torch.ops._c10d_functional.*``), ``fallback``
+    (other ``torch.ops``/``aten`` calls Inductor did not generate code for), else the
+    ``async_compile`` method name.
+    """
+    if method is None:
+        if name.startswith("extern_kernels."):
+            return "extern"
+        bare = name[len("torch.ops.") :] if name.startswith("torch.ops.") else name
+        if bare.startswith(("_c10d_functional.", "c10d_functional.", "_dtensor.")):
+            return "collective"
+        return "fallback"
+    if method == "triton":
+        if name.startswith("triton_tem_") or (
+            code is not None and "@triton_heuristics.template(" in code
+        ):
+            return "template"
+        return "triton"
+    if method in ("cpp", "cpp_pybinding"):
+        return "cpp"
+    return method
+
+
+def _split_list(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def _variant(name: str, kind: str) -> str | None:
+    if kind in ("triton", "template"):
+        m = re.match(r"triton_([a-z]+)_", name)
+        return m.group(1) if m else None
+    if kind == "cpp":
+        m = re.match(r"cpp_([a-z]+)_", name)
+        return m.group(1) if m else None
+    return None
+
+
+@dataclass
+class OutputCode:
+    """A parsed wrapper: its AOT ids, kernel rows and launch rows (dicts)."""
+
+    aot_ids: list[str] = field(default_factory=list)
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def aot_id(self) -> str | None:
+        """The first AOT id (``0_forward``), None when the wrapper has no ``# AOT ID`` line."""
+        return self.aot_ids[0] if self.aot_ids else None
+
+    def kernels_frame(self) -> pl.DataFrame:
+        return pl.DataFrame(self.kernels, schema=KERNEL_SCHEMA)
+
+    def calls_frame(self) -> pl.DataFrame:
+        return pl.DataFrame(self.calls, schema=CALL_SCHEMA)
+
+
+def output_code_from_log_text(text: str) -> str | None:
+    """The wrapper source inside a TORCH_LOGS ``output_code`` record (None if there is none).
+
+    The record starts with ``Output code: `` and the wrapper follows on the next line; an
+    ``Output code written to: ...`` line, when merged into the same record, ends it.
+    """
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip().startswith("Output code:"):
+            body = lines[i + 1 :]
+            for j, b in enumerate(body):
+                if b.startswith("Output code written to:"):
+                    body = body[:j]
+                    break
+            while body and not body[-1].strip():
+                body.pop()
+            return "\n".join(body)
+    return None
+
+
+def parse_output_code(text: str) -> OutputCode:
+    """Parse one wrapper module into kernels (definitions + extern/fallback launches) and launches."""
+    out = OutputCode()
+    lines = text.split("\n")
+    n = len(lines)
+    m = _AOT_ID.match(lines[0].rstrip("\r")) if lines else None
+    if m:
+        out.aot_ids = [x.strip().strip("'\"") for x in m.group("ids").split(",") if x.strip()]
+
+    kernels = out.kernels
+    by_name: dict[str, dict[str, Any]] = {}
+    # pending header comments of the next kernel definition
+    head: dict[str, Any] = {}
+    in_mapping = False
+    funcs: dict[str, list[tuple[str, Any]]] = {}
+    func_order: list[str] = []
+    partitions: list[str] = []
+    cur_func: str | None = None
+    pend_nodes: tuple[list[str], list[str]] | None = None
+    pend_handle: str | None = None
+
+    def new_kernel(name: str, kind: str, code: str, lineno: int) -> dict[str, Any]:
+        row = {
+            "order": len(kernels), "name": name, "kind": kind, "variant": _variant(name, kind),
+            "code": code, "kernel_path": head.get("path"),
+            "source_nodes": list(head.get("nodes", [])), "aten_ops": list(head.get("aten", [])),
+            "post_grad_nodes": list(head.get("post", [])), "debug_handles": [], "calls": [],
+            "line": lineno,
+        }
+        kernels.append(row)
+        return row
+
+    i = 0
+    while i < n:
+        raw = lines[i]
+        line = raw.rstrip("\r")
+        lineno = i + 1
+        i += 1
+        stripped = line.strip()
+        # ---- module level: kernel definitions and their header comments
+        dm = _DEF.match(line)
+        if dm and dm.group("method") != "wait":
+            q = line.find("'''", dm.end())
+            if q < 0:
+                # no triple-quoted literal on this line (e.g. multi_kernel([...]) lists)
+                k = new_kernel(dm.group("var"), kernel_kind(dm.group("var"), dm.group("method")),
+                               line, lineno)
+                by_name[k["name"]] = k
+                head = {}
+                cur_func = None
+                continue
+            start_line = i - 1
+            # the literal may start on this line or continue on the following ones
+            pieces = [raw[q + 3 :]]
+            j = start_line
+            end_found = pieces[0].find("'''")
+            while end_found < 0 and j + 1 < n:
+                j += 1
+                pieces.append(lines[j])
+                end_found = pieces[-1].find("'''")
+            pieces[-1] = pieces[-1][:end_found] if end_found >= 0 else pieces[-1]
+            code = "\n".join(pieces)
+            i = j + 1
+            name = dm.group("var")
+            k = new_kernel(name, kernel_kind(name, dm.group("method"), code), code, lineno)
+            by_name[name] = k
+            head = {}
+            in_mapping = False
+            cur_func = None
+            continue
+        if not line.startswith((" ", "\t")):
+            km = _KERNEL_PATH.match(line)
+            if km:
+                head = {"path": km.group("p")}
+                in_mapping = False
+                continue
+            sm = _SOURCE_NODES.match(line)
+            if sm:
+                head["nodes"] = _split_list(sm.group("nodes"))
+                head["aten"] = _split_list(sm.group("aten"))
+                continue
+            if line.startswith(_MAPPING_HEAD):
+                in_mapping = True
+                head.setdefault("post", [])
+                continue
+            if in_mapping:
+                mm = _MAPPING_ROW.match(line)
+                if mm:
+                    for x in _split_list(mm.group("dst")):
+                        if x not in head["post"]:
+                            head["post"].append(x)
+                    continue
+                in_mapping = False
+        # ---- functions
+        fm = _FUNC.match(line)
+        if fm:
+            name = fm.group("name")
+            cur_func = None if name in _NOT_RUNTIME else name
+            if cur_func is not None:
+                funcs.setdefault(cur_func, [])
+                func_order.append(cur_func)
+            pend_nodes, pend_handle = None, None
+            continue
+        if line and not line[0].isspace():
+            if not line.startswith("#"):  # a module-level statement ends the function
+                cur_func = None
+                pm = _PARTITIONS.search(line)
+                if pm:
+                    partitions = _split_list(pm.group("p"))
+            continue
+        if cur_func is None:
+            continue
+        # ---- inside a runtime function: launches in order
+        sm = _SOURCE_NODES.match(line)
+        if sm:
+            pend_nodes = (_split_list(sm.group("nodes")), _split_list(sm.group("aten")))
+            continue
+        hm = _HANDLE.match(line)
+        if hm:
+            pend_handle = hm.group("h")
+            continue
+        if stripped.startswith("#"):
+            continue
+        pc = _PARTITION_CALL.search(line)
+        if pc:
+            target = pc.group("name") or (
+                partitions[int(pc.group("k"))] if pc.group("k") and int(pc.group("k")) < len(partitions)
+                else f"partition_{pc.group('k')}"
+            )
+            funcs[cur_func].append(("partition", target))
+            continue
+        em = _EXTERN.match(line)
+        lm = _LAUNCH.match(line) if not em else None
+        if em:
+            fn = em.group("fn")
+            if fn in _HELPERS:
+                continue
+            funcs[cur_func].append(("extern", (fn, line, lineno, pend_nodes, pend_handle)))
+            pend_nodes, pend_handle = None, None
+        elif lm and lm.group("name") in by_name:
+            funcs[cur_func].append(("kernel", (lm.group("name"), line, lineno, pend_nodes, pend_handle)))
+            pend_nodes, pend_handle = None, None
+
+    # ---- execution order: call() with partitions spliced in, then anything not reached
+    seen: set[str] = set()
+    ordered: list[tuple[str, tuple[Any, ...]]] = []
+
+    def expand(fname: str) -> None:
+        if fname in seen or fname not in funcs:
+            return
+        seen.add(fname)
+        for what, payload in funcs[fname]:
+            if what == "partition":
+                expand(payload)
+            else:
+                ordered.append((fname, payload))
+
+    expand("call")
+    for fname in func_order:
+        expand(fname)
+
+    head = {}  # launches have no definition header
+    for idx, (fname, (name, text, lineno, pnodes, handle)) in enumerate(ordered):
+        nodes, aten = pnodes if pnodes else ([], [])
+        if name in by_name and by_name[name]["kind"] not in ("extern", "fallback", "collective"):
+            k = by_name[name]
+            for x in nodes:
+                if x not in k["source_nodes"]:
+                    k["source_nodes"].append(x)
+            for x in aten:
+                if x not in k["aten_ops"]:
+                    k["aten_ops"].append(x)
+        else:
+            kind = kernel_kind(name)
+            k = new_kernel(name, kind, text.strip(), lineno)
+            k["source_nodes"] = list(nodes)
+            k["aten_ops"] = list(aten)
+        k["calls"].append(idx)
+        if handle:
+            k["debug_handles"].append(handle)
+        out.calls.append({
+            "call_index": idx, "kernel_order": k["order"], "name": name, "kind": k["kind"],
+            "function": fname, "source_nodes": list(nodes), "aten_ops": list(aten),
+            "debug_handle": handle, "text": text.strip(), "line": lineno,
+        })
+    return out
+
+
+# --------------------------------------------------------------------------- provenance
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<fn>[^\n\\]+))?')
+PROVENANCE_ARTIFACTS = (
+    "inductor_provenance_tracking_node_mappings",
+    "inductor_provenance_tracking_kernel_stack_traces",
+    "inductor_triton_kernel_to_post_grad_nodes",
+)
+
+
+def _split_handle(key: str) -> tuple[str, int | None]:
+    name, sep, h = key.rpartition(":")
+    if sep and h.isdigit():
+        return name, int(h)
+    return key, None
+
+
+def stack_frame(trace: str) -> dict[str, Any]:
+    """user_file/user_line/user_function/user_code of the innermost frame of a stack trace.
+
+    ``trace`` is Python traceback text (``File "path", line N, in fn`` + the code line);
+    escaped newlines (``\\n``, written by some producers) are accepted. All None when the
+    text has no frame.
+    """
+    text = trace.replace("\\n", "\n")
+    frames = list(_FRAME.finditer(text))
+    if not frames:
+        return {"user_file": None, "user_line": None, "user_function": None, "user_code": None}
+    f = frames[-1]
+    rest = text[f.end() :].split("\n")
+    code = rest[1].strip() if len(rest) > 1 else None
+    return {
+        "user_file": f.group("file"), "user_line": int(f.group("line")),
+        "user_function": f.group("fn").strip() if f.group("fn") else None,
+        "user_code": code or None,
+    }
+
+
+def _innermost_frame(traces: list[str]) -> dict[str, Any]:
+    """stack_frame of the first trace that has a frame."""
+    for t in traces:
+        f = stack_frame(t)
+        if f["user_file"] is not None:
+            return f
+    return stack_frame("")
+
+
+def parse_provenance(name: str, payload: str | None) -> list[dict[str, Any]]:
+    """Rows (PROVENANCE_SCHEMA) from one provenance artifact payload.
+
+    * ``inductor_provenance_tracking_node_mappings`` (torch >= 2.8): ``cppCodeToPost``
+      maps kernel keys (``name`` or ``name:debug_handle``) to post-grad nodes; ``postToPre``
+      maps post-grad to pre-grad nodes.
+    * ``inductor_provenance_tracking_kernel_stack_traces``: kernel key -> user stack traces
+      (a list of strings, or one string).
+    * ``inductor_triton_kernel_to_post_grad_nodes`` (older torch): kernel -> post-grad nodes.
+
+    An empty or non-JSON payload gives no rows (the FX-cache-hit path logs these artifacts
+    without a payload).
+    """
+    if not payload:
+        return []
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return []
+    if not isinstance(data, dict):
+        return []
+    rows: list[dict[str, Any]] = []
+    if name == "inductor_provenance_tracking_node_mappings":
+        post_to_pre = data.get("postToPre") or {}
+        mapping = data.get("cppCodeToPost") or {}
+    elif name == "inductor_triton_kernel_to_post_grad_nodes":
+        post_to_pre, mapping = {}, data
+    elif name == "inductor_provenance_tracking_kernel_stack_traces":
+        for key, traces in data.items():
+            tr = [traces] if isinstance(traces, str) else [str(t) for t in traces or []]
+            kname, handle = _split_handle(key)
+            rows.append({
+                "artifact": name, "kernel_key": key, "kernel": kname, "debug_handle": handle,
+                "post_grad_nodes": [], "pre_grad_nodes": [], "stack_traces": tr,
+                **_innermost_frame(tr),
+            })
+        return rows
+    else:
+        return []
+    for key, post in mapping.items():
+        post = [str(x) for x in post or []]
+        pre: list[str] = []
+        for p in post:
+            for q in post_to_pre.get(p, []) or []:
+                qn = q.get("name") if isinstance(q, dict) else str(q)
+                if qn and qn not in pre:
+                    pre.append(qn)
+        kname, handle = _split_handle(key)
+        rows.append({
+            "artifact": name, "kernel_key": key, "kernel": kname, "debug_handle": handle,
+            "post_grad_nodes": post, "pre_grad_nodes": pre, "stack_traces": [],
+            "user_file": None, "user_line": None, "user_function": None, "user_code": None,
+        })
+    return rows

@@ -1,0 +1,488 @@
+"""Where does this backward node, or this kernel, come from in the user's code?
+
+Two analyses over the ``graph_nodes``, ``kernels`` and ``annotations`` tables:
+
+* :func:`seq_links` — forward node <-> backward node(s) of one compile. Forward and backward
+  nodes of one autograd op share a ``seq_nr``; torch 2.13 only logs it in the TORCH_LOGS
+  ``annotation`` walk over the joint graph (``node: n`` / ``seq_nr: N``), whose node names
+  are kept in the partitioned ``aot_forward``/``aot_backward`` graphs, so the link is a join
+  on (rank, compile_id, node). Backward nodes without a logged seq_nr are linked to the
+  forward nodes that share their user source line (every backward node carries the stack
+  trace of the forward op it differentiates, printed as the ``# File:`` comment).
+* :func:`origin_table` / :func:`origin` — kernel -> the graph nodes it computes (Inductor
+  provenance artifacts, the wrapper's ``Source node to ATen node mapping`` or its
+  ``Source Nodes`` comments, or as a last resort the op names in the kernel's name) ->
+  backward node -> seq_nr -> forward node -> user file:line and code. One chain per
+  (kernel instance or start node, user line); a kernel name found in several compiles or
+  ranks gives chains for each, never a pick.
+
+Linking is done with polars joins over whole tables; the only per-row Python is parsing
+provenance stack-trace strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from parsers.outputcode import stack_frame
+
+__all__ = ["ORIGIN_SCHEMA", "SEQ_LINKS_SCHEMA", "Chain", "origin", "origin_table", "seq_links"]
+
+_S, _I32, _I64 = pl.String, pl.Int32, pl.Int64
+
+SEQ_LINKS_SCHEMA = pl.Schema(
+    {
+        "rank": _I32, "compile_id": _S, "source": _S, "link": _S, "seq_nr": _I64,
+        "forward_graph_id": _S, "forward_aot_id": _S, "forward_node": _S, "forward_target": _S,
+        "backward_graph_id": _S, "backward_aot_id": _S, "backward_node": _S,
+        "backward_target": _S, "user_file": _S, "user_line": _I32, "user_function": _S,
+        "user_code": _S, "backward_user_line": _I32, "file": _S, "lineno": _I64,
+    }
+)
+
+ORIGIN_SCHEMA = pl.Schema(
+    {
+        "rank": _I32, "compile_id": _S, "source": _S, "start": _S, "kernel_id": _S,
+        "kernel": _S, "kernel_kind": _S, "graph": _S, "via": _S, "node_graph": _S,
+        "nodes": pl.List(_S), "backward_nodes": pl.List(_S), "link": _S,
+        "seq_nrs": pl.List(_I64), "forward_nodes": pl.List(_S), "user_file": _S,
+        "user_line": _I32, "user_function": _S, "user_code": _S, "file": _S, "lineno": _I64,
+    }
+)
+
+_COMPUTE_OPS = ["call_function", "call_method", "call_module"]
+_USER = ["user_file", "user_line", "user_function", "user_code"]
+# how a kernel was tied to graph nodes, best first
+_VIA_RANK = {"provenance": 0, "aten_mapping": 1, "source_nodes": 2, "kernel_name": 3}
+
+
+def _compute_nodes(graph_nodes: pl.DataFrame, kinds: list[str]) -> pl.DataFrame:
+    """Top-level compute nodes (no placeholders/outputs/get_attr, no HOP-body nodes)."""
+    return graph_nodes.filter(
+        pl.col("graph_kind").is_in(kinds)
+        & pl.col("op").is_in(_COMPUTE_OPS)
+        & ~pl.col("module").str.contains(".", literal=True)
+    )
+
+
+# ----------------------------------------------------------------------- seq links
+def seq_links(graph_nodes: pl.DataFrame, annotations: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Forward <-> backward node pairs of each compile (see module doc); SEQ_LINKS_SCHEMA."""
+    keys = ["rank", "compile_id", "source"]
+    fw = _compute_nodes(graph_nodes, ["aot_forward"]).select(
+        *keys, pl.col("graph_id").alias("forward_graph_id"),
+        pl.col("aot_id").alias("forward_aot_id"), pl.col("node").alias("forward_node"),
+        pl.col("target").alias("forward_target"), *_USER,
+    )
+    bw = _compute_nodes(graph_nodes, ["aot_backward"]).select(
+        *keys, pl.col("graph_id").alias("backward_graph_id"),
+        pl.col("aot_id").alias("backward_aot_id"), pl.col("node").alias("backward_node"),
+        pl.col("target").alias("backward_target"),
+        pl.col("user_file").alias("b_file"), pl.col("user_line").alias("backward_user_line"),
+        "file", "lineno",
+    )
+    parts: list[pl.DataFrame] = []
+    if annotations is not None and not annotations.is_empty():
+        ann = (
+            annotations.filter(pl.col("seq_nr").is_not_null())
+            .select(pl.col("rank").cast(_I32), pl.col("compile_id").cast(_S), "node",
+                    pl.col("seq_nr").cast(_I64))
+            .unique()
+        )
+        fws = fw.join(ann, left_on=["rank", "compile_id", "forward_node"],
+                      right_on=["rank", "compile_id", "node"], nulls_equal=True)
+        bws = bw.join(ann, left_on=["rank", "compile_id", "backward_node"],
+                      right_on=["rank", "compile_id", "node"], nulls_equal=True)
+        by_seq = bws.join(fws, on=[*keys, "seq_nr"], nulls_equal=True).with_columns(
+            pl.lit("seq_nr").alias("link")
+        )
+        parts.append(by_seq)
+        linked = by_seq.select(*keys, "backward_graph_id", "backward_node").unique()
+        bw = bw.join(linked, on=[*keys, "backward_graph_id", "backward_node"], how="anti",
+                     nulls_equal=True)
+    by_line = (
+        bw.filter(pl.col("b_file").is_not_null())
+        .join(fw.filter(pl.col("user_file").is_not_null()),
+              left_on=[*keys, "b_file", "backward_user_line"],
+              right_on=[*keys, "user_file", "user_line"], nulls_equal=True)
+        .with_columns(
+            pl.col("b_file").alias("user_file"), pl.col("backward_user_line").alias("user_line"),
+            pl.lit(None, dtype=_I64).alias("seq_nr"), pl.lit("source_line").alias("link"),
+        )
+    )
+    parts.append(by_line)
+    out = pl.concat([p.select(SEQ_LINKS_SCHEMA.names()).cast(dict(SEQ_LINKS_SCHEMA))
+                     for p in parts], how="vertical")
+    return out.sort(["rank", "compile_id", "source", "backward_graph_id", "link", "seq_nr",
+                     "backward_node", "forward_node"], nulls_last=True)
+
+
+# -------------------------------------------------------------------------- origin
+@dataclass(frozen=True)
+class Chain:
+    """One origin chain: start (kernel or node) -> graph nodes -> backward nodes -> seq_nr ->
+    forward nodes -> user source line. Fields are ORIGIN_SCHEMA columns."""
+
+    rank: int | None
+    compile_id: str | None
+    source: str | None
+    start: str
+    kernel_id: str | None
+    kernel: str | None
+    kernel_kind: str | None
+    graph: str | None
+    via: str | None
+    node_graph: str | None
+    nodes: list[str] = field(default_factory=list)
+    backward_nodes: list[str] = field(default_factory=list)
+    link: str | None = None
+    seq_nrs: list[int] = field(default_factory=list)
+    forward_nodes: list[str] = field(default_factory=list)
+    user_file: str | None = None
+    user_line: int | None = None
+    user_function: str | None = None
+    user_code: str | None = None
+    file: str | None = None
+    lineno: int | None = None
+
+    @property
+    def location(self) -> str | None:
+        """``file:line`` of the user source, None when the chain ends before it."""
+        return None if self.user_file is None else f"{self.user_file}:{self.user_line}"
+
+    def steps(self) -> list[tuple[str, str]]:
+        """The chain as (label, value) pairs, for display."""
+        out: list[tuple[str, str]] = []
+        if self.kernel:
+            out.append(("kernel", f"{self.kernel} ({self.kernel_kind}, {self.graph})"))
+        if self.nodes:
+            out.append((f"{self.node_graph or 'graph'} nodes", ", ".join(self.nodes)))
+        if self.backward_nodes:
+            out.append(("backward nodes", ", ".join(self.backward_nodes)))
+        if self.seq_nrs:
+            out.append(("seq_nr", ", ".join(str(s) for s in self.seq_nrs)))
+        if self.forward_nodes:
+            out.append(("forward nodes", ", ".join(self.forward_nodes)))
+        if self.user_file is not None:
+            out.append(("source", f"{self.location}  {self.user_code or ''}".rstrip()))
+        return out
+
+
+def _table(tables: Any, name: str) -> pl.DataFrame | None:
+    if isinstance(tables, Mapping):
+        return tables.get(name)
+    try:
+        return getattr(tables, name)
+    except (AttributeError, KeyError):
+        return None
+
+
+def _filter(df: pl.DataFrame, compile_id: str | None, rank: int | None) -> pl.DataFrame:
+    if compile_id is not None:
+        df = df.filter(pl.col("compile_id") == compile_id)
+    if rank is not None:
+        df = df.filter(pl.col("rank") == rank)
+    return df
+
+
+def _prefer_trace(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Rows of the trace where a (rank, compile) has both trace and text rows (same compile
+    logged twice); text rows where there is no trace."""
+    if "source" not in df.columns or df.is_empty():
+        return df
+    has = df.group_by(keys).agg((pl.col("source") == "trace").any().alias("_has_trace"))
+    return (
+        df.join(has, on=keys, nulls_equal=True)
+        .filter((pl.col("source") == "trace") | ~pl.col("_has_trace"))
+        .drop("_has_trace")
+    )
+
+
+def _kernel_nodes(k: pl.DataFrame, graph_nodes: pl.DataFrame, name_match: bool) -> pl.DataFrame:
+    """(kernel_id, node, via) candidates, keeping each kernel's best ``via``."""
+    base = ["kernel_id", "rank", "compile_id", "source", "graph"]
+    cands = []
+    for col, via in (("provenance_nodes", "provenance"), ("post_grad_nodes", "aten_mapping"),
+                     ("source_nodes", "source_nodes")):
+        cands.append(
+            k.select(*base, pl.col(col).alias("node")).explode("node")
+            .filter(pl.col("node").is_not_null()).with_columns(pl.lit(via).alias("via"))
+        )
+    c = pl.concat(cands)
+    # last resort: post-grad nodes whose op name is a word of the fused kernel name
+    # (``cpp_fused_erf_mul_1`` -> erf, mul); CPU wrappers carry no source-node comments
+    rest = k.join(c.select("kernel_id").unique(), on="kernel_id", how="anti").filter(
+        pl.col("kind").is_in(["triton", "template", "cpp"])
+    )
+    if name_match and not rest.is_empty():
+        words = rest.select(
+            *base,
+            pl.format("_{}_", pl.col("name").str.replace(r"^(?:triton_[a-z]+|cpp)_fused_", "")
+                      .str.replace(r"_\d+$", "")).alias("words"),
+        )
+        pg = _compute_nodes(graph_nodes, ["post_grad", "aot_forward", "aot_backward",
+                                          "aot_inference"]).select(
+            "rank", "compile_id", "source", pl.col("aot_id").alias("graph"), "graph_kind",
+            "node", pl.format("_{}_", pl.col("target").str.replace(r"^[a-z_0-9]+\.", "")
+                              .str.replace(r"\.[A-Za-z_0-9]+$", "")).alias("word"),
+        )
+        hit = (
+            words.join(pg, on=["rank", "compile_id", "source", "graph"], nulls_equal=True)
+            .filter(pl.col("words").str.contains(pl.col("word"), literal=True))
+        )
+        # prefer the post-grad graph when both it and the AOT graph are there
+        best = hit.group_by("kernel_id").agg(
+            (pl.col("graph_kind") == "post_grad").any().alias("has_pg"))
+        hit = hit.join(best, on="kernel_id").filter(
+            (pl.col("graph_kind") == "post_grad") | ~pl.col("has_pg")
+        )
+        c = pl.concat([c, hit.select(*base, "node", pl.lit("kernel_name").alias("via")).unique()])
+    c = c.with_columns(pl.col("via").replace_strict(_VIA_RANK, return_dtype=_I32).alias("vr"))
+    best = c.group_by("kernel_id").agg(pl.col("vr").min().alias("best"))
+    return c.join(best, on="kernel_id").filter(pl.col("vr") == pl.col("best")).drop("vr", "best")
+
+
+def _resolve(cands: pl.DataFrame, graph_nodes: pl.DataFrame) -> pl.DataFrame:
+    """Find each candidate node in the graphs of its compile: post-grad graph of the kernel's
+    AOT id, then the AOT graph of that id, then the Dynamo graph (forward source nodes)."""
+    nodes = _compute_nodes(graph_nodes, ["post_grad", "aot_forward", "aot_backward",
+                                         "aot_inference", "dynamo"]).select(
+        "rank", "compile_id", pl.col("source").alias("g_source"), pl.col("aot_id").alias("g_aot"),
+        "graph_kind", "graph_id", "node", *_USER,
+    )
+    j = cands.join(nodes, on=["rank", "compile_id", "node"], nulls_equal=True)
+    prio = (
+        pl.when((pl.col("graph_kind") == "post_grad") & (pl.col("g_aot") == pl.col("graph"))).then(0)
+        .when(pl.col("graph_kind").is_in(["aot_forward", "aot_backward", "aot_inference"])
+              & (pl.col("g_aot") == pl.col("graph"))).then(1)
+        .when((pl.col("graph_kind") == "dynamo")
+              & ~pl.col("graph").fill_null("").str.ends_with("_backward")).then(2)
+        .otherwise(None)
+    )
+    j = j.with_columns((prio * 2 + (pl.col("g_source") != pl.col("source")).cast(_I32)).alias("p"))
+    j = j.filter(pl.col("p").is_not_null())
+    best = j.group_by("kernel_id", "node").agg(pl.col("p").min().alias("bp"))
+    return j.join(best, on=["kernel_id", "node"]).filter(pl.col("p") == pl.col("bp")).drop("p", "bp")
+
+
+def _through_seq(resolved: pl.DataFrame, links: pl.DataFrame | None) -> pl.DataFrame:
+    """Backward nodes -> seq_links -> forward nodes and their user line; others keep their own."""
+    is_bwd = pl.col("g_aot").fill_null("").str.ends_with("_backward") | (
+        pl.col("graph_kind") == "aot_backward")
+    bwd = resolved.filter(is_bwd)
+    own = resolved.filter(~is_bwd).with_columns(
+        pl.lit("direct").alias("link"), pl.lit(None, dtype=_S).alias("backward_node"),
+        pl.lit(None, dtype=_I64).alias("seq_nr"), pl.col("node").alias("forward_node"),
+    )
+    if links is not None and not links.is_empty() and not bwd.is_empty():
+        lk = links.select(
+            "rank", "compile_id", pl.col("source").alias("g_source"),
+            pl.col("backward_aot_id").alias("g_aot2"), pl.col("backward_node").alias("node"),
+            pl.col("link").alias("l_link"), pl.col("seq_nr").alias("l_seq"),
+            "forward_node", pl.col("user_file").alias("f_file"),
+            pl.col("user_line").alias("f_line"), pl.col("user_function").alias("f_fn"),
+            pl.col("user_code").alias("f_code"),
+        )
+        j = bwd.with_columns(pl.col("g_aot").alias("g_aot2")).join(
+            lk, on=["rank", "compile_id", "g_source", "g_aot2", "node"], how="left",
+            nulls_equal=True,
+        )
+        hit = j.filter(pl.col("l_link").is_not_null()).with_columns(
+            pl.col("l_link").alias("link"), pl.col("node").alias("backward_node"),
+            pl.col("l_seq").alias("seq_nr"), pl.col("f_file").alias("user_file"),
+            pl.col("f_line").alias("user_line"), pl.col("f_fn").alias("user_function"),
+            pl.col("f_code").alias("user_code"),
+        )
+        miss = j.filter(pl.col("l_link").is_null())
+    else:
+        hit = None
+        miss = bwd
+    miss = miss.with_columns(
+        pl.lit("node_source").alias("link"), pl.col("node").alias("backward_node"),
+        pl.lit(None, dtype=_I64).alias("seq_nr"), pl.lit(None, dtype=_S).alias("forward_node"),
+    )
+    cols = [*resolved.columns, "link", "backward_node", "seq_nr", "forward_node"]
+    parts = [own.select(cols), miss.select(cols)]
+    if hit is not None:
+        parts.append(hit.select(cols))
+    return pl.concat(parts, how="vertical_relaxed")
+
+
+def _chains(rows: pl.DataFrame, group: list[str], start: str) -> pl.DataFrame:
+    uniq = lambda c: pl.col(c).drop_nulls().unique(maintain_order=True)  # noqa: E731
+    links = ["seq_nr", "source_line", "node_source", "direct", "provenance_stack"]
+    return (
+        rows.sort("seq_nr", nulls_last=True)
+        .group_by(*group, "user_file", "user_line", maintain_order=True)
+        .agg(
+            pl.col("via").first(), pl.col("graph_kind").first().alias("node_graph"),
+            uniq("node").alias("nodes"), uniq("backward_node").alias("backward_nodes"),
+            # the strongest link found for this line
+            pl.col("link").replace_strict({k: i for i, k in enumerate(links)}, return_dtype=_I32)
+            .min().alias("link_rank"),
+            uniq("seq_nr").alias("seq_nrs"), uniq("forward_node").alias("forward_nodes"),
+            pl.col("user_function").drop_nulls().first(), pl.col("user_code").drop_nulls().first(),
+        )
+        .with_columns(
+            pl.col("link_rank").replace_strict(dict(enumerate(links)), return_dtype=_S).alias("link"),
+            pl.lit(start).alias("start"),
+        )
+        .drop("link_rank")
+    )
+
+
+def origin_table(
+    trace_tables: Any,
+    kernel: str | None = None,
+    node: str | None = None,
+    seq_nr: int | None = None,
+    compile_id: str | None = None,
+    rank: int | None = None,
+    *,
+    source: str | None = None,
+    name_match: bool = True,
+) -> pl.DataFrame:
+    """Origin chains as a table (ORIGIN_SCHEMA), one row per (start, user source line).
+
+    ``trace_tables``: a Trace or a mapping with ``graph_nodes`` and ``kernels`` (and
+    ``seq_links`` or ``annotations``). Give one of ``kernel`` (a kernel name or kernel_id),
+    ``node`` (a graph node name) or ``seq_nr``; ``compile_id``/``rank`` narrow the search.
+    A start that leads nowhere still gets a row, with null user columns.
+
+    ``source`` (``trace``/``text``) restricts to one input kind; by default a compile seen in
+    both a trace and a text log is answered from the trace only. ``name_match=False`` turns
+    off the last-resort link from op names in a kernel's name (``via = kernel_name``).
+    """
+    if kernel is None and node is None and seq_nr is None:
+        raise ValueError("origin needs one of kernel=, node= or seq_nr=")
+    graph_nodes = _table(trace_tables, "graph_nodes")
+    if graph_nodes is None:
+        raise ValueError("origin needs the graph_nodes table")
+    links = _table(trace_tables, "seq_links")
+    if links is None:
+        links = seq_links(graph_nodes, _table(trace_tables, "annotations"))
+    if source is not None:
+        graph_nodes = graph_nodes.filter(pl.col("source") == source)
+        links = links.filter(pl.col("source") == source)
+    empty = pl.DataFrame(schema=ORIGIN_SCHEMA)
+
+    if kernel is not None:
+        kernels = _table(trace_tables, "kernels")
+        if kernels is None:
+            raise ValueError("origin(kernel=...) needs the kernels table")
+        k = _filter(kernels.filter((pl.col("name") == kernel) | (pl.col("kernel_id") == kernel)),
+                    compile_id, rank)
+        k = k.filter(pl.col("source") == source) if source is not None else _prefer_trace(
+            k, ["rank", "compile_id"])
+        if k.is_empty():
+            return empty
+        cands = _kernel_nodes(k, graph_nodes, name_match)
+        res = _through_seq(_resolve(cands, graph_nodes), links)
+        group = ["kernel_id", "rank", "compile_id", "source", "graph"]
+        ch = _chains(res, group, "kernel") if not res.is_empty() else None
+        # kernels whose provenance gives stack traces but no nodes (torch 2.13 backward)
+        stack = k.join(res.select("kernel_id").unique(), on="kernel_id", how="anti").select(
+            *group, pl.col("provenance_stack").alias("trace")
+        ).explode("trace").filter(pl.col("trace").is_not_null())
+        parts = [ch] if ch is not None else []
+        if not stack.is_empty():
+            frames = stack.with_columns(
+                pl.col("trace").map_elements(stack_frame, return_dtype=pl.Struct(
+                    {"user_file": _S, "user_line": _I32, "user_function": _S, "user_code": _S}))
+                .alias("f")
+            ).unnest("f").filter(pl.col("user_file").is_not_null())
+            parts.append(
+                frames.group_by(*group, "user_file", "user_line", maintain_order=True)
+                .agg(pl.col("user_function").first(), pl.col("user_code").first())
+                .with_columns(
+                    pl.lit("provenance_stack").alias("via"), pl.lit(None, dtype=_S).alias("node_graph"),
+                    pl.lit([], dtype=pl.List(_S)).alias("nodes"),
+                    pl.lit([], dtype=pl.List(_S)).alias("backward_nodes"),
+                    pl.lit("provenance_stack").alias("link"),
+                    pl.lit([], dtype=pl.List(_I64)).alias("seq_nrs"),
+                    pl.lit([], dtype=pl.List(_S)).alias("forward_nodes"),
+                    pl.lit("kernel").alias("start"),
+                )
+            )
+        chains = (pl.concat(parts, how="diagonal_relaxed").drop(group[1:])
+                  if parts else pl.DataFrame(schema={"kernel_id": _S}))
+        # every kernel gets at least one row (null user columns when nothing was found)
+        out = (
+            k.select(*group, pl.col("name").alias("kernel"), pl.col("kind").alias("kernel_kind"),
+                     "file", "lineno")
+            .join(chains, on="kernel_id", how="left")
+            .with_columns(pl.lit("kernel").alias("start"))
+        )
+        return _finish(out)
+
+    if node is not None:
+        g = _filter(graph_nodes.filter(pl.col("node") == node), compile_id, rank)
+        g = _prefer_trace(g.filter(pl.col("op").is_in(_COMPUTE_OPS)), ["rank", "compile_id"])
+        # prefer the AOT graphs (where seq_nrs live) over post-grad/dynamo copies of a name
+        order = {"aot_backward": 0, "aot_forward": 0, "aot_inference": 0, "post_grad": 1,
+                 "dynamo": 2}
+        g = g.with_columns(pl.col("graph_kind").replace_strict(order, default=3,
+                                                              return_dtype=_I32).alias("gp"))
+        best = g.group_by("rank", "compile_id", "source").agg(pl.col("gp").min().alias("b"))
+        g = g.join(best, on=["rank", "compile_id", "source"], nulls_equal=True).filter(
+            pl.col("gp") == pl.col("b"))
+        if g.is_empty():
+            return empty
+        resolved = g.select(
+            pl.col("graph_id").alias("kernel_id"), "rank", "compile_id", "source",
+            pl.col("aot_id").alias("graph"), "node", pl.lit("node").alias("via"),
+            pl.col("source").alias("g_source"), pl.col("aot_id").alias("g_aot"), "graph_kind",
+            "graph_id", *_USER, "file", "lineno",
+        )
+        res = _through_seq(resolved, links)
+        out = _chains(res, ["kernel_id", "rank", "compile_id", "source", "graph", "file",
+                            "lineno"], "node")
+        return _finish(out.with_columns(pl.lit(None, dtype=_S).alias("kernel_id")))
+
+    if seq_nr is not None:
+        lk = _prefer_trace(_filter(links.filter(pl.col("seq_nr") == seq_nr), compile_id, rank),
+                           ["rank", "compile_id"])
+        if lk.is_empty():
+            return empty
+        rows = lk.select(
+            "rank", "compile_id", "source", pl.col("backward_aot_id").alias("graph"),
+            pl.col("backward_node").alias("node"), pl.lit("seq_nr").alias("via"),
+            pl.lit("aot_backward").alias("graph_kind"), "backward_node", "link", "seq_nr",
+            "forward_node", *_USER, "file", "lineno",
+        )
+        out = _chains(rows, ["rank", "compile_id", "source", "graph", "file", "lineno"], "seq_nr")
+        return _finish(out)
+    raise ValueError("origin needs one of kernel=, node= or seq_nr=")
+
+
+def _finish(df: pl.DataFrame) -> pl.DataFrame:
+    for c, t in ORIGIN_SCHEMA.items():
+        if c not in df.columns:
+            df = df.with_columns(pl.lit(None, dtype=t).alias(c))
+    df = df.select(ORIGIN_SCHEMA.names()).cast(dict(ORIGIN_SCHEMA))
+    return df.sort(["rank", "compile_id", "source", "graph", "kernel_id", "user_file",
+                    "user_line"], nulls_last=True)
+
+
+def origin(
+    trace_tables: Any,
+    kernel: str | None = None,
+    node: str | None = None,
+    seq_nr: int | None = None,
+    compile_id: str | None = None,
+    rank: int | None = None,
+    *,
+    source: str | None = None,
+    name_match: bool = True,
+) -> list[Chain]:
+    """Origin chains (see :func:`origin_table`) as :class:`Chain` objects."""
+    df = origin_table(trace_tables, kernel=kernel, node=node, seq_nr=seq_nr,
+                      compile_id=compile_id, rank=rank, source=source, name_match=name_match)
+    return [Chain(**{k: (v if v is not None or k not in ("nodes", "backward_nodes", "seq_nrs",
+                                                          "forward_nodes") else [])
+                     for k, v in row.items()})
+            for row in df.iter_rows(named=True)]
