@@ -1,0 +1,74 @@
+"""`traceview run`: a real torch program captured, exit code passed through, seq_nr present."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+
+import traceview
+
+PROGRAM = """
+import sys
+import torch
+
+def f(x, w):
+    h = x @ w
+    return torch.erf(h).sum()  # the planted op
+
+cf = torch.compile(f, backend="aot_eager")
+x = torch.randn(4, 8)
+w = torch.randn(8, 3, requires_grad=True)
+cf(x, w).backward()
+print("program done")
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def _run(tmp_path: Path, code: int) -> subprocess.CompletedProcess[str]:
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    env = dict(os.environ)
+    env.pop("TORCH_LOGS", None)
+    env.pop("TORCH_TRACE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "traceview", "run", "-o", str(tmp_path / "cap"), "--", sys.executable, str(prog), str(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+
+
+def test_run_captures_trace_and_logs(tmp_path: Path) -> None:
+    r = _run(tmp_path, 3)
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert "program done" in r.stdout
+    assert "1 compiles" in r.stdout  # the summary printed afterwards
+    out = tmp_path / "cap"
+    assert list((out / "trace").glob("dedicated_log_torch_trace_*.log"))
+    text = (out / "torch_logs.txt").read_text()
+    assert "[__annotation]" in text
+    t = traceview.load(out)
+    assert t.compiles["function"].to_list() == ["f"]
+    ann = t.annotations
+    assert ann.height > 0
+    assert ann.filter(pl.col("seq_nr").is_not_null())["compile_id"].unique().to_list() == ["0/0"]
+
+
+def test_run_refuses_non_empty_output(tmp_path: Path) -> None:
+    (tmp_path / "cap").mkdir()
+    (tmp_path / "cap" / "x").write_text("x")
+    r = _run(tmp_path, 0)
+    assert r.returncode == 2
+    assert r.stderr.strip().startswith("traceview: error:")
+    assert "not empty" in r.stderr
+
+
+def test_run_without_command() -> None:
+    r = subprocess.run([sys.executable, "-m", "traceview", "run"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "nothing to run" in r.stderr

@@ -1,0 +1,91 @@
+"""`traceview run`: run a command with TORCH_TRACE and TORCH_LOGS set, keep both, summarise.
+
+The command's stdout goes straight to the terminal; its stderr goes to the terminal and to
+`DIR/torch_logs.txt` (byte for byte, so progress bars still work); the trace goes to
+`DIR/trace/`. The command's exit code is passed through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+DEFAULT_TORCH_LOGS = "recompiles,graph_breaks,annotation"
+
+
+class CaptureError(Exception):
+    """A problem with `traceview run`'s arguments (one line for the user)."""
+
+
+def _tee(src: object, sinks: list) -> None:
+    read = src.read1 if hasattr(src, "read1") else src.read  # type: ignore[attr-defined]
+    while True:
+        chunk = read(65536)
+        if not chunk:
+            break
+        for s in sinks:
+            try:
+                s.write(chunk)
+                s.flush()
+            except (OSError, ValueError):
+                pass
+
+
+def run_capture(args: argparse.Namespace) -> int:
+    """Run `args.cmd` under capture; returns the command's exit code."""
+    from traceview.cli import UserError
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UserError("nothing to run: use `traceview run [-o DIR] -- python train.py ARGS...`")
+    out = Path(args.output or f"traceview-run-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: exists and is not empty; choose another -o")
+    trace_dir = out / "trace"
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    torch_logs = args.torch_logs or DEFAULT_TORCH_LOGS
+    env = dict(os.environ)
+    env["TORCH_TRACE"] = str(trace_dir.resolve())
+    env["TORCH_LOGS"] = torch_logs
+    log_path = out / "torch_logs.txt"
+    sys.stderr.write(f"traceview: running {' '.join(cmd)}\n  TORCH_TRACE={trace_dir}  TORCH_LOGS={torch_logs}\n")
+    sys.stderr.flush()
+    try:
+        proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        raise UserError(f"{cmd[0]}: command not found") from None
+    except PermissionError:
+        raise UserError(f"{cmd[0]}: permission denied") from None
+    with open(log_path, "wb") as log:
+        t = threading.Thread(target=_tee, args=(proc.stderr, [sys.stderr.buffer, log]), daemon=True)
+        t.start()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the command
+        try:
+            rc = proc.wait()
+        finally:
+            signal.signal(signal.SIGINT, old)
+        t.join()
+    if rc < 0:
+        rc = 128 - rc
+    sys.stderr.write(f"traceview: command exited with {rc}; trace and logs in {out}\n")
+    if not any(trace_dir.iterdir()) and log_path.stat().st_size == 0:
+        sys.stderr.write("traceview: the command logged nothing (did it call torch.compile?)\n")
+        return rc
+    ns = argparse.Namespace(
+        path=str(out), latest=False, logs=[], no_cache=False, jobs=None, json=False, width=None
+    )
+    from traceview.cli import cmd_open, cmd_summary
+
+    try:
+        (cmd_open if args.open else cmd_summary)(ns)
+    except Exception as exc:  # the command's exit code matters more than our summary
+        sys.stderr.write(f"traceview: could not summarise {out}: {exc}\n")
+    return rc
