@@ -20,7 +20,8 @@ TRACE_LINE_RE = re.compile(rb"^" + _PREFIX + rb"\{\"")
 TEXT_LINE_RE = re.compile(rb"^" + _PREFIX)
 TS_RE = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC](\d{4}) (\d\d:\d\d:\d\d\.\d{6})")
 RUN_GAP_S = 600.0
-_SNIFF = 256 * 1024
+_SNIFF = 64 * 1024
+_SNIFF_MORE = 8 * 1024 * 1024
 _MAX_DEPTH = 3
 
 
@@ -54,29 +55,39 @@ class Inputs:
         return [t.path for t in self.traces]
 
 
-def _head(path: str) -> bytes:
+def _head(path: str, size: int = _SNIFF) -> bytes:
     with open(path, "rb") as fh:
         head = fh.read(2)
         fh.seek(0)
         if head == b"\x1f\x8b":
             try:
                 with gzip.open(fh) as gz:
-                    return gz.read(_SNIFF)
+                    return gz.read(size)
             except (OSError, EOFError) as exc:
                 raise InputError(f"{path}: not a readable gzip file ({exc})") from None
-        return fh.read(_SNIFF)
+        return fh.read(size)
 
 
 def sniff(path: str) -> tuple[str, str]:
-    """Classify a file: ('trace'|'text'|'empty'|'binary'|'other', first timestamp)."""
+    """Classify a file: ('trace'|'text'|'empty'|'binary'|'other', first timestamp).
+
+    Reads the first 64 KiB; a text file with no torch log line there (a job that printed a
+    lot before compiling) is read further, up to 8 MiB."""
     head = _head(path)
     if not head.strip():
         return "empty", ""
     if b"\x00" in head[:8192]:
         return "binary", ""
+    kind, start = _classify(head)
+    if kind == "other" and len(head) == _SNIFF:
+        kind, start = _classify(_head(path, _SNIFF_MORE))
+    return kind, start
+
+
+def _classify(head: bytes) -> tuple[str, str]:
     kind = "other"
     start = ""
-    for line in head.split(b"\n")[:2000]:
+    for line in head.split(b"\n"):
         if TRACE_LINE_RE.match(line):
             kind = "trace"
         elif TEXT_LINE_RE.match(line):

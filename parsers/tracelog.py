@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import gzip
 import hashlib
+import mmap
 import os
 import re
 from dataclasses import dataclass, field
@@ -110,15 +111,21 @@ class _Problems:
         self.details.append(detail[:200])
 
 
-def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The file's bytes, gunzipped when it is gzip (by magic number, not by name)."""
+def read_bytes(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
+    """The file's bytes, gunzipped when it is gzip (by magic number, not by name); a plain
+    file is memory-mapped read-only rather than copied."""
     with open(path, "rb") as fh:
         head = fh.read(2)
         fh.seek(0)
         if head == b"\x1f\x8b":
             with gzip.open(fh) as gz:
                 return gz.read()
-        return fh.read()
+        if not head:
+            return b""
+        try:
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # not mappable (a pipe, a special file)
+            return fh.read()
 
 
 def _newlines(buf: np.ndarray) -> np.ndarray:
@@ -151,7 +158,7 @@ class _Split:
     payloads: pa.Array  # large_string, payload text per candidate (tabs removed, "" when none)
 
 
-def _split(data: bytes) -> _Split:
+def _split(data: bytes | mmap.mmap) -> _Split:
     """Lines, headers and payloads of a trace log, without a Python object per line.
 
     The tab that starts each payload line is deleted from a copy of the buffer, after which
@@ -182,7 +189,7 @@ def _split(data: bytes) -> _Split:
     cand = np.flatnonzero(~is_payload)
     k = len(cand)
     tabs = starts[has_tab]
-    clean = np.delete(buf, tabs) if len(tabs) else buf
+    clean = np.delete(buf, tabs) if len(tabs) else buf.copy()  # never keep the input mapped
 
     def shift(pos: np.ndarray) -> np.ndarray:
         return pos - np.searchsorted(tabs, pos, side="left")
@@ -211,7 +218,7 @@ def _split(data: bytes) -> _Split:
         payloads = seg.take(pa.array(np.arange(2, 4 * k, 4)))
     else:
         try:
-            data.decode("utf-8")
+            bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise pa.ArrowInvalid(str(exc)) from None
         headers = payloads = pa.array([], type=pa.large_string())
@@ -233,12 +240,13 @@ def _int_or_none(v: object) -> int | None:
 
 
 def parse_trace_bytes(
-    data: bytes, file: str, *, mtime: float | None = None, size: int | None = None
+    data: bytes | mmap.mmap, file: str, *, mtime: float | None = None, size: int | None = None
 ) -> ParsedFile:
     """Parse the bytes of one TORCH_TRACE log (already decompressed)."""
     problems = _Problems()
     invalid_utf8 = False
     if b"\r\n" in data[: 1 << 16]:
+        data = bytes(data)
         # CRLF line ends (a log that went through a Windows editor or git autocrlf): torch
         # wrote LF and hashed LF payloads, so undo it; line numbers stay the same.
         data = data.replace(b"\r\n", b"\n")
@@ -246,7 +254,7 @@ def parse_trace_bytes(
         sp = _split(data)
     except pa.ArrowInvalid:  # not UTF-8: the rare invalid file takes the slow path
         invalid_utf8 = True
-        data = _fix_utf8(data, problems)
+        data = _fix_utf8(bytes(data), problems)
         sp = _split(data)
     n, nlines, truncated, cand, starts, ends = sp.n, sp.nlines, sp.truncated, sp.cand, sp.starts, sp.ends
     k = len(cand)

@@ -15,15 +15,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import orjson
 import polars as pl
+import pyarrow as pa
 
 from parsers.discover import Inputs, discover
+from traceview.pipeline import load_parsed, open_dir, parse_to_dir
 from traceview.schema import SCHEMA_VERSION
-from traceview.trace import BASE_TABLES, DERIVED_TABLES, Trace, load_inputs
+from traceview.trace import Trace
 
 MAX_ENTRIES = 16
-PARSER_VERSION = "1"  # bump when parsing changes what the tables hold
+PARSER_VERSION = "3"  # bump when parsing changes what the tables or parts hold
 
 
 def cache_dir() -> Path:
@@ -52,50 +53,34 @@ def load_cached(
     jobs: int | None = None,
     use_cache: bool = True,
 ) -> Trace:
-    """Load `path`, from the cache when its inputs are unchanged; otherwise parse and cache."""
+    """Load `path`, from the cache when its inputs are unchanged; otherwise parse into the cache."""
     inputs = discover(path, latest=latest, extra_logs=logs)
     if not use_cache:
-        return load_inputs(inputs, jobs=jobs)
-    entry = cache_dir() / cache_key(inputs)
+        return load_parsed(inputs, jobs=jobs)
+    root = cache_dir()
+    entry = root / cache_key(inputs)
     if (entry / "done").exists():
         try:
-            trace = _read_entry(entry, inputs)
+            trace = open_dir(entry, inputs)
             os.utime(entry / "done")
             return trace
-        except (OSError, pl.exceptions.PolarsError, ValueError):
+        except (OSError, pl.exceptions.PolarsError, pa.ArrowException, ValueError, KeyError):
             shutil.rmtree(entry, ignore_errors=True)
-    trace = load_inputs(inputs, jobs=jobs)
-    trace._cache_entry = entry  # type: ignore[attr-defined]
-    return trace
-
-
-def save_cache(trace: Trace) -> None:
-    """Write the trace's base tables and the derived tables computed so far (best effort)."""
-    entry: Path | None = getattr(trace, "_cache_entry", None)
-    if entry is None:
-        return
-    tmp: Path | None = None
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
-        names = list(BASE_TABLES) + [n for n in DERIVED_TABLES if n in trace.__dict__]
-        for name in names:
-            getattr(trace, name).write_ipc(tmp / f"{name}.arrow", compression="uncompressed")
-        (tmp / "tables.json").write_bytes(orjson.dumps(names))
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    except OSError:  # no writable cache: parse without one
+        return load_parsed(inputs, jobs=jobs)
+    try:
+        parse_to_dir(inputs, tmp, jobs=jobs)
         (tmp / "done").touch()
-        if entry.exists():
-            shutil.rmtree(entry, ignore_errors=True)
+        shutil.rmtree(entry, ignore_errors=True)
         os.rename(tmp, entry)
-        _prune(entry.parent)
-    except OSError:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _read_entry(entry: Path, inputs: Inputs) -> Trace:
-    names = orjson.loads((entry / "tables.json").read_bytes())
-    tables = {n: pl.read_ipc(entry / f"{n}.arrow", memory_map=True) for n in names}
-    return Trace.from_tables(tables, inputs=inputs)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _prune(root)
+    return open_dir(entry, inputs)
 
 
 def _prune(root: Path) -> None:

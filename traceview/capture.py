@@ -19,10 +19,6 @@ from pathlib import Path
 DEFAULT_TORCH_LOGS = "recompiles,graph_breaks,annotation"
 
 
-class CaptureError(Exception):
-    """A problem with `traceview run`'s arguments (one line for the user)."""
-
-
 def _tee(src: object, sinks: list) -> None:
     read = src.read1 if hasattr(src, "read1") else src.read  # type: ignore[attr-defined]
     while True:
@@ -39,7 +35,7 @@ def _tee(src: object, sinks: list) -> None:
 
 def run_capture(args: argparse.Namespace) -> int:
     """Run `args.cmd` under capture; returns the command's exit code."""
-    from traceview.cli import UserError
+    from traceview.errors import UserError
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":

@@ -12,12 +12,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+from traceview.errors import UserError
+
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
-
-
-class UserError(Exception):
-    """Shown to the user as one line."""
 
 
 def _add_input_args(p: argparse.ArgumentParser) -> None:
@@ -84,12 +82,10 @@ def _load(args: argparse.Namespace):  # -> Trace
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from traceview.cache import save_cache
     from traceview.report import build_report, render_text
 
     trace = _load(args)
     report = build_report(trace)
-    save_cache(trace)
     if args.json:
         import orjson
 
@@ -113,9 +109,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     trace = _load(args)
     part = {"auto": None, "yes": True, "no": False}[args.partition_by_rank]
     out = write_export(trace, args.output, partition_by_rank=part)
-    from traceview.cache import save_cache
-
-    save_cache(trace)
     n = trace.events.height
     sys.stderr.write(f"traceview: wrote {len(trace.tables())} tables ({n} events) to {out}\n")
     return 0
@@ -128,6 +121,8 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 
 def cmd_origin(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from traceview.analyze.origin import origin
     from traceview.report import render_origin
 
@@ -138,7 +133,8 @@ def cmd_origin(args: argparse.Namespace) -> int:
     if args.json:
         import orjson
 
-        sys.stdout.buffer.write(orjson.dumps(chains, option=orjson.OPT_INDENT_2) + b"\n")
+        rows = [{**dataclasses.asdict(c), "location": c.location} for c in chains]
+        sys.stdout.buffer.write(orjson.dumps({"matches": len(rows), "chains": rows}, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         sys.stdout.write(render_origin(chains))
     return 0 if chains else 1
@@ -179,11 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.print_help(sys.stderr)
         return EXIT_USAGE
     from parsers.discover import InputError
-    from traceview.export import ExportError
 
     try:
         return COMMANDS[args.command](args)
-    except (UserError, InputError, ExportError) as exc:
+    except (UserError, InputError) as exc:
         sys.stderr.write(f"traceview: error: {exc}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:

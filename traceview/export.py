@@ -20,14 +20,11 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from traceview.errors import ExportError
 from traceview.schema import SCHEMA_VERSION
 from traceview.trace import TABLES, Trace
 
 NULL_RANK_DIR = "__HIVE_DEFAULT_PARTITION__"
-
-
-class ExportError(Exception):
-    """The export could not be written (one line for the user)."""
 
 
 def _dtype_str(dt: pl.DataType) -> str:
@@ -52,12 +49,19 @@ def write_export(
     parent.mkdir(parents=True, exist_ok=True)
     if partition_by_rank is None:
         partition_by_rank = len(trace.ranks) > 1
+    trace.ensure_graph_tables()
+    parts = _parts(trace)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
     try:
         tables_meta = {}
         for name in TABLES:
             df = trace.table(name)
-            tables_meta[name] = _write_table(df, tmp, name, partition_by_rank and "rank" in df.columns)
+            partition = bool(partition_by_rank) and "rank" in df.columns
+            if parts and all((p / f"{name}.arrow").exists() for p in parts):
+                # streamed part by part: only one input file's rows are mapped at a time
+                tables_meta[name] = _write_parts(parts, name, df.schema, tmp, partition)
+            else:
+                tables_meta[name] = _write_table(df, tmp, name, partition)
         manifest = {
             "traceview_schema_version": SCHEMA_VERSION,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -86,6 +90,56 @@ def _inputs_meta(trace: Trace) -> dict:
         "runs": inp.runs,
         "left_out_by_latest": inp.dropped_runs,
     }
+
+
+def _parts(trace: Trace) -> list[Path]:
+    from traceview.pipeline import _parts as parts_of
+
+    if trace.workdir is None or not (trace.workdir / "parts.json").exists():
+        return []
+    return parts_of(trace.workdir)
+
+
+def _conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+    return df.select(
+        [pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t).alias(c) for c, t in schema.items()]
+    )
+
+
+def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, partition: bool) -> dict:
+    from traceview.pipeline import _read
+
+    rows = 0
+    writer: pq.ParquetWriter | None = None
+    wrote_partition = False
+    for part in parts:
+        df = _read(part / f"{name}.arrow")
+        if df.height == 0:
+            continue
+        df = _conform(df, schema)
+        rows += df.height
+        if partition:
+            for (rank,), sub in df.group_by("rank", maintain_order=True):
+                d = tmp / name / f"rank={NULL_RANK_DIR if rank is None else rank}"
+                d.mkdir(parents=True, exist_ok=True)
+                pq.write_table(sub.drop("rank").to_arrow(), d / f"part-{part.name}.parquet", compression="zstd")
+                wrote_partition = True
+        else:
+            table = df.to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(tmp / f"{name}.parquet", table.schema, compression="zstd")
+            writer.write_table(table)
+        del df
+    meta = {"rows": rows, "columns": {c: _dtype_str(t) for c, t in schema.items()}}
+    if wrote_partition:
+        meta["path"] = f"{name}/"
+        return meta
+    if writer is not None:
+        writer.close()
+    else:
+        pq.write_table(_conform(pl.DataFrame(schema=schema), schema).to_arrow(), tmp / f"{name}.parquet")
+    meta["path"] = f"{name}.parquet"
+    return meta
 
 
 def _write_table(df: pl.DataFrame, tmp: Path, name: str, partition: bool) -> dict:

@@ -228,15 +228,17 @@ def _fit(line: str, width: int) -> str:
     )
 
 
-def render_origin(chains: list[dict[str, Any]]) -> str:
+def render_origin(chains: list[Any]) -> str:
     """`traceview origin` output: one block per chain (several when the name is ambiguous)."""
     if not chains:
         return "no match\n"
     out = []
     if len(chains) > 1:
-        out.append(f"{len(chains)} matches (ambiguous: narrow with --compile-id/--rank)")
+        out.append(f"{len(chains)} chains (the name is ambiguous or maps to several lines: narrow with --compile-id/--rank)")
     for ch in chains:
         out.append("")
-        for step in ch.get("steps", []):
-            out.append(printable(f"{step.get('what', '')}: {step.get('text', '')}"))
+        where = f"rank {ch.rank} " if ch.rank is not None else ""
+        out.append(printable(f"{where}[{ch.compile_id}] ({ch.source})"))
+        for label, value in ch.steps():
+            out.append(printable(f"  {label:>16}: {value}"))
     return "\n".join(out) + "\n"

@@ -1,20 +1,21 @@
 """The `Trace` model: every table of one input, as polars DataFrames.
 
-Base tables come from the parsers (`events`, `strings`, `stats`, `problems`, and the text-log
-tables); everything else is derived on first use and kept (`compiles`, `spans`, `recompiles`,
-`graph_breaks`, `guards`, `graphs`, `graph_nodes`, `kernels`, `seq_links`, ...).
+A Trace is built from tables that are given (parsed parts, a cache entry, an export) or
+built on first use from other tables (`compiles` from `events`, `seq_links` from
+`graph_nodes` and `annotations`, ...). Given tables may be callables, so that a large table
+(`events`, memory-mapped per input file) is only opened when something asks for it: the
+summary of a cached trace never touches the payloads.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from functools import cached_property
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import polars as pl
 
 from parsers.discover import Inputs, discover
-from parsers.tracelog import read_trace
 
 BASE_TABLES = ("events", "strings", "stats", "problems", "log_records", "other_lines")
 DERIVED_TABLES = (
@@ -28,14 +29,66 @@ DERIVED_TABLES = (
     "graphs",
     "graph_nodes",
     "kernels",
+    "kernel_calls",
+    "provenance",
     "seq_links",
 )
 TABLES = BASE_TABLES + DERIVED_TABLES
+FACT_TABLES = ("recompiles", "graph_breaks", "limit_hits", "annotations")
+
+TableSource = pl.DataFrame | Callable[[], pl.DataFrame]
 
 
-@dataclass
+def _facts(t: Trace) -> dict[str, pl.DataFrame]:
+    from parsers.facts import facts_from_text, facts_from_trace
+
+    tr = facts_from_trace(t.events, t.compiles)
+    if t.log_records.height == 0:
+        return tr
+    tx = facts_from_text(t.log_records)
+    return {k: pl.concat([tr[k], tx[k]], how="vertical_relaxed") for k in tr}
+
+
+def _build(name: str, t: Trace) -> pl.DataFrame:
+    """Build a derived table from the tables it depends on."""
+    if name == "compiles":
+        from parsers.compiles import build_compiles
+
+        return build_compiles(t.events, t.strings)
+    if name == "spans":
+        from parsers.compiles import build_spans
+
+        return build_spans(t.events)
+    if name in FACT_TABLES:
+        return _facts(t)[name]
+    if name == "guards":
+        from parsers.facts import guards_from_text, guards_from_trace
+
+        return pl.concat([guards_from_trace(t.events), guards_from_text(t.log_records)], how="vertical_relaxed")
+    from parsers import graphs as g
+
+    if name == "graphs":
+        return g.build_graphs(t.events, t.log_records)
+    if name == "graph_nodes":
+        return g.build_graph_nodes(t.graphs)
+    if name == "kernels":
+        return g.build_kernels(t.events, t.log_records)
+    if name == "kernel_calls":
+        return g.build_kernel_calls(t.events, t.log_records)
+    if name == "provenance":
+        return g.build_provenance(t.events)
+    if name == "seq_links":
+        from traceview.analyze.origin import seq_links
+
+        return seq_links(t.graph_nodes, t.annotations)
+    raise KeyError(f"no table named {name!r}; tables: {', '.join(TABLES)}")
+
+
 class Trace:
-    """All tables of one trace (one or more ranks, trace logs and/or text logs)."""
+    """All tables of one trace (one or more ranks, trace logs and/or text logs).
+
+    Every name in `TABLES` is an attribute holding a polars DataFrame.
+    """
 
     events: pl.DataFrame
     strings: pl.DataFrame
@@ -43,112 +96,91 @@ class Trace:
     problems: pl.DataFrame
     log_records: pl.DataFrame
     other_lines: pl.DataFrame
-    inputs: Inputs | None = None
-    _given: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
+    compiles: pl.DataFrame
+    spans: pl.DataFrame
+    recompiles: pl.DataFrame
+    graph_breaks: pl.DataFrame
+    guards: pl.DataFrame
+    limit_hits: pl.DataFrame
+    annotations: pl.DataFrame
+    graphs: pl.DataFrame
+    graph_nodes: pl.DataFrame
+    kernels: pl.DataFrame
+    kernel_calls: pl.DataFrame
+    provenance: pl.DataFrame
+    seq_links: pl.DataFrame
 
-    # -- derived tables -------------------------------------------------------------
-    def _derived(self, name: str) -> pl.DataFrame | None:
-        return self._given.get(name)
-
-    @cached_property
-    def compiles(self) -> pl.DataFrame:
-        from parsers.compiles import build_compiles
-
-        return self._derived("compiles") if "compiles" in self._given else build_compiles(self.events, self.strings)
-
-    @cached_property
-    def spans(self) -> pl.DataFrame:
-        from parsers.compiles import build_spans
-
-        return self._given["spans"] if "spans" in self._given else build_spans(self.events)
-
-    @cached_property
-    def _facts(self) -> dict[str, pl.DataFrame]:
-        from parsers.facts import facts_from_text, facts_from_trace
-
-        tr = facts_from_trace(self.events, self.compiles)
-        if self.log_records.height == 0:
-            return tr
-        tx = facts_from_text(self.log_records)
-        return {k: pl.concat([tr[k], tx[k]], how="vertical_relaxed") for k in tr}
-
-    def _fact(self, name: str) -> pl.DataFrame:
-        return self._given[name] if name in self._given else self._facts[name]
-
-    @cached_property
-    def recompiles(self) -> pl.DataFrame:
-        return self._fact("recompiles")
-
-    @cached_property
-    def graph_breaks(self) -> pl.DataFrame:
-        return self._fact("graph_breaks")
-
-    @cached_property
-    def guards(self) -> pl.DataFrame:
-        return self._fact("guards")
-
-    @cached_property
-    def limit_hits(self) -> pl.DataFrame:
-        return self._fact("limit_hits")
-
-    @cached_property
-    def annotations(self) -> pl.DataFrame:
-        return self._fact("annotations")
-
-    @cached_property
-    def graphs(self) -> pl.DataFrame:
-        from parsers.graphs import build_graphs
-
-        return self._given["graphs"] if "graphs" in self._given else build_graphs(self.events, self.log_records)
-
-    @cached_property
-    def graph_nodes(self) -> pl.DataFrame:
-        from parsers.graphs import build_graph_nodes
-
-        return self._given["graph_nodes"] if "graph_nodes" in self._given else build_graph_nodes(self.graphs)
-
-    @cached_property
-    def kernels(self) -> pl.DataFrame:
-        from parsers.graphs import build_kernels
-
-        return self._given["kernels"] if "kernels" in self._given else build_kernels(self.events, self.log_records)
-
-    @cached_property
-    def seq_links(self) -> pl.DataFrame:
-        from traceview.analyze.origin import seq_links
-
-        return self._given["seq_links"] if "seq_links" in self._given else seq_links(self.graph_nodes, self.annotations)
-
-    # -- helpers ------------------------------------------------------------------
-    @property
-    def ranks(self) -> list[int]:
-        """Ranks present (empty for a single process without ranks)."""
-        r = pl.concat(
-            [self.events.select("rank"), self.log_records.select("rank")], how="vertical_relaxed"
-        )["rank"]
-        return sorted(int(x) for x in r.drop_nulls().unique().to_list())
+    def __init__(
+        self,
+        tables: Mapping[str, TableSource],
+        *,
+        inputs: Inputs | None = None,
+        workdir: Path | None = None,
+    ) -> None:
+        missing = [n for n in BASE_TABLES if n not in tables]
+        if missing:
+            raise ValueError(f"Trace needs the base tables; missing: {', '.join(missing)}")
+        self._sources: dict[str, TableSource] = dict(tables)
+        self._tables: dict[str, pl.DataFrame] = {}
+        self.inputs = inputs
+        self.workdir = workdir  # the parsed parts (cache entry) behind the tables, if any
 
     def table(self, name: str) -> pl.DataFrame:
-        if name not in TABLES:
-            raise KeyError(f"no table named {name!r}; tables: {', '.join(TABLES)}")
-        return getattr(self, name)
+        """The table called `name` (built or opened on first use)."""
+        df = self._tables.get(name)
+        if df is None:
+            if name not in TABLES:
+                raise KeyError(f"no table named {name!r}; tables: {', '.join(TABLES)}")
+            src = self._sources.get(name)
+            df = _build(name, self) if src is None else (src() if callable(src) else src)
+            self._tables[name] = df
+        return df
+
+    def is_loaded(self, name: str) -> bool:
+        """Whether the table has been opened or built already."""
+        return name in self._tables
+
+    def provide(self, name: str, source: TableSource) -> None:
+        """Replace how a table is obtained (e.g. tables built in parallel by the pipeline)."""
+        self._sources[name] = source
+        self._tables.pop(name, None)
 
     def tables(self) -> dict[str, pl.DataFrame]:
         """Every table, derived ones computed."""
-        return {name: getattr(self, name) for name in TABLES}
+        return {name: self.table(name) for name in TABLES}
+
+    @property
+    def ranks(self) -> list[int]:
+        """Ranks present (empty for a single process without ranks)."""
+        r = pl.concat([self.stats.select("rank"), self.log_records.select("rank")], how="vertical_relaxed")["rank"]
+        return sorted(int(x) for x in r.drop_nulls().unique().to_list())
+
+    def ensure_graph_tables(self, *, jobs: int | None = None) -> None:
+        """Build guards, graph and kernel tables of every parsed part in parallel worker
+        processes (kept in the parse cache), instead of one after another on first use."""
+        if self.workdir is None:
+            return
+        from traceview.pipeline import GRAPH_TABLES, ensure_graph_tables, lazy_concat
+
+        if all(self.is_loaded(n) for n in GRAPH_TABLES):
+            return
+        ensure_graph_tables(self.workdir, jobs=jobs)
+        for name in GRAPH_TABLES:
+            if not self.is_loaded(name):
+                self.provide(name, lazy_concat(self.workdir, name))
 
     @classmethod
-    def from_tables(cls, tables: dict[str, pl.DataFrame], inputs: Inputs | None = None) -> Trace:
-        """A Trace over tables that were computed before (export, cache)."""
-        base = {k: tables[k] for k in BASE_TABLES}
-        given = {k: v for k, v in tables.items() if k in DERIVED_TABLES}
-        return cls(**base, inputs=inputs, _given=given)
+    def from_tables(cls, tables: Mapping[str, TableSource], inputs: Inputs | None = None) -> Trace:
+        """A Trace over tables computed before (export, cache)."""
+        return cls(tables, inputs=inputs)
 
 
-def _empty_text_tables() -> tuple[pl.DataFrame, pl.DataFrame]:
-    from parsers.textlog import LOG_RECORDS_SCHEMA, OTHER_LINES_SCHEMA
+def _table_property(name: str) -> property:
+    return property(lambda self: self.table(name), doc=f"The `{name}` table (see docs/tables*.md).")
 
-    return pl.DataFrame(schema=LOG_RECORDS_SCHEMA), pl.DataFrame(schema=OTHER_LINES_SCHEMA)
+
+for _name in TABLES:
+    setattr(Trace, _name, _table_property(_name))
 
 
 def load(
@@ -167,25 +199,7 @@ def load(
 
 
 def load_inputs(inputs: Inputs, *, jobs: int | None = None) -> Trace:
-    """Parse what `discover` found."""
-    parsed = read_trace(inputs.trace_paths, jobs=jobs)
-    if inputs.text_logs:
-        from parsers.textlog import read_text_log
+    """Parse what `discover` found (in parallel, one part per file; see traceview.pipeline)."""
+    from traceview.pipeline import load_parsed
 
-        logs = [read_text_log(p) for p in inputs.text_logs]
-        log_records = pl.concat([t.records for t in logs])
-        other_lines = pl.concat([t.other_lines for t in logs])
-        text_stats = pl.concat([t.stats for t in logs]).with_columns(pl.lit("text").alias("format"))
-        stats = pl.concat([parsed.stats.with_columns(pl.lit("trace").alias("format")), text_stats], how="diagonal_relaxed")
-    else:
-        log_records, other_lines = _empty_text_tables()
-        stats = parsed.stats.with_columns(pl.lit("trace").alias("format"))
-    return Trace(
-        events=parsed.events,
-        strings=parsed.strings,
-        stats=stats,
-        problems=parsed.problems,
-        log_records=log_records,
-        other_lines=other_lines,
-        inputs=inputs,
-    )
+    return load_parsed(inputs, jobs=jobs)

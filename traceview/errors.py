@@ -1,0 +1,9 @@
+"""Errors shown to the user as one line (kept import-light: the CLI imports this first)."""
+
+
+class UserError(Exception):
+    """A problem with what the user asked for: one line, exit code 2."""
+
+
+class ExportError(UserError):
+    """The export could not be written."""

@@ -1,0 +1,274 @@
+"""Parse inputs into a directory of Arrow IPC files, one part per input file, and open it.
+
+Each input file is parsed in a worker process (all cores), which also derives the per-file
+tables that the summary needs (`compiles`, `spans`, and the facts: `recompiles`,
+`graph_breaks`, `guards`, `limit_hits`, `annotations`) and writes everything as uncompressed
+Arrow IPC into `<workdir>/<part>/<table>.arrow`. Nothing large travels between processes.
+Opening memory-maps those files: payloads stay on disk (in the page cache) until something
+reads them, so memory stays far below the size of the logs. The workdir is the parse cache
+entry (see `traceview.cache`) or a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pyarrow as pa
+
+from parsers.discover import Inputs
+from traceview.trace import Trace
+
+PART_TABLES = (
+    "events",
+    "strings",
+    "stats",
+    "problems",
+    "log_records",
+    "other_lines",
+    "compiles",
+    "spans",
+    "recompiles",
+    "graph_breaks",
+    "limit_hits",
+    "annotations",
+)
+# Built on demand (the TUI, export): guard trees and graph text are not needed for the summary.
+GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance")
+# Tables small enough to keep as one file per trace (everything but records and payloads).
+SMALL_TABLES = tuple(n for n in PART_TABLES if n not in ("events", "log_records", "other_lines"))
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+FORMAT_VERSION = 1
+
+
+def _empty(name: str) -> pl.DataFrame:
+    from parsers import compiles, facts, textlog, tracelog
+
+    schemas: dict[str, dict] = {
+        "events": tracelog.EVENTS_SCHEMA,
+        "strings": tracelog.STRINGS_SCHEMA,
+        "stats": tracelog.STATS_SCHEMA,
+        "problems": tracelog.PROBLEMS_SCHEMA,
+        "log_records": dict(textlog.LOG_RECORDS_SCHEMA),
+        "other_lines": dict(textlog.OTHER_LINES_SCHEMA),
+        "compiles": compiles.COMPILES_SCHEMA,
+        "spans": compiles.SPANS_SCHEMA,
+        **{k: dict(v) for k, v in facts.SCHEMAS.items()},
+    }
+    return pl.DataFrame(schema=schemas[name])
+
+
+def _write(outdir: Path, tables: dict[str, pl.DataFrame]) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix=".part-", dir=outdir.parent))
+    for name, df in tables.items():
+        df.write_ipc(tmp / f"{name}.arrow", compression="uncompressed")
+    os.rename(tmp, outdir)
+
+
+def process_trace_file(path: str, outdir: str) -> None:
+    """Worker: parse one TORCH_TRACE log and write its part (runs in a child process)."""
+    from parsers import facts
+    from parsers.compiles import build_compiles, build_spans
+    from parsers.tracelog import read_trace_file
+
+    parsed = read_trace_file(path)
+    ev = parsed.events
+    compiles = build_compiles(ev, parsed.strings)
+    tables = {
+        "events": ev,
+        "strings": parsed.strings,
+        "stats": parsed.stats.with_columns(pl.lit("trace").alias("format")),
+        "problems": parsed.problems,
+        "compiles": compiles,
+        "spans": build_spans(ev),
+        "recompiles": facts.recompiles_from_trace(ev, compiles),
+        "graph_breaks": facts.graph_breaks_from_trace(ev),
+        "limit_hits": facts.limit_hits_from_trace(ev, compiles),
+        "annotations": _empty("annotations"),
+    }
+    _write(Path(outdir), tables)
+
+
+def process_text_log(path: str, outdir: str) -> None:
+    """Worker: parse one TORCH_LOGS capture and write its part."""
+    from parsers.facts import facts_from_text
+    from parsers.textlog import read_text_log
+
+    log = read_text_log(path)
+    tables = {
+        "log_records": log.records,
+        "other_lines": log.other_lines,
+        "stats": log.stats.with_columns(pl.lit("text").alias("format")),
+        **{k: v for k, v in facts_from_text(log.records).items() if k != "guards"},
+    }
+    _write(Path(outdir), tables)
+
+
+def process_graph_tables(partdir: str) -> None:
+    """Worker: build the graph and kernel tables of one part from its events / log records."""
+    from parsers.facts import guards_from_text, guards_from_trace
+    from parsers.graphs import (
+        build_graph_nodes,
+        build_graphs,
+        build_kernel_calls,
+        build_kernels,
+        build_provenance,
+    )
+
+    part = Path(partdir)
+    events = _read(part / "events.arrow") if (part / "events.arrow").exists() else _empty("events")
+    records = _read(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
+    graphs = build_graphs(events, records)
+    guards = [guards_from_trace(events)] + ([guards_from_text(records)] if records is not None else [])
+    tables = {
+        "guards": pl.concat(guards, how="vertical_relaxed"),
+        "graph_nodes": build_graph_nodes(graphs),
+        "kernels": build_kernels(events, records),
+        "kernel_calls": build_kernel_calls(events, records),
+        "provenance": build_provenance(events),
+        "graphs": graphs,  # last: its presence marks the part as done
+    }
+    for name, df in tables.items():
+        tmp = part / f".{name}.arrow.tmp"
+        df.write_ipc(tmp, compression="uncompressed")
+        os.rename(tmp, part / f"{name}.arrow")
+
+
+def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
+    """Build the graph tables of every part that lacks them (in parallel)."""
+    meta = orjson.loads((workdir / "parts.json").read_bytes())
+    todo = []
+    for p in meta["parts"]:
+        part = workdir / p
+        if not (part / "graphs.arrow").exists():
+            size = sum(f.stat().st_size for f in part.glob("*.arrow"))
+            todo.append((process_graph_tables, (str(part),), size))
+    _run(todo, jobs)
+
+
+Job = tuple  # (function, args, size in bytes)
+
+
+def _run(todo: list[Job], jobs: int | None) -> None:
+    """Run jobs in worker processes when there is enough to do, biggest first; else here."""
+    if not todo:
+        return
+    workers = min(jobs or os.cpu_count() or 1, len(todo))
+    if workers > 1 and sum(j[2] for j in todo) >= PARALLEL_MIN_BYTES:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        todo = sorted(todo, key=lambda j: -j[2])
+        # one thread per worker process: the processes already use every core
+        saved = {k: os.environ.get(k) for k in ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS")}
+        os.environ.update({k: "1" for k in saved})
+        try:
+            with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+                for f in [ex.submit(fn, *args) for fn, args, _ in todo]:
+                    f.result()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    else:
+        for fn, args, _ in todo:
+            fn(*args)
+
+
+def parse_to_dir(inputs: Inputs, workdir: Path, *, jobs: int | None = None) -> None:
+    """Parse every input of `inputs` into `workdir` (parts already there are kept)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    parts: list[str] = []
+    todo: list[Job] = []
+    for prefix, paths, fn in (("t", inputs.trace_paths, process_trace_file), ("x", inputs.text_logs, process_text_log)):
+        for i, path in enumerate(paths):
+            out = workdir / f"{prefix}{i:05d}"
+            parts.append(out.name)
+            if not out.exists():
+                todo.append((fn, (path, str(out)), os.path.getsize(path)))
+    _run(todo, jobs)
+    (workdir / "parts.json").write_bytes(orjson.dumps({"format": FORMAT_VERSION, "parts": parts}))
+    merge_small_tables(workdir)
+
+
+def _read(path: Path) -> pl.DataFrame:
+    """Memory-mapped read of one IPC file (string columns stay views into the mapping)."""
+    with pa.memory_map(str(path)) as src:
+        table = pa.ipc.open_file(src).read_all()
+    df = pl.from_arrow(table, rechunk=False)
+    assert isinstance(df, pl.DataFrame)
+    return df
+
+
+def _parts(workdir: Path) -> list[Path]:
+    meta = orjson.loads((workdir / "parts.json").read_bytes())
+    return [workdir / p for p in meta["parts"]]
+
+
+def _concat(workdir: Path, name: str) -> pl.DataFrame:
+    frames = [_read(f) for p in _parts(workdir) if (f := p / f"{name}.arrow").exists()]
+    nonempty = [f for f in frames if f.height] or frames[:1] or [_empty(name)]
+    if len(nonempty) == 1:
+        return nonempty[0]
+    return pl.concat(nonempty, how="diagonal_relaxed", rechunk=False)
+
+
+def lazy_concat(workdir: Path, name: str) -> Callable[[], pl.DataFrame]:
+    """A loader for one table over every part (memory-mapped, opened when first called)."""
+    merged = workdir / "merged" / f"{name}.arrow"
+    if merged.exists():
+        return lambda: _read(merged)
+    return lambda: _concat(workdir, name)
+
+
+def merge_small_tables(workdir: Path) -> None:
+    """One file per small table, so that opening a many-rank trace reads a handful of files."""
+    out = workdir / "merged"
+    if out.exists():
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=".merged-", dir=workdir))
+    parts = _parts(workdir)
+    for name in PART_TABLES:
+        if name in SMALL_TABLES:
+            df = _concat(workdir, name)
+        elif not any((p / f"{name}.arrow").exists() for p in parts):
+            df = _empty(name)  # e.g. no text log: an empty table, opened without a parser import
+        else:
+            continue
+        if name == "stats":
+            df = _stats_order(df)
+        df.write_ipc(tmp / f"{name}.arrow", compression="uncompressed")
+    os.rename(tmp, out)
+
+
+def open_dir(workdir: Path, inputs: Inputs | None = None) -> Trace:
+    """A Trace over the parts in `workdir`; each table is opened (memory-mapped) on first use."""
+    names = PART_TABLES + tuple(n for n in GRAPH_TABLES if all((p / "graphs.arrow").exists() for p in _parts(workdir)))
+    return Trace({n: lazy_concat(workdir, n) for n in names}, inputs=inputs, workdir=workdir)
+
+
+def _stats_order(stats: pl.DataFrame) -> pl.DataFrame:
+    front = [c for c in ("file", "format") if c in stats.columns]
+    return stats.select(front + [c for c in stats.columns if c not in front])
+
+
+def load_parsed(inputs: Inputs, workdir: Path | None = None, *, jobs: int | None = None) -> Trace:
+    """Parse `inputs` (into `workdir`, or a temporary directory removed with the Trace)."""
+    tmp = None
+    if workdir is None:
+        tmp = Path(tempfile.mkdtemp(prefix="traceview-"))
+        workdir = tmp
+    parse_to_dir(inputs, workdir, jobs=jobs)
+    trace = open_dir(workdir, inputs)
+    if tmp is not None:
+        # the files are memory-mapped: on Linux they stay readable after removal
+        weakref.finalize(trace, shutil.rmtree, tmp, True)
+    return trace
