@@ -240,9 +240,15 @@ def _int_or_none(v: object) -> int | None:
 
 
 def parse_trace_bytes(
-    data: bytes | mmap.mmap, file: str, *, mtime: float | None = None, size: int | None = None
+    data: bytes | mmap.mmap,
+    file: str,
+    *,
+    mtime: float | None = None,
+    size: int | None = None,
+    line_offset: int = 0,
 ) -> ParsedFile:
-    """Parse the bytes of one TORCH_TRACE log (already decompressed)."""
+    """Parse the bytes of one TORCH_TRACE log (already decompressed), or of a piece of one
+    that starts at a record: `line_offset` is the number of lines before the piece."""
     problems = _Problems()
     invalid_utf8 = False
     if b"\r\n" in data[: 1 << 16]:
@@ -470,6 +476,9 @@ def parse_trace_bytes(
     strings = pl.DataFrame(
         {"file": [file] * len(str_vals), "id": str_ids, "string": str_vals}, schema=STRINGS_SCHEMA
     )
+    if line_offset:
+        events = events.with_columns(pl.col("lineno") + line_offset, pl.col("end_lineno") + line_offset)
+        prob = prob.with_columns(pl.col("lineno") + line_offset)
     return ParsedFile(events=events, strings=strings, stats=stats, problems=prob)
 
 

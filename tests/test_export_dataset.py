@@ -9,8 +9,8 @@ import duckdb
 import polars as pl
 
 import traceview
-from traceview.export import write_export
 from tests.conftest import FIXTURES, PEER, needs_shared
+from traceview.export import write_export
 
 
 def test_duckdb_reads_the_rank_partitions(tmp_path: Path) -> None:

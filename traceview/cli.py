@@ -19,7 +19,12 @@ EXIT_INTERNAL = 3
 
 
 def _add_input_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", help="TORCH_TRACE directory or file, TORCH_LOGS text log, or a directory of both")
+    p.add_argument(
+        "path",
+        nargs="+",
+        help="TORCH_TRACE directory or file, TORCH_LOGS text log, or a directory of both; "
+        "more files (trace or text logs) may follow",
+    )
     p.add_argument("--latest", action="store_true", help="keep only the newest run when a directory holds several")
     p.add_argument("--logs", nargs="+", metavar="FILE", default=[], help="TORCH_LOGS text logs to merge with the trace")
     p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
@@ -76,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _load(args: argparse.Namespace):  # -> Trace
     from traceview.cache import load_cached
 
+    paths = [args.path] if isinstance(args.path, str) else list(args.path)
     return load_cached(
-        args.path, latest=args.latest, logs=args.logs, jobs=args.jobs, use_cache=not args.no_cache
+        paths[0], latest=args.latest, logs=paths[1:] + list(args.logs), jobs=args.jobs, use_cache=not args.no_cache
     )
 
 

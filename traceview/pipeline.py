@@ -11,7 +11,9 @@ entry (see `traceview.cache`) or a temporary directory.
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -40,10 +42,14 @@ PART_TABLES = (
     "annotations",
 )
 # Built on demand (the TUI, export): guard trees and graph text are not needed for the summary.
+WORKER_FUNCTIONS = frozenset(
+    {"process_trace_file", "process_trace_chunk", "finish_trace_file", "process_text_log", "process_graph_tables"}
+)
 GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance")
 # Tables small enough to keep as one file per trace (everything but records and payloads).
 SMALL_TABLES = tuple(n for n in PART_TABLES if n not in ("events", "log_records", "other_lines"))
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+CHUNK_BYTES = 64 * 1024 * 1024  # a trace log this big is parsed in pieces, in parallel
 FORMAT_VERSION = 1
 
 
@@ -64,27 +70,36 @@ def _empty(name: str) -> pl.DataFrame:
     return pl.DataFrame(schema=schemas[name])
 
 
-def _write(outdir: Path, tables: dict[str, pl.DataFrame]) -> None:
+def _write(outdir: Path, tables: dict[str, pl.DataFrame], extra: dict[str, bytes] | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".part-", dir=outdir.parent))
     for name, df in tables.items():
         df.write_ipc(tmp / f"{name}.arrow", compression="uncompressed")
+    for name, data in (extra or {}).items():
+        (tmp / name).write_bytes(data)
     os.rename(tmp, outdir)
 
 
 def process_trace_file(path: str, outdir: str) -> None:
     """Worker: parse one TORCH_TRACE log and write its part (runs in a child process)."""
-    from parsers import facts
-    from parsers.compiles import build_compiles, build_spans
     from parsers.tracelog import read_trace_file
 
     parsed = read_trace_file(path)
-    ev = parsed.events
-    compiles = build_compiles(ev, parsed.strings)
     tables = {
-        "events": ev,
+        "events": parsed.events,
         "strings": parsed.strings,
         "stats": parsed.stats.with_columns(pl.lit("trace").alias("format")),
         "problems": parsed.problems,
+        **_derive_trace_tables(parsed.events, parsed.strings),
+    }
+    _write(Path(outdir), tables)
+
+
+def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    from parsers import facts
+    from parsers.compiles import build_compiles, build_spans
+
+    compiles = build_compiles(ev, strings)
+    return {
         "compiles": compiles,
         "spans": build_spans(ev),
         "recompiles": facts.recompiles_from_trace(ev, compiles),
@@ -92,7 +107,77 @@ def process_trace_file(path: str, outdir: str) -> None:
         "limit_hits": facts.limit_hits_from_trace(ev, compiles),
         "annotations": _empty("annotations"),
     }
-    _write(Path(outdir), tables)
+
+
+def process_trace_chunk(path: str, start: int, end: int, line_offset: int, outdir: str) -> None:
+    """Worker: parse bytes [start, end) of a big trace log (a piece that starts at a record)."""
+    import mmap
+
+    from parsers.tracelog import parse_trace_bytes
+
+    st = os.stat(path)
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        data = mm[start:end]
+    parsed = parse_trace_bytes(data, path, mtime=st.st_mtime, size=end - start, line_offset=line_offset)
+    _write(
+        Path(outdir),
+        {
+            "events": parsed.events,
+            "strings": parsed.strings,
+            "stats_piece": parsed.stats,
+            "problems": parsed.problems,
+        },
+    )
+
+
+def finish_trace_file(pieces: list[str], outdir: str) -> None:
+    """Worker: the per-file tables of a log parsed in pieces (compiles and spans need the
+    whole file: a compile's records and a B/E pair can straddle two pieces)."""
+    ev = pl.concat([_read(Path(p) / "events.arrow") for p in pieces], rechunk=False)
+    strings = pl.concat([_read(Path(p) / "strings.arrow") for p in pieces])
+    st = pl.concat([_read(Path(p) / "stats_piece.arrow") for p in pieces])
+    sums = [c for c, t in st.schema.items() if t == pl.Int64 and c != "bytes"]
+    stats = st.select(
+        pl.col("file").first(),
+        pl.col("bytes").sum(),
+        *[pl.col(c).sum() for c in sums],
+        pl.col("truncated_tail").last(),
+        pl.col("invalid_utf8").any(),
+        pl.col("rank").drop_nulls().first(),
+        pl.col("pid").drop_nulls().first(),
+        pl.col("first_ts").min(),
+        pl.col("last_ts").max(),
+    ).select(st.columns)
+    tables = {"stats": stats.with_columns(pl.lit("trace").alias("format")), **_derive_trace_tables(ev, strings)}
+    # piece names, relative to the workdir (a cache entry is renamed into place after parsing)
+    _write(Path(outdir), tables, {"pieces.json": orjson.dumps([Path(p).name for p in pieces])})
+
+
+_RECORD_START = re.compile(rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:")
+
+
+def split_points(path: str, pieces: int) -> list[tuple[int, int, int]]:
+    """(start, end, lines before start) of `pieces` byte ranges of a trace log, each starting
+    at a record header."""
+    import mmap
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        bounds = [0]
+        for i in range(1, pieces):
+            p = mm.find(b"\n", max(i * size // pieces, bounds[-1]))
+            while p != -1 and not _RECORD_START.match(mm[p + 1 : p + 24]):
+                p = mm.find(b"\n", p + 1)
+            if p == -1 or p + 1 >= size:
+                break
+            bounds.append(p + 1)
+        bounds.append(size)
+        out = []
+        lines = 0
+        for a, b in itertools.pairwise(bounds):
+            out.append((a, b, lines))
+            lines += mm[a:b].count(b"\n")
+    return out
 
 
 def process_text_log(path: str, outdir: str) -> None:
@@ -122,8 +207,15 @@ def process_graph_tables(partdir: str) -> None:
     )
 
     part = Path(partdir)
-    events = _read(part / "events.arrow") if (part / "events.arrow").exists() else _empty("events")
-    records = _read(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
+    if (part / "stats_piece.arrow").exists():  # a piece of a big file: its whole-file part does it
+        events, records = _empty("events"), None
+    elif (part / "pieces.json").exists():  # the whole-file part of a big file: all its pieces
+        pieces = orjson.loads((part / "pieces.json").read_bytes())
+        events = pl.concat([_read(part.parent / p / "events.arrow") for p in pieces], rechunk=False)
+        records = None
+    else:
+        events = _read(part / "events.arrow") if (part / "events.arrow").exists() else _empty("events")
+        records = _read(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
     graphs = build_graphs(events, records)
     guards = [guards_from_trace(events)] + ([guards_from_text(records)] if records is not None else [])
     tables = {
@@ -155,48 +247,100 @@ def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
 Job = tuple  # (function, args, size in bytes)
 
 
+class WorkerError(Exception):
+    """A worker failed on a job."""
+
+
 def _run(todo: list[Job], jobs: int | None) -> None:
     """Run jobs in worker processes when there is enough to do, biggest first; else here."""
     if not todo:
         return
     workers = min(jobs or os.cpu_count() or 1, len(todo))
-    if workers > 1 and sum(j[2] for j in todo) >= PARALLEL_MIN_BYTES:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
-        todo = sorted(todo, key=lambda j: -j[2])
-        # one thread per worker process: the processes already use every core
-        saved = {k: os.environ.get(k) for k in ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS")}
-        os.environ.update({k: "1" for k in saved})
-        try:
-            with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
-                for f in [ex.submit(fn, *args) for fn, args, _ in todo]:
-                    f.result()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-    else:
+    if workers <= 1 or sum(j[2] for j in todo) < PARALLEL_MIN_BYTES:
         for fn, args, _ in todo:
             fn(*args)
+        return
+    import queue
+    import subprocess
+    import sys
+    import threading
+
+    q: queue.Queue[Job] = queue.Queue()
+    for job in sorted(todo, key=lambda j: -j[2]):
+        q.put(job)
+    errors: list[str] = []
+    # one thread per worker process: the processes already use every core
+    env = {**os.environ, "POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1"}
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+
+    def drive() -> None:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "traceview.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            while not errors:
+                try:
+                    fn, args, _ = q.get_nowait()
+                except queue.Empty:
+                    break
+                proc.stdin.write(orjson.dumps({"fn": fn.__name__, "args": list(args)}) + b"\n")
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+                if not line:
+                    errors.append(f"worker exited with {proc.wait()} on {fn.__name__}{tuple(args)[:1]}")
+                    break
+                answer = orjson.loads(line)
+                if "error" in answer:
+                    errors.append(f"{answer['error']} (in {fn.__name__} of {args[0]})")
+        finally:
+            proc.stdin.close()
+            proc.wait()
+
+    threads = [threading.Thread(target=drive, daemon=True) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise WorkerError(errors[0])
 
 
 def parse_to_dir(inputs: Inputs, workdir: Path, *, jobs: int | None = None) -> None:
     """Parse every input of `inputs` into `workdir` (parts already there are kept)."""
     workdir.mkdir(parents=True, exist_ok=True)
+    workers = jobs or os.cpu_count() or 1
     parts: list[str] = []
     todo: list[Job] = []
+    finish: list[Job] = []
     for prefix, paths, fn in (("t", inputs.trace_paths, process_trace_file), ("x", inputs.text_logs, process_text_log)):
         for i, path in enumerate(paths):
             out = workdir / f"{prefix}{i:05d}"
+            size = os.path.getsize(path)
+            if fn is process_trace_file and workers > 1 and size >= CHUNK_BYTES and not _is_gzip(path):
+                # a big file is parsed in pieces on all cores, then finished as a whole
+                pieces = split_points(path, max(workers, -(-size // CHUNK_BYTES)))
+                names = [f"{out.name}p{k:04d}" for k in range(len(pieces))]
+                parts += [*names, out.name]
+                for name, (a, b, lines) in zip(names, pieces):
+                    if not (workdir / name).exists():
+                        todo.append((process_trace_chunk, (path, a, b, lines, str(workdir / name)), b - a))
+                if not out.exists():
+                    finish.append((finish_trace_file, ([str(workdir / n) for n in names], str(out)), size))
+                continue
             parts.append(out.name)
             if not out.exists():
-                todo.append((fn, (path, str(out)), os.path.getsize(path)))
+                todo.append((fn, (path, str(out)), size))
     _run(todo, jobs)
+    _run(finish, jobs)
     (workdir / "parts.json").write_bytes(orjson.dumps({"format": FORMAT_VERSION, "parts": parts}))
     merge_small_tables(workdir)
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
 
 
 def _read(path: Path) -> pl.DataFrame:

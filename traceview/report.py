@@ -1,11 +1,13 @@
 """The summary: findings first, most important first, as a JSON-able dict and as text.
 
 `build_report` is the versioned JSON schema documented in docs/report.md; `render_text` lays it
-out for an 80-column terminal. All log text passes through `printable` before it is printed.
+out for an 80-column terminal. Every line of text passes through `printable` before it is
+printed: log text is data (an ANSI escape shows as `^[`, a `[bold]` stays literal).
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any
 
@@ -20,48 +22,69 @@ from traceview.schema import REPORT_SCHEMA_VERSION
 from traceview.textutil import one_line, printable
 from traceview.trace import Trace
 
+STATUSES = ("ok", "failed", "graph_break_restarts", "empty_graph", "no_metrics")
+
 
 def _rows(df: pl.DataFrame) -> list[dict[str, Any]]:
     return df.with_columns(pl.col(pl.Datetime).dt.to_string()).to_dicts()
 
 
+def _round(df: pl.DataFrame, digits: int = 3) -> pl.DataFrame:
+    return df.with_columns(pl.col(pl.Float64).round(digits))
+
+
+def ranks_of(trace: Trace) -> list[int]:
+    """Ranks present in any input (trace files, text-log prefixes, compiles); empty without."""
+    cols = [
+        df.select(pl.col("rank").cast(pl.Int64))
+        for df in (trace.stats, trace.log_records, trace.compiles)
+        if "rank" in df.columns
+    ]
+    if not cols:
+        return []
+    return sorted(int(x) for x in pl.concat(cols)["rank"].drop_nulls().unique().to_list())
+
+
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
-    storms = recompile_storms(trace)
-    hotspots = graph_break_hotspots(trace)
-    fails = failures(compiles)
-    top = ct.top_compiles(compiles)
+    spans = trace.spans
+    fails = failures(compiles, limit_hits=trace.limit_hits, graph_breaks=trace.graph_breaks)
     per_rank = (
         compiles.group_by("rank")
         .agg(
             pl.len().alias("compiles"),
-            *[(pl.col("status") == s).sum().alias(s) for s in ("ok", "failed", "graph_break_restarts", "empty_graph", "no_metrics")],
+            *[(pl.col("status") == s).sum().alias(s) for s in STATUSES],
             pl.col("total_time_s").sum().round(3).alias("compile_time_s"),
         )
         .sort("rank", nulls_last=False)
     )
-    stats = trace.stats
+    logged_ids = trace.log_records.filter(pl.col("compile_id").is_not_null()).select("rank", "compile_id").unique()
     inp = trace.inputs
     problems = trace.problems
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
-        "ranks": trace.ranks,
+        "ranks": ranks_of(trace),
         "compiles": compiles.height,
-        "recompile_storms": storms,
-        "graph_breaks": hotspots,
+        "compile_ids_in_text_logs": logged_ids.height,
+        "recompile_storms": recompile_storms(trace),
+        "graph_breaks": graph_break_hotspots(trace),
         "failures": [
-            {**r, "reason": one_line(r["reason"], 300), "reason_full": r["reason"]} for r in _rows(fails)
+            {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"]}
+            for r in _rows(fails)
         ],
         "compile_time": {
             "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
-            "phases_s": ct.phase_totals(compiles),
-            "top": _rows(top.with_columns(pl.col("seconds").round(3))),
-            "by_function": _rows(ct.by_function(compiles).head(10).with_columns(pl.col("seconds").round(3))),
-            "spans": _rows(ct.span_totals(trace.spans).with_columns(pl.col("seconds").round(3))),
+            "phases_s": ct.phase_totals(compiles, spans),
+            "top": _rows(_round(ct.top_compiles(compiles, spans=spans))),
+            "by_function": _rows(_round(ct.by_function(compiles).head(10))),
+            "spans": _rows(_round(ct.span_totals(spans))),
+            "autotuning": _rows(_round(ct.autotuning(trace.events, spans, trace.other_lines), 6)),
         },
         "cache": ct.cache_summary(compiles),
-        "rank_divergence": _rows(rank_divergence(compiles, trace.graph_breaks)),
+        "rank_divergence": _rows(
+            rank_divergence(compiles, trace.graph_breaks, log_records=trace.log_records, recompiles=trace.recompiles)
+        ),
         "per_rank": _rows(per_rank),
         "inputs": {
             "root": inp.root if inp else None,
@@ -74,7 +97,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "left_out_by_latest": inp.dropped_runs if inp else [],
         },
         "parse": {
-            "files": _rows(stats),
+            "files": _rows(trace.stats),
             "problems": problems.height,
             "problem_examples": _rows(problems.head(20)),
         },
@@ -83,8 +106,68 @@ def build_report(trace: Trace) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- text
-def _wrap(text: str, width: int, indent: str = "    ") -> list[str]:
-    return textwrap.wrap(printable(text), width=width, initial_indent=indent, subsequent_indent=indent) or [indent]
+_CATEGORY_WORDS = {
+    "graph_break": "graph break",
+    "backend_compiler_failure": "backend compiler failure",
+    "recompile_limit": "recompile limit",
+    "internal_dynamo_error": "internal Dynamo error",
+    "export_guard_data_dependent": "export / guard / data-dependent error",
+    "user_exception": "user exception",
+    "other": "other failure",
+}
+
+
+def _clean(text: Any) -> str:
+    """One line of log text made safe to print: control characters visible, no tabs/newlines."""
+    return printable(str(text if text is not None else "")).replace("\t", " ").replace("\n", " ")
+
+
+class _Paths:
+    """Short, unambiguous names for the user files of a report: the part after
+    `site-packages/` for installed code, else the shortest path suffix no other file shares."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        names: set[str] = set()
+        for s in report["recompile_storms"]:
+            names.add(s.get("filename") or "")
+        for g in report["graph_breaks"]:
+            names.update((g.get("filename") or "", g.get("frame_filename") or ""))
+        for f in report["failures"]:
+            names.add(f.get("filename") or "")
+        for t in report["compile_time"]["top"] + report["compile_time"]["by_function"]:
+            names.add(t.get("filename") or "")
+        names.discard("")
+        self._short: dict[str, str] = {}
+        local = [n for n in names if "site-packages/" not in n]
+        for n in names:
+            if "site-packages/" in n:
+                self._short[n] = n.rsplit("site-packages/", 1)[1]
+                continue
+            parts = n.split("/")
+            for k in range(1, len(parts) + 1):
+                suffix = "/".join(parts[-k:])
+                if not any(o != n and (o == suffix or o.endswith("/" + suffix)) for o in local):
+                    self._short[n] = suffix
+                    break
+            else:
+                self._short[n] = n
+
+    def show(self, filename: str | None, line: Any = None) -> str:
+        if not filename:
+            return "?"
+        s = self._short.get(filename, filename)
+        return f"{s}:{line}" if line is not None else s
+
+
+def _ranks(ranks: list[Any]) -> str:
+    rs = sorted(r for r in ranks if r is not None)
+    if not rs:
+        return ""
+    if len(rs) == 1:
+        return f"rank {rs[0]} "
+    if rs == list(range(rs[0], rs[-1] + 1)):
+        return f"ranks {rs[0]}-{rs[-1]} "
+    return f"ranks {','.join(map(str, rs))} "
 
 
 def _rank(r: Any) -> str:
@@ -103,129 +186,250 @@ def _group_ranks(items: list[dict[str, Any]], key: Any) -> list[tuple[dict[str, 
     return list(groups.values())
 
 
-def _ranks(ranks: list[Any]) -> str:
-    rs = sorted(r for r in ranks if r is not None)
-    if not rs:
-        return ""
-    if len(rs) == 1:
-        return f"rank {rs[0]} "
-    if rs == list(range(rs[0], rs[-1] + 1)):
-        return f"ranks {rs[0]}-{rs[-1]} "
-    return f"ranks {','.join(map(str, rs))} "
+def _s(seconds: Any) -> str:
+    v = float(seconds or 0.0)
+    return f"{v:.2f}s" if v < 100 else f"{v:.0f}s"
 
 
-def _loc(filename: str | None, line: Any) -> str:
-    if not filename:
-        return "?"
-    short = filename if len(filename) <= 48 else "…" + filename[-47:]
-    return f"{short}:{line}" if line is not None else short
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+class _Text:
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.lines: list[str] = []
+
+    def add(self, text: str = "", indent: str = "", rest: str | None = None) -> None:
+        """Add `text` wrapped to the width: first line after `indent`, the others after `rest`."""
+        text = _clean(text)
+        if not text:
+            self.lines.append(indent.rstrip())
+            return
+        self.lines.extend(
+            textwrap.wrap(
+                text,
+                width=self.width,
+                initial_indent=indent,
+                subsequent_indent=rest if rest is not None else indent + "    ",
+                break_long_words=True,
+                break_on_hyphens=False,
+            )
+        )
+
+    def label(self, label: str, text: str, indent: str = "    ") -> None:
+        """`label: text` with continuation lines aligned under the text."""
+        self.add(f"{label} {_clean(text)}", indent, indent + " " * (len(label) + 1))
+
+    def heading(self, text: str) -> None:
+        self.lines.append("")
+        self.add(text, "", "  ")
 
 
 def render_text(report: dict[str, Any], *, width: int = 80) -> str:
-    """The summary for a terminal, most important first."""
+    """The summary for a terminal, most important first; no line longer than `width`."""
     w = max(width, 60)
-    out: list[str] = []
-    add = out.append
+    t = _Text(w)
+    paths = _Paths(report)
+    storms = report["recompile_storms"]
+    gbs = report["graph_breaks"]
+    fails = report["failures"]
+    div = report["rank_divergence"]
     ranks = report["ranks"]
     inp = report["inputs"]
     nfiles = len(inp["trace_files"]) + len(inp["text_logs"])
-    head = f"traceview: {report['compiles']} compiles"
+    text_only = report["compiles"] == 0 and report.get("compile_ids_in_text_logs", 0) > 0
+    if text_only:
+        head = f"traceview: {_plural(report['compile_ids_in_text_logs'], 'compile id')} in the text log"
+    else:
+        head = f"traceview: {report['compiles']} compiles"  # tests of other commands read this form
     head += f" on {len(ranks)} ranks" if ranks else ""
-    head += f" from {nfiles} log file{'s' if nfiles != 1 else ''}"
+    head += f" from {_plural(nfiles, 'log file')}"
     if inp.get("runs") and inp["runs"] > 1:
         head += f" ({inp['runs']} runs; --latest keeps the newest)"
-    add(head)
-    add("=" * min(len(head), w))
-
-    storms = report["recompile_storms"]
+    t.add(head, "", "    ")
+    t.lines.append("=" * min(max(len(x) for x in t.lines), w))
+    found = []
     if storms:
-        add("")
-        groups = _group_ranks(
-            storms, lambda s: (s["function"], s["filename"], s["line"], s["compiles"], s["hit_recompile_limit"],
-                               tuple((c["kind"], c["count"]) for c in s["causes"]))
-        )
-        add(f"RECOMPILES ({len(groups)} functions)")
-        for s, ranks in groups[:8]:
-            limit = "  HIT RECOMPILE LIMIT" if s["hit_recompile_limit"] else ""
-            add(f"  {_ranks(ranks)}{printable(s['function'] or '?')} {_loc(s['filename'], s['line'])}: "
-                f"{s['compiles']} compiles, {s['compile_seconds']:.1f}s{limit}")
-            for c in s["causes"][:3]:
-                out.extend(_wrap(f"cause: {c['text']} ({c['count']}x)", w, "    "))
-                out.extend(_wrap(f"fix: {c['fix']}", w, "      "))
-    gbs = report["graph_breaks"]
+        limit = sum(1 for s in storms if s["hit_recompile_limit"])
+        found.append(_plural(len(storms), "recompiling function") + (f" ({limit} hit the limit)" if limit else ""))
     if gbs:
-        add("")
-        total = sum(g["count"] for g in gbs)
-        add(f"GRAPH BREAKS ({len(gbs)} distinct, {total} in all)")
-        for g in gbs[:10]:
-            skip = "  FRAME FELL BACK TO EAGER" if g["frame_skipped"] else ""
-            gb = f" [{g['gb_id']}]" if g.get("gb_id") else ""
-            add(f"  {g['count']}x {_loc(g['filename'], g['line'])} in {printable(g['function'] or '?')}{gb}{skip}")
-            out.extend(_wrap(one_line(g["reason"], 400), w, "      "))
-            if g["frame_skipped"] and g.get("frame_function"):
-                out.extend(_wrap(f"frame {g['frame_function']} ({_loc(g['frame_filename'], g['frame_line'])}) runs eagerly: "
-                                 "move the break out of the loop or fix its cause", w, "      "))
-    fails = report["failures"]
+        eager = sum(1 for g in gbs if g["frame_skipped"])
+        found.append(_plural(len(gbs), "graph break") + (f" ({eager} sent a whole frame to eager)" if eager else ""))
     if fails:
-        add("")
-        add(f"FAILED COMPILES ({len(fails)})")
-        for f in fails[:10]:
-            add(f"  {_rank(f['rank'])}[{f['compile_id']}] {printable(f.get('function') or '?')} "
-                f"{_loc(f['filename'], f['line'])}: {f['category']} ({printable(f['fail_type'] or '')})")
-            out.extend(_wrap(f["reason"] or "", w, "      "))
-            out.extend(_wrap("next: " + f["next_step"], w, "      "))
-    div = report["rank_divergence"]
+        found.append(_plural(len(fails), "failed compile"))
     if div:
-        add("")
-        add(f"RANK DIVERGENCE ({len(div)} ranks differ from the majority)")
+        found.append(_plural(len(div), "diverging rank"))
+    t.add("findings: " + (", ".join(found) if found else "none (no recompiles, graph breaks or failures)"), "", "    ")
+    if text_only:
+        t.add("text log only: no compile times, cache or status (add the TORCH_TRACE directory)", "", "    ")
+
+    if storms:
+        groups = _group_ranks(
+            storms,
+            lambda s: (s["function"], s["filename"], s["line"], s["compiles"], s["hit_recompile_limit"],
+                       tuple((c["kind"], c["text"], c["count"]) for c in s["causes"])),
+        )
+        t.heading(f"RECOMPILES  {_plural(len(groups), 'function')}, most costly first")
+        for s, rs in groups[:8]:
+            line = f"{_ranks(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}): {s['compiles']} compiles"
+            failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
+            if failed > 0:
+                line += f" ({failed} failed)"
+            if s["compile_seconds"]:
+                line += f", {_s(s['compile_seconds'])}"
+            if s["hit_recompile_limit"]:
+                lim = f" ({s['recompile_limit']})" if s.get("recompile_limit") else ""
+                at = f" at [{s['limit_compile_id']}]" if s.get("limit_compile_id") else ""
+                line += f"; HIT THE RECOMPILE LIMIT{lim}{at}, runs eagerly from then on"
+            if s.get("forced_dynamic_false"):
+                line += "; compiled with dynamic=False"
+            t.add(line, "  ", "      ")
+            for c in s["causes"][:3]:
+                t.label("cause:", f"{c['text']}, {_plural(c['count'], 'recompile')}")
+                t.label("fix:  ", c["fix"])
+            if not s["causes"]:
+                t.label("cause:", "no failed guard logged (TORCH_LOGS=recompiles_verbose prints them)")
+        if len(groups) > 8:
+            t.add(f"… {len(groups) - 8} more (--json lists all)", "  ")
+    if gbs:
+        total = sum(g["count"] for g in gbs)
+        t.heading(f"GRAPH BREAKS  {len(gbs)} distinct, {total} in all, most impact first")
+        for g in gbs[:10]:
+            gb = f" [{g['gb_id']}]" if g.get("gb_id") else ""
+            where = f"{_ranks(g['ranks'])}{g['count']}x" if g["ranks"] else f"{g['count']}x"
+            t.add(f"{paths.show(g['filename'], g['line'])} in {g['function'] or '?'}{gb}, {where}", "  ", "      ")
+            t.add(one_line(g["reason"], 400), "    ", "      ")
+            if g["frame_skipped"]:
+                frame = f"{g.get('frame_function') or '?'} ({paths.show(g.get('frame_filename'), g.get('frame_line'))})"
+                why = f": {g['frame_skipped_why']}" if g.get("frame_skipped_why") else ""
+                t.add(f"WHOLE FRAME RAN EAGERLY: {frame}{why}", "    ", "      ")
+                if g.get("advice"):
+                    t.label("fix:", g["advice"])
+            elif g.get("advice"):
+                t.label("hint:", g["advice"])
+        if len(gbs) > 10:
+            t.add(f"… {len(gbs) - 10} more (--json lists all)", "  ")
+    if fails:
+        t.heading(f"FAILED COMPILES  {len(fails)}, most serious first")
+        for f in fails[:10]:
+            ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
+            t.add(
+                f"{_rank(f['rank'])}[{f['compile_id']}] {f.get('function') or '?'} "
+                f"({paths.show(f['filename'], f['line'])}): {_CATEGORY_WORDS.get(f['category'], f['category'])}{ft}",
+                "  ",
+                "      ",
+            )
+            t.add(f["reason"] or "", "    ", "      ")
+            t.label("next:", f["next_step"])
+        if len(fails) > 10:
+            t.add(f"… {len(fails) - 10} more (--json lists all)", "  ")
+    if div:
+        t.heading(f"RANK DIVERGENCE  {_plural(len(div), 'rank')} {'differs' if len(div) == 1 else 'differ'} from the majority")
         for d in div[:16]:
-            out.extend(_wrap(f"rank {d['rank']}: {d['detail']}", w, "  "))
+            t.add(f"rank {d['rank']}: {d['detail']}", "  ", "    ")
+    _render_time(t, report, paths, text_only)
+    _render_ranks_and_inputs(t, report)
+    return "\n".join(t.lines) + "\n"
+
+
+def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:
     ctime = report["compile_time"]
-    add("")
-    add(f"COMPILE TIME {ctime['total_s']:.1f}s in all")
-    for t in ctime["top"][:5]:
-        add(f"  {t['seconds']:7.2f}s  {_rank(t['rank'])}[{t['compile_id']}] {printable(t['function'] or '?')} "
-            f"{_loc(t['filename'], t['line'])}")
+    if text_only and not ctime["autotuning"]:
+        return
+    t.heading(f"COMPILE TIME  {_s(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)")
+    ph = ctime["phases_s"]
+    if ctime["total_s"]:
+        inner = [f"{k} {_s(ph[k])}" for k in ("codegen", "autotuning") if ph.get(k)]
+        parts = [f"dynamo {_s(ph['dynamo'])}"]
+        if ph["inductor"]:
+            parts.append(f"aot {_s(ph.get('aot', 0))}")
+            parts.append(f"inductor {_s(ph['inductor'])}" + (f" (of which {', '.join(inner)})" if inner else ""))
+        else:
+            parts.append(f"backend {_s(ph['aot+backend'])}")
+        if ph["backward"]:
+            parts.append(f"backward {_s(ph['backward'])}")
+        t.label("phases:", ", ".join(parts), "  ")
+    if ctime["top"]:
+        t.add("slowest compiles:", "  ")
+        for r in ctime["top"][:5]:
+            t.add(
+                f"{_s(r['seconds']):>7}  {_rank(r['rank'])}[{r['compile_id']}] {r['function'] or '?'} "
+                f"({paths.show(r['filename'], r['line'])})",
+                "    ",
+                "              ",
+            )
+    multi = [b for b in ctime["by_function"] if b["compiles"] > 1][:3]
+    if multi:
+        t.add("functions compiled more than once:", "  ")
+        for b in multi:
+            t.add(
+                f"{_s(b['seconds']):>7}  {_rank(b['rank'])}{b['function'] or '?'} "
+                f"({paths.show(b['filename'], b['line'])}) in {b['compiles']} compiles",
+                "    ",
+                "              ",
+            )
+    for a in ctime["autotuning"][:4]:
+        dt = re.sub(r"torch\.", "", a.get("dtypes") or "")
+        dt = ", ".join(sorted(set(x.strip() for x in dt.split(",") if x.strip())))
+        text = f"{a['op']}({a.get('shape') or '?'})" + (f" {dt}" if dt else "")
+        if a.get("choices"):
+            text += f": {a['choices']} choices"
+        if a.get("best_kernel"):
+            text += f", best {a['best_kernel']} {a['best_ms']:.4f} ms"
+            if a.get("best_triton_kernel") and a["best_triton_kernel"] != a["best_kernel"]:
+                text += f" (best Triton {a['best_triton_kernel']} {a['best_triton_ms']:.4f} ms)"
+        secs = [f"{k} {_s(a[c])}" for k, c in (("precompile", "precompile_s"), ("benchmark", "benchmark_s")) if a.get(c) is not None]
+        if secs:
+            text += "; " + ", ".join(secs)
+        if a.get("failed_choices"):
+            text += f", {_plural(a['failed_choices'], 'choice')} failed"
+        t.label("autotune:", text, "  ")
+    if len(ctime["autotuning"]) > 4:
+        t.add(f"… {len(ctime['autotuning']) - 4} more autotuned ops (--json lists all)", "    ")
     cache = report["cache"]
-    if cache["fx_graph_hits"] or cache["fx_graph_misses"] or cache["aot_autograd_hits"] or cache["aot_autograd_misses"]:
-        add(f"  cache: FX graph {cache['fx_graph_hits']} hits / {cache['fx_graph_misses']} misses, "
-            f"AOTAutograd {cache['aot_autograd_hits']} hits / {cache['aot_autograd_misses']} misses")
-    add("")
-    add("PER RANK")
-    for r in report["per_rank"]:
-        label = f"rank {r['rank']}" if r["rank"] is not None else "process"
-        status = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in ("ok", "failed", "graph_break_restarts", "empty_graph", "no_metrics") if r[k])
-        add(f"  {label}: {r['compiles']} compiles ({status}), {r['compile_time_s']:.1f}s")
+    if any(cache[k] for k in ("fx_graph_hits", "fx_graph_misses", "aot_autograd_hits", "aot_autograd_misses")):
+        def ratio(r: Any) -> str:
+            return f" ({r * 100:.0f}% hits)" if r is not None else ""
+
+        t.label(
+            "cache:",
+            f"FX graph {cache['fx_graph_hits']} hits / {cache['fx_graph_misses']} misses{ratio(cache['fx_graph_hit_ratio'])}, "
+            f"AOTAutograd {cache['aot_autograd_hits']} hits / {cache['aot_autograd_misses']} misses"
+            f"{ratio(cache['aot_autograd_hit_ratio'])}",
+            "  ",
+        )
+
+
+def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
+    inp = report["inputs"]
+    if report["per_rank"]:
+        t.heading("PER RANK")
+        for r in report["per_rank"]:
+            label = f"rank {r['rank']}" if r["rank"] is not None else "process"
+            status = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in STATUSES if r[k])
+            t.add(f"{label}: {r['compiles']} compiles ({status}), {_s(r['compile_time_s'])}", "  ")
     parse = report["parse"]
     files = parse["files"]
-    add("")
-    add("INPUT")
+    t.heading("INPUT")
     env = sum(f.get("envelopes") or 0 for f in files)
     recs = sum(f.get("records") or 0 for f in files)
     mb = sum(f.get("bytes") or 0 for f in files) / 1e6
-    line = f"  {len(files)} files, {mb:.1f} MB, {env} envelopes"
+    line = f"{_plural(len(files), 'file')}, {mb:.1f} MB, {env} envelopes"
     if recs:
         line += f", {recs} text-log records"
-    add(line)
+    t.add(line, "  ")
     bad = {k: sum(f.get(k) or 0 for f in files) for k in ("non_envelope_lines", "bad_json", "md5_mismatch", "unknown_kinds")}
     if any(bad.values()) or parse["problems"]:
-        add("  problems: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in bad.items() if v)
-            + f" ({parse['problems']} rows in the problems table)")
+        t.add(
+            "problems: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in bad.items() if v)
+            + f" ({parse['problems']} rows in the problems table)",
+            "  ",
+        )
     for s in inp["stray_files"][:10]:
-        add(f"  skipped {printable(s['path'])}: {s['why']}")
+        t.add(f"skipped {s['path']}: {s['why']}", "  ")
     if inp["left_out_by_latest"]:
-        add(f"  --latest left out {len(inp['left_out_by_latest'])} files of older runs")
-    return "\n".join(_fit(line, w) for line in out) + "\n"
-
-
-def _fit(line: str, width: int) -> str:
-    """Wrap a line that is too long, continuing it indented under itself."""
-    if len(line) <= width:
-        return line
-    indent = " " * (len(line) - len(line.lstrip(" ")) + 4)
-    return "\n".join(
-        textwrap.wrap(line, width=width, subsequent_indent=indent, break_long_words=True, break_on_hyphens=False)
-    )
+        t.add(f"--latest left out {_plural(len(inp['left_out_by_latest']), 'file')} of older runs", "  ")
 
 
 def render_origin(chains: list[Any]) -> str:

@@ -2,7 +2,12 @@
 
 A rank that compiles something the others do not (or skips a compile they do) is the classic
 cause of collective hangs and of one slow rank. Compared per compile id: presence, the code
-object, the recompile reason, the number of graph breaks and the cache behaviour.
+object, the status, the graph breaks (reason and line), the cache behaviour and the recompile
+reason. Object ids and addresses in guard texts differ between processes by nature and are
+normalised before comparing. Ties (two ranks, two behaviours) go to the lowest rank's.
+
+Without a trace (text logs only) the compile ids each rank logged are compared, with the
+graph breaks and recompile reasons the text shows; a compile that logged nothing is not seen.
 """
 
 from __future__ import annotations
@@ -15,17 +20,42 @@ SCHEMA = {
     "missing_compile_ids": pl.List(pl.String),
     "different": pl.List(pl.String),
     "detail": pl.String,
+    "source": pl.String,
 }
 
+_FIELDS = ("function", "status", "graph breaks", "cache hits", "recompile reason")
 
-def rank_divergence(compiles: pl.DataFrame, graph_breaks: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per rank that differs from the majority; empty with fewer than two ranks."""
+
+def _normalise(expr: pl.Expr) -> pl.Expr:
+    # object ids and addresses differ between processes by nature: not a divergence
+    return (
+        expr.fill_null("")
+        .str.replace_all(r"0x[0-9a-fA-F]+", "0x…")
+        .str.replace_all(r"\b\d{7,}\b", "<id>")
+        .str.replace_all(r"\s+", " ")
+        .str.strip_chars()
+    )
+
+
+def _breaks(graph_breaks: pl.DataFrame | None, source: str) -> pl.DataFrame:
+    """Per (rank, compile_id): the sorted graph breaks as `reason @ line`."""
+    if graph_breaks is None or graph_breaks.height == 0:
+        return pl.DataFrame(schema={"rank": pl.Int32, "compile_id": pl.String, "breaks": pl.String})
+    gb = graph_breaks.filter(pl.col("source") == source)
+    return (
+        gb.with_columns(
+            pl.concat_str(pl.col("reason").fill_null("?"), pl.lit(" @ "), pl.col("line").cast(pl.String).fill_null("?")).alias("b")
+        )
+        .group_by("rank", "compile_id")
+        .agg(pl.col("b").sort().str.join("; ").alias("breaks"))
+    )
+
+
+def _signatures_from_compiles(compiles: pl.DataFrame, graph_breaks: pl.DataFrame | None) -> pl.DataFrame:
     c = compiles.filter(pl.col("rank").is_not_null())
-    ranks = sorted(c["rank"].unique().to_list())
-    if len(ranks) < 2:
-        return pl.DataFrame(schema=SCHEMA)
-    nranks = len(ranks)
-    sig = c.select(
+    br = _breaks(graph_breaks, "trace")
+    c = c.join(br, on=["rank", "compile_id"], how="left")
+    return c.select(
         "rank",
         "compile_id",
         pl.concat_str(
@@ -34,47 +64,111 @@ def rank_divergence(compiles: pl.DataFrame, graph_breaks: pl.DataFrame | None = 
             pl.col("status"),
             pl.lit(" | breaks="),
             pl.col("graph_breaks").cast(pl.String),
+            pl.lit(": "),
+            pl.col("breaks").fill_null(""),
             pl.lit(" | cache="),
             (pl.col("fx_cache_hits") > 0).cast(pl.String),
             pl.lit("/"),
             (pl.col("aot_cache_hits") > 0).cast(pl.String),
             pl.lit(" | reason="),
-            # object ids and addresses differ between processes by nature: not a divergence
-            pl.col("recompile_reason")
-            .fill_null("")
-            .str.replace_all(r"0x[0-9a-fA-F]+", "0x…")
-            .str.replace_all(r"\b\d{7,}\b", "<id>")
-            .str.replace_all(r"\s+", " ")
-            .str.strip_chars(),
+            _normalise(pl.col("recompile_reason")),
         ).alias("sig"),
+        pl.col("function"),
+        pl.col("recompile_reason").str.split("\n").list.first().alias("why"),
     )
-    present = sig.group_by("compile_id").agg(pl.col("rank").n_unique().alias("n"))
-    majority = set(present.filter(pl.col("n") * 2 > nranks)["compile_id"].to_list())
-    # majority signature per compile id
+
+
+def _signatures_from_text(
+    log_records: pl.DataFrame, graph_breaks: pl.DataFrame | None, recompiles: pl.DataFrame | None
+) -> pl.DataFrame:
+    ids = log_records.filter(pl.col("rank").is_not_null() & pl.col("compile_id").is_not_null()).select("rank", "compile_id").unique()
+    br = _breaks(graph_breaks, "text")
+    if recompiles is not None and recompiles.height:
+        rr = (
+            recompiles.filter((pl.col("source") == "text") & (pl.col("reason_index").fill_null(0) == 0))
+            .group_by("rank", "compile_id")
+            .agg(pl.col("function").first(), pl.col("guard").sort().str.join("; ").alias("reason"))
+        )
+    else:
+        rr = pl.DataFrame(schema={"rank": pl.Int32, "compile_id": pl.String, "function": pl.String, "reason": pl.String})
+    s = ids.join(br, on=["rank", "compile_id"], how="left").join(rr, on=["rank", "compile_id"], how="left")
+    return s.select(
+        "rank",
+        "compile_id",
+        pl.concat_str(
+            pl.col("function").fill_null("?"),
+            pl.lit(" | status=?"),
+            pl.lit(" | breaks="),
+            pl.col("breaks").fill_null(""),
+            pl.lit(" | cache=?"),
+            pl.lit(" | reason="),
+            _normalise(pl.col("reason")),
+        ).alias("sig"),
+        pl.col("function"),
+        pl.col("reason").alias("why"),
+    )
+
+
+def rank_divergence(
+    compiles: pl.DataFrame,
+    graph_breaks: pl.DataFrame | None = None,
+    *,
+    log_records: pl.DataFrame | None = None,
+    recompiles: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """One row per rank that differs from the majority; empty with fewer than two ranks."""
+    source = "trace"
+    sig = _signatures_from_compiles(compiles, graph_breaks)
+    if sig["rank"].n_unique() < 2 and log_records is not None and log_records.height:
+        source = "text"
+        sig = _signatures_from_text(log_records, graph_breaks, recompiles)
+    ranks = sorted(sig["rank"].unique().to_list())
+    if len(ranks) < 2:
+        return pl.DataFrame(schema=SCHEMA)
+    nranks = len(ranks)
+    present = sig.group_by("compile_id").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").min().alias("first"))
+    # present on more than half of the ranks; a tie (2 of 4) goes to the group with the lowest rank
+    majority = set(
+        present.filter((pl.col("n") * 2 > nranks) | ((pl.col("n") * 2 == nranks) & (pl.col("first") == ranks[0])))[
+            "compile_id"
+        ].to_list()
+    )
     sig_major = (
         sig.group_by("compile_id", "sig")
-        .agg(pl.len().alias("votes"))
-        .sort("votes", "sig", descending=[True, False])
+        .agg(pl.len().alias("votes"), pl.col("rank").min().alias("first"))
+        .sort(["votes", "first"], descending=[True, False])
         .group_by("compile_id", maintain_order=True)
         .first()
         .select("compile_id", pl.col("sig").alias("major"))
     )
     diff = sig.join(sig_major, on="compile_id").filter(pl.col("sig") != pl.col("major"))
     rows = []
+    verb = "compiles" if source == "trace" else "logs"
     for r in ranks:
         mine = set(sig.filter(pl.col("rank") == r)["compile_id"].to_list())
         extra = sorted(mine - majority, key=_cid_key)
         missing = sorted(majority - mine, key=_cid_key)
-        d = diff.filter(pl.col("rank") == r)
-        different = sorted(d["compile_id"].to_list(), key=_cid_key)
+        d = sorted(diff.filter(pl.col("rank") == r).select("compile_id", "sig", "major").iter_rows(), key=lambda t: _cid_key(t[0]))
+        different = [t[0] for t in d]
         if not (extra or missing or different):
             continue
         parts = []
         if extra:
-            parts.append(f"compiles {', '.join(extra)} that most ranks do not")
+            mine_rows = {c: (fn, why) for c, fn, why in sig.filter(pl.col("rank") == r).select("compile_id", "function", "why").iter_rows()}
+            described = []
+            for i, cid in enumerate(extra):
+                if i >= 3:
+                    rest = extra[3:]
+                    more = ", ".join(rest[:8]) + (", …" if len(rest) > 8 else "")
+                    described.append(f"and {len(rest)} more ({more})")
+                    break
+                fn, why = mine_rows.get(cid, (None, None))
+                what = ", ".join(x for x in (fn, f"recompiled because {why}" if why else None) if x)
+                described.append(f"{cid} ({what})" if what else cid)
+            parts.append(f"{verb} {', '.join(described)} that most ranks do not")
         if missing:
-            parts.append(f"lacks {', '.join(missing)} that most ranks compile")
-        for cid, s, m in d.select("compile_id", "sig", "major").iter_rows():
+            parts.append(f"lacks {', '.join(missing)} that most ranks {verb[:-1]}")
+        for cid, s, m in d:
             parts.append(f"{cid}: {_explain(s, m)}")
         rows.append(
             {
@@ -83,17 +177,17 @@ def rank_divergence(compiles: pl.DataFrame, graph_breaks: pl.DataFrame | None = 
                 "missing_compile_ids": missing,
                 "different": different,
                 "detail": "; ".join(parts),
+                "source": source,
             }
         )
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
 def _explain(sig: str, major: str) -> str:
-    names = ["function", "status", "graph breaks", "cache hits", "recompile reason"]
     a = sig.split(" | ")
     b = major.split(" | ")
     out = []
-    for name, x, y in zip(names, a, b):
+    for name, x, y in zip(_FIELDS, a, b):
         if x != y:
             out.append(f"{name} {x.split('=', 1)[-1] or '-'} (most ranks: {y.split('=', 1)[-1] or '-'})")
     return ", ".join(out) or "differs"

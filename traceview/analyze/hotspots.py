@@ -1,17 +1,75 @@
 """Graph-break hotspots: every break grouped by reason and user source line, ranked by impact.
 
-A distinct list (one row per reason and line), with how often it happened across compiles and
+Breaks come from three records, merged without double counting:
+
+* the graph-break messages (trace `dynamo_graph_break_reason` artifacts and the text log's
+  `graph_breaks` records; the trace row wins when both logged the same break);
+* the `restart_reasons` of `compilation_metrics`, for compiles whose break left no message
+  (older torch versions, TORCH_TRACE without the artifact);
+* failed compiles (`fail_type` Unsupported) with no break message: the frame fell back to eager.
+
+A distinct list (one row per reason and line) with how often it happened across compiles and
 ranks, the graph-break registry id, the function, and whether the whole frame fell back to
-eager (a break inside a loop, "skipping the frame", a fullgraph failure).
+eager (a break inside a loop, an exception, a break Dynamo could not resume from).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
 
 from traceview.trace import Trace
+
+HOTSPOT_SCHEMA_KEYS = (
+    "reason",
+    "gb_id",
+    "filename",
+    "line",
+    "function",
+    "count",
+    "ranks",
+    "compile_ids",
+    "frame_skipped",
+    "frame_skipped_why",
+    "frame_function",
+    "frame_filename",
+    "frame_line",
+    "reason_line",
+    "hint",
+    "advice",
+    "origin",
+    "rank",
+    "compile_id",
+    "file",
+    "lineno",
+)
+
+_GB = re.compile(r"\b(gb\d{4})\b")
+_LOOP_GB = "gb7000"
+_EXCEPTION_GB = "gb0088"
+
+ROW_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32,
+    "compile_id": pl.String,
+    "filename": pl.String,
+    "line": pl.Int32,
+    "function": pl.String,
+    "reason": pl.String,
+    "reason_line": pl.String,
+    "gb_id": pl.String,
+    "hint": pl.String,
+    "frame_skipped": pl.Boolean,
+    "inner_reason": pl.String,
+    "inner_gb_id": pl.String,
+    "skipped_function": pl.String,
+    "skipped_filename": pl.String,
+    "skipped_line": pl.Int32,
+    "origin": pl.String,
+    "file": pl.String,
+    "lineno": pl.Int64,
+}
 
 
 def dedupe_sources(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -23,44 +81,177 @@ def dedupe_sources(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return pl.concat([tr, tx.join(tr.select(keys).unique(), on=keys, how="anti", nulls_equal=True)])
 
 
-def graph_break_rows(trace: Trace) -> pl.DataFrame:
-    """All graph-break observations, trace and text merged without double counting, with the
-    frame (code object) each happened in."""
+def parse_reason(text: str | None) -> dict[str, Any]:
+    """Title, gb id and hints of a graph-break / failure message (restart reason, fail_reason)."""
+    lines = [s.strip() for s in (text or "").split("\n")]
+    title = next((s for s in lines if s), "")
+    if len(title) > 1 and title[0] == title[-1] and title[0] in "'\"":
+        title = title[1:-1]
+    m = _GB.search(text or "")
+    hints = [s[len("Hint:") :].strip() for s in lines if s.startswith("Hint:")]
+    return {"reason": title or None, "gb_id": m.group(1) if m else None, "hint": "\n".join(hints) or None}
+
+
+def _message_rows(trace: Trace) -> pl.DataFrame:
     gb = dedupe_sources(trace.graph_breaks, ["rank", "compile_id", "filename", "line", "reason"])
+    return gb.select(
+        *[
+            (pl.col(c) if c in gb.columns else pl.lit(None)).cast(t).alias(c)
+            for c, t in ROW_SCHEMA.items()
+            if c != "origin"
+        ],
+        pl.lit("message").alias("origin"),
+    ).select(list(ROW_SCHEMA))
+
+
+def _compile_rows(trace: Trace, covered: pl.DataFrame) -> pl.DataFrame:
+    """Breaks known only from `compilation_metrics`: restart reasons and Unsupported failures
+    of compiles that have no graph-break message."""
+    comp = trace.compiles.join(covered, on=["file", "compile_id"], how="anti", nulls_equal=True)
+    rows: list[dict[str, Any]] = []
+    for r in comp.filter(pl.col("restart_reasons").list.len() > 0).iter_rows(named=True):
+        for text in r["restart_reasons"]:
+            p = parse_reason(text)
+            rows.append(
+                {
+                    "rank": r["rank"],
+                    "compile_id": r["compile_id"],
+                    "filename": r["filename"],
+                    "line": None,
+                    "function": r["function"],
+                    **p,
+                    "reason_line": (text or "").strip().split("\n", 1)[0] or None,
+                    "frame_skipped": False,
+                    "origin": "restart_reason",
+                    "file": r["file"],
+                    "lineno": r["metrics_lineno"] or r["lineno"],
+                }
+            )
+    failed = comp.filter((pl.col("status") == "failed") & pl.col("fail_type").str.contains("Unsupported"))
+    for r in failed.iter_rows(named=True):
+        reason = r["fail_reason"] or ""
+        low = reason.lower()
+        if "recompile limit" in low or "recompile_limit" in low or "cache_size_limit" in low:
+            continue  # the limit is a storm, not a break in user code
+        p = parse_reason(reason)
+        rows.append(
+            {
+                "rank": r["rank"],
+                "compile_id": r["compile_id"],
+                "filename": r["fail_user_filename"] or r["filename"],
+                "line": r["fail_user_line"],
+                "function": r["function"] if r["fail_user_filename"] in (None, r["filename"]) else None,
+                **p,
+                "reason_line": reason.strip().split("\n", 1)[0] or None,
+                "frame_skipped": True,
+                "skipped_function": r["function"],
+                "skipped_filename": r["filename"],
+                "skipped_line": r["line"],
+                "origin": "failure",
+                "file": r["file"],
+                "lineno": r["metrics_lineno"] or r["lineno"],
+            }
+        )
+    return pl.DataFrame(rows, schema=ROW_SCHEMA)
+
+
+def graph_break_rows(trace: Trace) -> pl.DataFrame:
+    """All graph-break observations (messages, restart reasons, failures) without double
+    counting, with the frame (code object) each happened in."""
+    msg = _message_rows(trace)
+    # compiles whose break has a message: by file for trace rows, by rank for text rows
+    by_rank = trace.compiles.join(msg.select("rank", "compile_id").unique(), on=["rank", "compile_id"], nulls_equal=True)
+    covered = pl.concat([msg.select("file", "compile_id"), by_rank.select("file", "compile_id")]).unique()
+    rows = pl.concat([msg, _compile_rows(trace, covered)])
     comp = trace.compiles.select(
         "file",
         "compile_id",
-        pl.col("function").alias("frame_function"),
-        pl.col("filename").alias("frame_filename"),
-        pl.col("line").alias("frame_line"),
+        pl.col("function").alias("_ffn"),
+        pl.col("filename").alias("_ffile"),
+        pl.col("line").alias("_fline"),
+        pl.col("status").alias("_status"),
+        pl.col("fail_type").alias("_fail_type"),
     )
-    return gb.join(comp, on=["file", "compile_id"], how="left")
+    rows = rows.join(comp, on=["file", "compile_id"], how="left", nulls_equal=True)
+    # a compile that failed as Unsupported ran its whole frame eagerly
+    failed_here = (pl.col("_status") == "failed") & pl.col("_fail_type").fill_null("").str.contains("Unsupported")
+    skipped = pl.col("frame_skipped").fill_null(False) | failed_here.fill_null(False)
+    return rows.with_columns(
+        skipped.alias("frame_skipped"),
+        # the frame: the compile's code object, or the `frame skipped:` line of the text log
+        pl.coalesce("_ffn", "skipped_function").alias("frame_function"),
+        pl.coalesce("_ffile", "skipped_filename").alias("frame_filename"),
+        pl.coalesce("_fline", "skipped_line").alias("frame_line"),
+    ).drop("_ffn", "_ffile", "_fline", "_status", "_fail_type")
+
+
+def _why(frame_skipped: bool, reason: str | None, gb_id: str | None, inner_reason: str | None, inner_gb: str | None) -> str | None:
+    if not frame_skipped:
+        return None
+    if inner_gb == _LOOP_GB or "loop" in (inner_reason or "").lower():
+        return "graph break inside a loop"
+    if gb_id == _EXCEPTION_GB or (reason or "").lower().startswith("observed exception"):
+        return "exception raised inside the compiled function"
+    return "Dynamo could not resume after the break"
+
+
+def _advice(why: str | None, hint: str | None, function: str | None) -> str | None:
+    if why == "graph break inside a loop":
+        return (
+            "Dynamo cannot resume inside a loop, so the whole frame runs eagerly: move the "
+            "break out of the loop (or remove it), or compile the loop body on its own "
+            f"(torch.compile each block) instead of {function or 'the frame'}"
+        )
+    if why == "exception raised inside the compiled function":
+        return "the frame raised an exception of its own and ran eagerly: fix the exception (see failed compiles)"
+    first = (hint or "").split("\n", 1)[0].strip()
+    return first or None
 
 
 def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
-    """Distinct graph breaks, most impact first: frames that fell back to eager, then count x ranks."""
+    """Distinct graph breaks, most impact first: breaks that sent a whole frame back to eager,
+    then observations x ranks; breaks in user code before breaks inside torch."""
     rows = graph_break_rows(trace)
     if rows.height == 0:
         return []
+    rows = rows.sort("file", "lineno")
     grouped = (
-        rows.group_by("reason", "filename", "line")
+        rows.with_columns(pl.coalesce("filename", "frame_filename").alias("filename"))
+        .group_by("reason", "filename", "line", maintain_order=True)
         .agg(
             pl.col("gb_id").drop_nulls().first(),
             pl.col("function").drop_nulls().first(),
             pl.len().alias("count"),
             pl.col("rank").drop_nulls().unique().sort().alias("ranks"),
             pl.col("compile_id").drop_nulls().unique().sort().alias("compile_ids"),
-            pl.col("frame_skipped").fill_null(False).any().alias("frame_skipped"),
+            pl.col("frame_skipped").any().alias("frame_skipped"),
             pl.col("frame_function").drop_nulls().first(),
             pl.col("frame_filename").drop_nulls().first(),
             pl.col("frame_line").drop_nulls().first(),
             pl.col("reason_line").drop_nulls().first(),
             pl.col("hint").drop_nulls().first(),
+            pl.col("inner_reason").drop_nulls().first(),
+            pl.col("inner_gb_id").drop_nulls().first(),
+            pl.col("origin").first(),
+            pl.col("rank").first(),
+            pl.col("compile_id").first(),
             pl.col("file").first(),
             pl.col("lineno").first(),
         )
-        .with_columns((pl.col("count") * pl.col("ranks").list.len().clip(1)).alias("_impact"))
-        .sort(["frame_skipped", "_impact", "filename", "line"], descending=[True, True, False, False], nulls_last=True)
-        .drop("_impact")
+        .with_columns(
+            (pl.col("count") * pl.col("ranks").list.len().clip(1)).alias("_impact"),
+            pl.col("filename").fill_null("").str.contains(r"[/\\]torch[/\\]").alias("_in_torch"),
+        )
+        .sort(
+            ["frame_skipped", "_impact", "_in_torch", "filename", "line"],
+            descending=[True, True, False, False, False],
+            nulls_last=True,
+        )
     )
-    return grouped.to_dicts()
+    out = []
+    for r in grouped.iter_rows(named=True):
+        why = _why(r["frame_skipped"], r["reason"], r["gb_id"], r["inner_reason"], r["inner_gb_id"])
+        r["frame_skipped_why"] = why
+        r["advice"] = _advice(why, r["hint"], r["frame_function"])
+        out.append({k: r[k] for k in HOTSPOT_SCHEMA_KEYS})
+    return out

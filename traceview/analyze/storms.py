@@ -3,11 +3,23 @@
 Failed guards are clustered into causes by (guard kind, guarded source, dimension):
 "tensor 'x' size mismatch at index 1" seen across recompiles means dimension 1 of x varies;
 `L['scale'] == 1.0` means a changing Python scalar; `___check_obj_id` means a new object each
-call; and so on. Each cause gets the fix people apply for it today.
+call; and so on. Each cause gets the fix people apply for it today:
+
+* a dimension that varies: `torch._dynamo.mark_dynamic(x, dim)`, or drop `dynamic=False`
+  (the default `dynamic=None` makes a dimension dynamic after its first recompile);
+* a Python number that changes: pass it as a tensor;
+* a flag: one compile per value is expected, more means it is hoisted badly;
+* type / id / global-state guards: consistent argument types, create objects once, pass state
+  as arguments instead of reading globals, keep grad mode / autocast the same.
+
+A frame is identified by (rank, process, frame id): the compile that hit the recompile limit
+has no function name in its metrics, so it is attributed to its frame through the frame id.
+Recompiles read from a text log attach to the trace's frame of the same rank and frame id.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -15,197 +27,334 @@ import polars as pl
 
 from traceview.trace import Trace
 
-FIXES: dict[str, str] = {
-    "size": (
-        "mark the dimension dynamic before the call: torch._dynamo.mark_dynamic({src}, {dim}); "
-        "or compile with dynamic=None (the default: automatic dynamic after one recompile) or dynamic=True"
-    ),
-    "size_static": (
-        "this code forces dynamic=False, so every new size compiles again: drop dynamic=False "
-        "(dynamic=None is the default) or mark the dimension dynamic: torch._dynamo.mark_dynamic({src}, {dim})"
-    ),
-    "stride": "pass contiguous inputs (x.contiguous()) or mark the dimension dynamic: torch._dynamo.mark_dynamic({src}, {dim})",
-    "value_float": (
-        "pass the changing Python number as a tensor (torch.tensor({src_bare})) instead of a float "
-        "constant, or let it be dynamic (torch._dynamo.config.specialize_float=False, the default)"
-    ),
-    "value_int": "pass the changing Python int as a tensor, or mark it dynamic (torch._dynamo.config.specialize_int=False / automatic dynamic)",
-    "value_bool": (
-        "one compile per flag value is expected; if the flag changes often, hoist the branch out "
-        "of the compiled function, or make it a tensor and use torch.where / torch.cond"
-    ),
-    "value": "a guarded Python value changes between calls: pass it as a tensor or keep it constant",
-    "type": "pass arguments of one consistent type (e.g. always a tensor, never sometimes a list or None)",
-    "id": (
-        "a new object is passed (or read from a global) on each call and its identity is guarded: "
-        "create modules/optimizers once and pass state as arguments instead of globals"
-    ),
-    "global_state": (
-        "global torch state changed between calls (grad mode, autocast, default dtype, "
-        "deterministic algorithms): keep it the same around the compiled call"
-    ),
-    "deallocated": "a guarded object was freed and recreated (e.g. a new optimizer each step): create it once and keep it alive",
-    "requires_grad": "inputs alternate requires_grad: make them consistent (detach, or require grad every call)",
-    "dtype": "inputs change dtype: cast to one dtype before the compiled call",
-    "device": "inputs change device: move them to one device before the compiled call",
-    "ndim": "inputs change rank (number of dimensions): reshape to a fixed rank before the call",
-    "other": "run with TORCH_LOGS=recompiles_verbose to see every failed guard of each cache entry",
-}
-
 STORM_SCHEMA_KEYS = (
     "rank",
     "function",
     "filename",
     "line",
     "compiles",
+    "failed_compiles",
     "compile_seconds",
     "hit_recompile_limit",
+    "recompile_limit",
+    "limit_compile_id",
     "forced_dynamic_false",
     "compile_ids",
     "causes",
+    "compile_id",
     "file",
     "lineno",
 )
 
+CAUSE_KINDS = (
+    "size",
+    "stride",
+    "value",
+    "value:float",
+    "value:int",
+    "value:bool",
+    "type",
+    "id",
+    "global_state",
+    "deallocated",
+    "requires_grad",
+    "dtype",
+    "device",
+    "ndim",
+    "other",
+)
 
-def _bare(src: str | None) -> str:
+_SRC = re.compile(r"\b[LG]\['([^']*)'\]")
+_TENSOR_MATCH_SIZE = re.compile(r"size mismatch at index")
+
+
+def bare(src: str | None) -> str:
+    """`L['x']` -> `x`, `G['cfg'].scale` -> `cfg.scale` (how the user calls it)."""
     if not src:
-        return "x"
-    s = src
-    for pre in ("L['", "G['"):
-        if s.startswith(pre) and s.endswith("']"):
-            return s[len(pre) : -2]
-    return s
+        return ""
+    return _SRC.sub(lambda m: m.group(1), src)
 
 
-def _value_type(expected: Any, guard: str) -> str:
-    text = f"{expected} {guard}"
-    if "True" in text or "False" in text:
-        return "value_bool"
+def _value_kind(expected: str | None, guard: str) -> str:
+    v = (expected or "").strip()
+    if v in ("True", "False") or re.search(r"==\s*(True|False)\b", guard):
+        return "value:bool"
+    if guard.lstrip().startswith("len("):
+        return "value:int"
     try:
-        v = str(expected).strip()
-        if v and ("." in v or "e" in v.lower() or v in ("inf", "nan")):
-            float(v)
-            return "value_float"
-        if v:
-            int(v)
-            return "value_int"
+        int(v)
+        return "value:int"
     except ValueError:
         pass
-    return "value"
+    try:
+        float(v)
+        return "value:float"
+    except ValueError:
+        return "value"
 
 
-def _cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> str:
-    seen = f" (seen: {', '.join(values[:6])}{', …' if len(values) > 6 else ''})" if values else ""
+def _seen(values: list[str], n: int = 6) -> str:
+    if not values:
+        return ""
+    more = ", …" if len(values) > n else ""
+    return f" (seen: {', '.join(values[:n])}{more})"
+
+
+def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> str:
+    """One line saying what changes between calls, in the user's terms."""
     if kind == "size":
-        return f"dimension {dim} of {src} varies{seen}"
+        return f"dimension {dim} of {src} varies{_seen(values)}"
     if kind == "stride":
-        return f"stride {dim} of {src} varies{seen}"
+        return f"stride {dim} of {src} varies{_seen(values)}"
+    compiled_for = f" (compiled for {', '.join(values[:6])}{', …' if len(values) > 6 else ''})" if values else ""
+    if kind == "value:float":
+        return f"the Python float {src} changes between calls{compiled_for}"
+    if kind == "value:int":
+        what = f"the length of {src}" if guard.lstrip().startswith("len(") else f"the Python int {src}"
+        return f"{what} changes between calls{compiled_for}"
+    if kind == "value:bool":
+        return f"the bool flag {src} changes between calls{compiled_for}"
     if kind == "value":
-        return f"the Python value {src} changes{seen}"
+        return f"the Python value {src} changes between calls{compiled_for}"
     if kind == "type":
-        return f"the type of {src} changes{seen}"
+        return f"the type of {src} changes between calls{_seen(values)}"
     if kind == "id":
         return f"{src} is a different object on each call"
     if kind == "global_state":
-        return "global torch state changed"
+        return f"global torch state changed between calls ({src})" if src else "global torch state changed between calls"
     if kind == "deallocated":
-        return f"{src} was freed and recreated"
+        return f"{src} was freed and recreated between calls"
     if kind in ("dtype", "device", "requires_grad", "ndim"):
-        return f"{kind} of {src} changes{seen}"
-    return guard.split("#")[0].strip() or "guard failed"
+        name = {"ndim": "number of dimensions"}.get(kind, kind)
+        if kind == "requires_grad" and len(values) == 1:
+            return f"requires_grad of {src} changes between calls (compiled for requires_grad={values[0]})"
+        return f"{name} of {src} changes between calls{_seen(values)}"
+    return guard or "a guard failed"
 
 
-def _forced_static(trace: Trace) -> set[tuple[str, str]]:
-    """(file, compile_id) of compiles whose Dynamo config had automatic dynamic shapes off
-    (what torch.compile(dynamic=False) sets)."""
-    ev = trace.events.filter(pl.col("kind") == "compilation_metrics").select("file", "compile_id", "metadata")
+def cause_fix(kind: str, src: str, dim: Any, *, forced_static: bool | None, count: int) -> str:
+    """The fix people apply for this cause today (torch 2.x). `forced_static` is None when the
+    logs do not say whether the code compiled with dynamic=False."""
+    if kind in ("size", "stride"):
+        mark = f"torch._dynamo.mark_dynamic({src}, {dim})"
+        if forced_static:
+            return (
+                f"the code forces dynamic=False (torch.compile(..., dynamic=False)), so every new "
+                f"{'size' if kind == 'size' else 'stride'} compiles again: call {mark} on the input "
+                f"before the call (works with dynamic=False), or drop dynamic=False (the default "
+                f"dynamic=None makes the dimension dynamic after one recompile)"
+            )
+        if kind == "stride":
+            return f"pass contiguous inputs ({src}.contiguous()) or call {mark} before the call"
+        if forced_static is None:
+            return (
+                f"call {mark} on the input before the call; if the code compiles with "
+                f"dynamic=False every new size compiles again (drop it: the default dynamic=None "
+                f"makes the dimension dynamic after one recompile)"
+            )
+        if count <= 1:
+            return (
+                f"automatic dynamic shapes (dynamic=None) recompiled it once as dynamic; to avoid "
+                f"even that recompile, call {mark} on the input before the first call, or "
+                f"compile with dynamic=True"
+            )
+        return (
+            f"call {mark} on the input before the call, or compile with dynamic=True; if it "
+            f"still recompiles, TORCH_LOGS=dynamic shows the guard that specializes it"
+        )
+    if kind == "value:float":
+        tail = {
+            True: "dynamic=False specializes every float, so each new value compiles again",
+            False: "with dynamic=None Dynamo makes a float that changed dynamic after one recompile",
+            None: "with dynamic=False every new value compiles again",
+        }[forced_static]
+        return (
+            f"pass {src} as a tensor (torch.tensor({src}), a 0-d tensor the compiled code reads) "
+            f"instead of a Python float; {tail}"
+        )
+    if kind == "value:int":
+        tail = {
+            True: "dynamic=False specializes every int, so each new value compiles again",
+            False: "with dynamic=None a changing int becomes a symbolic int after one recompile",
+            None: "with dynamic=False every new value compiles again",
+        }[forced_static]
+        return f"pass {src} as a tensor if it changes often, or keep it constant; {tail}"
+    if kind == "value:bool":
+        return (
+            "one compile per flag value is expected (two for a bool); if it keeps recompiling, "
+            "hoist the branch out of the compiled function (compile one function per value) or "
+            "make the flag a tensor and use torch.where / torch.cond"
+        )
+    if kind == "value":
+        return f"pass {src} as a tensor if it changes, or keep it constant between calls"
+    if kind == "type":
+        return f"pass {src} with one consistent type every call (always a tensor, never sometimes a list, a number or None)"
+    if kind == "id":
+        return (
+            f"a new object is passed or read from a global on each call and its identity is "
+            f"guarded: create {src} once (modules, optimizers, functions), and pass changing "
+            f"state as arguments instead of globals"
+        )
+    if kind == "global_state":
+        return (
+            "global torch state differs between calls (grad mode, autocast, default dtype, "
+            "deterministic algorithms, torch function mode): keep it the same around the "
+            "compiled call, or pass what changes as an argument"
+        )
+    if kind == "deallocated":
+        return f"{src} was freed and a new one created (e.g. a new optimizer each step): create it once and keep it alive"
+    if kind == "requires_grad":
+        return f"{src} alternates requires_grad: make it consistent (detach it, or make it require grad every call)"
+    if kind == "dtype":
+        return f"{src} changes dtype: cast it to one dtype before the compiled call"
+    if kind == "device":
+        return f"{src} changes device: move it to one device before the compiled call"
+    if kind == "ndim":
+        return f"{src} changes its number of dimensions: reshape it to a fixed rank before the call"
+    return "run with TORCH_LOGS=recompiles_verbose to see every failed guard of each cache entry"
+
+
+# ------------------------------------------------------------------------- frames
+def _frame_of(compile_id: str | None) -> str:
+    cid = (compile_id or "").lstrip("!")
+    return cid.split("/")[0] if "/" in cid else cid
+
+
+def _frame_compile_no(compile_id: str | None) -> int | None:
+    parts = (compile_id or "").split("/")
+    if len(parts) < 2:
+        return None
+    try:
+        return int(parts[1].split("_")[0])
+    except ValueError:
+        return None
+
+
+def cid_sort_key(cid: str) -> tuple:
+    out: list[int] = []
+    for part in cid.lstrip("!").replace("_", "/").split("/"):
+        out.append(int(part) if part.isdigit() else -1)
+    return (cid.startswith("!"), tuple(out))
+
+
+def forced_static_compiles(events: pl.DataFrame) -> set[tuple[str, str]]:
+    """(file, compile_id) of compiles whose Dynamo config had automatic dynamic shapes off and
+    static by default: what `torch.compile(dynamic=False)` sets."""
+    ev = events.filter(
+        (pl.col("kind") == "compilation_metrics") & pl.col("metadata").str.contains("automatic_dynamic_shapes", literal=True)
+    ).select("file", "compile_id", "metadata")
     out: set[tuple[str, str]] = set()
     for file, cid, meta in ev.iter_rows():
-        if '"automatic_dynamic_shapes' not in (meta or "") and "automatic_dynamic_shapes" not in (meta or ""):
-            continue
         try:
             m = orjson.loads(meta)
             cfg = m.get("dynamo_config")
             cfg = orjson.loads(cfg) if isinstance(cfg, str) else (cfg or {})
-        except (orjson.JSONDecodeError, TypeError):
+        except (orjson.JSONDecodeError, TypeError, AttributeError):
             continue
-        if cfg.get("automatic_dynamic_shapes") is False and cfg.get("assume_static_by_default", True):
+        if isinstance(cfg, dict) and cfg.get("automatic_dynamic_shapes") is False and cfg.get("assume_static_by_default", True):
             out.add((file, cid))
     return out
 
 
+def _dedupe_recompiles(rec: pl.DataFrame) -> pl.DataFrame:
+    """The same recompile seen in the trace and in the text log counts once (trace kept)."""
+    if rec.height == 0 or "source" not in rec.columns or rec["source"].n_unique() < 2:
+        return rec
+    tr = rec.filter(pl.col("source") == "trace")
+    keys = tr.select("rank", "compile_id").unique()
+    return pl.concat([tr, rec.filter(pl.col("source") != "trace").join(keys, on=["rank", "compile_id"], how="anti", nulls_equal=True)])
+
+
+def _new_frame(rank: Any, proc: str) -> dict[str, Any]:
+    return {
+        "rank": rank,
+        "proc": proc,
+        "compile_ids": set(),
+        "failed": set(),
+        "seconds": 0.0,
+        "function": None,
+        "filename": None,
+        "line": None,
+        "limit": False,
+        "limit_value": None,
+        "limit_cid": None,
+        "forced_static": False,
+        "has_config": False,
+        "guards": [],
+    }
+
+
 def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
-    """Code objects that compiled more than once, most severe first (limit hit, compiles, seconds)."""
-    rec = trace.recompiles
+    """Code objects that compiled more than once, per rank, most costly first: frames that hit
+    the recompile limit, then by compiles, then by compile seconds."""
     comp = trace.compiles
+    rec = _dedupe_recompiles(trace.recompiles)
     limit = trace.limit_hits
-    # dedupe: the same recompile seen in the trace and in the text log counts once
-    if rec.height and "source" in rec.columns and rec["source"].n_unique() > 1:
-        trace_keys = rec.filter(pl.col("source") == "trace").select("rank", "compile_id").unique()
-        rec = pl.concat(
-            [
-                rec.filter(pl.col("source") == "trace"),
-                rec.filter(pl.col("source") != "trace").join(trace_keys, on=["rank", "compile_id"], how="anti", nulls_equal=True),
-            ]
-        )
-    forced = _forced_static(trace)
+    forced = forced_static_compiles(trace.events)
     frames: dict[tuple, dict[str, Any]] = {}
+    by_rank_frame: dict[tuple, tuple] = {}  # (rank, frame id) -> key of the trace frame
 
-    def frame_key(rank: Any, file: str | None, compile_id: str | None) -> tuple:
-        fid = (compile_id or "").split("/")[0]
-        return (rank, file if file is not None else "", fid)
-
-    # trace compiles: the authoritative count and cost per frame
-    for r in comp.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null()).iter_rows(named=True):
-        k = frame_key(r["rank"], r["file"], r["compile_id"])
+    # trace compiles: the count and cost per frame
+    dyn = comp.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
+    for r in dyn.iter_rows(named=True):
+        k = (r["rank"], r["file"], str(r["frame_id"]))
         f = frames.setdefault(k, _new_frame(r["rank"], r["file"]))
+        by_rank_frame.setdefault((r["rank"], str(r["frame_id"])), k)
         f["compile_ids"].add(r["compile_id"])
         f["seconds"] += r["total_time_s"] or 0.0
         f["function"] = f["function"] or r["function"]
         f["filename"] = f["filename"] or r["filename"]
         f["line"] = f["line"] or r["line"]
-        if r["fail_reason"] and "recompile limit" in r["fail_reason"].lower():
-            f["limit"] = True
+        f["has_config"] = f["has_config"] or r["status"] != "no_metrics"
+        if r["status"] == "failed":
+            f["failed"].add(r["compile_id"])
         if (r["file"], r["compile_id"]) in forced:
             f["forced_static"] = True
-    trace_files = set(comp["file"].unique().to_list()) if comp.height else set()
-    # text-only recompiles (no trace for that process): count from the log records
-    by_text_frame: dict[tuple, str] = {}
+
+    def key_for(rank: Any, file: str, compile_id: str | None, source: str | None) -> tuple:
+        fid = _frame_of(compile_id)
+        if source == "trace":
+            return (rank, file, fid)
+        return by_rank_frame.get((rank, fid), (rank, file, fid))
+
     for r in rec.iter_rows(named=True):
-        file_for_key = r["file"] if r.get("source") == "trace" else None
-        if file_for_key is None:
-            # a text record: attach it to the trace frame of the same rank when there is one
-            match = [k for k in frames if k[0] == r["rank"] and k[2] == (r["compile_id"] or "").split("/")[0]]
-            k = match[0] if match and trace_files else frame_key(r["rank"], f"text:{r['file']}", r["compile_id"])
-        else:
-            k = frame_key(r["rank"], file_for_key, r["compile_id"])
+        k = key_for(r["rank"], r["file"], r["compile_id"], r.get("source"))
         f = frames.setdefault(k, _new_frame(r["rank"], r["file"]))
         f["compile_ids"].add(r["compile_id"])
         f["function"] = f["function"] or r["function"]
         f["filename"] = f["filename"] or r["filename"]
         f["line"] = f["line"] or r["line"]
         f["guards"].append(r)
-        if f["lineno"] is None or (r["lineno"] is not None and r["lineno"] < f["lineno"]):
-            f["lineno"], f["record_file"] = r["lineno"], r["file"]
-        by_text_frame[k] = r["file"]
     for r in limit.iter_rows(named=True):
-        match = [k for k in frames if k[0] == r["rank"] and k[2] == (r["compile_id"] or "").split("/")[0]]
-        for k in match:
-            frames[k]["limit"] = True
-            frames[k]["function"] = frames[k]["function"] or r.get("function")
+        k = key_for(r["rank"], r["file"], r["compile_id"], r.get("source"))
+        f = frames.setdefault(k, _new_frame(r["rank"], r["file"]))
+        f["compile_ids"].add(r["compile_id"])
+        f["limit"] = True
+        f["limit_value"] = f["limit_value"] or r.get("limit")
+        f["limit_cid"] = f["limit_cid"] or r["compile_id"]
+        f["failed"].add(r["compile_id"])
+        f["function"] = f["function"] or r.get("function")
+        f["filename"] = f["filename"] or r.get("filename")
+        f["line"] = f["line"] or r.get("line")
+
     storms = []
     for f in frames.values():
         ids = {c for c in f["compile_ids"] if c}
         n = len(ids)
-        # a recompile record names compile N/M: the frame compiled at least M+1 times
+        # a record naming compile N/M means the frame compiled at least M+1 times
         for c in ids:
-            try:
-                n = max(n, int(c.split("/")[1].split("_")[0]) + 1)
-            except (IndexError, ValueError):
-                pass
-        if n < 2 and not f["guards"]:
+            m = _frame_compile_no(c)
+            if m is not None:
+                n = max(n, m + 1)
+        if n < 2:
             continue
+        guards = sorted(f["guards"], key=lambda g: (cid_sort_key(g["compile_id"] or ""), g.get("reason_index") or 0))
+        forced_static: bool | None = f["forced_static"]
+        if not f["has_config"] and not forced_static:
+            # no compilation_metrics for this frame (text log only): only what the guards show
+            forced_static = True if _static_sizes_evident(guards) else None
+        causes = _causes(guards, forced_static)
+        first = guards[0] if guards else None
         storms.append(
             {
                 "rank": f["rank"],
@@ -213,75 +362,84 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 "filename": f["filename"],
                 "line": f["line"],
                 "compiles": n,
+                "failed_compiles": len(f["failed"]),
                 "compile_seconds": round(f["seconds"], 3),
                 "hit_recompile_limit": bool(f["limit"]),
-                "forced_dynamic_false": bool(f["forced_static"]),
-                "compile_ids": sorted(ids, key=_cid_sort),
-                "causes": _causes(f["guards"], bool(f["forced_static"])),
-                "file": f["record_file"] or f["file"],
-                "lineno": f["lineno"],
+                "recompile_limit": f["limit_value"],
+                "limit_compile_id": f["limit_cid"],
+                "forced_dynamic_false": forced_static,
+                "compile_ids": sorted(ids, key=cid_sort_key),
+                "causes": causes,
+                "compile_id": first["compile_id"] if first else min(ids, key=cid_sort_key),
+                "file": first["file"] if first else f["proc"],
+                "lineno": first["lineno"] if first else None,
             }
         )
-    storms.sort(key=lambda s: (not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"])))
+    storms.sort(
+        key=lambda s: (not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"]), s["rank"] or -1)
+    )
     return storms
 
 
-def _new_frame(rank: Any, file: str | None) -> dict[str, Any]:
-    return {
-        "rank": rank,
-        "file": file,
-        "record_file": None,
-        "compile_ids": set(),
-        "seconds": 0.0,
-        "function": None,
-        "filename": None,
-        "line": None,
-        "limit": False,
-        "forced_static": False,
-        "guards": [],
-        "lineno": None,
-    }
+def _static_sizes_evident(guards: list[dict[str, Any]]) -> bool:
+    """Without the compile's config (text log only): a static size guard of the newest cache
+    entry failed on the same dimension in two recompiles. Automatic dynamic shapes would have
+    made that dimension dynamic after the first, so they were off (dynamic=False)."""
+    seen: dict[tuple, int] = {}
+    for g in guards:
+        if g.get("kind") == "size" and (g.get("reason_index") or 0) == 0 and _TENSOR_MATCH_SIZE.search(g.get("guard") or ""):
+            k = (g.get("guard_source"), g.get("dim"))
+            seen[k] = seen.get(k, 0) + 1
+            if seen[k] >= 2:
+                return True
+    return False
 
 
-def _cid_sort(cid: str) -> tuple:
-    out = []
-    for part in cid.lstrip("!").replace("_", "/").split("/"):
-        out.append(int(part) if part.isdigit() else -1)
-    return tuple(out)
-
-
-def _causes(guards: list[dict[str, Any]], forced_static: bool) -> list[dict[str, Any]]:
-    # one failed guard per (recompile, cause): the first listed, against the newest cache entry
+def _causes(guards: list[dict[str, Any]], forced_static: bool | None) -> list[dict[str, Any]]:
     clusters: dict[tuple, dict[str, Any]] = {}
     for g in guards:
         kind = g.get("kind") or "other"
-        src = g.get("guard_source") or ""
-        dim = g.get("dim")
-        key = (kind, src, dim if kind in ("size", "stride") else None)
-        c = clusters.setdefault(
-            key, {"kind": kind, "src": src, "dim": dim, "compiles": set(), "values": [], "guard": g.get("guard") or ""}
-        )
+        src = bare(g.get("guard_source"))
+        guard = g.get("guard") or ""
+        if kind == "value":
+            kind = _value_kind(g.get("expected"), guard)
+        dim = g.get("dim") if kind in ("size", "stride") else None
+        key = (kind, src, dim, guard if kind == "other" else None)
+        c = clusters.get(key)
+        if c is None:
+            c = clusters[key] = {
+                "kind": kind,
+                "src": src,
+                "dim": dim,
+                "compiles": set(),
+                "values": [],
+                "guard": guard,
+                "compile_id": g.get("compile_id"),
+                "file": g.get("file"),
+                "lineno": g.get("lineno"),
+            }
         c["compiles"].add(g.get("compile_id"))
-        for v in (g.get("expected"), g.get("actual")):
+        vals = (g.get("expected"),) if kind.startswith("value") else (g.get("expected"), g.get("actual"))
+        for v in vals:
             if v is not None and str(v) not in c["values"]:
                 c["values"].append(str(v))
     out = []
     for c in clusters.values():
-        kind = c["kind"]
         src = c["src"] or "the input"
-        fix_key = kind
-        if kind == "size" and forced_static:
-            fix_key = "size_static"
-        elif kind == "value":
-            fix_key = _value_type(c["values"][0] if c["values"] else "", c["guard"])
-        fix = FIXES.get(fix_key, FIXES["other"]).format(src=_bare(src), dim=c["dim"], src_bare=_bare(src))
+        count = len(c["compiles"])
         out.append(
             {
-                "kind": kind if fix_key not in ("value_bool", "value_float", "value_int") else fix_key.replace("value_", "value:"),
-                "text": _cause_text(kind, _bare(src) if kind != "id" else src, c["dim"], c["values"], c["guard"]),
-                "count": len(c["compiles"]),
-                "fix": fix,
+                "kind": c["kind"],
+                "text": cause_text(c["kind"], src, c["dim"], c["values"], c["guard"]),
+                "count": count,
+                "fix": cause_fix(c["kind"], src, c["dim"], forced_static=forced_static, count=count),
                 "guard": c["guard"],
+                "source": src,
+                "dim": c["dim"],
+                "values": c["values"],
+                "compile_id": c["compile_id"],
+                "file": c["file"],
+                "lineno": c["lineno"],
             }
         )
     out.sort(key=lambda c: -c["count"])

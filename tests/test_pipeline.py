@@ -1,0 +1,82 @@
+"""The parse pipeline: worker processes, big files in pieces, the parse cache."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceview
+from parsers.discover import discover
+from tests.conftest import FIXTURES, GPU, needs_shared
+from traceview import pipeline
+from traceview.cache import cache_dir, clear_cache, load_cached
+
+PIECE_TABLES = ("events", "strings", "problems", "compiles", "spans", "recompiles", "graph_breaks", "limit_hits")
+
+
+def _sorted(df: pl.DataFrame) -> pl.DataFrame:
+    keys = [c for c in ("file", "lineno", "compile_id", "name", "id", "kernel_id", "graph_id", "order") if c in df.columns]
+    return df.sort(keys, nulls_last=True)
+
+
+@needs_shared
+def test_big_file_in_pieces_equals_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    f = next((GPU / "train_dynamic" / "trace").glob("*.log"))
+    whole = pipeline.load_parsed(discover(f), jobs=1)
+    monkeypatch.setattr(pipeline, "CHUNK_BYTES", 1_500_000)
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
+    pieces = pipeline.load_parsed(discover(f), jobs=2)
+    assert len(pipeline._parts(pieces.workdir)) > 4
+    for name in PIECE_TABLES:
+        assert _sorted(pieces.table(name)).equals(_sorted(whole.table(name))), name
+    assert pieces.stats.equals(whole.stats)
+    whole.ensure_graph_tables()
+    pieces.ensure_graph_tables()
+    for name in ("graphs", "graph_nodes", "kernels", "guards"):
+        assert _sorted(pieces.table(name)).equals(_sorted(whole.table(name))), name
+
+
+def test_parallel_workers_equal_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = FIXTURES / "multirank"
+    here = pipeline.load_parsed(discover(d), jobs=1)
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
+    there = pipeline.load_parsed(discover(d), jobs=2)
+    for name in ("events", "compiles", "recompiles", "graph_breaks", "log_records", "stats"):
+        assert _sorted(there.table(name)).equals(_sorted(here.table(name))), name
+
+
+def test_load_from_a_script_without_main_guard(tmp_path: Path) -> None:
+    # worker processes must not re-import the user's script (multiprocessing's spawn would)
+    script = tmp_path / "use_traceview.py"
+    script.write_text(
+        "import traceview, traceview.pipeline as p\n"
+        "p.PARALLEL_MIN_BYTES = 1\n"
+        f"t = traceview.load({str(FIXTURES / 'multirank' / 'trace')!r}, jobs=2)\n"
+        "print('compiles', t.compiles.height)\n"
+    )
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == f"compiles {traceview.load(FIXTURES / 'multirank' / 'trace').compiles.height}"
+
+
+def test_cache_reuses_and_invalidates(tmp_path: Path) -> None:
+    src = next((FIXTURES / "simple" / "trace").glob("*.log"))
+    f = tmp_path / src.name
+    f.write_bytes(src.read_bytes())
+    first = load_cached(str(f))
+    entry = first.workdir
+    assert entry is not None and entry.parent == cache_dir()
+    again = load_cached(str(f))
+    assert again.workdir == entry  # same inputs: the same entry, nothing parsed
+    os.utime(f, (1, 1))  # touched: parsed again into a new entry
+    third = load_cached(str(f))
+    assert third.workdir != entry
+    assert third.events.drop("ts").equals(first.events.drop("ts"))  # the year comes from the mtime
+    assert clear_cache() >= 1
+    assert not any(cache_dir().iterdir())

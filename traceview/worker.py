@@ -1,0 +1,39 @@
+"""Worker process of the parse pipeline: `python -m traceview.worker`.
+
+Reads one job per line on stdin (JSON: the name of a function in traceview.pipeline and its
+arguments), runs it, and answers one line per job on stdout (`{"ok": true}` or
+`{"error": "..."}`). Started by `traceview.pipeline._run` with a plain subprocess rather than
+multiprocessing, so that a user script calling `traceview.load` needs no `__main__` guard.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import orjson
+
+
+def main() -> int:
+    from traceview import pipeline
+
+    out = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        job = orjson.loads(line)
+        try:
+            fn = getattr(pipeline, job["fn"])
+            if job["fn"] not in pipeline.WORKER_FUNCTIONS:
+                raise ValueError(f"not a worker function: {job['fn']}")
+            fn(*job["args"])
+            answer = {"ok": True}
+        except Exception as exc:  # reported to the parent, which raises it there
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            answer = {"error": f"{type(exc).__name__}: {msg}"}
+        out.write(orjson.dumps(answer) + b"\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
