@@ -43,13 +43,20 @@ PART_TABLES = (
 )
 # Built on demand (the TUI, export): guard trees and graph text are not needed for the summary.
 WORKER_FUNCTIONS = frozenset(
-    {"process_trace_file", "process_trace_chunk", "finish_trace_file", "process_text_log", "process_graph_tables"}
+    {
+        "process_trace_file",
+        "process_trace_chunk",
+        "finish_trace_file",
+        "process_text_log",
+        "process_graph_tables",
+        "count_lines",
+    }
 )
 GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance")
 # Tables small enough to keep as one file per trace (everything but records and payloads).
 SMALL_TABLES = tuple(n for n in PART_TABLES if n not in ("events", "log_records", "other_lines"))
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
-CHUNK_BYTES = 64 * 1024 * 1024  # a trace log this big is parsed in pieces, in parallel
+CHUNK_BYTES = 32 * 1024 * 1024  # a trace log this big is parsed in pieces, in parallel
 FORMAT_VERSION = 1
 
 
@@ -156,27 +163,46 @@ def finish_trace_file(pieces: list[str], outdir: str) -> None:
 _RECORD_START = re.compile(rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:")
 
 
-def split_points(path: str, pieces: int) -> list[tuple[int, int, int]]:
-    """(start, end, lines before start) of `pieces` byte ranges of a trace log, each starting
-    at a record header."""
-    import mmap
-
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        bounds = [0]
-        for i in range(1, pieces):
-            p = mm.find(b"\n", max(i * size // pieces, bounds[-1]))
-            while p != -1 and not _RECORD_START.match(mm[p + 1 : p + 24]):
-                p = mm.find(b"\n", p + 1)
-            if p == -1 or p + 1 >= size:
+def count_lines(path: str, start: int, end: int) -> int:
+    """Worker: newlines in bytes [start, end) of a file (read in blocks, not mapped)."""
+    n = 0
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        left = end - start
+        while left > 0:
+            block = fh.read(min(left, 1 << 24))
+            if not block:
                 break
-            bounds.append(p + 1)
-        bounds.append(size)
-        out = []
-        lines = 0
-        for a, b in itertools.pairwise(bounds):
-            out.append((a, b, lines))
-            lines += mm[a:b].count(b"\n")
+            n += block.count(b"\n")
+            left -= len(block)
+    return n
+
+
+def split_points(path: str, pieces: int, *, jobs: int | None = None) -> list[tuple[int, int, int]]:
+    """(start, end, lines before start) of `pieces` byte ranges of a trace log, each starting
+    at a record header. Boundaries are found by reading a little around each cut; the lines
+    of each range are counted in parallel."""
+    size = os.path.getsize(path)
+    bounds = [0]
+    with open(path, "rb") as fh:
+        for i in range(1, pieces):
+            pos = max(i * size // pieces, bounds[-1])
+            fh.seek(pos)
+            window = fh.read(1 << 20)
+            p = window.find(b"\n")
+            while p != -1 and not _RECORD_START.match(window[p + 1 : p + 24]):
+                p = window.find(b"\n", p + 1)
+            if p == -1 or pos + p + 1 >= size:
+                continue  # no record start within 1 MiB of the cut: the piece grows
+            bounds.append(pos + p + 1)
+    bounds.append(size)
+    ranges = list(itertools.pairwise(bounds))
+    counts = _run([(count_lines, (path, a, b), b - a) for a, b in ranges], jobs)
+    out = []
+    lines = 0
+    for (a, b), c in zip(ranges, counts):
+        out.append((a, b, lines))
+        lines += c
     return out
 
 
@@ -251,23 +277,24 @@ class WorkerError(Exception):
     """A worker failed on a job."""
 
 
-def _run(todo: list[Job], jobs: int | None) -> None:
-    """Run jobs in worker processes when there is enough to do, biggest first; else here."""
+def _run(todo: list[Job], jobs: int | None, *, isolate: bool = False) -> list:
+    """Run jobs in worker processes when there is enough to do, biggest first; else here
+    (`isolate`: in a worker process all the same, to keep this process's memory small).
+    Returns the jobs' results in the order of `todo`."""
     if not todo:
-        return
+        return []
     workers = min(jobs or os.cpu_count() or 1, len(todo))
-    if workers <= 1 or sum(j[2] for j in todo) < PARALLEL_MIN_BYTES:
-        for fn, args, _ in todo:
-            fn(*args)
-        return
+    if not isolate and (workers <= 1 or sum(j[2] for j in todo) < PARALLEL_MIN_BYTES):
+        return [fn(*args) for fn, args, _ in todo]
     import queue
     import subprocess
     import sys
     import threading
 
-    q: queue.Queue[Job] = queue.Queue()
-    for job in sorted(todo, key=lambda j: -j[2]):
-        q.put(job)
+    q: queue.Queue[tuple[int, Job]] = queue.Queue()
+    for i in sorted(range(len(todo)), key=lambda i: -todo[i][2]):
+        q.put((i, todo[i]))
+    results: list = [None] * len(todo)
     errors: list[str] = []
     # one thread per worker process: the processes already use every core
     env = {**os.environ, "POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1"}
@@ -282,7 +309,7 @@ def _run(todo: list[Job], jobs: int | None) -> None:
         try:
             while not errors:
                 try:
-                    fn, args, _ = q.get_nowait()
+                    i, (fn, args, _) = q.get_nowait()
                 except queue.Empty:
                     break
                 proc.stdin.write(orjson.dumps({"fn": fn.__name__, "args": list(args)}) + b"\n")
@@ -294,6 +321,7 @@ def _run(todo: list[Job], jobs: int | None) -> None:
                 answer = orjson.loads(line)
                 if "error" in answer:
                     errors.append(f"{answer['error']} (in {fn.__name__} of {args[0]})")
+                results[i] = answer.get("value")
         finally:
             proc.stdin.close()
             proc.wait()
@@ -305,6 +333,7 @@ def _run(todo: list[Job], jobs: int | None) -> None:
         t.join()
     if errors:
         raise WorkerError(errors[0])
+    return results
 
 
 def parse_to_dir(inputs: Inputs, workdir: Path, *, jobs: int | None = None) -> None:
@@ -320,7 +349,7 @@ def parse_to_dir(inputs: Inputs, workdir: Path, *, jobs: int | None = None) -> N
             size = os.path.getsize(path)
             if fn is process_trace_file and workers > 1 and size >= CHUNK_BYTES and not _is_gzip(path):
                 # a big file is parsed in pieces on all cores, then finished as a whole
-                pieces = split_points(path, max(workers, -(-size // CHUNK_BYTES)))
+                pieces = split_points(path, max(workers, -(-size // CHUNK_BYTES)), jobs=jobs)
                 names = [f"{out.name}p{k:04d}" for k in range(len(pieces))]
                 parts += [*names, out.name]
                 for name, (a, b, lines) in zip(names, pieces):
@@ -333,7 +362,7 @@ def parse_to_dir(inputs: Inputs, workdir: Path, *, jobs: int | None = None) -> N
             if not out.exists():
                 todo.append((fn, (path, str(out)), size))
     _run(todo, jobs)
-    _run(finish, jobs)
+    _run(finish, jobs, isolate=True)
     (workdir / "parts.json").write_bytes(orjson.dumps({"format": FORMAT_VERSION, "parts": parts}))
     merge_small_tables(workdir)
 

@@ -1,7 +1,7 @@
 """Worker process of the parse pipeline: `python -m traceview.worker`.
 
 Reads one job per line on stdin (JSON: the name of a function in traceview.pipeline and its
-arguments), runs it, and answers one line per job on stdout (`{"ok": true}` or
+arguments), runs it, and answers one line per job on stdout (`{"ok": true, "value": ...}` or
 `{"error": "..."}`). Started by `traceview.pipeline._run` with a plain subprocess rather than
 multiprocessing, so that a user script calling `traceview.load` needs no `__main__` guard.
 """
@@ -25,8 +25,7 @@ def main() -> int:
             fn = getattr(pipeline, job["fn"])
             if job["fn"] not in pipeline.WORKER_FUNCTIONS:
                 raise ValueError(f"not a worker function: {job['fn']}")
-            fn(*job["args"])
-            answer = {"ok": True}
+            answer = {"ok": True, "value": fn(*job["args"])}
         except Exception as exc:  # reported to the parent, which raises it there
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             answer = {"error": f"{type(exc).__name__}: {msg}"}
