@@ -62,6 +62,8 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "cache_size": pl.Int64,
     "accumulated_cache_size": pl.Int64,
     "has_guarded_code": pl.Boolean,
+    "automatic_dynamic_shapes": pl.Boolean,
+    "assume_static_by_default": pl.Boolean,
     "fx_cache_hits": pl.Int32,
     "fx_cache_misses": pl.Int32,
     "fx_cache_bypasses": pl.Int32,
@@ -100,6 +102,10 @@ def _loads(text: str | None) -> dict:
 
 def _f(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _b(v: object) -> bool | None:
+    return v if isinstance(v, bool) else None
 
 
 def _i(v: object) -> int | None:
@@ -187,6 +193,10 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         restarts = m.get("restart_reasons") or []
         if isinstance(restarts, str):
             restarts = [restarts]
+        cfg = m.get("dynamo_config")
+        if isinstance(cfg, str):
+            cfg = _loads(cfg)
+        cfg = cfg if isinstance(cfg, dict) else {}
         start_us = _f(m.get("start_time_us"))
         if start_us is None and _f(m.get("start_time")) is not None:
             start_us = (_f(m.get("start_time")) or 0.0) * 1e6
@@ -219,6 +229,9 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
                 "cache_size": _i(m.get("cache_size")),
                 "accumulated_cache_size": _i(m.get("accumulated_cache_size")),
                 "has_guarded_code": m.get("has_guarded_code") if isinstance(m.get("has_guarded_code"), bool) else None,
+                # torch.compile(dynamic=False) turns automatic dynamic shapes off
+                "automatic_dynamic_shapes": _b(cfg.get("automatic_dynamic_shapes")),
+                "assume_static_by_default": _b(cfg.get("assume_static_by_default")),
                 "user_stack": r.get("user_stack", []),
                 "metrics_lineno": r.get("metrics_lineno"),
             }
@@ -254,6 +267,8 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
                 "cache_size",
                 "accumulated_cache_size",
                 "has_guarded_code",
+                "automatic_dynamic_shapes",
+                "assume_static_by_default",
                 "user_stack",
                 "metrics_lineno",
             )
