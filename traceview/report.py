@@ -45,6 +45,13 @@ def ranks_of(trace: Trace) -> list[int]:
     return sorted(int(x) for x in pl.concat(cols)["rank"].drop_nulls().unique().to_list())
 
 
+def _autotuning(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
+    # the payloads (events) only when the trace autotuned, the text's other lines only when not
+    if ct.has_template_autotuning(spans):
+        return ct.autotuning(trace.events, spans)
+    return ct.autotuning(None, spans, trace.other_lines)
+
+
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
@@ -79,7 +86,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "top": _rows(_round(ct.top_compiles(compiles, spans=spans))),
             "by_function": _rows(_round(ct.by_function(compiles).head(10))),
             "spans": _rows(_round(ct.span_totals(spans))),
-            "autotuning": _rows(_round(ct.autotuning(trace.events, spans, trace.other_lines), 6)),
+            "autotuning": _rows(_round(_autotuning(trace, spans), 6)),
         },
         "cache": ct.cache_summary(compiles),
         "rank_divergence": _rows(
@@ -243,7 +250,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         head = f"traceview: {_plural(report['compile_ids_in_text_logs'], 'compile id')} in the text log"
     else:
         head = f"traceview: {report['compiles']} compiles"  # tests of other commands read this form
-    head += f" on {len(ranks)} ranks" if ranks else ""
+    head += f" on {_plural(len(ranks), 'rank')}" if ranks else ""
     head += f" from {_plural(nfiles, 'log file')}"
     if inp.get("runs") and inp["runs"] > 1:
         head += f" ({inp['runs']} runs; --latest keeps the newest)"
@@ -335,7 +342,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
 
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:
     ctime = report["compile_time"]
-    if text_only and not ctime["autotuning"]:
+    if report["compiles"] == 0 and not ctime["autotuning"]:
         return
     t.heading(f"COMPILE TIME  {_s(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)")
     ph = ctime["phases_s"]
@@ -427,7 +434,11 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
             "  ",
         )
     for s in inp["stray_files"][:10]:
-        t.add(f"skipped {s['path']}: {s['why']}", "  ")
+        why = _clean(s["why"])
+        room = max(t.width - len(why) - len("  skipped : "), 20)
+        path = _clean(s["path"])
+        path = path if len(path) <= room else "…" + path[-(room - 1) :]
+        t.add(f"skipped {path}: {why}", "  ")
     if inp["left_out_by_latest"]:
         t.add(f"--latest left out {_plural(len(inp['left_out_by_latest']), 'file')} of older runs", "  ")
 

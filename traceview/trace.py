@@ -152,7 +152,8 @@ class Trace:
     @property
     def ranks(self) -> list[int]:
         """Ranks present (empty for a single process without ranks)."""
-        r = pl.concat([self.stats.select("rank"), self.log_records.select("rank")], how="vertical_relaxed")["rank"]
+        parts = [df.select("rank") for df in (self.stats, self.log_records) if "rank" in df.columns]
+        r = pl.concat(parts, how="vertical_relaxed")["rank"]
         return sorted(int(x) for x in r.drop_nulls().unique().to_list())
 
     def ensure_graph_tables(self, *, jobs: int | None = None) -> None:

@@ -166,13 +166,19 @@ def _f(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def autotuning(events: pl.DataFrame, spans: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> pl.DataFrame:
+def has_template_autotuning(spans: pl.DataFrame) -> bool:
+    """Whether the trace logged template autotuning (then `autotuning` reads `events`)."""
+    return spans.height > 0 and spans.filter(pl.col("name").str.ends_with("_template_autotuning")).height > 0
+
+
+def autotuning(events: pl.DataFrame | None, spans: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per autotuned template op (e.g. an addmm under max-autotune): shapes, how many
     choices, the winner and its time, and the seconds spent precompiling and benchmarking.
     From the trace's autotuning spans; from a text log's `AUTOTUNE` tables when there is no
-    trace."""
+    trace. `events` is only read when the spans show template autotuning, `other_lines` only
+    when they do not."""
     at = spans.filter(pl.col("name").str.ends_with("_template_autotuning")) if spans.height else spans
-    if at.height:
+    if at.height and events is not None:
         return _autotuning_from_trace(events, spans, at)
     if other_lines is not None and other_lines.height:
         return _autotuning_from_text(other_lines)

@@ -21,6 +21,9 @@ SCHEMA = {
     "different": pl.List(pl.String),
     "detail": pl.String,
     "source": pl.String,
+    "compile_id": pl.String,
+    "file": pl.String,
+    "lineno": pl.Int64,
 }
 
 _FIELDS = ("function", "status", "graph breaks", "cache hits", "recompile reason")
@@ -75,13 +78,19 @@ def _signatures_from_compiles(compiles: pl.DataFrame, graph_breaks: pl.DataFrame
         ).alias("sig"),
         pl.col("function"),
         pl.col("recompile_reason").str.split("\n").list.first().alias("why"),
+        "file",
+        "lineno",
     )
 
 
 def _signatures_from_text(
     log_records: pl.DataFrame, graph_breaks: pl.DataFrame | None, recompiles: pl.DataFrame | None
 ) -> pl.DataFrame:
-    ids = log_records.filter(pl.col("rank").is_not_null() & pl.col("compile_id").is_not_null()).select("rank", "compile_id").unique()
+    ids = (
+        log_records.filter(pl.col("rank").is_not_null() & pl.col("compile_id").is_not_null())
+        .group_by("rank", "compile_id")
+        .agg(pl.col("file").first(), pl.col("lineno").min())
+    )
     br = _breaks(graph_breaks, "text")
     if recompiles is not None and recompiles.height:
         rr = (
@@ -106,6 +115,8 @@ def _signatures_from_text(
         ).alias("sig"),
         pl.col("function"),
         pl.col("reason").alias("why"),
+        "file",
+        "lineno",
     )
 
 
@@ -170,6 +181,10 @@ def rank_divergence(
             parts.append(f"lacks {', '.join(missing)} that most ranks {verb[:-1]}")
         for cid, s, m in d:
             parts.append(f"{cid}: {_explain(s, m)}")
+        # the record to jump to: the first extra or different compile of this rank
+        first = (extra + different)[:1]
+        rec = sig.filter((pl.col("rank") == r) & pl.col("compile_id").is_in(first)).select("file", "lineno").rows()
+        file, lineno = rec[0] if rec else (None, None)
         rows.append(
             {
                 "rank": r,
@@ -178,6 +193,9 @@ def rank_divergence(
                 "different": different,
                 "detail": "; ".join(parts),
                 "source": source,
+                "compile_id": (first or missing or [None])[0],
+                "file": file,
+                "lineno": lineno,
             }
         )
     return pl.DataFrame(rows, schema=SCHEMA)

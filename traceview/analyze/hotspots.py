@@ -195,7 +195,11 @@ def _why(frame_skipped: bool, reason: str | None, gb_id: str | None, inner_reaso
     return "Dynamo could not resume after the break"
 
 
-def _advice(why: str | None, hint: str | None, function: str | None) -> str | None:
+def _in_torch(filename: str | None) -> bool:
+    return bool(re.search(r"site-packages[/\\]torch[/\\]", filename or ""))
+
+
+def _advice(why: str | None, hint: str | None, function: str | None, r: dict[str, Any] | None = None) -> str | None:
     if why == "graph break inside a loop":
         return (
             "Dynamo cannot resume inside a loop, so the whole frame runs eagerly: move the "
@@ -204,6 +208,16 @@ def _advice(why: str | None, hint: str | None, function: str | None) -> str | No
         )
     if why == "exception raised inside the compiled function":
         return "the frame raised an exception of its own and ran eagerly: fix the exception (see failed compiles)"
+    if r is not None and _in_torch(r["filename"]):
+        frame = r.get("frame_function")
+        origin = f", reached from {frame}" if frame else ""
+        if r.get("gb_id") == "gb0025":
+            optim = " (torch.optim splits every optimizer step this way)" if "/optim/" in (r["filename"] or "") else ""
+            return (
+                f"torch's own code calls torch._dynamo.graph_break() here on purpose{origin}{optim}: "
+                "not a bug in your code; compile around it rather than into it if the split costs too much"
+            )
+        return f"the break is inside torch's own code{origin}: look at the user line that calls into it"
     first = (hint or "").split("\n", 1)[0].strip()
     return first or None
 
@@ -252,6 +266,6 @@ def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
     for r in grouped.iter_rows(named=True):
         why = _why(r["frame_skipped"], r["reason"], r["gb_id"], r["inner_reason"], r["inner_gb_id"])
         r["frame_skipped_why"] = why
-        r["advice"] = _advice(why, r["hint"], r["frame_function"])
+        r["advice"] = _advice(why, r["hint"], r["frame_function"], r)
         out.append({k: r[k] for k in HOTSPOT_SCHEMA_KEYS})
     return out

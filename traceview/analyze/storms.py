@@ -12,6 +12,10 @@ call; and so on. Each cause gets the fix people apply for it today:
 * type / id / global-state guards: consistent argument types, create objects once, pass state
   as arguments instead of reading globals, keep grad mode / autocast the same.
 
+Whether the code forced `dynamic=False` is read from the Dynamo config of each compile
+(`compiles.automatic_dynamic_shapes` / `assume_static_by_default`); a text log alone shows it
+only through repeated static size guards.
+
 A frame is identified by (rank, process, frame id): the compile that hit the recompile limit
 has no function name in its metrics, so it is attributed to its frame through the frame id.
 Recompiles read from a text log attach to the trace's frame of the same rank and frame id.
@@ -39,6 +43,7 @@ STORM_SCHEMA_KEYS = (
     "recompile_limit",
     "limit_compile_id",
     "forced_dynamic_false",
+    "forced_dynamic_false_from",
     "compile_ids",
     "causes",
     "compile_id",
@@ -237,13 +242,14 @@ def cid_sort_key(cid: str) -> tuple:
     return (cid.startswith("!"), tuple(out))
 
 
-def forced_static_compiles(events: pl.DataFrame) -> set[tuple[str, str]]:
-    """(file, compile_id) of compiles whose Dynamo config had automatic dynamic shapes off and
-    static by default: what `torch.compile(dynamic=False)` sets."""
+def dynamic_config(events: pl.DataFrame) -> dict[tuple[str, str], bool]:
+    """(file, compile_id) -> whether the compile ran with automatic dynamic shapes off and
+    static by default (what `torch.compile(dynamic=False)` sets), for every compile whose
+    `compilation_metrics` carries the Dynamo config."""
     ev = events.filter(
         (pl.col("kind") == "compilation_metrics") & pl.col("metadata").str.contains("automatic_dynamic_shapes", literal=True)
     ).select("file", "compile_id", "metadata")
-    out: set[tuple[str, str]] = set()
+    out: dict[tuple[str, str], bool] = {}
     for file, cid, meta in ev.iter_rows():
         try:
             m = orjson.loads(meta)
@@ -251,8 +257,8 @@ def forced_static_compiles(events: pl.DataFrame) -> set[tuple[str, str]]:
             cfg = orjson.loads(cfg) if isinstance(cfg, str) else (cfg or {})
         except (orjson.JSONDecodeError, TypeError, AttributeError):
             continue
-        if isinstance(cfg, dict) and cfg.get("automatic_dynamic_shapes") is False and cfg.get("assume_static_by_default", True):
-            out.add((file, cid))
+        if isinstance(cfg, dict) and "automatic_dynamic_shapes" in cfg:
+            out[(file, cid)] = cfg["automatic_dynamic_shapes"] is False and bool(cfg.get("assume_static_by_default", True))
     return out
 
 
@@ -281,6 +287,7 @@ def _new_frame(rank: Any, proc: str) -> dict[str, Any]:
         "forced_static": False,
         "has_config": False,
         "guards": [],
+        "records": {},  # compile id -> (file, lineno) of its first trace record
     }
 
 
@@ -290,7 +297,14 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
     comp = trace.compiles
     rec = _dedupe_recompiles(trace.recompiles)
     limit = trace.limit_hits
-    forced = forced_static_compiles(trace.events)
+    if "automatic_dynamic_shapes" in comp.columns:
+        known = comp.filter(pl.col("automatic_dynamic_shapes").is_not_null())
+        config = {
+            (f, c): (a is False and st is not False)
+            for f, c, a, st in known.select("file", "compile_id", "automatic_dynamic_shapes", "assume_static_by_default").iter_rows()
+        }
+    else:  # tables from before the compiles table carried the config
+        config = dynamic_config(trace.events)
     frames: dict[tuple, dict[str, Any]] = {}
     by_rank_frame: dict[tuple, tuple] = {}  # (rank, frame id) -> key of the trace frame
 
@@ -301,15 +315,16 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         f = frames.setdefault(k, _new_frame(r["rank"], r["file"]))
         by_rank_frame.setdefault((r["rank"], str(r["frame_id"])), k)
         f["compile_ids"].add(r["compile_id"])
+        f["records"][r["compile_id"]] = (r["file"], r["lineno"])
         f["seconds"] += r["total_time_s"] or 0.0
         f["function"] = f["function"] or r["function"]
         f["filename"] = f["filename"] or r["filename"]
         f["line"] = f["line"] or r["line"]
-        f["has_config"] = f["has_config"] or r["status"] != "no_metrics"
+        if (r["file"], r["compile_id"]) in config:
+            f["has_config"] = True
+            f["forced_static"] = f["forced_static"] or config[(r["file"], r["compile_id"])]
         if r["status"] == "failed":
             f["failed"].add(r["compile_id"])
-        if (r["file"], r["compile_id"]) in forced:
-            f["forced_static"] = True
 
     def key_for(rank: Any, file: str, compile_id: str | None, source: str | None) -> tuple:
         fid = _frame_of(compile_id)
@@ -350,11 +365,19 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             continue
         guards = sorted(f["guards"], key=lambda g: (cid_sort_key(g["compile_id"] or ""), g.get("reason_index") or 0))
         forced_static: bool | None = f["forced_static"]
+        known_from: str | None = "config" if f["has_config"] else None
         if not f["has_config"] and not forced_static:
             # no compilation_metrics for this frame (text log only): only what the guards show
             forced_static = True if _static_sizes_evident(guards) else None
+            known_from = "guards" if forced_static else None
         causes = _causes(guards, forced_static)
         first = guards[0] if guards else None
+        if first is None:
+            # no failed guard logged: point at the first recompile's own record
+            recompiled = sorted((c for c in ids if (_frame_compile_no(c) or 0) > 0), key=cid_sort_key) or sorted(ids, key=cid_sort_key)
+            cid = recompiled[0]
+            rec_file, rec_line = f["records"].get(cid, (f["proc"], None))
+            first = {"compile_id": cid, "file": rec_file, "lineno": rec_line}
         storms.append(
             {
                 "rank": f["rank"],
@@ -367,12 +390,13 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 "hit_recompile_limit": bool(f["limit"]),
                 "recompile_limit": f["limit_value"],
                 "limit_compile_id": f["limit_cid"],
-                "forced_dynamic_false": forced_static,
+                "forced_dynamic_false": bool(forced_static),
+                "forced_dynamic_false_from": known_from,
                 "compile_ids": sorted(ids, key=cid_sort_key),
                 "causes": causes,
-                "compile_id": first["compile_id"] if first else min(ids, key=cid_sort_key),
-                "file": first["file"] if first else f["proc"],
-                "lineno": first["lineno"] if first else None,
+                "compile_id": first["compile_id"],
+                "file": first["file"],
+                "lineno": first["lineno"],
             }
         )
     storms.sort(

@@ -1,0 +1,232 @@
+"""`traceview summary`: the text at 80 columns (sections in order, nothing wider than the
+terminal, log text printed as data) and `--json` with exactly the keys of docs/report.md."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import traceview
+from tests.conftest import FIXTURES, GPU, ROOT, SHARED, needs_shared
+from traceview.cli import main
+from traceview.report import build_report, render_text
+
+SECTIONS = ("RECOMPILES", "GRAPH BREAKS", "FAILED COMPILES", "RANK DIVERGENCE", "COMPILE TIME", "PER RANK", "INPUT")
+
+
+@cache
+def report_of(path: str) -> dict[str, Any]:
+    return build_report(traceview.load(path))
+
+
+def sections(text: str) -> list[str]:
+    return [line.split("  ")[0] for line in text.splitlines() if line.split("  ")[0] in SECTIONS]
+
+
+def summary_text(path: Path | str, capsys: pytest.CaptureFixture[str], width: int = 80) -> str:
+    assert main(["summary", str(path), "--width", str(width), "--no-cache"]) == 0
+    return capsys.readouterr().out
+
+
+def summary_json(path: Path | str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["summary", str(path), "--json", "--no-cache"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+# ------------------------------------------------------------------ text
+def test_recompiles_summary_at_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    out = summary_text(FIXTURES / "recompiles", capsys)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert sections(out) == ["RECOMPILES", "FAILED COMPILES", "COMPILE TIME", "PER RANK", "INPUT"]
+    assert lines[0] == "traceview: 13 compiles from 2 log files"
+    assert lines[2] == "findings: 3 recompiling functions (1 hit the limit), 1 failed compile"
+    storm = out[out.index("RECOMPILES") : out.index("FAILED COMPILES")]
+    # most costly first: the limit hit, then by compiles and seconds
+    assert storm.index("shape_storm (recompiles.py:12): 9 compiles") < storm.index("scaled (recompiles.py:16)")
+    flat = " ".join(storm.split())
+    assert "9 compiles, 0.53s; HIT THE RECOMPILE LIMIT (8) at [0/8], runs eagerly from then on" in flat
+    assert "cause: dimension 1 of x varies (seen: 2, 3, 4, 5, 6, 7, …), 8 recompiles" in storm
+    assert "call torch._dynamo.mark_dynamic(x, 1)" in flat
+    assert "the code forces dynamic=False" in flat
+    assert "cause: the Python float scale changes between calls (compiled for 1.0), 1 recompile" in flat
+    assert "cause: the bool flag causal changes between calls (compiled for True), 1 recompile" in flat
+    assert "[0/8] shape_storm (recompiles.py:12): recompile limit (Unsupported)" in out
+
+
+def test_graph_breaks_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    out = summary_text(FIXTURES / "graph_breaks", capsys)
+    assert sections(out) == ["RECOMPILES", "GRAPH BREAKS", "FAILED COMPILES", "COMPILE TIME", "PER RANK", "INPUT"]
+    gb = out[out.index("GRAPH BREAKS") : out.index("FAILED COMPILES")]
+    order = [gb.index(f"graph_breaks.py:{n} in ") for n in (48, 16, 21, 27)]
+    assert order == sorted(order)
+    assert "graph_breaks.py:48 in forward [gb0025], 1x" in gb
+    assert "WHOLE FRAME RAN EAGERLY: forward (graph_breaks.py:45): graph break inside a" in gb
+
+
+def test_backend_error_and_multirank_summaries(capsys: pytest.CaptureFixture[str]) -> None:
+    out = summary_text(FIXTURES / "backend_error", capsys)
+    assert sections(out) == ["GRAPH BREAKS", "FAILED COMPILES", "COMPILE TIME", "PER RANK", "INPUT"]
+    assert "[0/0] add_one (backend_error.py:20): backend compiler failure" in out
+    assert "backend='failing_backend' raised: RuntimeError: planted backend failure" in out
+    assert "[1/0] checked (backend_error.py:26): user exception (Unsupported)" in out
+    out = summary_text(FIXTURES / "multirank", capsys)
+    assert sections(out) == ["RECOMPILES", "GRAPH BREAKS", "RANK DIVERGENCE", "COMPILE TIME", "PER RANK", "INPUT"]
+    assert "rank 1 forward (multirank.py:31): 2 compiles" in out
+    assert "rank 1: compiles 0/1 (forward, recompiled because" in out
+    assert "rank 0:" not in out[out.index("RANK DIVERGENCE") : out.index("COMPILE TIME")]
+
+
+def test_text_log_only_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    out = summary_text(FIXTURES / "recompiles" / "torch_logs.txt", capsys)
+    assert out.splitlines()[0] == "traceview: 13 compile ids in the text log from 1 log file"
+    assert "text log only: no compile times, cache or status" in out
+    assert sections(out) == ["RECOMPILES", "FAILED COMPILES", "INPUT"]
+    assert "[0/8] shape_storm (recompiles.py:12): recompile limit" in out
+
+
+def _inputs() -> list[Path]:
+    out = [FIXTURES / n for n in ("simple", "recompiles", "graph_breaks", "backend_error", "training", "multirank")]
+    out += [FIXTURES / n / "torch_logs.txt" for n in ("recompiles", "graph_breaks", "multirank")]
+    if SHARED.is_dir():
+        out += [GPU / n for n in ("train_dynamic", "max_autotune", "reduce_overhead", "big")]
+        out += [SHARED / "peer-tlparse" / n for n in ("multi_rank_logs", "comp_failure.log", "comp_metrics.log")]
+    return out
+
+
+@pytest.mark.parametrize("path", _inputs(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("width", [80, 60])
+def test_no_line_wider_than_the_terminal(path: Path, width: int) -> None:
+    text = render_text(report_of(str(path)), width=width)
+    too_wide = [line for line in text.splitlines() if len(line) > width]
+    assert not too_wide
+    got = [s for s in sections(text)]
+    assert got == [s for s in SECTIONS if s in got]  # the order of the sections never changes
+    assert "\t" not in text
+
+
+@needs_shared
+def test_train_dynamic_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    out = summary_text(GPU / "train_dynamic", capsys)
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert sections(out) == ["RECOMPILES", "GRAPH BREAKS", "FAILED COMPILES", "COMPILE TIME", "PER RANK", "INPUT"]
+    assert "forward (gpt.py:19): 2 compiles" in out
+    assert "cause: dimension 1 of x varies (seen: 128, 256), 1 recompile" in out
+    assert "gpt.py:49 in forward [gb0025], 1x" in out
+    assert "WHOLE FRAME RAN EAGERLY: forward (gpt.py:42): graph break inside a loop" in out
+    assert "torch/optim/optimizer.py:80 in _use_grad [gb0025], 2x" in out
+    assert "phases: dynamo 2.67s, aot 3.72s, inductor 12.07s (of which codegen 8.89s," in out
+    assert "cache: FX graph 0 hits / 5 misses (0% hits)" in out
+
+
+@needs_shared
+def test_max_autotune_summary_shows_autotuning(capsys: pytest.CaptureFixture[str]) -> None:
+    out = summary_text(GPU / "max_autotune", capsys)
+    flat = " ".join(out.split())
+    assert "autotune: addmm(512x4096, 512x1024, 1024x4096) float16: 21 choices, best bias_addmm 0.0119 ms" in flat
+    assert "precompile 3.83s, benchmark 0.22s, 1 choice failed" in flat
+    assert "autotuning 4.89s" in flat
+
+
+# ------------------------------------------------------------------ log text is data
+def test_markup_and_escapes_in_log_text_print_harmlessly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = (FIXTURES / "graph_breaks" / "torch_logs.txt").read_text()
+    evil = "Failed to trace \x1b[31mbuiltin[bold] operator\x1b[0m"
+    assert "Failed to trace builtin operator" in src
+    log = tmp_path / "torch_logs.txt"
+    log.write_text(src.replace("Failed to trace builtin operator", evil))
+    out = summary_text(log, capsys)
+    assert "\x1b" not in out
+    assert "Failed to trace ^[[31mbuiltin[bold] operator^[[0m" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    rep = summary_json(log, capsys)
+    assert any(g["reason"] == evil for g in rep["graph_breaks"])  # the data itself is kept
+
+
+def test_control_characters_in_any_field_are_made_visible() -> None:
+    rep = json.loads(json.dumps(report_of(str(FIXTURES / "recompiles"))))
+    rep["recompile_storms"][0]["function"] = "sha\x1b]0;pwned\x07pe\tstorm"
+    rep["recompile_storms"][0]["causes"][0]["fix"] = "[red]fix[/red] \x9b2J"
+    text = render_text(rep, width=80)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)
+    assert "sha^[]0;pwned\\x07pe storm" in text
+    assert "[red]fix[/red] \\x9b2J" in text
+
+
+# ------------------------------------------------------------------ --json and docs/report.md
+def _doc_tables() -> dict[str, list[set[str]]]:
+    """The key tables of docs/report.md: section name -> the key sets of its tables, in order.
+    A key is every backticked name in a table's first cell."""
+    out: dict[str, list[set[str]]] = {}
+    section = ""
+    in_table = False
+    for line in (ROOT / "docs" / "report.md").read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+            in_table = False
+        elif line.startswith("| key |"):
+            out.setdefault(section, []).append(set())
+            in_table = True
+        elif in_table and line.startswith("|") and not line.startswith("|---"):
+            first = line.split("|")[1]
+            out[section][-1].update(re.findall(r"`([^`]+)`", first))
+        elif not line.startswith("|"):
+            in_table = False
+    return out
+
+
+def _cell(name: str) -> set[str]:
+    """Backticked names in the meaning cell of a top-level row (the keys of a small object)."""
+    for line in (ROOT / "docs" / "report.md").read_text().splitlines():
+        if line.startswith(f"| `{name}` |"):
+            return set(re.findall(r"`([^`]+)`", line.split("|")[3]))
+    raise AssertionError(name)
+
+
+def test_docs_describe_every_object() -> None:
+    doc = _doc_tables()
+    assert [len(doc[s]) for s in ("Top level", "storm", "hotspot", "failure", "compile_time", "divergence")] == [1, 2, 1, 1, 2, 1]
+
+
+def test_json_has_exactly_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _doc_tables()
+    rec = summary_json(FIXTURES / "recompiles", capsys)
+    assert rec["schema_version"] == traceview.REPORT_SCHEMA_VERSION == 1
+    assert set(rec) == doc["Top level"][0]
+    assert set(rec["recompile_storms"][0]) == doc["storm"][0]
+    assert set(rec["recompile_storms"][0]["causes"][0]) == doc["storm"][1]
+    assert set(rec["failures"][0]) == doc["failure"][0]
+    assert set(rec["compile_time"]) == doc["compile_time"][0]
+    assert set(rec["cache"]) == _cell("cache")
+    assert set(rec["per_rank"][0]) == _cell("per_rank")
+    assert set(rec["inputs"]) == _cell("inputs") - {"path", "rank", "run", "bytes", "why"}
+    assert set(rec["parse"]) == {"files", "problems", "problem_examples"} <= _cell("parse")
+    top = rec["compile_time"]["top"][0]
+    top_doc = {k for k in re.findall(r"`([^`]+)`", _row("compile_time", "top"))}
+    assert set(top) | {"top"} == top_doc
+    assert set(rec["compile_time"]["phases_s"]) | {"phases_s"} == set(re.findall(r"`([^`]+)`", _row("compile_time", "phases_s")))
+    gb = summary_json(FIXTURES / "graph_breaks", capsys)
+    assert set(gb["graph_breaks"][0]) == doc["hotspot"][0]
+    mr = summary_json(FIXTURES / "multirank", capsys)
+    assert set(mr["rank_divergence"][0]) == doc["divergence"][0]
+    assert mr["ranks"] == [0, 1]
+
+
+def _row(section: str, key: str) -> str:
+    text = (ROOT / "docs" / "report.md").read_text()
+    body = text[text.index(f"## {section}") :]
+    for line in body.splitlines():
+        if line.startswith(f"| `{key}` |"):
+            return line
+    raise AssertionError(key)
+
+
+@needs_shared
+def test_autotune_keys_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    rep = summary_json(GPU / "max_autotune", capsys)
+    assert set(rep["compile_time"]["autotuning"][0]) == _doc_tables()["compile_time"][1]
