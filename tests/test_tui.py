@@ -1,0 +1,668 @@
+"""The terminal UI, driven with Textual's pilot on the real fixtures (torch 2.13 runs).
+
+Every test opens a fixture through the same path as `traceview open` (`build_app`: discover,
+parse cache, worker thread) and asserts what the screen shows and where keys lead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+pytest.importorskip("textual")
+
+import traceview
+from tests.conftest import FIXTURES, ROOT
+from traceview.report import build_report
+from traceview.tui.app import TraceviewApp, build_app
+from traceview.tui.code_browser import CodeBrowser
+from traceview.tui.code_view import CodeView
+from traceview.tui.findings_view import FindingsView
+from traceview.tui.frames_view import FramesView
+from traceview.tui.guards_view import GuardsView
+from traceview.tui.help_screen import HelpScreen, binding_groups, help_markdown
+from traceview.tui.lazy_table import Column, LazyTable
+from traceview.tui.main_screen import MainScreen
+from traceview.tui.records_view import RecordsView
+from traceview.tui.run_picker import RunPicker
+from traceview.tui.text import FAILED_MARK
+
+SIZE = (120, 40)
+
+
+def sync(fn):
+    """Run an async test with asyncio.run (no asyncio plugin needed)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+def open_args(path: str | Path, **kw: object) -> argparse.Namespace:
+    ns = {"path": str(path), "latest": False, "logs": [], "no_cache": False, "jobs": None}
+    ns.update(kw)
+    return argparse.Namespace(**ns)
+
+
+@pytest.fixture(autouse=True)
+def _tui_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # relative fixture paths (what the user types), one theme whatever the terminal says
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TRACEVIEW_THEME", "textual-dark")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+async def ready(pilot, timeout: float = 60.0) -> MainScreen:
+    """Wait for the main screen (the trace is parsed in a worker thread)."""
+    app = pilot.app
+    t0 = time.monotonic()
+    while not isinstance(app.screen, MainScreen):
+        assert app.error is None, app.error
+        assert time.monotonic() - t0 < timeout, "the trace did not load in time"
+        await pilot.pause(0.02)
+    await pilot.pause()
+    return app.screen
+
+
+async def tables(pilot, timeout: float = 60.0) -> None:
+    """Wait for guards, graphs and kernels (read after the first screen is up)."""
+    main = await ready(pilot, timeout)
+    t0 = time.monotonic()
+    while not main.model.graph_tables_ready:
+        assert time.monotonic() - t0 < timeout, "guards/graphs/kernels were not read in time"
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+def screen_text(app: TraceviewApp) -> str:
+    """What the terminal shows, as plain text."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def static_text(widget) -> str:
+    """The plain text of a Static (all of it, also the part scrolled out of view)."""
+    content = widget.content
+    return content.plain if hasattr(content, "plain") else str(content)
+
+
+async def press(pilot, *keys: str) -> None:
+    await pilot.press(*keys)
+    await pilot.pause()
+
+
+# ------------------------------------------------------------------------------ findings
+@sync
+async def test_findings_first_is_the_shape_storm_and_enter_shows_the_failing_guard() -> None:
+    report = build_report(traceview.load("fixtures/recompiles"))
+    storm = report["recompile_storms"][0]
+    cause = storm["causes"][0]
+    assert storm["function"] == "shape_storm"
+    assert "dimension 1 of x varies" in cause["text"]
+
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        assert main.view.view_id == "findings"
+        findings = main.query_one(FindingsView)
+        first = findings.model.findings[0]
+        assert first.kind == "storm" and "shape_storm" in first.title
+        text = screen_text(app)
+        assert "RECOMPILE STORM" in text
+        assert "shape_storm (recompiles.py:12) compiled 9 times" in text
+        assert cause["text"] in text
+        # the storm comes before every other finding on screen
+        assert text.index("shape_storm (recompiles.py:12)") < text.index("FAILED COMPILE")
+
+        await press(pilot, "enter")
+        assert main.view.view_id == "guards"
+        guards = main.query_one(GuardsView)
+        assert guards.key == (None, "0/1") and guards.compare_id == "0/0"
+        text = screen_text(app)
+        assert "0/0: tensor 'x' size mismatch at index 1. expected 2, actual 3" in text
+        # the guard of 0/0 that failed is marked, and is the tensor guard of x
+        failed = guards.query_one("#guards-right", LazyTable).current
+        assert failed is not None
+        assert failed["mark"] == FAILED_MARK
+        assert failed["kind"] == "TENSOR_MATCH" and failed["guard_source"] == "L['x']"
+        assert "size=[4, 2]" in failed["code"]
+        assert f"{FAILED_MARK} this guard failed" in text
+        marked = guards.query_one("#guards-right", LazyTable).frame.filter(pl.col("mark") == FAILED_MARK)
+        assert marked.height == 1
+
+        # back returns to the findings, forward to the guards again
+        await press(pilot, "left_square_bracket")
+        assert main.view.view_id == "findings"
+        await press(pilot, "right_square_bracket")
+        assert main.view.view_id == "guards"
+
+
+@sync
+async def test_next_finding_walks_the_findings_from_any_view() -> None:
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        await press(pilot, "2")
+        assert main.view.view_id == "frames"
+        await press(pilot, "n")  # finding 2: the `scaled` storm -> its recompile 1/1
+        assert main.finding_index == 1
+        assert main.view.view_id == "guards"
+        assert main.query_one(GuardsView).key == (None, "1/1")
+        assert "1/0: scale == 1.0" in screen_text(app)
+        await press(pilot, "N")
+        assert main.finding_index == 0
+        assert main.query_one(GuardsView).key == (None, "0/1")
+
+
+@sync
+async def test_failed_compile_finding_opens_the_frames_view() -> None:
+    app = build_app(open_args("fixtures/backend_error"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        fs = main.model.findings
+        i = next(i for i, f in enumerate(fs) if f.kind == "failure" and f.compile_id == "0/0")
+        main.query_one(FindingsView).select(i)
+        await pilot.pause()
+        assert "next step" in screen_text(app)
+        await press(pilot, "enter")
+        assert main.view.view_id == "frames"
+        frames = main.query_one(FramesView)
+        assert frames.compile_ref() == (None, "0/0")
+        text = screen_text(app)
+        assert "BackendCompilerFailed" in text
+        assert "planted backend failure" in text
+        # r: the raw record behind the compile
+        await press(pilot, "r")
+        assert main.view.view_id == "records"
+        row = main.query_one("#records-table", LazyTable).current
+        assert row is not None and row["kind"] == "compilation_metrics" and row["compile_id"] == "0/0"
+
+
+# -------------------------------------------------------------------------------- frames
+@sync
+async def test_frames_tree_marks_and_goto_compile() -> None:
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2")
+        text = screen_text(app)
+        # status marks carry a word, not only a colour
+        assert "✓ ok" in text and "✗ failed" in text
+        assert "shape_storm" in text and "9 compiles (8 recompiles)" in text
+        await press(pilot, "g")
+        await press(pilot, *"0/8", "enter")
+        frames = main.query_one(FramesView)
+        assert frames.compile_ref() == (None, "0/8")
+        detail = static_text(frames.query_one("#compile-detail"))
+        assert "Dynamo recompile limit exceeded" in detail
+        assert "0/7: tensor 'x' size mismatch at index 1. expected 9, actual 10" in detail
+        assert "Dynamo recompile limit exceeded" in screen_text(app)
+
+
+@sync
+async def test_search_in_frames_and_findings() -> None:
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        # findings: / finds the first finding mentioning "causal"
+        await press(pilot, "slash", *"causal", "enter")
+        f = main.query_one(FindingsView).finding
+        assert f is not None and "flagged" in f.title
+        # frames: / scaled, then F3 finds the next match
+        await press(pilot, "2", "slash", *"scaled", "enter")
+        tree = main.query_one("#frames-tree")
+        first = tree.cursor_node
+        assert "scaled" in first.label.plain
+        await press(pilot, "f3")
+        second = tree.cursor_node
+        assert second is not first
+        assert second.data[0] == "compile" and second.data[1][1].startswith("1/")
+        # a query with no match leaves the cursor and says so
+        await press(pilot, "slash", *"no-such-function", "enter")
+        assert tree.cursor_node is second
+
+
+# -------------------------------------------------------------------------- raw records
+@sync
+async def test_raw_records_filter_by_kind_and_clear() -> None:
+    trace = traceview.load("fixtures/recompiles")
+    total = trace.events.height + trace.log_records.height
+    n_start = trace.events.filter(pl.col("kind") == "dynamo_start").height
+    assert n_start > 1
+
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "5")
+        records = main.query_one(RecordsView)
+        table = records.query_one("#records-table", LazyTable)
+        assert table.row_count == total
+        await press(pilot, "slash", *"dynamo_start", "enter")
+        assert table.current["kind"] == "dynamo_start"
+        await press(pilot, "t")  # filter: this kind
+        assert records.kind == "dynamo_start"
+        assert table.row_count == n_start
+        assert set(table.frame["kind"].to_list()) == {"dynamo_start"}
+        text = screen_text(app)
+        assert f"Raw records: {n_start} of {total}" in text
+        assert "filters: kind=dynamo_start" in text
+        # the filter widget shows it too
+        assert records.query_one("#filter-kind").value == "dynamo_start"
+        await press(pilot, "x")
+        assert records.kind is None
+        assert table.row_count == total
+        assert "filters:" not in screen_text(app)
+
+
+@sync
+async def test_raw_records_filter_by_compile_and_rank() -> None:
+    app = build_app(open_args("fixtures/multirank"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "5")
+        records = main.query_one(RecordsView)
+        table = records.query_one("#records-table", LazyTable)
+        records.query_one("#filter-compile").value = "0/1"
+        await pilot.pause()
+        assert table.row_count > 0
+        assert set(table.frame["compile_id"].to_list()) == {"0/1"}
+        assert set(table.frame["rank"].to_list()) == {1}  # only rank 1 recompiled
+        records.query_one("#filter-rank").value = 0
+        await pilot.pause()
+        assert table.row_count == 0
+        assert "no record matches the filters" in screen_text(app)
+        await press(pilot, "x")
+        assert records.active_filters == []
+
+
+@sync
+async def test_payload_markup_and_escapes_show_literally(tmp_path: Path) -> None:
+    # Hand-modified copy of a real fixture: one text-log line of fixtures/recompiles gets
+    # Rich markup, a link tag and an ANSI escape appended. Everything else is the real log.
+    shutil.copytree(FIXTURES / "recompiles" / "trace", tmp_path / "trace")
+    lines = (FIXTURES / "recompiles" / "torch_logs.txt").read_text().splitlines(keepends=True)
+    i = next(i for i, line in enumerate(lines) if "[__guards]" in line and "TREE_GUARD_MANAGER" in line)
+    planted = " [bold]PLANTED[/bold] [link=http://x]click[/link] \x1b[31mred"
+    lines[i] = lines[i].rstrip("\n") + planted + "\n"
+    (tmp_path / "torch_logs.txt").write_text("".join(lines))
+
+    app = build_app(open_args(tmp_path))
+    async with app.run_test(size=(160, 40)) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "5")
+        records = main.query_one(RecordsView)
+        records.query_one("#filter-text").value = "PLANTED"
+        await pilot.pause()
+        table = records.query_one("#records-table", LazyTable)
+        assert table.row_count == 1
+        payload = records.query_one("#record-payload", CodeView)
+        shown = "\n".join(payload.lines)
+        assert "[bold]PLANTED[/bold] [link=http://x]click[/link] ^[[31mred" in shown
+        assert "\x1b" not in shown
+        # on screen: the list row and the payload, literally; no link, no bold from the data
+        await press(pilot, "tab")
+        line = payload.find("PLANTED")
+        assert line is not None
+        payload.scroll_to(x=payload.lines[line].index("[bold]") - 1, animate=False)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "[bold]PLANTED[/bold]" in text
+        assert "[link=http://x]click[/link]" in text
+        assert "^[[31mred" in text
+        for strip in app.screen._compositor.render_strips():
+            for seg in strip:
+                assert seg.style is None or not seg.style.link
+                assert "\x1b" not in seg.text
+
+
+# ------------------------------------------------------------------- graphs and kernels
+@sync
+async def test_kernel_origin_leads_to_the_forward_source_line() -> None:
+    pytest.importorskip("traceview.analyze.origin", reason="the origin analyzer (traceview/analyze/origin.py)")
+    app = build_app(open_args("fixtures/training"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        await press(pilot, "4")
+        browser = main.query_one(CodeBrowser)
+        await press(pilot, "slash", *"cpp_fused_erf_mul", "enter")
+        assert browser.item is not None and browser.item["name"] == "cpp_fused_erf_mul_1"
+        code = browser.query_one("#code-text", CodeView)
+        assert any("erf()" in line for line in code.lines)
+        await press(pilot, "o")
+        origin = static_text(browser.query_one("#origin"))
+        assert "training.py:23" in origin
+        assert "h = torch.erf(h) * 0.5" in origin
+        # the code view followed the link to the forward graph, cursor on the erf node
+        assert browser.item["kind"] == "aot_forward"
+        assert "torch.ops.aten.erf.default" in code.current_line
+        assert "training.py:23" in screen_text(app)
+        # back: the kernel again
+        await press(pilot, "left_square_bracket")
+        assert browser.item["name"] == "cpp_fused_erf_mul_1"
+
+        # the backward kernel of erf (its name does not say erf) leads to line 23 too;
+        # / searches the pane with focus: tab goes back to the list
+        if not isinstance(app.focused, LazyTable):
+            await press(pilot, "tab")
+        assert isinstance(app.focused, LazyTable)
+        await press(pilot, "slash", *"cpp_fused_exp_mul_neg_pow_sum_0", "enter")
+        assert browser.item["name"] == "cpp_fused_exp_mul_neg_pow_sum_0"
+        await press(pilot, "o")
+        chains = browser._chains
+        assert any(ch.get("user_line") == 23 and (ch.get("user_file") or "").endswith("training.py") for ch in chains)
+        assert "training.py:23" in static_text(browser.query_one("#origin"))
+
+
+@sync
+async def test_backward_node_origin_from_the_graph() -> None:
+    pytest.importorskip("traceview.analyze.origin", reason="the origin analyzer (traceview/analyze/origin.py)")
+    app = build_app(open_args("fixtures/training"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        await press(pilot, "4")
+        browser = main.query_one(CodeBrowser)
+        table = browser.query_one("#code-list", LazyTable)
+        i = table.find("aot_backward", keys=["kind"])
+        assert i is not None
+        table.move_to(i)
+        await pilot.pause()
+        assert browser.item["kind"] == "aot_backward"
+        await press(pilot, "tab")
+        code = browser.query_one("#code-text", CodeView)
+        # the first backward node computed for erf: the line defining `mul_1` or `pow_1` ...
+        line = next(n for n, s in enumerate(code.lines) if "torch.ops.aten.pow.Tensor_Scalar" in s)
+        code.go_to_line(line)
+        await press(pilot, "o")
+        origin = static_text(browser.query_one("#origin"))
+        assert "training.py:23" in origin
+        assert browser.item["kind"] == "aot_forward"
+
+
+@sync
+async def test_code_view_highlights_and_searches() -> None:
+    app = build_app(open_args("fixtures/training"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        await press(pilot, "4")
+        browser = main.query_one(CodeBrowser)
+        table = browser.query_one("#code-list", LazyTable)
+        table.move_to(table.find("aot_forward", keys=["kind"]))
+        await pilot.pause()
+        code = browser.query_one("#code-text", CodeView)
+        assert code.highlighted and code.language == "python"
+        # the `def forward` line is drawn with the keyword style of the theme
+        n = next(i for i, s in enumerate(code.lines) if s.lstrip().startswith("def forward"))
+        code.go_to_line(n)
+        await pilot.pause()
+        keyword = code.get_component_rich_style("code-view--keyword", partial=True)
+        strip = code.render_line(n - int(code.scroll_y))
+        assert any(seg.text.startswith("def") and seg.style and seg.style.bold == keyword.bold and seg.style.color == keyword.color for seg in strip)
+        await press(pilot, "tab", "slash", *"aten.erf", "enter")
+        assert "aten.erf" in code.current_line
+
+
+# ------------------------------------------------------------------ help, copy, palette
+@sync
+async def test_help_lists_every_binding() -> None:
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        active = {}
+        for view in "23451":  # every view, with its main widget focused
+            await press(pilot, view)
+            active.update(main.active_bindings)
+        await press(pilot, "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        md = help_markdown(app)
+        from textual.binding import Binding
+
+        for _title, bindings in binding_groups():
+            for b in Binding.make_bindings(bindings):
+                assert f"`{app.get_key_display(b)}" in md or f" {app.get_key_display(b)}`" in md or (
+                    f" / {app.get_key_display(b)}" in md
+                ), b
+                if b.description:
+                    assert b.description in md, b
+        # every key active on the main screen is in the help
+        for key, active_binding in active.items():
+            b = active_binding.binding
+            assert app.get_key_display(b) in md, key
+        assert "Next finding" in md and "Origin" in md and "Clear filters" in md
+        await press(pilot, "escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+@sync
+async def test_copy_puts_the_current_item_on_the_clipboard() -> None:
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await press(pilot, "c")
+        assert app.clipboard.startswith("RECOMPILE STORM: shape_storm")
+        assert "fix: " in app.clipboard
+
+
+@sync
+async def test_command_palette_goes_to_a_compile() -> None:
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "ctrl+p")
+        await press(pilot, *"Compile 2/1 flagged")
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if "Compile 2/1 flagged" in screen_text(app):
+                break
+        await press(pilot, "enter")
+        await pilot.pause(0.1)
+        assert main.view.view_id == "frames"
+        assert main.query_one(FramesView).compile_ref() == (None, "2/1")
+
+
+@sync
+async def test_q_quits_with_exit_code_0() -> None:
+    app = build_app(open_args("fixtures/simple"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await press(pilot, "q")
+    assert app.return_code == 0
+
+
+# -------------------------------------------------------------------- loading and runs
+@sync
+async def test_escape_cancels_loading_with_a_nonzero_exit() -> None:
+    release = threading.Event()
+
+    def slow_loader():
+        release.wait(30)
+        return traceview.load("fixtures/simple")
+
+    app = TraceviewApp(slow_loader, where="fixtures/simple")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+        assert app.screen.id == "loading"
+        assert "fixtures/simple" in screen_text(app)
+        await press(pilot, "escape")
+    release.set()
+    assert app.cancelled
+    assert app.return_code == 1
+    assert app.model is None
+
+
+@sync
+async def test_several_runs_offer_a_picker(tmp_path: Path) -> None:
+    src = next((FIXTURES / "simple" / "trace").glob("*.log"))
+    # two runs of the same process (no ranks) in one directory: a second rank-less file is a new run
+    shutil.copy(src, tmp_path / "dedicated_log_torch_trace_aaaa.log")
+    shutil.copy(next((FIXTURES / "recompiles" / "trace").glob("*.log")), tmp_path / "dedicated_log_torch_trace_bbbb.log")
+    app = build_app(open_args(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, RunPicker)
+        text = screen_text(app)
+        assert "holds 2 runs" in text
+        assert "run 1" in text and "run 2" in text
+        assert "dedicated_log_torch_trace_aaaa.log" in text
+        picker = app.screen
+        recompiles_run = next(i for i, r in enumerate(picker.runs) if r.paths[0].endswith("bbbb.log"))
+        picker.query_one("#run-list").highlighted = recompiles_run
+        await press(pilot, "enter")
+        main = await ready(pilot)
+        assert main.model.compiles.height == 13  # the recompiles run, not both
+
+
+@sync
+async def test_second_open_reads_the_parse_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    import traceview.cache as cache
+
+    app = build_app(open_args("fixtures/graph_breaks"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+    assert any((p / "done").exists() for p in cache.cache_dir().iterdir()), "the first open fills the parse cache"
+
+    def parse_again(*args, **kwargs):
+        raise AssertionError("parsed again although the inputs did not change")
+
+    monkeypatch.setattr(cache, "parse_to_dir", parse_again)
+    app2 = build_app(open_args("fixtures/graph_breaks"))
+    async with app2.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        assert Path(main.model.trace.workdir).parent == cache.cache_dir()
+        assert "GRAPH BREAK" in screen_text(app2)
+        assert app2.timings["first_screen"] < 10
+
+
+@sync
+async def test_narrow_terminal_stacks_panes() -> None:
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = await ready(pilot)
+        assert main.has_class("narrow")
+        lst = main.query_one("#findings-list")
+        detail = main.query_one("#finding-detail-pane")
+        assert detail.region.y > lst.region.y and detail.region.x == lst.region.x
+        await press(pilot, "2")
+        tree = main.query_one("#frames-tree")
+        assert tree.region.width == 80
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        assert not main.has_class("narrow")
+
+
+@sync
+async def test_no_color_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.no_color
+        # what reaches the terminal goes through the app's filters: no hue is left
+        strips = app.screen._compositor.render_strips()
+        seen = 0
+        for strip in strips:
+            for f in app._filters:
+                strip = strip.apply_filter(f, app.screen.styles.background)
+            for seg in strip:
+                for color in (seg.style.color, seg.style.bgcolor) if seg.style else ():
+                    if color is None or color.is_default:
+                        continue
+                    r, g, b = color.get_truecolor()
+                    assert r == g == b, (seg.text, color)
+                    seen += 1
+        assert seen > 0
+
+
+@sync
+async def test_ascii_marks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACEVIEW_ASCII", "1")
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await press(pilot, "2")
+        text = screen_text(app)
+        assert "+ ok" in text and "x failed" in text
+        assert "✓" not in text and "✗" not in text
+
+
+def test_sixteen_colour_terminal_gets_the_ansi_theme(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRACEVIEW_THEME")
+    monkeypatch.delenv("COLORTERM", raising=False)
+    monkeypatch.setenv("TERM", "screen")  # tmux/screen default: 8/16 colours
+    assert TraceviewApp().theme == "ansi-dark"
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert TraceviewApp().theme != "ansi-dark"
+
+
+# ------------------------------------------------------------------------- big tables
+@sync
+async def test_lazy_table_over_100k_rows_renders_only_visible_rows() -> None:
+    from textual.app import App, ComposeResult
+
+    n = 100_000
+    df = pl.DataFrame({"i": range(n), "text": [f"row {i} [bold]x[/bold]" for i in range(n)]})
+
+    class TableApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LazyTable([Column("i", "i", 8), Column("text", "text")], id="t")
+
+        def on_mount(self) -> None:
+            self.query_one(LazyTable).set_frame(df)
+            self.query_one(LazyTable).focus()
+
+    app = TableApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(LazyTable)
+        t0 = time.perf_counter()
+        await press(pilot, "end")
+        for _ in range(20):
+            await press(pilot, "pageup")
+        elapsed = time.perf_counter() - t0
+        assert table.cursor == n - 1 - 20 * table._page
+        assert len(table._chunks) <= 16  # only the chunks of the visible rows were sliced
+        assert elapsed < 5
+        text = screen_text(app)
+        assert f"row {table.cursor} [bold]x[/bold]" in text
+
+
+@sync
+async def test_code_view_over_50k_lines() -> None:
+    from textual.app import App, ComposeResult
+
+    code = "\n".join(f"def f{i}(x):  # line {i}\n    return x + {i}" for i in range(25_000))
+
+    class CodeApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield CodeView(id="c")
+
+        def on_mount(self) -> None:
+            self.query_one(CodeView).set_text(code, language="python")
+            self.query_one(CodeView).focus()
+
+    app = CodeApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.query_one(CodeView)
+        assert len(view.lines) == 50_000
+        t0 = time.perf_counter()
+        await press(pilot, "end")
+        for _ in range(30):
+            await press(pilot, "pageup")
+        assert time.perf_counter() - t0 < 5
+        assert view.find("def f12345(") is not None
+        await pilot.pause()
+        assert "def f12345(x):" in screen_text(app)

@@ -1,0 +1,243 @@
+"""The Textual app: built from a loader (a callable returning a `Trace`) or a `Trace`.
+
+The loader runs in a worker thread while the loading screen shows its progress; the main
+screen appears when the trace and its findings are ready, and the parse cache is written
+afterwards, still off the UI thread. Widgets never see a path, only the model.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import App
+from textual.binding import Binding, BindingType
+
+from traceview.trace import Trace
+from traceview.tui.commands import TraceviewCommands
+from traceview.tui.loading_screen import LoadingScreen
+from traceview.tui.main_screen import MainScreen
+from traceview.tui.model import TraceModel
+from traceview.tui.run_picker import RunInfo, RunPicker, runs_of
+
+EXIT_CANCELLED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+Loader = Callable[[], Trace]
+
+
+def _few_colours() -> bool:
+    """A terminal that says it has fewer than 256 colours (no COLORTERM, TERM without 256)."""
+    if os.environ.get("COLORTERM"):
+        return False
+    term = os.environ.get("TERM", "")
+    return bool(term) and "256" not in term and "truecolor" not in term and "direct" not in term
+
+
+class TraceviewApp(App[int]):
+    """Browse one trace: findings first, then frames, guards, graphs & kernels, raw records."""
+
+    TITLE = "traceview"
+    CSS_PATH = "app.tcss"
+    CURSOR_BLINK: ClassVar[bool] = True  # False: text inputs show a steady cursor (snapshot tests)
+    COMMANDS: ClassVar = App.COMMANDS | {TraceviewCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="quit"),
+        Binding("ctrl+p", "command_palette", "Command palette", id="command_palette", show=False, priority=True),
+    ]
+
+    def __init__(
+        self,
+        source: Trace | Loader | None = None,
+        *,
+        runs: list[RunInfo] | None = None,
+        load_run: Callable[[RunInfo], Trace] | None = None,
+        where: str = "",
+        save: Callable[[Trace], None] | None = None,
+    ) -> None:
+        """`source`: a Trace, or a loader returning one. With `runs` (several runs found) the
+        user picks one first and `load_run(run)` loads it. `save` runs after the first screen
+        appears (the parse cache), off the UI thread."""
+        super().__init__()
+        self.source = source
+        self.runs = runs
+        self.load_run = load_run
+        self.where = where
+        self.save = save
+        self.model: TraceModel | None = None
+        self.cancelled = False
+        self.error: str | None = None
+        self.timings: dict[str, float] = {}
+        self._t0 = time.monotonic()
+        self._loader_thread: threading.Thread | None = None
+        theme = os.environ.get("TRACEVIEW_THEME")
+        if theme:
+            self.theme = theme
+        elif _few_colours():
+            self.theme = "ansi-dark"
+
+    # -- startup ----------------------------------------------------------------------
+    def on_mount(self) -> None:
+        if self.runs and len(self.runs) > 1 and self.load_run is not None:
+            self.push_screen(RunPicker(self.runs, self.where), self._picked)
+            return
+        self._start(self.source)
+
+    def _picked(self, run: RunInfo | None) -> None:
+        if run is None:
+            self.cancelled = True
+            self.exit(return_code=EXIT_CANCELLED, message=Text("traceview: no run picked"))
+            return
+        assert self.load_run is not None
+        load_run = self.load_run
+        self.where = f"{self.where} (run {run.run + 1})"
+        self._start(lambda: load_run(run))
+
+    def _start(self, source: Trace | Loader | None) -> None:
+        if source is None:
+            self.exit(return_code=EXIT_USAGE, message=Text("traceview: nothing to open"))
+            return
+        self.push_screen(LoadingScreen(self.where or "trace"))
+        self._loader_thread = threading.Thread(target=self._load, args=(source,), name="traceview-load", daemon=True)
+        self._loader_thread.start()
+
+    def _progress(self, stage: str) -> None:
+        def show() -> None:
+            if isinstance(self.screen, LoadingScreen):
+                self.screen.set_stage(stage)
+
+        self._from_thread(show)
+
+    def _from_thread(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self.cancelled or not self.is_running:
+            return
+        try:
+            self.call_from_thread(fn, *args)
+        except RuntimeError:  # the app has exited meanwhile
+            pass
+
+    def _load(self, source: Trace | Loader) -> None:
+        """Worker thread: parse (or read the cache), build the model, then save the cache."""
+        try:
+            if isinstance(source, Trace):
+                trace = source
+            else:
+                self._progress("parsing the logs (or reading the parse cache)")
+                trace = source()
+            self.timings["trace"] = time.monotonic() - self._t0
+            if self.cancelled:
+                return
+            model = TraceModel.build(trace, progress=self._progress)
+            self.timings["model"] = time.monotonic() - self._t0
+            if self.cancelled:
+                return
+            self._from_thread(self._loaded, model)
+            if self.save is not None and not self.cancelled:
+                self.save(trace)
+            self.timings["saved"] = time.monotonic() - self._t0
+            # guards, graphs and kernels: built now, while the user reads the findings
+            model.build_graph_tables()
+            self.timings["graph_tables"] = time.monotonic() - self._t0
+            self._from_thread(self._graph_tables_ready)
+        except Exception as exc:  # shown as one line; TRACEVIEW_DEBUG=1 for the traceback
+            if os.environ.get("TRACEVIEW_DEBUG"):
+                import traceback
+
+                traceback.print_exc()
+            self._from_thread(self._failed, exc)
+
+    def _loaded(self, model: TraceModel) -> None:
+        self.model = model
+        self.switch_screen(MainScreen(model, self.where))
+        self.timings["first_screen"] = time.monotonic() - self._t0
+
+    def _graph_tables_ready(self) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                screen.graph_tables_ready()
+
+    def _failed(self, exc: Exception) -> None:
+        from parsers.discover import InputError
+
+        if isinstance(exc, (InputError, OSError)):
+            self.error = f"traceview: error: {exc}"
+            self.exit(return_code=EXIT_USAGE, message=Text(self.error))
+        else:
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            self.error = f"traceview: internal error: {type(exc).__name__}: {msg[:200]} (set TRACEVIEW_DEBUG=1 for details)"
+            self.exit(return_code=EXIT_INTERNAL, message=Text(self.error))
+
+    def action_cancel_loading(self) -> None:
+        if self.model is not None:
+            return
+        self.cancelled = True
+        self.notify("loading cancelled", severity="warning")
+        self.exit(return_code=EXIT_CANCELLED, message=Text("traceview: loading cancelled"))
+
+    def action_quit(self) -> None:  # type: ignore[override]
+        if self.model is None:
+            self.cancelled = True  # the loader thread stops reporting
+        self.exit(return_code=0)
+
+    @property
+    def loader_running(self) -> bool:
+        return self._loader_thread is not None and self._loader_thread.is_alive()
+
+
+def build_app(args: Any) -> TraceviewApp:
+    """The app for `traceview open` arguments (path(s), latest, logs, no_cache, jobs).
+
+    Discovery runs here (a bad path is a one-line error before any screen); parsing runs in
+    the app's worker thread, through the parse cache. When the directory holds several runs
+    and --latest was not given, the app asks which run to open."""
+    from parsers.discover import discover
+    from traceview import cache
+    from traceview.cache import load_cached
+
+    # older caches were written after the load (save_cache); newer ones while parsing
+    save_cache = getattr(cache, "save_cache", None)
+
+    paths = [args.path] if isinstance(args.path, (str, os.PathLike)) else [str(p) for p in args.path]
+    root, more = str(paths[0]), [str(p) for p in paths[1:]]
+    logs = [*more, *(getattr(args, "logs", None) or [])]
+    latest = bool(getattr(args, "latest", False))
+    use_cache = not getattr(args, "no_cache", False)
+    jobs = getattr(args, "jobs", None)
+    inputs = discover(root, latest=latest, extra_logs=logs)
+
+    def loader() -> Trace:
+        return load_cached(root, latest=latest, logs=logs, jobs=jobs, use_cache=use_cache)
+
+    def load_run(run: RunInfo) -> Trace:
+        first, *rest = run.paths
+        text = [p for p in inputs.text_logs if p not in rest]
+        return load_cached(first, logs=[*rest, *text], jobs=jobs, use_cache=use_cache)
+
+    runs = runs_of(inputs) if inputs.runs > 1 and not latest else None
+    where = " ".join([root, *more])
+    return TraceviewApp(
+        loader,
+        runs=runs,
+        load_run=load_run,
+        where=where,
+        save=save_cache if use_cache and save_cache is not None else None,
+    )
+
+
+def run_app(args: Any) -> int:
+    """`traceview open PATH`: run the UI; returns the exit code."""
+    app = build_app(args)
+    app.run()
+    code = app.return_code if app.return_code is not None else 0
+    if app.loader_running:
+        # quit or cancelled while parsing: the parse cannot be interrupted; don't wait for it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -1,0 +1,177 @@
+"""The opening view: findings of the report, most important first."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container, VerticalScroll
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from traceview.tui.model import KIND_TITLES, CompileKey, Finding
+from traceview.tui.navigation import Location
+from traceview.tui.text import safe
+from traceview.tui.view import CompileFocused, Navigate, View
+
+
+def finding_prompt(f: Finding) -> Text:
+    t = Text(end="")
+    t.append_text(safe(f"{KIND_TITLES[f.kind]} ", "bold reverse"))
+    t.append(" ")
+    t.append_text(safe(f.title, "bold"))
+    for line in f.summary:
+        t.append("\n  ")
+        t.append_text(safe(line, "italic"))
+    return t
+
+
+def finding_detail(f: Finding) -> Text:
+    t = Text(end="")
+    t.append_text(safe(KIND_TITLES[f.kind], "bold reverse"))
+    t.append("\n")
+    t.append_text(safe(f.title, "bold"))
+    t.append("\n")
+    for label, value in f.detail:
+        t.append("\n")
+        if label:
+            t.append_text(safe(f"{label}: ", "bold"))
+        t.append_text(safe(value))
+    t.append("\n\n")
+    target = "the failing guard (guards view)" if f.view == "guards" else "the compile (frames view)"
+    hint = f"enter: open {target}" if f.compile_id else ""
+    if f.file and f.lineno:
+        hint += ("  ·  " if hint else "") + "r: the raw record"
+    t.append_text(safe(hint, "italic"))
+    return t
+
+
+class FindingsView(View):
+    """Recompile storms, graph-break hotspots, failed compiles, rank divergence, slow compiles."""
+
+    view_id = "findings"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Open", id="findings.open", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._summary(), id="findings-summary", classes="view-title")
+        with Container(classes="split"):
+            yield OptionList(id="findings-list", classes="pane-main w3")
+            with VerticalScroll(id="finding-detail-pane", classes="pane-side detail w2"):
+                yield Static(id="finding-detail")
+
+    def on_mount(self) -> None:
+        ol = self.query_one("#findings-list", OptionList)
+        if self.model.findings:
+            ol.add_options([Option(finding_prompt(f), id=str(i)) for i, f in enumerate(self.model.findings)])
+            ol.highlighted = 0
+        else:
+            n = self.model.compiles.height
+            ol.add_option(Option(safe(f"No findings: {n} compiles, no recompiles, graph breaks or failures."), disabled=True))
+            self.query_one("#finding-detail", Static).update(safe("Nothing to report. Press 2 for the frames view."))
+
+    def _summary(self) -> Text:
+        r = self.model.report
+        m = self.model
+        parts = [f"{m.compiles.height} compiles"]
+        if r.get("ranks"):
+            parts.append(f"{len(r['ranks'])} ranks")
+        counts = {k: sum(1 for f in m.findings if f.kind == k) for k in KIND_TITLES}
+        parts.append(f"{counts['storm']} recompile storms")
+        parts.append(f"{counts['graph_break']} graph-break sites")
+        parts.append(f"{counts['failure']} failed compiles")
+        if r.get("ranks") and len(r["ranks"]) > 1:
+            parts.append(f"{counts['divergence']} diverging ranks")
+        total = (r.get("compile_time") or {}).get("total_s")
+        if total is not None:
+            parts.append(f"{total:.2f}s compiling")
+        t = safe(" · ".join(parts), "bold")
+        for name, why in m.missing.items():
+            t.append("\n")
+            t.append_text(safe(f"not available: {name} ({why})", "italic"))
+        return t
+
+    # -- selection --------------------------------------------------------------------
+    @property
+    def index(self) -> int | None:
+        ol = self.query_one("#findings-list", OptionList)
+        return ol.highlighted if self.model.findings else None
+
+    @property
+    def finding(self) -> Finding | None:
+        i = self.index
+        return self.model.findings[i] if i is not None and 0 <= i < len(self.model.findings) else None
+
+    def select(self, index: int) -> None:
+        if self.model.findings:
+            self.query_one("#findings-list", OptionList).highlighted = index % len(self.model.findings)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        f = self.finding
+        if f is None:
+            return
+        self.query_one("#finding-detail", Static).update(finding_detail(f))
+        if f.compile_id:
+            self.post_message(CompileFocused((f.rank, f.compile_id)))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_open(self) -> None:
+        f = self.finding
+        if f is None:
+            return
+        if f.compile_id is None:
+            if f.file and f.lineno:
+                self.post_message(Navigate(Location("records", file=f.file, lineno=f.lineno)))
+            return
+        self.post_message(Navigate(target_of(f)))
+
+    # -- hooks ------------------------------------------------------------------------
+    def show(self, loc: Location) -> None:
+        if loc.key is not None:
+            self.select(int(loc.key))
+
+    def location(self) -> Location:
+        i = self.index
+        return Location("findings", key=str(i) if i is not None else None)
+
+    def search(self, query: str, forward: bool = True) -> bool:
+        fs = self.model.findings
+        if not fs:
+            return False
+        start = self.index or 0
+        n = len(fs)
+        order = [(start + k) % n for k in (range(1, n + 1) if forward else range(-1, -n - 1, -1))]
+        q = query.lower()
+        for i in order:
+            if q in fs[i].as_text().lower():
+                self.select(i)
+                return True
+        return False
+
+    def copy_text(self) -> str | None:
+        f = self.finding
+        return f.as_text() if f else None
+
+    def record_ref(self) -> tuple[str, int] | None:
+        f = self.finding
+        return (f.file, f.lineno) if f and f.file and f.lineno else None
+
+    def compile_ref(self) -> CompileKey | None:
+        f = self.finding
+        return (f.rank, f.compile_id) if f and f.compile_id else None
+
+    def focus_main(self) -> None:
+        self.query_one("#findings-list", OptionList).focus()
+
+
+def target_of(f: Finding) -> Location:
+    """Where Enter on a finding goes."""
+    if f.view == "guards":
+        return Location("guards", rank=f.rank, compile_id=f.compile_id, compare_id=f.compare_id)
+    return Location("frames", rank=f.rank, compile_id=f.compile_id)

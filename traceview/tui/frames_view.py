@@ -1,0 +1,315 @@
+"""Frames and compiles: rank -> code object -> compile ids, and the selected compile."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container, VerticalScroll
+from textual.widgets import Static, Tree
+from textual.widgets.tree import TreeNode
+
+from traceview.textutil import one_line
+from traceview.tui.model import CompileKey, TraceModel
+from traceview.tui.navigation import Location
+from traceview.tui.text import mark, safe, seconds, status_label
+from traceview.tui.view import CompileFocused, Navigate, View
+
+NodeData = tuple[str, Any]
+
+
+def _frame_key(row: dict[str, Any]) -> tuple:
+    """The code object a compile belongs to: Dynamo's frame id (compiled-autograd ids apart)."""
+    cid = row["compile_id"] or "?"
+    if cid.startswith("!"):
+        return ("ca", cid.split("/")[0])
+    return ("frame", row["frame_id"] if row["frame_id"] is not None else cid.split("/")[0])
+
+
+def compile_label(row: dict[str, Any], first: bool) -> Text:
+    t = Text(end="")
+    t.append_text(safe(f"{status_label(row['status']):<12}", "bold" if row["status"] != "ok" else ""))
+    t.append_text(safe(f" {row['compile_id']:<6}"))
+    t.append_text(safe(f" {seconds(row['total_time_s']):>6}"))
+    if (row.get("attempts") or 1) > 1:
+        t.append_text(safe(f"  {row['attempts']} attempts"))
+    if not first and row.get("recompile_reason"):
+        t.append_text(safe("  recompile: " + one_line(row["recompile_reason"].split(": ", 1)[-1], 60), "italic"))
+    elif row["status"] == "failed" and row.get("fail_type"):
+        t.append_text(safe(f"  {row['fail_type']}", "italic"))
+    return t
+
+
+def frame_label(rows: list[dict[str, Any]]) -> Text:
+    named = next((r for r in rows if r.get("function")), rows[0])
+    fn = named.get("function") or "?"
+    filename = named.get("filename")
+    where = f"{filename.rsplit('/', 1)[-1]}:{named.get('line')}" if filename else ""
+    n = len(rows)
+    bad = sum(1 for r in rows if r["status"] != "ok")
+    t = Text(end="")
+    t.append_text(safe(fn, "bold"))
+    t.append_text(safe(f"  {n} compile{'s' if n != 1 else ''}"))
+    if n > 1:
+        t.append_text(safe(f" ({n - 1} recompile{'s' if n > 2 else ''})"))
+    if bad:
+        t.append_text(safe(f"  {mark('failed')} {bad} not ok", "bold"))
+    t.append_text(safe(f"  {where}", "italic"))
+    return t
+
+
+def _label(t: Text, label: str, value: Any, style: str = "") -> None:
+    t.append_text(safe(f"{label:<13}", "bold"))
+    t.append_text(safe(value, style))
+    t.append("\n")
+
+
+def compile_detail(model: TraceModel, row: dict[str, Any]) -> Text:
+    t = Text(end="")
+    t.append_text(safe(f"[{row['compile_id']}] {row.get('function') or '?'}", "bold"))
+    t.append("  ")
+    t.append_text(safe(status_label(row["status"]), "bold reverse" if row["status"] != "ok" else "bold"))
+    t.append("\n\n")
+    _label(t, "function", f"{row.get('function') or '?'}  {row.get('filename') or '?'}:{row.get('line')}")
+    if row.get("rank") is not None:
+        _label(t, "rank", row["rank"])
+    if row.get("start") is not None:
+        # month-day and time only: the log has no year (the parser guesses it from the mtime)
+        _label(t, "started", row["start"].strftime("%m-%d %H:%M:%S.%f")[:-3])
+    phases = [
+        ("dynamo", "dynamo_time_s"),
+        ("backend", "backend_compile_time_s"),
+        ("inductor", "inductor_compile_time_s"),
+        ("codegen", "code_gen_time_s"),
+        ("backward", "bwd_compile_time_s"),
+    ]
+    _label(t, "time", f"{seconds(row.get('total_time_s'))} in all")
+    _label(t, "phases", "  ".join(f"{k} {seconds(row.get(c))}" for k, c in phases))
+    counts = [
+        ("guards", row.get("guard_count")),
+        ("shape-env guards", row.get("shape_env_guard_count")),
+        ("graph ops", row.get("graph_op_count")),
+        ("nodes", row.get("graph_node_count")),
+        ("inputs", row.get("graph_input_count")),
+    ]
+    _label(t, "counts", "  ".join(f"{k} {'-' if v is None else v}" for k, v in counts))
+    _label(t, "attempts", f"{row.get('attempts') or 1}   graph breaks {row.get('graph_breaks') or 0}")
+    cache = [
+        ("FX graph", "fx_cache_hits", "fx_cache_misses", "fx_cache_bypasses"),
+        ("AOTAutograd", "aot_cache_hits", "aot_cache_misses", "aot_cache_bypasses"),
+    ]
+    _label(
+        t,
+        "cache",
+        "   ".join(f"{n} {row.get(h) or 0} hit/{row.get(m) or 0} miss/{row.get(b) or 0} bypass" for n, h, m, b in cache),
+    )
+    if row.get("recompile_reason"):
+        _label(t, "recompiled", row["recompile_reason"], "bold")
+    if row["status"] == "failed" or row.get("fail_type"):
+        _label(t, "failed", f"{row.get('fail_type') or '?'}", "bold")
+        if row.get("fail_reason"):
+            t.append_text(safe(row["fail_reason"].rstrip()))
+            t.append("\n")
+        if row.get("fail_user_filename"):
+            _label(t, "failed at", f"{row['fail_user_filename']}:{row.get('fail_user_line')}")
+    restarts = row.get("restart_reasons") or []
+    if restarts:
+        t.append_text(safe("restarts", "bold"))
+        t.append("\n")
+        for r in restarts:
+            t.append_text(safe(f"  {mark('graph_break_restarts')} {one_line(r, 300)}"))
+            t.append("\n")
+    gbs = model.graph_breaks_of(row.get("rank"), row["compile_id"])
+    if gbs.height:
+        t.append_text(safe(f"graph breaks ({gbs.height})", "bold"))
+        t.append("\n")
+        for g in gbs.iter_rows(named=True):
+            skip = "  [frame skipped]" if g.get("frame_skipped") else ""
+            gb = f" {g['gb_id']}" if g.get("gb_id") else ""
+            t.append_text(safe(f"  {one_line(g.get('reason'), 200)}{gb}{skip}"))
+            t.append("\n")
+            t.append_text(safe(f"    at {g.get('filename') or '?'}:{g.get('line')} in {g.get('function') or '?'}", "italic"))
+            t.append("\n")
+    stack = row.get("user_stack") or []
+    if stack:
+        t.append_text(safe("user stack", "bold"))
+        t.append("\n")
+        for fr in stack:
+            t.append_text(safe(f"  {fr}"))
+            t.append("\n")
+    t.append("\n")
+    t.append_text(
+        safe(
+            f"record {row.get('file') or '?'}:{row.get('metrics_lineno') or row.get('lineno')}"
+            "   enter: guards · 4: graphs & kernels · r: raw record",
+            "italic",
+        )
+    )
+    return t
+
+
+class FramesView(View):
+    """A tree of ranks, code objects and their compiles, with the selected compile beside it."""
+
+    view_id = "frames"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("e", "expand_all", "Expand all", id="frames.expand_all", show=False),
+    ]
+
+    def __init__(self, model: TraceModel, **kwargs: object) -> None:
+        super().__init__(model, **kwargs)
+        self._compile_nodes: dict[CompileKey, TreeNode[NodeData]] = {}
+        self._row: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="frames-title", classes="view-title")
+        with Container(classes="split"):
+            tree: Tree[NodeData] = Tree(safe("compiles"), id="frames-tree", classes="pane-main w3")
+            tree.show_root = False
+            tree.guide_depth = 2
+            yield tree
+            with VerticalScroll(id="compile-detail-pane", classes="pane-side detail w2"):
+                yield Static(id="compile-detail")
+
+    def on_mount(self) -> None:
+        self._build()
+
+    def _build(self) -> None:
+        tree = self.query_one("#frames-tree", Tree)
+        df = self.model.compiles
+        rows = df.to_dicts()
+        ranked = df["rank"].drop_nulls().len() > 0
+        groups: dict[Any, dict[tuple, list[dict[str, Any]]]] = {}
+        for r in rows:
+            groups.setdefault(r["rank"], {}).setdefault(_frame_key(r), []).append(r)
+        for rank, frames in groups.items():
+            parent = tree.root
+            if ranked:
+                n = sum(len(v) for v in frames.values())
+                bad = sum(1 for v in frames.values() for r in v if r["status"] != "ok")
+                label = safe(f"rank {rank if rank is not None else '?'}", "bold")
+                label.append_text(safe(f"  {n} compiles" + (f", {bad} not ok" if bad else "")))
+                parent = tree.root.add(label, data=("rank", rank), expand=True)
+            for fkey, frows in frames.items():
+                fnode = parent.add(frame_label(frows), data=("frame", (rank, fkey)), expand=True)
+                for i, r in enumerate(frows):
+                    leaf = fnode.add_leaf(compile_label(r, i == 0), data=("compile", (rank, r["compile_id"])))
+                    self._compile_nodes[(rank, r["compile_id"])] = leaf
+        n = df.height
+        nf = sum(len(v) for v in groups.values())
+        title = f"{n} compiles of {nf} code objects" + (f" on {len(groups)} ranks" if ranked else "")
+        self.query_one("#frames-title", Static).update(safe(title + "   marks: " + "  ".join(
+            status_label(s) for s in ("ok", "failed", "graph_break_restarts", "empty_graph", "no_metrics")
+        ), "bold"))
+        if self._compile_nodes:
+            first = next(iter(self._compile_nodes.values()))
+            tree.move_cursor(first)
+
+    # -- selection --------------------------------------------------------------------
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
+        data = event.node.data
+        if not data:
+            return
+        kind, value = data
+        detail = self.query_one("#compile-detail", Static)
+        if kind == "compile":
+            rank, cid = value
+            row = self.model.compile_row(rank, cid)
+            self._row = row
+            if row:
+                detail.update(compile_detail(self.model, row))
+                self.post_message(CompileFocused((rank, cid)))
+        elif kind == "frame":
+            self._row = None
+            leaves = [c for c in event.node.children if c.data]
+            detail.update(safe(f"{len(leaves)} compiles of this code object: enter expands or collapses"))
+        else:
+            self._row = None
+            detail.update(safe(f"rank {value}"))
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected) -> None:
+        data = event.node.data
+        if data and data[0] == "compile":
+            rank, cid = data[1]
+            row = self.model.compile_row(rank, cid) or {}
+            compare = None
+            reason = row.get("recompile_reason") or ""
+            if reason and ":" in reason:
+                compare = reason.split(":", 1)[0].strip()
+            self.post_message(Navigate(Location("guards", rank=rank, compile_id=cid, compare_id=compare)))
+
+    def action_expand_all(self) -> None:
+        self.query_one("#frames-tree", Tree).root.expand_all()
+
+    # -- hooks ------------------------------------------------------------------------
+    def show(self, loc: Location) -> None:
+        if loc.compile_id is None:
+            return
+        node = self._compile_nodes.get((loc.rank, loc.compile_id))
+        if node is None:
+            hit = self.model.find_compile(loc.compile_id, loc.rank)
+            node = self._compile_nodes.get(hit) if hit else None
+        if node is None:
+            return
+        tree = self.query_one("#frames-tree", Tree)
+        p = node.parent
+        while p is not None:
+            p.expand()
+            p = p.parent
+        tree.move_cursor(node)
+        tree.scroll_to_node(node, animate=False)
+
+    def location(self) -> Location:
+        key = self.compile_ref()
+        return Location("frames", rank=key[0], compile_id=key[1]) if key else Location("frames")
+
+    def compile_ref(self) -> CompileKey | None:
+        return (self._row.get("rank"), self._row["compile_id"]) if self._row else None
+
+    def search(self, query: str, forward: bool = True) -> bool:
+        tree = self.query_one("#frames-tree", Tree)
+        nodes: list[TreeNode[NodeData]] = []
+
+        def walk(n: TreeNode[NodeData]) -> None:
+            for c in n.children:
+                nodes.append(c)
+                walk(c)
+
+        walk(tree.root)
+        if not nodes:
+            return False
+        cur = tree.cursor_node
+        start = nodes.index(cur) if cur in nodes else -1
+        n = len(nodes)
+        order = [(start + k) % n for k in (range(1, n + 1) if forward else range(-1, -n - 1, -1))]
+        q = query.lower()
+        for i in order:
+            node = nodes[i]
+            text = node.label.plain
+            if node.data and node.data[0] == "compile":
+                row = self.model.compile_row(*node.data[1]) or {}
+                text += " " + " ".join(str(row.get(k) or "") for k in ("function", "filename", "recompile_reason", "fail_reason"))
+            if q in text.lower():
+                p = node.parent
+                while p is not None:
+                    p.expand()
+                    p = p.parent
+                tree.move_cursor(node)
+                tree.scroll_to_node(node, animate=False)
+                return True
+        return False
+
+    def copy_text(self) -> str | None:
+        if self._row:
+            return compile_detail(self.model, self._row).plain
+        return None
+
+    def record_ref(self) -> tuple[str, int] | None:
+        if self._row and self._row.get("file"):
+            return (self._row["file"], int(self._row.get("metrics_lineno") or self._row.get("lineno") or 1))
+        return None
+
+    def focus_main(self) -> None:
+        self.query_one("#frames-tree", Tree).focus()

@@ -1,0 +1,285 @@
+"""The main screen: the five views, the view bar, search, history and the keys that work
+everywhere."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Footer, Input, Select, Static
+
+from traceview.tui.code_browser import CodeBrowser
+from traceview.tui.dialogs import GoToCompile
+from traceview.tui.findings_view import FindingsView, target_of
+from traceview.tui.frames_view import FramesView
+from traceview.tui.guards_view import GuardsView
+from traceview.tui.help_screen import HelpScreen
+from traceview.tui.model import CompileKey, TraceModel
+from traceview.tui.navigation import VIEW_TITLES, VIEWS, History, Location
+from traceview.tui.records_view import RecordsView
+from traceview.tui.text import plain, safe
+from traceview.tui.view import CompileFocused, Navigate, View
+
+NARROW_BELOW = 100  # columns: below this, panes stack vertically
+SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", "code": "Code", "records": "Raw"}
+
+
+class MainScreen(Screen[None]):
+    """Findings, frames, guards, graphs & kernels and raw records, one at a time."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark,f1", "help", "Help", id="help"),
+        Binding("slash", "search", "Search", id="search"),
+        Binding("f3", "search_again(1)", "Next match", id="search_next", show=False),
+        Binding("shift+f3", "search_again(-1)", "Previous match", id="search_previous", show=False),
+        Binding("g", "goto", "Go to id", id="goto"),
+        Binding("n", "finding(1)", "Next finding", id="next_finding"),
+        Binding("N", "finding(-1)", "Previous finding", id="previous_finding", show=False),
+        Binding("left_square_bracket,alt+left", "back", "Back", id="back"),
+        Binding("right_square_bracket,alt+right", "forward", "Forward", id="forward", show=False),
+        Binding("c", "copy", "Copy", id="copy"),
+        Binding("r", "raw", "Raw record", id="raw_record"),
+        Binding("x", "clear_filters", "Clear filters", id="clear_filters", show=False),
+        Binding("1", "view('findings')", "Findings view", id="view_findings", show=False),
+        Binding("2", "view('frames')", "Frames view", id="view_frames", show=False),
+        Binding("3", "view('guards')", "Guards view", id="view_guards", show=False),
+        Binding("4", "view('code')", "Graphs & kernels view", id="view_code", show=False),
+        Binding("5", "view('records')", "Raw records view", id="view_records", show=False),
+        Binding("escape", "close_search", "Close search / leave a filter field", id="close_search", show=False),
+    ]
+
+    def __init__(self, model: TraceModel, where: str = "") -> None:
+        super().__init__(id="main")
+        self.model = model
+        self.where = where
+        self.history = History()
+        self.current_compile: CompileKey | None = None
+        self.finding_index = 0
+        self.last_query = ""
+        self._search_return = None
+
+    # -- layout -----------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="tabs")
+        with ContentSwitcher(initial="findings", id="views"):
+            yield FindingsView(self.model)
+            yield FramesView(self.model)
+            yield GuardsView(self.model)
+            yield CodeBrowser(self.model)
+            yield RecordsView(self.model)
+        yield Input(placeholder="search (enter: find, escape: close)", id="search-bar", compact=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        blink = getattr(self.app, "CURSOR_BLINK", True)
+        for field in self.query(Input):
+            field.cursor_blink = blink
+        self.history.push(Location("findings", key="0"))
+        self._narrow(self.app.size.width)
+        self._update_tabs()
+        self.view.focus_main()
+
+    def on_resize(self, event: object) -> None:
+        self._narrow(self.size.width)
+        self._update_tabs()
+
+    def _narrow(self, width: int) -> None:
+        self.set_class(width < NARROW_BELOW, "narrow")
+
+    @property
+    def view(self) -> View:
+        current = self.query_one("#views", ContentSwitcher).current or "findings"
+        return self.query_one(f"#{current}", View)
+
+    def _update_tabs(self) -> None:
+        width = self.size.width or self.app.size.width
+        titles = VIEW_TITLES if width >= NARROW_BELOW else SHORT_TITLES
+        current = self.query_one("#views", ContentSwitcher).current
+        t = Text(end="")
+        for i, v in enumerate(VIEWS, 1):
+            label = f" {i} {titles[v]} "
+            if v == current:
+                t.append_text(safe(f"[{label.strip()}]", "bold reverse"))
+            else:
+                t.append_text(safe(f" {label.strip()} "))
+            t.append(" ")
+        back = ("[" if self.history.can_back else " ") + ("]" if self.history.can_forward else " ")
+        tail = f" {back} traceview {plain(self.where)}"
+        room = width - t.cell_len - 1
+        if room > 12:
+            t.append_text(safe(tail[:room] if len(tail) <= room else tail[: room - 1] + "…", "italic"))
+        self.query_one("#tabs", Static).update(t)
+
+    # -- navigation -------------------------------------------------------------------
+    def go(self, loc: Location, *, remember: bool = True) -> None:
+        """Show `loc` (and remember where we were, for back)."""
+        if remember:
+            self.history.replace(self.view.location())
+        switcher = self.query_one("#views", ContentSwitcher)
+        switcher.current = loc.view
+        view = self.query_one(f"#{loc.view}", View)
+        view.show(loc)
+        view.focus_main()
+        if remember:
+            self.history.push(loc)
+        self._update_tabs()
+
+    def graph_tables_ready(self) -> None:
+        """Guards, graphs and kernels are there: views that wait for them can show them."""
+        self.query_one(GuardsView).tables_ready()
+        self.query_one(CodeBrowser).tables_ready()
+
+    @on(Navigate)
+    def _on_navigate(self, event: Navigate) -> None:
+        event.stop()
+        self.go(event.location)
+
+    @on(CompileFocused)
+    def _on_compile_focused(self, event: CompileFocused) -> None:
+        event.stop()
+        self.current_compile = event.key
+
+    def action_view(self, view: str) -> None:
+        if view == self.view.view_id:
+            return
+        target = self.query_one(f"#{view}", View)
+        cur = self.current_compile
+        if view in ("guards", "frames", "code") and cur is not None and target.compile_ref() != cur:
+            if view == "code":
+                self.go(Location("code", rank=cur[0], compile_id=cur[1]))
+            else:
+                self.go(Location(view, rank=cur[0], compile_id=cur[1]))
+            return
+        self.go(target.location())
+
+    def action_back(self) -> None:
+        self.history.replace(self.view.location())
+        loc = self.history.back()
+        if loc is None:
+            self.app.notify("nothing to go back to")
+            return
+        self.go(loc, remember=False)
+
+    def action_forward(self) -> None:
+        self.history.replace(self.view.location())
+        loc = self.history.forward()
+        if loc is None:
+            self.app.notify("nothing to go forward to")
+            return
+        self.go(loc, remember=False)
+
+    # -- findings ---------------------------------------------------------------------
+    def go_finding(self, index: int) -> None:
+        fs = self.model.findings
+        if not fs:
+            self.app.notify("no findings")
+            return
+        self.finding_index = index % len(fs)
+        f = fs[self.finding_index]
+        findings = self.query_one(FindingsView)
+        findings.select(self.finding_index)
+        if self.view.view_id == "findings":
+            return
+        if f.compile_id:
+            self.go(target_of(f))
+        elif f.file and f.lineno:
+            self.go(Location("records", file=f.file, lineno=f.lineno))
+        self.app.notify(plain(f"finding {self.finding_index + 1}/{len(fs)}: {f.title}"), timeout=4)
+
+    def action_finding(self, delta: int) -> None:
+        if self.view.view_id == "findings":
+            idx = self.query_one(FindingsView).index
+            if idx is not None:
+                self.finding_index = idx
+        self.go_finding(self.finding_index + delta)
+
+    # -- search -----------------------------------------------------------------------
+    def action_search(self) -> None:
+        bar = self.query_one("#search-bar", Input)
+        self._search_return = self.focused
+        bar.add_class("visible")
+        bar.value = self.last_query
+        bar.focus()
+
+    def action_close_search(self) -> None:
+        bar = self.query_one("#search-bar", Input)
+        if bar.has_class("visible"):
+            bar.remove_class("visible")
+            self._restore_focus()
+        elif isinstance(self.focused, (Input, Select)):
+            self.view.focus_main()  # leave a filter field
+
+    def _restore_focus(self) -> None:
+        target = self._search_return
+        self._search_return = None
+        if target is not None and target.is_attached:
+            target.focus()
+        else:
+            self.view.focus_main()
+
+    @on(Input.Submitted, "#search-bar")
+    def _on_search(self, event: Input.Submitted) -> None:
+        event.stop()
+        bar = self.query_one("#search-bar", Input)
+        bar.remove_class("visible")
+        self._restore_focus()
+        self.last_query = event.value
+        if event.value:
+            self._search(1)
+
+    def action_search_again(self, direction: int) -> None:
+        if not self.last_query:
+            self.action_search()
+            return
+        self._search(direction)
+
+    def _search(self, direction: int) -> None:
+        q = self.last_query
+        if not self.view.search(q, forward=direction > 0):
+            self.app.notify(plain(f"no match for {q!r} in {VIEW_TITLES[self.view.view_id].lower()}"), severity="warning")
+
+    # -- items ------------------------------------------------------------------------
+    def action_copy(self) -> None:
+        text = self.view.copy_text()
+        if not text:
+            self.app.notify("nothing to copy here", severity="warning")
+            return
+        self.app.copy_to_clipboard(text)
+        lines = text.count("\n") + 1
+        self.app.notify(f"copied {len(text)} characters ({lines} line{'s' if lines != 1 else ''}) to the clipboard")
+
+    def action_raw(self) -> None:
+        ref = self.view.record_ref()
+        if ref is None:
+            self.app.notify("no raw record for this item", severity="warning")
+            return
+        if self.view.view_id == "records":
+            self.query_one(RecordsView).query_one("#record-payload").focus()
+            return
+        self.go(Location("records", file=ref[0], lineno=ref[1]))
+
+    def action_clear_filters(self) -> None:
+        if not self.view.clear_filters():
+            self.app.notify("no filters to clear")
+
+    def action_goto(self) -> None:
+        examples = self.model.compiles["compile_id"].unique(maintain_order=True).head(4).to_list()
+
+        def done(value: str | None) -> None:
+            if not value:
+                return
+            rank = self.current_compile[0] if self.current_compile else None
+            hit = self.model.find_compile(value, rank)
+            if hit is None:
+                self.app.notify(plain(f"no compile {value!r}"), severity="warning")
+                return
+            self.go(Location("frames", rank=hit[0], compile_id=hit[1]))
+
+        self.app.push_screen(GoToCompile(examples), done)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen())

@@ -1,0 +1,521 @@
+"""What the views show, computed once per trace off the UI thread.
+
+`TraceModel` wraps a `Trace` and the findings of `build_report` and prepares the few small
+frames the views slice from (the merged raw-record index, the graph/kernel list). Nothing
+here imports Textual; every table stays a polars DataFrame and the views slice it lazily.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import polars as pl
+
+from traceview.textutil import one_line
+from traceview.trace import Trace
+
+# Kinds of findings, in the report's order (most important first).
+KIND_TITLES = {
+    "storm": "RECOMPILE STORM",
+    "graph_break": "GRAPH BREAK",
+    "failure": "FAILED COMPILE",
+    "divergence": "RANK DIVERGENCE",
+    "compile_time": "SLOW COMPILE",
+}
+
+CompileKey = tuple[int | None, str]  # (rank, compile_id)
+
+
+@dataclass
+class Finding:
+    """One finding of the report, with where Enter takes the user."""
+
+    kind: str
+    title: str  # one line, no prefix
+    summary: list[str]  # a few short lines shown in the list
+    detail: list[tuple[str, str]]  # (label, text) shown beside the list
+    rank: int | None = None
+    compile_id: str | None = None
+    compare_id: str | None = None  # storms: the compile whose guard failed
+    view: str = "frames"  # where Enter goes: "guards" or "frames"
+    file: str | None = None
+    lineno: int | None = None
+
+    def as_text(self) -> str:
+        lines = [f"{KIND_TITLES[self.kind]}: {self.title}"]
+        lines += [f"{label}: {text}" if label else text for label, text in self.detail]
+        return "\n".join(lines)
+
+
+def _base(filename: str | None) -> str:
+    if not filename:
+        return "?"
+    return filename.rsplit("/", 1)[-1]
+
+
+def _at(filename: str | None, line: Any) -> str:
+    b = _base(filename)
+    return f"{b}:{line}" if line is not None else b
+
+
+def _rank_prefix(rank: int | None) -> str:
+    return "" if rank is None else f"rank {rank} "
+
+
+def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None = None) -> list[Finding]:
+    """The report's findings as a flat list, in the report's order (most important first)."""
+    out: list[Finding] = []
+    for s in report.get("recompile_storms", []):
+        ids = s.get("compile_ids") or []
+        limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
+        title = f"{_rank_prefix(s['rank'])}{s['function'] or '?'} ({_at(s['filename'], s['line'])}) compiled {s['compiles']} times{limit}"
+        summary, detail = [], []
+        target, compare = (ids[1] if len(ids) > 1 else (ids[0] if ids else None)), None
+        for i, c in enumerate(s.get("causes") or []):
+            summary.append(f"cause: {c['text']} ({c['count']}x)")
+            detail.append(("cause", f"{c['text']} ({c['count']} recompiles)"))
+            if c.get("guard"):
+                detail.append(("failed guard", c["guard"]))
+            detail.append(("fix", c["fix"]))
+            if i == 0 and c.get("guard") and recompiles is not None and recompiles.height:
+                hit = recompiles.filter(
+                    (pl.col("guard") == c["guard"])
+                    & (pl.col("rank").is_null() if s["rank"] is None else pl.col("rank") == s["rank"])
+                ).head(1)
+                if hit.height:
+                    target, compare = hit["compile_id"][0], hit["failed_against"][0]
+        if not summary:
+            summary.append("no failed guard recorded (run with TORCH_LOGS=recompiles_verbose)")
+        detail.append(("function", f"{s['function'] or '?'} {s['filename'] or '?'}:{s['line']}"))
+        detail.append(("compile ids", ", ".join(ids)))
+        detail.append(("compile time", f"{s['compile_seconds']:.3f}s"))
+        if s.get("forced_dynamic_false"):
+            detail.append(("note", "compiled with automatic dynamic shapes off (dynamic=False)"))
+        out.append(
+            Finding("storm", title, summary[:2], detail, s["rank"], target, compare, "guards", s.get("file"), s.get("lineno"))
+        )
+    for g in report.get("graph_breaks", []):
+        ranks = g.get("ranks") or []
+        rank = ranks[0] if ranks else None
+        ids = g.get("compile_ids") or []
+        skip = "; the whole frame fell back to eager" if g.get("frame_skipped") else ""
+        title = f"{g['count']}x {one_line(g['reason'], 120)} at {_at(g['filename'], g['line'])} in {g['function'] or '?'}"
+        summary = [f"{g.get('gb_id') or 'no gb id'}{skip}"]
+        detail = [("reason", g["reason"] or "?")]
+        if g.get("reason_line") and g["reason_line"] != g["reason"]:
+            detail.append(("message", g["reason_line"]))
+        detail.append(("where", f"{g['filename'] or '?'}:{g['line']} in {g['function'] or '?'}"))
+        if g.get("frame_function"):
+            detail.append(("frame", f"{g['frame_function']} {_at(g.get('frame_filename'), g.get('frame_line'))}"))
+        if g.get("frame_skipped"):
+            detail.append(("effect", "the whole frame fell back to eager"))
+        if g.get("hint"):
+            detail.append(("hint", g["hint"]))
+        detail.append(("gb id", g.get("gb_id") or "-"))
+        detail.append(("compile ids", ", ".join(ids) + (f" on ranks {', '.join(map(str, ranks))}" if ranks else "")))
+        out.append(
+            Finding("graph_break", title, summary, detail, rank, ids[0] if ids else None, None, "frames", g.get("file"), g.get("lineno"))
+        )
+    for f in report.get("failures", []):
+        title = f"{_rank_prefix(f['rank'])}[{f['compile_id']}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
+        summary = [one_line(f.get("reason") or "", 160)]
+        detail = [
+            ("category", f["category"]),
+            ("fail type", f.get("fail_type") or "?"),
+            ("reason", f.get("reason_full") or f.get("reason") or "?"),
+            ("where", f"{f.get('filename') or '?'}:{f.get('line')}"),
+            ("next step", f["next_step"]),
+        ]
+        out.append(
+            Finding("failure", title, summary, detail, f["rank"], f["compile_id"], None, "frames", f.get("file"), f.get("lineno"))
+        )
+    for d in report.get("rank_divergence", []):
+        ids = [*d.get("extra_compile_ids", []), *d.get("different", []), *d.get("missing_compile_ids", [])]
+        title = f"rank {d['rank']} differs from the majority"
+        detail = [("detail", d["detail"])]
+        for key, label in (("extra_compile_ids", "extra"), ("missing_compile_ids", "missing"), ("different", "different")):
+            if d.get(key):
+                detail.append((label, ", ".join(d[key])))
+        target = (d.get("extra_compile_ids") or d.get("different") or [None])[0]
+        out.append(Finding("divergence", title, [d["detail"]], detail, d["rank"], target, None, "frames", None, None))
+    ct = report.get("compile_time", {})
+    for t in ct.get("top", [])[:5]:
+        phases = [
+            (k, t.get(c))
+            for k, c in (
+                ("dynamo", "dynamo_time_s"),
+                ("backend", "backend_compile_time_s"),
+                ("inductor", "inductor_compile_time_s"),
+                ("codegen", "code_gen_time_s"),
+                ("backward", "bwd_compile_time_s"),
+            )
+            if t.get(c) is not None
+        ]
+        title = f"{t['seconds']:.2f}s {_rank_prefix(t['rank'])}[{t['compile_id']}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
+        ph = ", ".join(f"{k} {v:.2f}s" for k, v in phases)
+        detail = [("compile", f"{t['compile_id']} {t.get('function') or '?'} {t.get('filename') or '?'}:{t.get('line')}"),
+                  ("seconds", f"{t['seconds']:.3f}")]
+        if ph:
+            detail.append(("phases", ph))
+        detail.append(("all compiles", f"{ct.get('total_s', 0):.2f}s in all"))
+        out.append(
+            Finding("compile_time", title, [ph or "no phase times"], detail, t["rank"], t["compile_id"], None, "frames", t.get("file"), t.get("lineno"))
+        )
+    return out
+
+
+# ------------------------------------------------------------------------- raw records
+def record_index(trace: Trace) -> pl.DataFrame:
+    """Every trace envelope and text-log record, one row each, small columns only.
+
+    `row` indexes `trace.events` (src "trace") or `trace.log_records` (src "text"); the
+    payload is fetched from there only for the selected row.
+    """
+    ev = trace.events
+    recs = trace.log_records
+    parts = []
+    if ev.height:
+        parts.append(
+            ev.select(
+                pl.lit("trace").alias("src"),
+                pl.col("file").cast(pl.String),
+                "lineno",
+                "end_lineno",
+                pl.col("rank").cast(pl.Int32),
+                pl.col("compile_id").cast(pl.String),
+                pl.col("trace_id").cast(pl.String),
+                pl.when(pl.col("name").is_not_null())
+                .then(pl.concat_str(pl.col("kind"), pl.lit(":"), pl.col("name")))
+                .otherwise(pl.col("kind"))
+                .cast(pl.String)
+                .alias("kind"),
+                pl.col("metadata").cast(pl.String).str.slice(0, 240).alias("summary"),
+                pl.int_range(pl.len(), dtype=pl.Int64).alias("row"),
+            )
+        )
+    if recs.height:
+        parts.append(
+            recs.select(
+                pl.lit("text").alias("src"),
+                pl.col("file").cast(pl.String),
+                "lineno",
+                "end_lineno",
+                pl.col("rank").cast(pl.Int32),
+                pl.col("compile_id").cast(pl.String),
+                pl.col("trace_id").cast(pl.String),
+                pl.concat_str(pl.lit("log:"), pl.col("artifact").fill_null("other")).cast(pl.String).alias("kind"),
+                pl.col("text").cast(pl.String).str.slice(0, 240).str.split("\n").list.first().alias("summary"),
+                pl.int_range(pl.len(), dtype=pl.Int64).alias("row"),
+            )
+        )
+    if not parts:
+        return pl.DataFrame(
+            schema={
+                "src": pl.String, "file": pl.String, "lineno": pl.Int64, "end_lineno": pl.Int64,
+                "rank": pl.Int32, "compile_id": pl.String, "trace_id": pl.String, "kind": pl.String,
+                "summary": pl.String, "row": pl.Int64,
+            }
+        )
+    df = pl.concat(parts, how="vertical_relaxed")
+    return df.with_columns(pl.col("summary").str.replace_all(r"[\n\t]+", " ").fill_null(""))
+
+
+def record_payload(trace: Trace, src: str, row: int) -> str:
+    """The full record behind a row of `record_index`: header, metadata and payload."""
+    if src == "trace":
+        r = trace.events.slice(row, 1).to_dicts()[0]
+        head = f"{r['file']}:{r['lineno']}-{r['end_lineno']}  {r['kind']}"
+        if r.get("name"):
+            head += f" {r['name']}"
+        if r.get("trace_id"):
+            head += f"  {r['trace_id']}"
+        if r.get("rank") is not None:
+            head += f"  rank {r['rank']}"
+        lines = [head]
+        meta = r.get("metadata")
+        if meta:
+            try:
+                meta = orjson.dumps(orjson.loads(meta), option=orjson.OPT_INDENT_2).decode()
+            except orjson.JSONDecodeError:
+                pass
+            lines += ["", "metadata:", meta]
+        if r.get("extra"):
+            lines += ["", "envelope:", r["extra"]]
+        if r.get("payload") is not None:
+            ok = {True: "md5 ok", False: "md5 MISMATCH", None: ""}[r.get("payload_ok")]
+            lines += ["", f"payload ({ok}):" if ok else "payload:", r["payload"]]
+        return "\n".join(lines)
+    r = trace.log_records.slice(row, 1).to_dicts()[0]
+    head = f"{r['file']}:{r['lineno']}-{r['end_lineno']}  log {r.get('artifact') or ''}"
+    if r.get("trace_id"):
+        head += f"  {r['trace_id']}"
+    if r.get("rank") is not None:
+        head += f"  rank {r['rank']}"
+    return head + "\n\n" + (r.get("text") or "")
+
+
+# ------------------------------------------------------------------ graphs and kernels
+_CODE_SCHEMA = {
+    "what": pl.String, "kind": pl.String, "label": pl.String, "name": pl.String, "rank": pl.Int32,
+    "compile_id": pl.String, "trace_id": pl.String, "graph": pl.String, "src": pl.String,
+    "lines": pl.Int64, "key": pl.String, "lineno": pl.Int64,
+}
+
+
+def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> pl.DataFrame:
+    """Graphs (trace.graphs) and kernels (trace.kernels) in one list, text left behind.
+
+    In log order per compile; a graph or kernel seen both in the trace and in the text log is
+    listed once (from the trace). Tables named in `skip` (not available) are left out."""
+    parts = []
+    g = trace.graphs if "graphs" not in skip else pl.DataFrame()
+    if g.height:
+        parts.append(
+            g.select(
+                pl.lit("graph").alias("what"),
+                pl.col("kind").cast(pl.String),
+                pl.col("kind").cast(pl.String).alias("label"),
+                pl.coalesce(pl.col("label"), pl.col("name")).cast(pl.String).alias("name"),
+                pl.col("rank").cast(pl.Int32),
+                pl.col("compile_id").cast(pl.String),
+                pl.col("trace_id").cast(pl.String),
+                pl.col("aot_id").cast(pl.String).alias("graph"),
+                pl.col("source").cast(pl.String).alias("src"),
+                (pl.col("text").str.count_matches("\n") + 1).fill_null(0).cast(pl.Int64).alias("lines"),
+                pl.col("graph_id").cast(pl.String).alias("key"),
+                pl.col("lineno").cast(pl.Int64),
+                pl.concat_str(pl.col("kind"), pl.lit("|"), pl.col("aot_id").fill_null("")).alias("_dedupe"),
+            )
+        )
+    k = trace.kernels if "kernels" not in skip else pl.DataFrame()
+    if k.height:
+        parts.append(
+            k.select(
+                pl.lit("kernel").alias("what"),
+                pl.col("kind").cast(pl.String),
+                pl.concat_str(pl.col("kind").fill_null("?"), pl.lit(" kernel")).alias("label"),
+                pl.col("name").cast(pl.String),
+                pl.col("rank").cast(pl.Int32),
+                pl.col("compile_id").cast(pl.String),
+                pl.col("trace_id").cast(pl.String),
+                pl.col("graph").cast(pl.String),
+                pl.col("source").cast(pl.String).alias("src"),
+                (pl.col("code").str.count_matches("\n") + 1).fill_null(0).cast(pl.Int64).alias("lines"),
+                pl.col("kernel_id").cast(pl.String).alias("key"),
+                pl.col("lineno").cast(pl.Int64),
+                pl.concat_str(
+                    pl.col("kind").fill_null(""), pl.lit("|"), pl.col("name").fill_null(""), pl.lit("|"),
+                    pl.col("graph").fill_null(""),
+                ).alias("_dedupe"),
+            )
+        )
+    if not parts:
+        return pl.DataFrame(schema=_CODE_SCHEMA)
+    df = pl.concat(parts, how="vertical_relaxed")
+    keys = ["rank", "compile_id", "what", "_dedupe"]
+    tr = df.filter(pl.col("src") == "trace")
+    tx = df.filter(pl.col("src") != "trace").join(tr.select(keys).unique(), on=keys, how="anti", nulls_equal=True)
+    df = pl.concat([tr, tx], how="vertical_relaxed").drop("_dedupe")
+    order = df.with_columns(
+        pl.col("compile_id").str.extract(r"^!?(\d+)", 1).cast(pl.Int64, strict=False).alias("_f"),
+        (pl.col("src") != "trace").alias("_t"),
+    )
+    return order.sort(["rank", "_f", "compile_id", "_t", "lineno"], nulls_last=False, maintain_order=True).drop("_f", "_t")
+
+
+def code_text(trace: Trace, what: str, key: str) -> str:
+    if what == "graph":
+        hit = trace.graphs.filter(pl.col("graph_id") == key).select("text")
+    else:
+        hit = trace.kernels.filter(pl.col("kernel_id") == key).select("code")
+    return (hit.item(0, 0) or "") if hit.height else ""
+
+
+# ------------------------------------------------------------------------------ guards
+def bare_source(src: str | None) -> str:
+    """`L['x']` -> `x` (guard sources in the guards table vs recompile reasons)."""
+    if not src:
+        return ""
+    m = re.fullmatch(r"[LG]\['([^']*)'\](.*)", src)
+    return (m.group(1) + m.group(2)) if m else src
+
+
+_TENSOR_KINDS = {"size", "stride", "dtype", "device", "requires_grad", "ndim"}
+
+
+def prefer_trace(df: pl.DataFrame) -> pl.DataFrame:
+    """Rows from the trace when it has any for this selection, else from the text log."""
+    if df.height == 0 or "source" not in df.columns:
+        return df
+    tr = df.filter(pl.col("source") == "trace")
+    return tr if tr.height else df
+
+
+def _rank_is(rank: int | None) -> pl.Expr:
+    return pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
+
+
+def guards_of(trace: Trace, rank: int | None, compile_id: str) -> pl.DataFrame:
+    g = trace.guards.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
+    return prefer_trace(g).with_row_index("i")
+
+
+def failures_of(trace: Trace, rank: int | None, compile_id: str) -> pl.DataFrame:
+    """Recompile reasons of `compile_id`: the guards of earlier compiles that failed."""
+    r = trace.recompiles.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
+    return prefer_trace(r).sort("reason_index")
+
+
+def failed_guard_rows(guards: pl.DataFrame, failures: pl.DataFrame, against: str) -> set[int]:
+    """Rows (`i`) of `guards` (the guards of compile `against`) that the recompile reasons say failed."""
+    out: set[int] = set()
+    if guards.height == 0 or failures.height == 0:
+        return out
+    fails = failures.filter(pl.col("failed_against") == against) if "failed_against" in failures.columns else failures
+    for f in fails.iter_rows(named=True):
+        src = bare_source(f.get("guard_source"))
+        if not src:
+            continue
+        cand = guards.filter(
+            pl.col("guard_source").map_elements(bare_source, return_dtype=pl.String) == src
+        )
+        if cand.height == 0:
+            continue
+        kind = (f.get("kind") or "").split(":")[0]
+        if kind in _TENSOR_KINDS:
+            best = cand.filter(pl.col("kind") == "TENSOR_MATCH")
+        else:
+            best = cand.filter(~pl.col("kind").is_in(["TENSOR_MATCH", "DIMENSION_DYNAMIC_MARKING_GUARD"]))
+            if kind.startswith("type"):
+                best = best.filter(pl.col("kind").str.contains("TYPE")) if best.height else best
+            elif kind.startswith("value"):
+                nid = best.filter(~pl.col("kind").is_in(["ID_MATCH", "TYPE_MATCH"]))
+                best = nid if nid.height else best
+        out.update((best if best.height else cand)["i"].to_list())
+    return out
+
+
+# ---------------------------------------------------------------------------- the model
+def _why(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {one_line(str(exc), 160)}"
+
+
+# Tables built on demand after the first screen (the summary does not need them).
+GRAPH_TABLES = (
+    ("guards", "guards"),
+    ("graphs", "graphs"),
+    ("graph_nodes", "graph nodes"),
+    ("kernels", "kernels"),
+    ("seq_links", "seq_nr links"),
+)
+
+
+@dataclass
+class TraceModel:
+    """A trace with its report and the indexes the views slice from.
+
+    `build` computes what the first screen needs (compiles, facts, report, the raw-record
+    index); `build_graph_tables` then reads guards, graphs and kernels (in the loader thread,
+    after the first screen is up). Views check `graph_tables_ready` before touching those."""
+
+    trace: Trace
+    report: dict[str, Any]
+    findings: list[Finding]
+    records: pl.DataFrame
+    compiles: pl.DataFrame
+    code: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_CODE_SCHEMA))
+    missing: dict[str, str] = field(default_factory=dict)  # table -> why it is not available
+    graph_tables_ready: bool = False
+    jobs: int | None = None  # parallel processes for building tables (None: all cores)
+
+    @classmethod
+    def build(cls, trace: Trace, progress: Callable[[str], None] | None = None) -> TraceModel:
+        """Compute what the first screen needs (call off the UI thread)."""
+        say = progress or (lambda _s: None)
+        missing: dict[str, str] = {}
+        say("building the compiles table")
+        compiles = trace.compiles
+        for name, what in (("recompiles", "recompile reasons"), ("graph_breaks", "graph breaks")):
+            say(f"reading {what}")
+            try:
+                getattr(trace, name)
+            except Exception as exc:  # a table another part of traceview cannot build
+                missing[name] = _why(exc)
+        say("analysing: recompile storms, graph breaks, failures, rank divergence, compile time")
+        try:
+            from traceview.report import build_report
+
+            report = build_report(trace)
+        except Exception as exc:
+            missing["report"] = _why(exc)
+            report = {}
+        say("indexing raw records")
+        records = record_index(trace)
+        findings = findings_from_report(report, trace.recompiles if "recompiles" not in missing else None)
+        order = compiles.with_columns(
+            pl.col("compile_id").str.extract(r"^!?(\d+)", 1).cast(pl.Int64, strict=False).alias("_f"),
+            pl.col("frame_compile_id").fill_null(0).alias("_c"),
+        ).sort(["rank", "_f", "_c", "compile_id"], nulls_last=False).drop("_f", "_c")
+        return cls(trace, report, findings, records, order, missing=missing)
+
+    def build_graph_tables(self, progress: Callable[[str], None] | None = None) -> None:
+        """Read guards, graphs, graph nodes, kernels and seq_nr links (off the UI thread)."""
+        say = progress or (lambda _s: None)
+        ensure = getattr(self.trace, "ensure_graph_tables", None)
+        if ensure is not None:
+            # in worker processes (the UI process keeps its GIL), kept in the parse cache
+            try:
+                ensure(jobs=self.jobs)
+            except Exception as exc:
+                self.missing["graph tables"] = _why(exc)
+        for name, what in GRAPH_TABLES:
+            say(f"reading {what}")
+            try:
+                getattr(self.trace, name)
+            except Exception as exc:
+                self.missing[name] = _why(exc)
+        self.code = code_index(self.trace, set(self.missing))
+        self.graph_tables_ready = True
+
+    # -- compiles ---------------------------------------------------------------------
+    def compile_row(self, rank: int | None, compile_id: str) -> dict[str, Any] | None:
+        hit = self.compiles.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id)).head(1)
+        return hit.to_dicts()[0] if hit.height else None
+
+    def find_compile(self, text: str, rank: int | None = None) -> CompileKey | None:
+        """A compile id typed by the user (`0/1`, `[0/1]`, `[0/1_1]`, `rank 1 0/1`, `1:0/1`)."""
+        s = text.strip()
+        m = re.match(r"^(?:rank\s*(\d+)\s*[:/ ]\s*|(\d+):)?\[?(!?[\d/]+?)(?:_\d+)?\]?$", s)
+        if not m:
+            return None
+        want_rank = m.group(1) or m.group(2)
+        cid = m.group(3)
+        hits = self.compiles.filter(pl.col("compile_id") == cid)
+        if want_rank is not None:
+            hits = hits.filter(pl.col("rank") == int(want_rank))
+        if hits.height == 0:
+            return None
+        if rank is not None and want_rank is None:
+            same = hits.filter(pl.col("rank") == rank)
+            if same.height:
+                hits = same
+        r = hits.row(0, named=True)
+        return (r["rank"], r["compile_id"])
+
+    def graph_breaks_of(self, rank: int | None, compile_id: str) -> pl.DataFrame:
+        if "graph_breaks" in self.missing:
+            return pl.DataFrame()
+        gb = self.trace.graph_breaks.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
+        return prefer_trace(gb)
+
+    def frames_of(self, compile_id: str) -> list[str]:
+        """Compile ids of the same frame (code object), in order."""
+        frame = compile_id.split("/")[0]
+        ids = self.compiles.filter(pl.col("compile_id").str.split("/").list.first() == frame)["compile_id"]
+        return list(dict.fromkeys(ids.to_list()))
+
+

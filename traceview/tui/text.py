@@ -1,0 +1,120 @@
+"""Display strings for log text: always `rich.text.Text`, never markup, after `printable`.
+
+Log text is data: a payload may hold `[bold]`, `[link=...]`, ANSI escapes and control
+characters, and each must show literally. Every string from a log that reaches a widget goes
+through `safe` (or `cell`), which escapes control characters with
+`traceview.textutil.printable` and wraps the result in a `Text` (so Rich never parses markup).
+"""
+
+from __future__ import annotations
+
+import locale
+import os
+import sys
+from typing import Any
+
+from rich.cells import cell_len
+from rich.text import Text
+
+from traceview.textutil import printable
+
+
+def safe(value: Any, style: str = "") -> Text:
+    """`value` as literal text: control characters made visible, markup never parsed."""
+    s = "" if value is None else str(value)
+    return Text(printable(s).expandtabs(4), style=style, end="")
+
+
+def plain(value: Any) -> str:
+    """`value` as a printable one-line-per-line string (for widths, search, clipboard)."""
+    return printable("" if value is None else str(value)).expandtabs(4)
+
+
+def fit(s: str, width: int) -> str:
+    """`s` cut or padded to exactly `width` cells ("…" marks a cut)."""
+    if width <= 0:
+        return ""
+    n = cell_len(s)
+    if n <= width:
+        return s + " " * (width - n)
+    out = []
+    used = 0
+    for ch in s:
+        w = cell_len(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…" + " " * (width - 1 - used)
+
+
+def fit_left(s: str, width: int) -> str:
+    """`s` cut from the left (keeping its end) or padded to exactly `width` cells."""
+    if cell_len(s) <= width:
+        return fit(s, width)
+    out = []
+    used = 0
+    for ch in reversed(s):
+        w = cell_len(ch)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return fit("…" + "".join(reversed(out)), width)
+
+
+def short_path(path: str | None, width: int = 40) -> str:
+    """A file path cut from the left to at most `width` characters."""
+    if not path:
+        return "?"
+    p = printable(path)
+    return p if len(p) <= width else "…" + p[-(width - 1) :]
+
+
+def seconds(v: Any) -> str:
+    if v is None:
+        return "-"
+    v = float(v)
+    if v >= 100:
+        return f"{v:.0f}s"
+    if v >= 1:
+        return f"{v:.2f}s"
+    return f"{v * 1000:.0f}ms"
+
+
+def _unicode_ok() -> bool:
+    if os.environ.get("TRACEVIEW_ASCII"):
+        return False
+    enc = (getattr(sys.stdout, "encoding", None) or locale.getpreferredencoding(False) or "").lower()
+    return "utf" in enc
+
+
+
+# Status of a compile: a mark and a word, so neither colour nor the glyph carries it alone.
+_MARKS = {
+    "ok": ("✓", "+"),
+    "failed": ("✗", "x"),
+    "graph_break_restarts": ("↻", "r"),
+    "empty_graph": ("∅", "0"),
+    "no_metrics": ("?", "?"),
+}
+STATUS_WORDS = {
+    "ok": "ok",
+    "failed": "failed",
+    "graph_break_restarts": "restarts",
+    "empty_graph": "empty",
+    "no_metrics": "no metrics",
+}
+
+
+def mark(status: str | None) -> str:
+    """The status mark of a compile (`✓`, `✗`, `↻`, `∅`, `?`; ASCII when the terminal is not UTF-8)."""
+    pair = _MARKS.get(status or "no_metrics", ("?", "?"))
+    return pair[0] if _unicode_ok() else pair[1]
+
+
+def status_label(status: str | None) -> str:
+    return f"{mark(status)} {STATUS_WORDS.get(status or 'no_metrics', status or '?')}"
+
+
+FAILED_MARK = "✗" if _unicode_ok() else "x"
