@@ -2,10 +2,11 @@
 
 Built from the ``events`` table (TORCH_TRACE) and, when given, the ``log_records`` table
 (TORCH_LOGS text: ``aot_graphs`` / ``graph_code`` / ``post_grad_graphs`` blocks and
-``output_code`` records). Text is cut and parsed per graph or per wrapper with
-:mod:`parsers.fxgraph` and :mod:`parsers.outputcode`; linking rows to each other (which
-output code a post-grad graph belongs to, which provenance artifact describes which wrapper)
-is done with polars joins. Columns are documented in docs/tables-graphs.md.
+``output_code`` records). Graph texts are parsed all at once with
+:func:`parsers.fxgraph.parse_fx_graphs`, wrappers one by one with :mod:`parsers.outputcode`;
+linking rows to each other (which output code a post-grad graph belongs to, which provenance
+artifact describes which wrapper) is done with polars joins. Columns are documented in
+docs/tables-graphs.md.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from parsers.fxgraph import (
     GRAPH_KINDS,
     NODE_SCHEMA,
-    parse_fx_graph_rows,
+    parse_fx_graphs,
     split_traced_graphs,
 )
 from parsers.outputcode import (
     CALL_SCHEMA,
+    KERNEL_SCHEMA,
     PROVENANCE_ARTIFACTS,
     PROVENANCE_SCHEMA,
     output_code_from_log_text,
@@ -141,6 +144,8 @@ def _trace_graphs(ev: pl.DataFrame) -> pl.DataFrame:
 
 
 def _text_graphs(lr: pl.DataFrame) -> pl.DataFrame:
+    if lr.is_empty():
+        return pl.DataFrame(schema=GRAPHS_SCHEMA)
     recs = lr.filter(pl.col("text").str.contains(r"(?m)^\s*===== .* =====\s*$"))
     rows: list[dict[str, Any]] = []
     for rec in recs.iter_rows(named=True):
@@ -249,18 +254,14 @@ def build_graphs(events: pl.DataFrame, log_records: pl.DataFrame | None = None) 
 
 
 def build_graph_nodes(graphs: pl.DataFrame) -> pl.DataFrame:
-    """One row per node of every graph in ``graphs`` (parsed with parsers.fxgraph)."""
-    cols: dict[str, list[Any]] = {k: [] for k in GRAPH_NODES_SCHEMA.names()}
+    """One row per node of every graph in ``graphs`` (all texts parsed at once by
+    parsers.fxgraph.parse_fx_graphs)."""
     keys = ("graph_id", "rank", "compile_id", "trace_id", "aot_id", "source", "file", "lineno")
-    for g in graphs.select(*keys, "kind", "text").iter_rows(named=True):
-        rows = parse_fx_graph_rows(g["text"] or "")
-        m = len(rows)
-        for k in keys:
-            cols[k].extend([g[k]] * m)
-        cols["graph_kind"].extend([g["kind"]] * m)
-        for k in NODE_SCHEMA:
-            cols[k].extend(r[k] for r in rows)
-    return pl.DataFrame(cols, schema=GRAPH_NODES_SCHEMA)
+    meta = graphs.select(*keys, pl.col("kind").alias("graph_kind")).cast(
+        {k: GRAPH_NODES_SCHEMA[k] for k in (*keys, "graph_kind")})
+    nodes = parse_fx_graphs(graphs["text"])
+    return pl.concat([meta[nodes["graph"]], nodes.drop("graph")], how="horizontal").select(
+        GRAPH_NODES_SCHEMA.names())
 
 
 # ------------------------------------------------------------------------ kernels
@@ -278,22 +279,44 @@ def _wrappers(ev: pl.DataFrame, lr: pl.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _parse_wrappers(ev: pl.DataFrame, lr: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    krows: list[dict[str, Any]] = []
-    crows: list[dict[str, Any]] = []
+def _parse_wrappers(ev: pl.DataFrame, lr: pl.DataFrame, what: str) -> pl.DataFrame:
+    """The ``kernels`` or ``kernel_calls`` rows of every wrapper (built column by column)."""
+    schema = KERNELS_SCHEMA if what == "kernels" else KERNEL_CALLS_SCHEMA
+    cols: dict[str, list[Any]] = {c: [] for c in schema.names()}
+    own = [c for c in (KERNEL_SCHEMA if what == "kernels" else CALL_SCHEMA) if c in cols]
     for w in _wrappers(ev, lr):
         oc = parse_output_code(w["text"])
+        rows = oc.kernels if what == "kernels" else oc.calls
+        n = len(rows)
+        if not n:
+            continue
         base = {"rank": w["rank"], "compile_id": w["compile_id"], "trace_id": w["trace_id"],
                 "graph": oc.aot_id, "file": w["file"], "lineno": w["lineno"], "source": w["source"]}
+        for c, v in base.items():
+            cols[c].extend([v] * n)
+        for c in own:
+            cols[c].extend([r[c] for r in rows])
         prefix = f"{w['file']}:{w['lineno']}#"
-        for k in oc.kernels:
-            krows.append({**base, **k, "kernel_id": prefix + str(k["order"]),
-                          "provenance_nodes": [], "provenance_stack": []})
-        for c in oc.calls:
-            c = dict(c)
-            crows.append({**base, **c, "kernel_id": prefix + str(c.pop("kernel_order"))})
-    return (pl.DataFrame(krows, schema=KERNELS_SCHEMA),
-            pl.DataFrame(crows, schema=KERNEL_CALLS_SCHEMA))
+        key = "order" if what == "kernels" else "kernel_order"
+        cols["kernel_id"].extend([prefix + str(r[key]) for r in rows])
+        if what == "kernels":
+            cols["provenance_nodes"].extend([[]] * n)
+            cols["provenance_stack"].extend([[]] * n)
+    return _frame(cols, schema)
+
+
+def _frame(cols: dict[str, list[Any]], schema: pl.Schema) -> pl.DataFrame:
+    """DataFrame from column lists; list columns go through Arrow (much faster than polars'
+    element-by-element conversion of nested lists)."""
+    out = []
+    for name, dtype in schema.items():
+        if isinstance(dtype, pl.List):
+            inner = pa.large_string() if dtype.inner == pl.String else pa.int32()
+            arr = pa.array(cols[name], type=pa.large_list(inner))
+            out.append(pl.Series(name, pl.from_arrow(arr)).cast(dtype))
+        else:
+            out.append(pl.Series(name, cols[name], dtype=dtype))
+    return pl.DataFrame(out)
 
 
 def build_provenance(events: pl.DataFrame) -> pl.DataFrame:
@@ -358,13 +381,13 @@ def _attach_provenance(kernels: pl.DataFrame, prov: pl.DataFrame) -> pl.DataFram
 
 def build_kernels(events: pl.DataFrame, log_records: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per generated kernel definition and per extern/fallback launch of each wrapper."""
-    kernels, _ = _parse_wrappers(_events(events), _log_records(log_records))
+    kernels = _parse_wrappers(_events(events), _log_records(log_records), "kernels")
     kernels = _attach_provenance(kernels, build_provenance(events))
     return kernels.select(KERNELS_SCHEMA.names()).sort("source", "file", "lineno", "order")
 
 
 def build_kernel_calls(events: pl.DataFrame, log_records: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per kernel launch in each wrapper's ``call()``, in execution order."""
-    _, calls = _parse_wrappers(_events(events), _log_records(log_records))
+    calls = _parse_wrappers(_events(events), _log_records(log_records), "calls")
     return calls.sort("source", "file", "lineno", "call_index")
 

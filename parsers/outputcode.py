@@ -113,6 +113,7 @@ _EXTERN = re.compile(
 )
 _PARTITION_CALL = re.compile(r"(?:self\.partitions\[(?P<k>\d+)\]|(?P<name>partition_\d+))\(")
 _PARTITIONS = re.compile(r"Runner\(partitions=\[(?P<p>[^\]]*)\]")
+_EXTERN_PARTS = ("extern_kernels.", "torch.ops.", "aten.", "inductor_ops.", "_quantized.")
 _LAUNCH = re.compile(r"^\s*(?:[\w, ]+ = )?(?P<name>[A-Za-z_]\w*)(?P<run>\.run)?\(")
 _NOT_RUNTIME = {"benchmark_compiled_module", "get_args", "__init__", "recursively_apply_fns"}
 _HELPERS = {"alloc_from_pool"}  # ``alloc_from_pool = torch.ops.inductor._alloc_from_pool``
@@ -239,9 +240,9 @@ def parse_output_code(text: str) -> OutputCode:
         line = raw.rstrip("\r")
         lineno = i + 1
         i += 1
-        stripped = line.strip()
         # ---- module level: kernel definitions and their header comments
-        dm = _DEF.match(line)
+        # (each regex is tried only on lines holding its literal part)
+        dm = _DEF.match(line) if " = async_compile." in line else None
         if dm and dm.group("method") != "wait":
             q = line.find("'''", dm.end())
             if q < 0:
@@ -272,12 +273,12 @@ def parse_output_code(text: str) -> OutputCode:
             cur_func = None
             continue
         if not line.startswith((" ", "\t")):
-            km = _KERNEL_PATH.match(line)
+            km = _KERNEL_PATH.match(line) if line.startswith("# kernel path: ") else None
             if km:
                 head = {"path": km.group("p")}
                 in_mapping = False
                 continue
-            sm = _SOURCE_NODES.match(line)
+            sm = _SOURCE_NODES.match(line) if "Source Nodes: [" in line else None
             if sm:
                 head["nodes"] = _split_list(sm.group("nodes"))
                 head["aten"] = _split_list(sm.group("aten"))
@@ -295,7 +296,7 @@ def parse_output_code(text: str) -> OutputCode:
                     continue
                 in_mapping = False
         # ---- functions
-        fm = _FUNC.match(line)
+        fm = _FUNC.match(line) if "def " in line else None
         if fm:
             name = fm.group("name")
             cur_func = None if name in _NOT_RUNTIME else name
@@ -307,24 +308,26 @@ def parse_output_code(text: str) -> OutputCode:
         if line and not line[0].isspace():
             if not line.startswith("#"):  # a module-level statement ends the function
                 cur_func = None
-                pm = _PARTITIONS.search(line)
+                pm = _PARTITIONS.search(line) if "Runner(partitions=[" in line else None
                 if pm:
                     partitions = _split_list(pm.group("p"))
             continue
         if cur_func is None:
             continue
         # ---- inside a runtime function: launches in order
-        sm = _SOURCE_NODES.match(line)
+        sm = _SOURCE_NODES.match(line) if "Source Nodes: [" in line else None
         if sm:
             pend_nodes = (_split_list(sm.group("nodes")), _split_list(sm.group("aten")))
             continue
-        hm = _HANDLE.match(line)
+        hm = _HANDLE.match(line) if "# [Provenance debug handles] " in line else None
         if hm:
             pend_handle = hm.group("h")
             continue
-        if stripped.startswith("#"):
+        if line.lstrip().startswith("#"):
             continue
-        pc = _PARTITION_CALL.search(line)
+        if "(" not in line:  # no call: neither a launch nor a partition
+            continue
+        pc = _PARTITION_CALL.search(line) if "partition" in line else None
         if pc:
             target = pc.group("name") or (
                 partitions[int(pc.group("k"))] if pc.group("k") and int(pc.group("k")) < len(partitions)
@@ -332,7 +335,7 @@ def parse_output_code(text: str) -> OutputCode:
             )
             funcs[cur_func].append(("partition", target))
             continue
-        em = _EXTERN.match(line)
+        em = _EXTERN.match(line) if any(p in line for p in _EXTERN_PARTS) else None
         lm = _LAUNCH.match(line) if not em else None
         if em:
             fn = em.group("fn")

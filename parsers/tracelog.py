@@ -166,6 +166,10 @@ def _split(data: bytes | mmap.mmap) -> _Split:
     that buffer cut at computed offsets (raises ArrowInvalid when the bytes are not UTF-8).
     """
     n = len(data)
+    if n == 0:
+        empty = np.empty(0, dtype=np.int64)
+        none = pa.array([], type=pa.large_string())
+        return _Split(0, 0, False, empty, empty, empty, empty, none, none)
     buf = np.frombuffer(data, dtype=np.uint8)
     nl = _newlines(buf)
     truncated = n > 0 and data[-1] != 10

@@ -9,11 +9,13 @@ import polars as pl
 import pytest
 import torch
 
+from parsers import fxgraph
 from parsers.fxgraph import (
     graph_kind,
     is_graph_text,
     parse_fx_graph,
     parse_fx_graph_rows,
+    parse_fx_graphs,
     split_traced_graphs,
 )
 from parsers.graphs import build_graph_nodes, build_graphs
@@ -276,3 +278,90 @@ def test_training_fixture_graphs() -> None:
     bw = n.filter((pl.col("graph_kind") == "aot_backward") & (pl.col("source") == "trace"))
     line23 = bw.filter(pl.col("user_line") == 23)["target"].to_list()
     assert "aten.exp.default" in line23 and "aten.pow.Tensor_Scalar" in line23
+
+
+# --------------------------------------------------------------------------- vectorized parser
+# parse_fx_graphs (all texts at once, polars string kernels) must give exactly the rows of the
+# line-by-line parser; both are forced here whatever the amount of text.
+def _both_parsers(texts: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame]:
+    monkeypatch.setattr(fxgraph, "_VECTOR_MIN_BYTES", 0)
+    vec = parse_fx_graphs(texts)
+    ref = pl.concat([
+        pl.DataFrame(fxgraph._parse_rows_py(t), schema=fxgraph.NODE_SCHEMA)
+        .with_columns(pl.lit(i, dtype=pl.UInt32).alias("graph")) for i, t in enumerate(texts)
+    ]).select(vec.columns)
+    return vec, ref
+
+
+def _assert_same_rows(vec: pl.DataFrame, ref: pl.DataFrame, texts: list[str]) -> None:
+    if vec.equals(ref):
+        return
+    for i, t in enumerate(texts):  # name the first graph that differs
+        a, b = vec.filter(pl.col("graph") == i), ref.filter(pl.col("graph") == i)
+        assert a.rows() == b.rows(), t[:2000]
+    raise AssertionError("row order differs")
+
+
+@needs_shared
+def test_vectorized_parser_equals_line_parser_on_real_graphs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    texts: list[str] = []
+    for d in sorted(GPU.iterdir()) + sorted(FIXTURES.iterdir()):
+        if (d / "trace").is_dir():
+            logs = d / "torch_logs.txt"
+            lr = log_records_of(str(logs)) if logs.exists() else None
+            texts += build_graphs(events_of(str(d / "trace")), lr)["text"].to_list()
+    for p in sorted(PEER.rglob("*")):
+        if p.is_file() and p.stat().st_size:
+            texts += build_graphs(events_of(str(p)))["text"].to_list()
+    texts = list(dict.fromkeys(t for t in texts if t))
+    assert len(texts) > 200
+    texts += texts[::7]  # repeated texts are parsed once
+    vec, ref = _both_parsers(texts, monkeypatch)
+    _assert_same_rows(vec, ref, texts)
+
+
+_ODD_LINES = [
+    "        x = L_x_", "        l_y_ = L_y_", "        a = l_x_", "        b = a",
+    "        a += b;  iadd = a", '        c: "f32[3]" = a * 2', "        d = -a",
+    "        e = a[0]", "        f = None[0]", "        g = if.x", "        h = x.if",
+    "        i = x.shape", "        j = self.sub.w", "        k = self.sub(x)",
+    "        m = x.view(3, 4)", "        n = torch.ops.aten.mm.default(a, b);  a = b = None",
+    "        o = f(x)[0]", "        p = f(x) + g(y)", "        q = torch.cat([a, (b, c)], 0)",
+    "        r = foo('a(b', \"c)d\")", "        s = foo(a))(", "        w = 08[1]",
+    "        y = x[-1]", "        aa = 1.5 * x", "        bb = x < y", "        cc = x is None",
+    "        ii =   spaced(x)  ", '        jj : "ann" = x', '        kk: " f32 " = x',
+    '        ll: "a=b" = x', "        nn: int = 5", "        pp = fn(x);   x = None",
+    "        # File: /a/b.py:12 in fn, code: x = y", "        # File: /a/b.py:13, code: z",
+    "        # seq_nr: 7 # File: /a/b.py:14 in g, code: w",
+    "        # No stacktrace found for following nodes", "        # other", "        pass", "",
+    "        return (x,", "            y)", "        returnx = f(y)",
+    "    class Sub(torch.nn.Module):", "        class Inner(torch.nn.Module):",
+    " <eval> class GraphModule(torch.nn.Module):", "        x = 'class Foo(torch.nn.Module):'",
+    "    def forward(self, a, b=1, *args, **kw):", '    def forward(self, L_x_: "f32[3]", L_y_):',
+    "    def forward(", "        self,", '        a: "f32[3]",  # PlainAOTInput(idx=0)',
+    "        c = 5,", "    ):", ")",
+    '        primals_1: "f32[3]"  # PlainAOTInput(idx=0)',
+    '        primals_2: "f32[4]"; primals_3: "f32[5]"',
+    "        primals_1, primals_2, = fx_pytree.tree_flatten_spec([primals, tangents], self._in_spec)",
+    "        x, y = foo(z)", "        é = tört(x)", "        x = f('ü')",
+    "        # File: /a/é.py:1 in f, code: ü = 1", "\x1c       x = g(y)",
+    "\x1b[31m        x = k(y)\x1b[0m", '        x = f("a\\"b")', "        x = f([[[[[1]]]]])",
+    "        x = f(a)\r", "        z2 = output.x(a)", "        output = f(a)",
+    "        w2 = L_x_.view(a)", "        w3 = l_x_.view(a)", "        w4 = primals_1.view(a)",
+]
+
+
+def test_vectorized_parser_on_odd_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines the fast patterns leave to Python (non-ASCII, \\x1c, ANSI colors, keywords,
+    operators, odd spacing), renames, pytree unpacking, nested modules, multi-line
+    signatures and returns, in many orders."""
+    import random
+
+    rng = random.Random(0)
+    head = ["class GraphModule(torch.nn.Module):",
+            "    def forward(self, L_x_, L_y_, primals, tangents):"]
+    texts = ["\n".join(head + [rng.choice(_ODD_LINES) for _ in range(rng.randint(1, 40))])
+             for _ in range(300)]
+    vec, ref = _both_parsers(texts, monkeypatch)
+    _assert_same_rows(vec, ref, texts)

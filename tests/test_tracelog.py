@@ -242,3 +242,12 @@ def test_input_directory_is_not_modified(tmp_path: Path) -> None:
     write_export(t, tmp_path / "out")
     after = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in d.iterdir()}
     assert before == after
+
+
+def test_empty_file_is_an_empty_table(tmp_path: Path) -> None:
+    f = tmp_path / "dedicated_log_torch_trace_empty.log"
+    f.write_bytes(b"")
+    p = read_trace_file(f)
+    assert p.events.height == 0
+    assert p.stats["lines"].item() == 0
+    assert p.problems.height == 0
