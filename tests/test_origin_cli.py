@@ -19,8 +19,9 @@ def _json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
 
 def test_forward_kernel_leads_to_the_erf_line(capsys: pytest.CaptureFixture[str]) -> None:
     out = _json(capsys, str(FIXTURES / "training"), "--kernel", "cpp_fused_erf_mul_1")
+    # the trace logs the absolute path of the program where the fixture was made
     locs = {c["location"] for c in out["chains"]}
-    assert locs == {f"{FIXTURES / 'programs' / 'training.py'}:{ERF_LINE}"}
+    assert len(locs) == 1 and locs.pop().endswith(f"fixtures/programs/training.py:{ERF_LINE}")
     assert all(c["user_code"] == "h = torch.erf(h) * 0.5" for c in out["chains"])
 
 
