@@ -61,6 +61,12 @@ def test_export_round_trip(tmp_path: Path) -> None:
         assert back.table(name).equals(t.table(name)), name
     # graph and kernel text keep their exact bytes
     assert back.events["payload"].to_list() == t.events["payload"].to_list()
+    for name, col in (("graphs", "text"), ("kernels", "code")):
+        assert t.table(name).height > 0, name
+        assert back.table(name)[col].to_list() == t.table(name)[col].to_list(), name
+    # a kernel's code is the exact slice of the output-code payload it came from
+    code = t.kernels.filter(t.kernels["kind"] == "cpp")["code"][0]
+    assert code in t.events.filter(t.events["kind"] == "inductor_output_code")["payload"][0]
 
 
 def test_export_partitioned_by_rank_round_trip(tmp_path: Path) -> None:

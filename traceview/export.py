@@ -49,12 +49,32 @@ def write_export(
     parent.mkdir(parents=True, exist_ok=True)
     if partition_by_rank is None:
         partition_by_rank = len(trace.ranks) > 1
-    trace.ensure_graph_tables()
     parts = _parts(trace)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
     try:
         tables_meta = {}
+        done: set[str] = set()
+        if parts and partition_by_rank:
+            # many ranks: every part is written by a worker process, in parallel
+            from traceview.pipeline import EXPORT_PART_TABLES, _empty, export_parts
+
+            rows = export_parts(trace.workdir, tmp)  # type: ignore[arg-type]
+            trace.ensure_graph_tables()  # built by the workers: now only opened, for seq_links
+            for name in EXPORT_PART_TABLES:
+                schema = _empty(name).schema
+                meta = {"rows": rows.get(name, 0), "columns": {c: _dtype_str(t) for c, t in schema.items()}}
+                if rows.get(name):
+                    meta["path"] = f"{name}/"
+                else:
+                    pq.write_table(pl.DataFrame(schema=schema).to_arrow(), tmp / f"{name}.parquet")
+                    meta["path"] = f"{name}.parquet"
+                tables_meta[name] = meta
+                done.add(name)
+        else:
+            trace.ensure_graph_tables()
         for name in TABLES:
+            if name in done:
+                continue
             df = trace.table(name)
             partition = bool(partition_by_rank) and "rank" in df.columns
             if parts and all((p / f"{name}.arrow").exists() for p in parts):

@@ -44,26 +44,36 @@ PART_TABLES = (
 # Built on demand (the TUI, export): guard trees and graph text are not needed for the summary.
 WORKER_FUNCTIONS = frozenset(
     {
-        "process_trace_file",
+        "process_trace_files",
         "process_trace_chunk",
         "finish_trace_file",
         "process_text_log",
         "process_graph_tables",
         "count_lines",
+        "export_part",
     }
 )
 GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance")
+# Tables written part by part by `export_part` (stats is written whole: its columns differ
+# between trace and text parts).
+EXPORT_PART_TABLES = tuple(n for n in PART_TABLES if n != "stats") + GRAPH_TABLES
 # Tables small enough to keep as one file per trace (everything but records and payloads).
 SMALL_TABLES = tuple(n for n in PART_TABLES if n not in ("events", "log_records", "other_lines"))
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 CHUNK_BYTES = 32 * 1024 * 1024  # a trace log this big is parsed in pieces, in parallel
+BATCH_MIN_BYTES = 4 * 1024 * 1024  # smaller trace logs are parsed together, up to CHUNK_BYTES
 FORMAT_VERSION = 1
 
 
 def _empty(name: str) -> pl.DataFrame:
-    from parsers import compiles, facts, textlog, tracelog
+    from parsers import compiles, facts, graphs, textlog, tracelog
 
     schemas: dict[str, dict] = {
+        "graphs": dict(graphs.GRAPHS_SCHEMA),
+        "graph_nodes": dict(graphs.GRAPH_NODES_SCHEMA),
+        "kernels": dict(graphs.KERNELS_SCHEMA),
+        "kernel_calls": dict(graphs.KERNEL_CALLS_SCHEMA),
+        "provenance": dict(graphs.PROVENANCE_TABLE_SCHEMA),
         "events": tracelog.EVENTS_SCHEMA,
         "strings": tracelog.STRINGS_SCHEMA,
         "stats": tracelog.STATS_SCHEMA,
@@ -86,19 +96,27 @@ def _write(outdir: Path, tables: dict[str, pl.DataFrame], extra: dict[str, bytes
     os.rename(tmp, outdir)
 
 
-def process_trace_file(path: str, outdir: str) -> None:
-    """Worker: parse one TORCH_TRACE log and write its part (runs in a child process)."""
+def process_trace_files(paths: list[str], outdir: str) -> None:
+    """Worker: parse a batch of TORCH_TRACE logs and write them as one part. Every table is
+    keyed by file, so the derived tables are built once over the batch (small files cost
+    a fixed overhead per table operation that a batch pays once)."""
     from parsers.tracelog import read_trace_file
 
-    parsed = read_trace_file(path)
+    parsed = [read_trace_file(p) for p in paths]
+    events = _cat([p.events for p in parsed])
+    strings = _cat([p.strings for p in parsed])
     tables = {
-        "events": parsed.events,
-        "strings": parsed.strings,
-        "stats": parsed.stats.with_columns(pl.lit("trace").alias("format")),
-        "problems": parsed.problems,
-        **_derive_trace_tables(parsed.events, parsed.strings),
+        "events": events,
+        "strings": strings,
+        "stats": _cat([p.stats for p in parsed]).with_columns(pl.lit("trace").alias("format")),
+        "problems": _cat([p.problems for p in parsed]),
+        **_derive_trace_tables(events, strings),
     }
     _write(Path(outdir), tables)
+
+
+def _cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
 
 
 def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -258,6 +276,54 @@ def process_graph_tables(partdir: str) -> None:
         os.rename(tmp, part / f"{name}.arrow")
 
 
+NULL_RANK_DIR = "__HIVE_DEFAULT_PARTITION__"
+
+
+def export_part(partdir: str, outdir: str) -> dict[str, int]:
+    """Worker: write one part's tables as hive-partitioned parquet files (by rank) under
+    `outdir`, building its graph tables first if the part has none yet. Returns row counts."""
+    import pyarrow.parquet as pq
+
+    part = Path(partdir)
+    if not (part / "graphs.arrow").exists():
+        process_graph_tables(partdir)
+    rows: dict[str, int] = {}
+    for name in EXPORT_PART_TABLES:
+        f = part / f"{name}.arrow"
+        if not f.exists():
+            continue
+        df = _read(f)
+        if df.height == 0:
+            continue
+        schema = _empty(name).schema
+        df = df.select(
+            [pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t).alias(c) for c, t in schema.items()]
+        )
+        rows[name] = df.height
+        if "rank" not in df.columns:  # e.g. strings: one file per part, no partition directory
+            (Path(outdir) / name).mkdir(parents=True, exist_ok=True)
+            pq.write_table(df.to_arrow(), Path(outdir) / name / f"part-{part.name}.parquet", compression="zstd")
+            continue
+        for (rank,), sub in df.group_by("rank", maintain_order=True):
+            d = Path(outdir) / name / f"rank={NULL_RANK_DIR if rank is None else rank}"
+            d.mkdir(parents=True, exist_ok=True)
+            pq.write_table(sub.drop("rank").to_arrow(), d / f"part-{part.name}.parquet", compression="zstd")
+    return rows
+
+
+def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dict[str, int]:
+    """Write every part's tables under `outdir` in parallel; total rows per table."""
+    todo = []
+    for part in _parts(workdir):
+        size = sum(f.stat().st_size for f in part.glob("*.arrow"))
+        todo.append((export_part, (str(part), str(outdir)), size))
+    total: dict[str, int] = {}
+    for rows in _run(todo, jobs):
+        for k, v in (rows or {}).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
 def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
     """Build the graph tables of every part that lacks them (in parallel)."""
     meta = orjson.loads((workdir / "parts.json").read_bytes())
@@ -343,24 +409,40 @@ def parse_to_dir(inputs: Inputs, workdir: Path, *, jobs: int | None = None) -> N
     parts: list[str] = []
     todo: list[Job] = []
     finish: list[Job] = []
-    for prefix, paths, fn in (("t", inputs.trace_paths, process_trace_file), ("x", inputs.text_logs, process_text_log)):
-        for i, path in enumerate(paths):
-            out = workdir / f"{prefix}{i:05d}"
-            size = os.path.getsize(path)
-            if fn is process_trace_file and workers > 1 and size >= CHUNK_BYTES and not _is_gzip(path):
-                # a big file is parsed in pieces on all cores, then finished as a whole
-                pieces = split_points(path, max(workers, -(-size // CHUNK_BYTES)), jobs=jobs)
-                names = [f"{out.name}p{k:04d}" for k in range(len(pieces))]
-                parts += [*names, out.name]
-                for name, (a, b, lines) in zip(names, pieces):
-                    if not (workdir / name).exists():
-                        todo.append((process_trace_chunk, (path, a, b, lines, str(workdir / name)), b - a))
-                if not out.exists():
-                    finish.append((finish_trace_file, ([str(workdir / n) for n in names], str(out)), size))
-                continue
-            parts.append(out.name)
-            if not out.exists():
-                todo.append((fn, (path, str(out)), size))
+    sizes = {p: os.path.getsize(p) for p in [*inputs.trace_paths, *inputs.text_logs]}
+    small = [p for p in inputs.trace_paths if not (workers > 1 and sizes[p] >= CHUNK_BYTES and not _is_gzip(p))]
+    # small trace logs go in batches: enough batches to keep every worker busy, none too big
+    target = min(max(sum(sizes[p] for p in small) // (workers * 4), BATCH_MIN_BYTES), CHUNK_BYTES)
+    batch: list[str] = []
+    batches: list[list[str]] = []
+    for p in small:
+        if batch and sum(sizes[q] for q in batch) + sizes[p] > target:
+            batches.append(batch)
+            batch = []
+        batch.append(p)
+    if batch:
+        batches.append(batch)
+    for i, b in enumerate(batches):
+        out = workdir / f"t{i:05d}"
+        parts.append(out.name)
+        if not out.exists():
+            todo.append((process_trace_files, (b, str(out)), sum(sizes[p] for p in b)))
+    for i, path in enumerate(p for p in inputs.trace_paths if p not in small):
+        # a big file is parsed in pieces on all cores, then finished as a whole
+        out = workdir / f"b{i:05d}"
+        pieces = split_points(path, max(workers, -(-sizes[path] // CHUNK_BYTES)), jobs=jobs)
+        names = [f"{out.name}p{k:04d}" for k in range(len(pieces))]
+        parts += [*names, out.name]
+        for name, (a, b, lines) in zip(names, pieces):
+            if not (workdir / name).exists():
+                todo.append((process_trace_chunk, (path, a, b, lines, str(workdir / name)), b - a))
+        if not out.exists():
+            finish.append((finish_trace_file, ([str(workdir / n) for n in names], str(out)), sizes[path]))
+    for i, path in enumerate(inputs.text_logs):
+        out = workdir / f"x{i:05d}"
+        parts.append(out.name)
+        if not out.exists():
+            todo.append((process_text_log, (path, str(out)), sizes[path]))
     _run(todo, jobs)
     _run(finish, jobs, isolate=True)
     (workdir / "parts.json").write_bytes(orjson.dumps({"format": FORMAT_VERSION, "parts": parts}))

@@ -85,6 +85,30 @@ def seq_links(graph_nodes: pl.DataFrame, annotations: pl.DataFrame | None = None
         pl.col("user_file").alias("b_file"), pl.col("user_line").alias("backward_user_line"),
         "file", "lineno",
     )
+    # Each backward graph belongs to the forward graph of the same compile logged before it
+    # in the same file (a file can hold a compile id more than once, e.g. concatenated logs):
+    # links are only made within that pair, which also keeps the joins linear.
+    # graph_id is "<file>:<line>": the file and the position of the graph in it
+    where = [
+        pl.col("_g").str.replace(r":\d+$", "").alias("_gfile"),
+        pl.col("_g").str.extract(r":(\d+)$").cast(_I64).alias("_pos"),
+        # join_asof matches no null keys: give them a value
+        *[pl.col(k).cast(_S).fill_null("\0").alias(f"_{k}") for k in keys],
+    ]
+    fwg = (
+        fw.select(*keys, pl.col("forward_graph_id").alias("_g")).unique()
+        .with_columns(where).rename({"_g": "_fg"}).sort("_pos")
+    )
+    bwg = bw.select(*keys, pl.col("backward_graph_id").alias("_g")).unique().with_columns(where).sort("_pos")
+    fwg = fwg.drop(keys)
+    pairs = bwg.join_asof(
+        fwg, on="_pos", by=[*[f"_{k}" for k in keys], "_gfile"], strategy="backward", check_sortedness=False
+    ).select(
+        pl.col("_g").alias("backward_graph_id"), pl.col("_fg").alias("forward_graph_id")
+    )
+    bw = bw.join(pairs, on="backward_graph_id", how="left")
+    fw = fw.rename({"forward_graph_id": "_fg"}).with_columns(pl.col("_fg").alias("forward_graph_id"))
+    pair_keys = [*keys, "forward_graph_id"]
     parts: list[pl.DataFrame] = []
     if annotations is not None and not annotations.is_empty():
         ann = (
@@ -97,7 +121,7 @@ def seq_links(graph_nodes: pl.DataFrame, annotations: pl.DataFrame | None = None
                       right_on=["rank", "compile_id", "node"], nulls_equal=True)
         bws = bw.join(ann, left_on=["rank", "compile_id", "backward_node"],
                       right_on=["rank", "compile_id", "node"], nulls_equal=True)
-        by_seq = bws.join(fws, on=[*keys, "seq_nr"], nulls_equal=True).with_columns(
+        by_seq = bws.join(fws.drop("_fg"), on=[*pair_keys, "seq_nr"], nulls_equal=True).with_columns(
             pl.lit("seq_nr").alias("link")
         )
         parts.append(by_seq)
@@ -106,9 +130,9 @@ def seq_links(graph_nodes: pl.DataFrame, annotations: pl.DataFrame | None = None
                      nulls_equal=True)
     by_line = (
         bw.filter(pl.col("b_file").is_not_null())
-        .join(fw.filter(pl.col("user_file").is_not_null()),
-              left_on=[*keys, "b_file", "backward_user_line"],
-              right_on=[*keys, "user_file", "user_line"], nulls_equal=True)
+        .join(fw.filter(pl.col("user_file").is_not_null()).drop("_fg"),
+              left_on=[*pair_keys, "b_file", "backward_user_line"],
+              right_on=[*pair_keys, "user_file", "user_line"], nulls_equal=True)
         .with_columns(
             pl.col("b_file").alias("user_file"), pl.col("backward_user_line").alias("user_line"),
             pl.lit(None, dtype=_I64).alias("seq_nr"), pl.lit("source_line").alias("link"),
