@@ -49,7 +49,9 @@ Tools (each run in its own child process; see the command constants below):
 * ``summary-cold``: ``traceview summary INPUT`` plus ``--summary-cold-args`` (default
   ``--no-cache``; pass an empty string if the flag does not exist).
 * ``summary-warm``: ``traceview summary INPUT`` twice; the first run is reported as
-  ``summary-prime`` (it builds the cache, unless one is left from an earlier bench run), the
+  ``summary-prime`` (it builds a fresh cache: every traceview run gets its own
+  ``TRACEVIEW_CACHE_DIR`` under the work dir, emptied before export, summary-cold and
+  summary-prime), the
   second as ``summary-warm``.
 
 Measurements: each command is started by a fresh minimal wrapper interpreter
@@ -532,7 +534,14 @@ def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -
             if out is not None:
                 shutil.rmtree(out, ignore_errors=True)
                 out.parent.mkdir(parents=True, exist_ok=True)
-            r = measure(Run(s.name, tool, argv, mb, str(path)), logdir, args.timeout, env)
+            # traceview's parse cache: every cold run (export, summary-cold) starts from an
+            # empty cache; summary-prime fills a fresh one that summary-warm then reads
+            cache = args.work / "cache" / s.name / ("warm" if tool.startswith("summary-") and tool != "summary-cold" else tool)
+            if tool != "summary-warm":
+                shutil.rmtree(cache, ignore_errors=True)
+            r = measure(
+                Run(s.name, tool, argv, mb, str(path)), logdir, args.timeout, {**env, "TRACEVIEW_CACHE_DIR": str(cache)}
+            )
             attempts.append(
                 {
                     "wall_s": r.wall_s,

@@ -24,7 +24,7 @@ from traceview.schema import SCHEMA_VERSION
 from traceview.trace import Trace
 
 MAX_ENTRIES = 16
-PARSER_VERSION = "4"  # bump when parsing changes what the tables or parts hold
+PARSER_VERSION = "5"  # bump when parsing changes what the tables or parts hold
 
 
 def cache_dir() -> Path:

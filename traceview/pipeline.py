@@ -53,7 +53,7 @@ WORKER_FUNCTIONS = frozenset(
         "export_part",
     }
 )
-GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance")
+GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance", "seq_links")
 # Tables written part by part by `export_part` (stats is written whole: its columns differ
 # between trace and text parts).
 EXPORT_PART_TABLES = tuple(n for n in PART_TABLES if n != "stats") + GRAPH_TABLES
@@ -67,8 +67,10 @@ FORMAT_VERSION = 1
 
 def _empty(name: str) -> pl.DataFrame:
     from parsers import compiles, facts, graphs, textlog, tracelog
+    from traceview.analyze.origin import SEQ_LINKS_SCHEMA
 
     schemas: dict[str, dict] = {
+        "seq_links": dict(SEQ_LINKS_SCHEMA),
         "graphs": dict(graphs.GRAPHS_SCHEMA),
         "graph_nodes": dict(graphs.GRAPH_NODES_SCHEMA),
         "kernels": dict(graphs.KERNELS_SCHEMA),
@@ -260,11 +262,18 @@ def process_graph_tables(partdir: str) -> None:
     else:
         events = _read(part / "events.arrow") if (part / "events.arrow").exists() else _empty("events")
         records = _read(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
+    from traceview.analyze.origin import seq_links
+
     graphs = build_graphs(events, records)
+    nodes = build_graph_nodes(graphs)
     guards = [guards_from_trace(events)] + ([guards_from_text(records)] if records is not None else [])
+    # forward/backward pairs never span two parts, so the links of a part are built here,
+    # against the annotations (seq_nr) of the whole trace
+    annotations = part.parent / "merged" / "annotations.arrow"
     tables = {
+        "seq_links": seq_links(nodes, _read(annotations) if annotations.exists() else _concat(part.parent, "annotations")),
         "guards": pl.concat(guards, how="vertical_relaxed"),
-        "graph_nodes": build_graph_nodes(graphs),
+        "graph_nodes": nodes,
         "kernels": build_kernels(events, records),
         "kernel_calls": build_kernel_calls(events, records),
         "provenance": build_provenance(events),
