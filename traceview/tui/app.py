@@ -40,6 +40,9 @@ def _few_colours() -> bool:
     return bool(term) and "256" not in term and "truecolor" not in term and "direct" not in term
 
 
+
+FIRST_PAINT_S = 0.4  # head start of the first screen over the background table build
+
 class TraceviewApp(App[int]):
     """Browse one trace: findings first, then frames, guards, graphs & kernels, raw records."""
 
@@ -141,7 +144,9 @@ class TraceviewApp(App[int]):
             if self.save is not None and not self.cancelled:
                 self.save(trace)
             self.timings["saved"] = time.monotonic() - self._t0
-            # guards, graphs and kernels: built now, while the user reads the findings
+            # guards, graphs and kernels: built now, while the user reads the findings; the
+            # worker processes start once the first screen has had time to paint
+            time.sleep(FIRST_PAINT_S)
             model.build_graph_tables()
             self.timings["graph_tables"] = time.monotonic() - self._t0
             self._from_thread(self._graph_tables_ready)
