@@ -59,7 +59,7 @@ GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "p
 EXPORT_PART_TABLES = tuple(n for n in PART_TABLES if n != "stats") + GRAPH_TABLES
 # Tables small enough to keep as one file per trace (everything but records and payloads).
 SMALL_TABLES = tuple(n for n in PART_TABLES if n not in ("events", "log_records", "other_lines"))
-PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+PARALLEL_MIN_BYTES = 128 * 1024 * 1024  # below this, starting worker processes costs more than it saves
 CHUNK_BYTES = 32 * 1024 * 1024  # a trace log this big is parsed in pieces, in parallel
 BATCH_MIN_BYTES = 4 * 1024 * 1024  # smaller trace logs are parsed together, up to CHUNK_BYTES
 FORMAT_VERSION = 1
