@@ -52,11 +52,12 @@ def load_cached(
     logs: list[str] | None = None,
     jobs: int | None = None,
     use_cache: bool = True,
+    heavy: bool = False,
 ) -> Trace:
     """Load `path`, from the cache when its inputs are unchanged; otherwise parse into the cache."""
     inputs = discover(path, latest=latest, extra_logs=logs)
     if not use_cache:
-        return load_parsed(inputs, jobs=jobs)
+        return load_parsed(inputs, jobs=jobs, heavy=heavy)
     root = cache_dir()
     entry = root / cache_key(inputs)
     if (entry / "done").exists():
@@ -70,9 +71,9 @@ def load_cached(
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     except OSError:  # no writable cache: parse without one
-        return load_parsed(inputs, jobs=jobs)
+        return load_parsed(inputs, jobs=jobs, heavy=heavy)
     try:
-        parse_to_dir(inputs, tmp, jobs=jobs)
+        parse_to_dir(inputs, tmp, jobs=jobs, heavy=heavy)
         (tmp / "done").touch()
         shutil.rmtree(entry, ignore_errors=True)
         os.rename(tmp, entry)

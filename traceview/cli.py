@@ -78,12 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _load(args: argparse.Namespace):  # -> Trace
+def _load(args: argparse.Namespace, *, heavy: bool = False):  # -> Trace
     from traceview.cache import load_cached
 
     paths = [args.path] if isinstance(args.path, str) else list(args.path)
     return load_cached(
-        paths[0], latest=args.latest, logs=paths[1:] + list(args.logs), jobs=args.jobs, use_cache=not args.no_cache
+        paths[0],
+        latest=args.latest,
+        logs=paths[1:] + list(args.logs),
+        jobs=args.jobs,
+        use_cache=not args.no_cache,
+        heavy=heavy,
     )
 
 
@@ -112,7 +117,7 @@ def _term_width() -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from traceview.export import write_export
 
-    trace = _load(args)
+    trace = _load(args, heavy=True)
     part = {"auto": None, "yes": True, "no": False}[args.partition_by_rank]
     out = write_export(trace, args.output, partition_by_rank=part)
     n = trace.events.height

@@ -78,7 +78,7 @@ def write_export(
             df = trace.table(name)
             partition = bool(partition_by_rank) and "rank" in df.columns
             if parts and all((p / f"{name}.arrow").exists() for p in parts):
-                # streamed part by part: only one input file's rows are mapped at a time
+                # streamed part by part: only one part (a batch of files) is mapped at a time
                 tables_meta[name] = _write_parts(parts, name, df.schema, tmp, partition)
             else:
                 tables_meta[name] = _write_table(df, tmp, name, partition)

@@ -1,12 +1,14 @@
-"""Parse inputs into a directory of Arrow IPC files, one part per input file, and open it.
+"""Parse inputs into a directory of Arrow IPC "parts" and open it, memory-mapped.
 
-Each input file is parsed in a worker process (all cores), which also derives the per-file
-tables that the summary needs (`compiles`, `spans`, and the facts: `recompiles`,
-`graph_breaks`, `guards`, `limit_hits`, `annotations`) and writes everything as uncompressed
-Arrow IPC into `<workdir>/<part>/<table>.arrow`. Nothing large travels between processes.
-Opening memory-maps those files: payloads stay on disk (in the page cache) until something
-reads them, so memory stays far below the size of the logs. The workdir is the parse cache
-entry (see `traceview.cache`) or a temporary directory.
+Small trace logs are parsed in batches (one part per batch), a big one in pieces (one part
+per piece plus one for the whole file), a text log on its own; above PARALLEL_MIN_BYTES the
+jobs run in worker processes on all cores (`python -m traceview.worker`, plain subprocesses).
+A worker also derives the tables the summary needs (`compiles`, `spans`, `recompiles`,
+`graph_breaks`, `limit_hits`, `annotations`) and writes everything as uncompressed Arrow IPC
+into `<workdir>/<part>/<table>.arrow`; nothing large travels between processes. Guards,
+graphs, kernels and seq_nr links (GRAPH_TABLES) are built per part later, on demand (UI,
+export). Opening memory-maps the files, so payloads stay in the page cache until something
+reads them. The workdir is the parse cache entry (see `traceview.cache`) or a temporary dir.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ PART_TABLES = (
     "limit_hits",
     "annotations",
 )
-# Built on demand (the TUI, export): guard trees and graph text are not needed for the summary.
+# What `python -m traceview.worker` may run.
 WORKER_FUNCTIONS = frozenset(
     {
         "process_trace_files",
@@ -53,6 +55,7 @@ WORKER_FUNCTIONS = frozenset(
         "export_part",
     }
 )
+# Built on demand (the TUI, export): guard trees and graph text are not needed for the summary.
 GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance", "seq_links")
 # Tables written part by part by `export_part` (stats is written whole: its columns differ
 # between trace and text parts).
@@ -60,6 +63,8 @@ EXPORT_PART_TABLES = tuple(n for n in PART_TABLES if n != "stats") + GRAPH_TABLE
 # Tables small enough to keep as one file per trace (everything but records and payloads).
 SMALL_TABLES = tuple(n for n in PART_TABLES if n not in ("events", "log_records", "other_lines"))
 PARALLEL_MIN_BYTES = 128 * 1024 * 1024  # below this, starting worker processes costs more than it saves
+# graph tables and export cost several times the parse per byte: workers pay off sooner
+HEAVY_PARALLEL_MIN_BYTES = 24 * 1024 * 1024
 CHUNK_BYTES = 32 * 1024 * 1024  # a trace log this big is parsed in pieces, in parallel
 BATCH_MIN_BYTES = 4 * 1024 * 1024  # smaller trace logs are parsed together, up to CHUNK_BYTES
 FORMAT_VERSION = 1
@@ -327,7 +332,7 @@ def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dic
         size = sum(f.stat().st_size for f in part.glob("*.arrow"))
         todo.append((export_part, (str(part), str(outdir)), size))
     total: dict[str, int] = {}
-    for rows in _run(todo, jobs):
+    for rows in _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES):
         for k, v in (rows or {}).items():
             total[k] = total.get(k, 0) + v
     return total
@@ -342,7 +347,7 @@ def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
         if not (part / "graphs.arrow").exists():
             size = sum(f.stat().st_size for f in part.glob("*.arrow"))
             todo.append((process_graph_tables, (str(part),), size))
-    _run(todo, jobs)
+    _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES)
 
 
 Job = tuple  # (function, args, size in bytes)
@@ -352,14 +357,15 @@ class WorkerError(Exception):
     """A worker failed on a job."""
 
 
-def _run(todo: list[Job], jobs: int | None, *, isolate: bool = False) -> list:
+def _run(todo: list[Job], jobs: int | None, *, isolate: bool = False, min_bytes: int | None = None) -> list:
     """Run jobs in worker processes when there is enough to do, biggest first; else here
     (`isolate`: in a worker process all the same, to keep this process's memory small).
     Returns the jobs' results in the order of `todo`."""
     if not todo:
         return []
     workers = min(jobs or os.cpu_count() or 1, len(todo))
-    if not isolate and (workers <= 1 or sum(j[2] for j in todo) < PARALLEL_MIN_BYTES):
+    threshold = PARALLEL_MIN_BYTES if min_bytes is None else min_bytes
+    if not isolate and (workers <= 1 or sum(j[2] for j in todo) < threshold):
         return [fn(*args) for fn, args, _ in todo]
     import queue
     import subprocess
@@ -411,8 +417,11 @@ def _run(todo: list[Job], jobs: int | None, *, isolate: bool = False) -> list:
     return results
 
 
-def parse_to_dir(inputs: Inputs, workdir: Path, *, jobs: int | None = None) -> None:
-    """Parse every input of `inputs` into `workdir` (parts already there are kept)."""
+def parse_to_dir(
+    inputs: Inputs, workdir: Path, *, jobs: int | None = None, heavy: bool = False
+) -> None:
+    """Parse every input of `inputs` into `workdir` (parts already there are kept); `heavy`:
+    more work follows (export), so worker processes are worth starting for less input."""
     workdir.mkdir(parents=True, exist_ok=True)
     workers = jobs or os.cpu_count() or 1
     parts: list[str] = []
@@ -452,7 +461,7 @@ def parse_to_dir(inputs: Inputs, workdir: Path, *, jobs: int | None = None) -> N
         parts.append(out.name)
         if not out.exists():
             todo.append((process_text_log, (path, str(out)), sizes[path]))
-    _run(todo, jobs)
+    _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES if heavy else None)
     _run(finish, jobs, isolate=True)
     (workdir / "parts.json").write_bytes(orjson.dumps({"format": FORMAT_VERSION, "parts": parts}))
     merge_small_tables(workdir)
@@ -524,14 +533,21 @@ def _stats_order(stats: pl.DataFrame) -> pl.DataFrame:
     return stats.select(front + [c for c in stats.columns if c not in front])
 
 
-def load_parsed(inputs: Inputs, workdir: Path | None = None, *, jobs: int | None = None) -> Trace:
+def load_parsed(
+    inputs: Inputs, workdir: Path | None = None, *, jobs: int | None = None, heavy: bool = False
+) -> Trace:
     """Parse `inputs` (into `workdir`, or a temporary directory removed with the Trace)."""
     tmp = None
     if workdir is None:
         tmp = Path(tempfile.mkdtemp(prefix="traceview-"))
         workdir = tmp
-    parse_to_dir(inputs, workdir, jobs=jobs)
-    trace = open_dir(workdir, inputs)
+    try:
+        parse_to_dir(inputs, workdir, jobs=jobs, heavy=heavy)
+        trace = open_dir(workdir, inputs)
+    except BaseException:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if tmp is not None:
         # the files are memory-mapped: on Linux they stay readable after removal
         weakref.finalize(trace, shutil.rmtree, tmp, True)
