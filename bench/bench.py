@@ -7,7 +7,8 @@ Run from anywhere (the repository root is put on PYTHONPATH for the traceview co
     /work/venv/bin/python bench/bench.py --scenario rank48_500mb single_1gb --tools floor tlparse
     /work/venv/bin/python bench/bench.py --build-only --scenario all
 
-Options: ``--tlparse PATH`` (default /work/tlparse-venv/bin/tlparse), ``--work DIR`` (default
+Options: ``--tlparse PATH`` (default: .venv-tlparse/bin/tlparse made by bench/setup_tlparse.sh,
+else tlparse on PATH), ``--work DIR`` (default
 /tmp/traceview-bench; built inputs, tool outputs and logs go there, never under
 /work/shared), ``--scenario NAME ...``, ``--tools TOOL ...``, ``--repeat N``, ``--timeout S``,
 ``--summary-cold-args=--no-cache`` (the ``=`` is needed for a value starting with ``-``;
@@ -94,7 +95,11 @@ REPO = Path(__file__).resolve().parent.parent
 TRACES = Path("/work/shared/traces")
 SHARED = Path("/work/shared")
 DEFAULT_WORK = Path("/tmp/traceview-bench")
-DEFAULT_TLPARSE = "/work/tlparse-venv/bin/tlparse"
+# bench/setup_tlparse.sh installs tlparse 0.4.3 into .venv-tlparse (a venv of its own)
+DEFAULT_TLPARSE = next(
+    (str(p) for p in (REPO / ".venv-tlparse" / "bin" / "tlparse", Path("/work/tlparse-venv/bin/tlparse")) if p.exists()),
+    shutil.which("tlparse") or "tlparse",
+)
 
 # Command templates: "{python}", "{input}", "{out}" and "{tlparse}" are substituted.
 TRACEVIEW = ["{python}", "-m", "traceview"]
