@@ -21,10 +21,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from traceview.errors import ExportError
+from traceview.pipeline import NULL_RANK_DIR, conform
 from traceview.schema import SCHEMA_VERSION
 from traceview.trace import TABLES, Trace
-
-NULL_RANK_DIR = "__HIVE_DEFAULT_PARTITION__"
 
 
 def _dtype_str(dt: pl.DataType) -> str:
@@ -120,12 +119,6 @@ def _parts(trace: Trace) -> list[Path]:
     return parts_of(trace.workdir)
 
 
-def _conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
-    return df.select(
-        [pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t).alias(c) for c, t in schema.items()]
-    )
-
-
 def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, partition: bool) -> dict:
     from traceview.pipeline import _read
 
@@ -136,7 +129,7 @@ def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, par
         df = _read(part / f"{name}.arrow")
         if df.height == 0:
             continue
-        df = _conform(df, schema)
+        df = conform(df, schema)
         rows += df.height
         if partition:
             for (rank,), sub in df.group_by("rank", maintain_order=True):
@@ -157,7 +150,7 @@ def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, par
     if writer is not None:
         writer.close()
     else:
-        pq.write_table(_conform(pl.DataFrame(schema=schema), schema).to_arrow(), tmp / f"{name}.parquet")
+        pq.write_table(conform(pl.DataFrame(schema=schema), schema).to_arrow(), tmp / f"{name}.parquet")
     meta["path"] = f"{name}.parquet"
     return meta
 

@@ -293,6 +293,13 @@ def process_graph_tables(partdir: str) -> None:
 NULL_RANK_DIR = "__HIVE_DEFAULT_PARTITION__"
 
 
+def conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+    """`df` with exactly the columns of `schema`, in its order and types (missing ones null)."""
+    return df.select(
+        [pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t).alias(c) for c, t in schema.items()]
+    )
+
+
 def export_part(partdir: str, outdir: str) -> dict[str, int]:
     """Worker: write one part's tables as hive-partitioned parquet files (by rank) under
     `outdir`, building its graph tables first if the part has none yet. Returns row counts."""
@@ -309,10 +316,7 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
         df = _read(f)
         if df.height == 0:
             continue
-        schema = _empty(name).schema
-        df = df.select(
-            [pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t).alias(c) for c, t in schema.items()]
-        )
+        df = conform(df, _empty(name).schema)
         rows[name] = df.height
         if "rank" not in df.columns:  # e.g. strings: one file per part, no partition directory
             (Path(outdir) / name).mkdir(parents=True, exist_ok=True)
