@@ -342,6 +342,7 @@ def parse_trace_bytes(
 
     keep_idx = pa.array(np.asarray(keep, dtype=np.int64))
     m_keep = m.take(keep_idx)
+    kept_payloads = blocks.take(keep_idx)
     kept_cand = cand[np.asarray(keep, dtype=np.int64)] if keep else np.empty(0, dtype=np.int64)
     kept_payload_lines = n_payload_lines[np.asarray(keep, dtype=np.int64)] if keep else kept_cand
 
@@ -375,7 +376,7 @@ def parse_trace_bytes(
             "frame_compile_id": pl.from_arrow(_ints(fcids)),
             "attempt": pl.from_arrow(_ints(attempts)),
             "payload_md5": pl.Series(md5s, dtype=pl.String),
-            "block": pl.from_arrow(blocks.take(keep_idx)),
+            "block": pl.from_arrow(kept_payloads),
         }
     )
     year, month = _year_for(mtime if mtime is not None else _dt.datetime.now().timestamp())
@@ -435,8 +436,10 @@ def parse_trace_bytes(
                 f"file name says rank {file_rank}, {other.height} envelopes say rank "
                 f"{sorted(set(other['envelope_rank'].to_list()))}",
             )
-    payload_ok, md5_bad, missing = _check_md5(events, problems)
-    events = events.with_columns(payload_ok.alias("payload_ok")).select(
+    payload_ok, md5_bad, missing = _check_md5(
+        kept_payloads, kept_payload_lines > 0, md5s, kept_cand + 1, problems
+    )
+    events = events.with_columns(pl.Series("payload_ok", payload_ok, dtype=pl.Boolean)).select(
         [pl.col(c).cast(t) for c, t in EVENTS_SCHEMA.items()]
     )
     # A missing final newline alone is harmless (tlparse's own test logs end that way); the
@@ -496,39 +499,33 @@ def _timestamp(year: int, month: int) -> pl.Expr:
     )
 
 
-def _check_md5(events: pl.DataFrame, problems: _Problems) -> tuple[pl.Series, int, int]:
-    """payload_ok per envelope, hashing the payload bytes in place (no Python strings)."""
-    n = events.height
+def _check_md5(
+    payloads: pa.Array, has: np.ndarray, expected: list[str | None], linenos: np.ndarray, problems: _Problems
+) -> tuple[list[bool | None], int, int]:
+    """payload_ok per envelope, hashing the payload bytes in the Arrow buffer (no Python
+    strings, no copy); `has` marks the envelopes that have payload lines."""
+    n = len(expected)
     ok: list[bool | None] = [None] * n
     if n == 0:
-        return pl.Series(ok, dtype=pl.Boolean), 0, 0
-    arr = events["payload"].to_arrow()
-    if not isinstance(arr, pa.LargeStringArray):
-        arr = arr.cast(pa.large_string())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
+        return ok, 0, 0
+    bufs = payloads.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64)[payloads.offset : payloads.offset + n + 1].tolist()
     data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
-    valid = arr.is_valid().to_numpy(zero_copy_only=False)
-    expected = events["payload_md5"].to_list()
-    linenos = events["lineno"].to_list()
     md5 = hashlib.md5
     bad = missing = 0
-    for i in range(n):
+    for i in np.flatnonzero(has).tolist():
         want = expected[i]
-        if not valid[i]:
-            if want is not None:
-                missing += 1
-                problems.add(linenos[i], "missing_payload", f"has_payload {want} but no payload lines")
-            continue
         got = md5(data[offsets[i] : offsets[i + 1]]).hexdigest()
         good = want is not None and got == want
         ok[i] = good
         if not good:
             bad += 1
-            problems.add(linenos[i], "md5_mismatch", f"has_payload {want}, payload md5 {got}")
-    return pl.Series(ok, dtype=pl.Boolean), bad, missing
+            problems.add(int(linenos[i]), "md5_mismatch", f"has_payload {want}, payload md5 {got}")
+    for i in np.flatnonzero(~has).tolist():
+        if expected[i] is not None:
+            missing += 1
+            problems.add(int(linenos[i]), "missing_payload", f"has_payload {expected[i]} but no payload lines")
+    return ok, bad, missing
 
 
 def read_trace_file(path: str | os.PathLike[str]) -> ParsedFile:
