@@ -259,7 +259,11 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     found = []
     if storms:
         limit = sum(1 for s in storms if s["hit_recompile_limit"])
-        found.append(_plural(len(storms), "recompiling function") + (f" ({limit} hit the limit)" if limit else ""))
+        code_objects = {(s["function"], s["filename"], s["line"]) for s in storms}
+        on = f" on {_plural(len({s['rank'] for s in storms}), 'rank')}" if len(storms) > len(code_objects) else ""
+        found.append(
+            _plural(len(code_objects), "recompiling function") + on + (f" ({limit} hit the limit)" if limit else "")
+        )
     if gbs:
         eager = sum(1 for g in gbs if g["frame_skipped"])
         found.append(_plural(len(gbs), "graph break") + (f" ({eager} sent a whole frame to eager)" if eager else ""))
@@ -319,18 +323,22 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             t.add(f"… {len(gbs) - 10} more (--json lists all)", "  ")
     if fails:
         t.heading(f"FAILED COMPILES  {len(fails)}, most serious first")
-        for f in fails[:10]:
+        # the same failure on many ranks is shown once, with its ranks
+        fgroups = _group_ranks(
+            fails, lambda f: (f["compile_id"], f.get("function"), f["filename"], f["line"], f["category"], f["reason"])
+        )
+        for f, franks in fgroups[:10]:
             ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
             t.add(
-                f"{_rank(f['rank'])}[{f['compile_id']}] {f.get('function') or '?'} "
+                f"{_ranks(franks)}[{f['compile_id']}] {f.get('function') or '?'} "
                 f"({paths.show(f['filename'], f['line'])}): {_CATEGORY_WORDS.get(f['category'], f['category'])}{ft}",
                 "  ",
                 "      ",
             )
             t.add(f["reason"] or "", "    ", "      ")
             t.label("next:", f["next_step"])
-        if len(fails) > 10:
-            t.add(f"… {len(fails) - 10} more (--json lists all)", "  ")
+        if len(fgroups) > 10:
+            t.add(f"… {len(fgroups) - 10} more (--json lists all)", "  ")
     if div:
         t.heading(f"RANK DIVERGENCE  {_plural(len(div), 'rank')} {'differs' if len(div) == 1 else 'differ'} from the majority")
         for d in div[:16]:
@@ -359,9 +367,10 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
         t.label("phases:", ", ".join(parts), "  ")
     if ctime["top"]:
         t.add("slowest compiles:", "  ")
-        for r in ctime["top"][:5]:
+        top = _group_ranks(ctime["top"], lambda r: (r["seconds"], r["compile_id"], r["function"], r["filename"], r["line"]))
+        for r, rks in top[:5]:
             t.add(
-                f"{_s(r['seconds']):>7}  {_rank(r['rank'])}[{r['compile_id']}] {r['function'] or '?'} "
+                f"{_s(r['seconds']):>7}  {_ranks(rks)}[{r['compile_id']}] {r['function'] or '?'} "
                 f"({paths.show(r['filename'], r['line'])})",
                 "    ",
                 "              ",
@@ -412,10 +421,17 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
     inp = report["inputs"]
     if report["per_rank"]:
         t.heading("PER RANK")
-        for r in report["per_rank"]:
-            label = f"rank {r['rank']}" if r["rank"] is not None else "process"
+        # ranks that compiled the same way share a line
+        groups = _group_ranks(
+            report["per_rank"], lambda r: (r["compiles"], *(r[k] for k in STATUSES), r["compile_time_s"])
+        )
+        for r, rks in groups[:12]:
+            label = "process" if r["rank"] is None else _ranks(rks).strip()
+            each = " each" if len(rks) > 1 else ""
             status = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in STATUSES if r[k])
-            t.add(f"{label}: {r['compiles']} compiles ({status}), {_s(r['compile_time_s'])}", "  ")
+            t.add(f"{label}: {r['compiles']} compiles ({status}), {_s(r['compile_time_s'])}{each}", "  ", "    ")
+        if len(groups) > 12:
+            t.add(f"… {len(groups) - 12} more groups of ranks (--json lists every rank)", "  ")
     parse = report["parse"]
     files = parse["files"]
     t.heading("INPUT")
