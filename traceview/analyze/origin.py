@@ -239,8 +239,10 @@ def _kernel_nodes(k: pl.DataFrame, graph_nodes: pl.DataFrame, name_match: bool) 
     c = pl.concat(cands)
     # last resort: post-grad nodes whose op name is a word of the fused kernel name
     # (``cpp_fused_erf_mul_1`` -> erf, mul); CPU wrappers carry no source-node comments
+    # (not for a kernel whose provenance gives stack traces: those are exact, see origin_table)
     rest = k.join(c.select("kernel_id").unique(), on="kernel_id", how="anti").filter(
         pl.col("kind").is_in(["triton", "template", "cpp"])
+        & (pl.col("provenance_stack").list.len().fill_null(0) == 0)
     )
     if name_match and not rest.is_empty():
         words = rest.select(
