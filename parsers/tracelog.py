@@ -535,10 +535,6 @@ def read_trace_file(path: str | os.PathLike[str]) -> ParsedFile:
     return parse_trace_bytes(read_bytes(p), str(path), mtime=st.st_mtime, size=st.st_size)
 
 
-def _read_one(path: str) -> ParsedFile:
-    return read_trace_file(path)
-
-
 def empty_tables() -> ParsedFile:
     """The four tables with their schemas and no rows."""
     return ParsedFile(
@@ -552,24 +548,14 @@ def empty_tables() -> ParsedFile:
 def read_trace(
     paths: list[str | os.PathLike[str]] | str | os.PathLike[str], *, jobs: int | None = None
 ) -> ParsedFile:
-    """Parse trace files (in parallel processes when there is enough to do) and concatenate."""
+    """Parse trace files one after another and concatenate their tables (`jobs` is accepted
+    for compatibility; parallel parsing lives in traceview.pipeline)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files = [str(p) for p in paths]
     if not files:
         return empty_tables()
-    sizes = [os.path.getsize(f) for f in files]
-    workers = min(jobs or os.cpu_count() or 1, len(files))
-    if workers > 1 and sum(sizes) > 16 * 1024 * 1024:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
-        order = sorted(range(len(files)), key=lambda i: -sizes[i])
-        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
-            done = dict(zip(order, ex.map(_read_one, [files[i] for i in order])))
-        parts = [done[i] for i in range(len(files))]
-    else:
-        parts = [_read_one(f) for f in files]
+    parts = [read_trace_file(f) for f in files]
     return ParsedFile(
         events=pl.concat([p.events for p in parts], rechunk=False),
         strings=pl.concat([p.strings for p in parts]),
