@@ -76,7 +76,12 @@ def load_cached(
         parse_to_dir(inputs, tmp, jobs=jobs, heavy=heavy)
         (tmp / "done").touch()
         shutil.rmtree(entry, ignore_errors=True)
-        os.rename(tmp, entry)
+        try:
+            os.rename(tmp, entry)
+        except OSError:  # another traceview cached the same inputs meanwhile: use that one
+            if not (entry / "done").exists():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
