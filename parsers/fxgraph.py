@@ -33,6 +33,7 @@ import ast
 import bisect
 import keyword
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,84 +219,11 @@ def split_traced_graphs(text: str) -> list[GraphDump]:
 
 
 # --------------------------------------------------------------------------- helpers
-def _split_code_comment(s: str) -> tuple[str, str | None]:
-    """Split ``code  # comment`` outside of string literals."""
+def _unquoted(s: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """(index, character) of ``s`` from ``start``, skipping string literals (and their
+    quotes and escapes)."""
     quote = ""
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif c == "#":
-            return s[:i].rstrip(), s[i + 1 :].strip()
-        i += 1
-    return s, None
-
-
-def _split_top(s: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` at bracket depth 0 outside of strings."""
-    parts: list[str] = []
-    depth = 0
-    quote = ""
-    start = 0
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == sep and depth == 0:
-            parts.append(s[start:i])
-            start = i + 1
-        i += 1
-    parts.append(s[start:])
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _paren_balance(s: str) -> int:
-    depth = 0
-    quote = ""
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif c == "#":
-            break
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        i += 1
-    return depth
-
-
-def _closes_at_end(s: str, open_idx: int) -> bool:
-    """True when the bracket at ``open_idx`` is closed by the last character of ``s``."""
-    depth = 0
-    quote = ""
-    i = open_idx
+    i = start
     n = len(s)
     while i < n:
         c = s[i]
@@ -307,13 +235,58 @@ def _closes_at_end(s: str, open_idx: int) -> bool:
                 quote = ""
         elif c in "\"'":
             quote = c
-        elif c in "([{":
+        else:
+            yield i, c
+        i += 1
+
+
+def _split_code_comment(s: str) -> tuple[str, str | None]:
+    """Split ``code  # comment`` outside of string literals."""
+    for i, c in _unquoted(s):
+        if c == "#":
+            return s[:i].rstrip(), s[i + 1 :].strip()
+    return s, None
+
+
+def _split_top(s: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` at bracket depth 0 outside of strings."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for i, c in _unquoted(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(s[start:i])
+            start = i + 1
+    parts.append(s[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _paren_balance(s: str) -> int:
+    depth = 0
+    for _, c in _unquoted(s):
+        if c == "#":
+            break
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+    return depth
+
+
+def _closes_at_end(s: str, open_idx: int) -> bool:
+    """True when the bracket at ``open_idx`` is closed by the last character of ``s``."""
+    depth = 0
+    for i, c in _unquoted(s, open_idx):
+        if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
             if depth == 0:
-                return i == n - 1
-        i += 1
+                return i == len(s) - 1
     return False
 
 
