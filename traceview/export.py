@@ -21,7 +21,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from traceview.errors import ExportError
-from traceview.pipeline import NULL_RANK_DIR, conform
+from traceview.pipeline import _empty, conform, write_rank_partitions
 from traceview.schema import SCHEMA_VERSION
 from traceview.trace import TABLES, Trace
 
@@ -55,7 +55,7 @@ def write_export(
         done: set[str] = set()
         if parts and partition_by_rank:
             # many ranks: every part is written by a worker process, in parallel
-            from traceview.pipeline import EXPORT_PART_TABLES, _empty, export_parts
+            from traceview.pipeline import EXPORT_PART_TABLES, export_parts
 
             rows = export_parts(trace.workdir, tmp)  # type: ignore[arg-type]
             trace.ensure_graph_tables()  # built by the workers: now only opened, for seq_links
@@ -132,11 +132,8 @@ def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, par
         df = conform(df, schema)
         rows += df.height
         if partition:
-            for (rank,), sub in df.group_by("rank", maintain_order=True):
-                d = tmp / name / f"rank={NULL_RANK_DIR if rank is None else rank}"
-                d.mkdir(parents=True, exist_ok=True)
-                pq.write_table(sub.drop("rank").to_arrow(), d / f"part-{part.name}.parquet", compression="zstd")
-                wrote_partition = True
+            write_rank_partitions(df, tmp / name, part.name)
+            wrote_partition = True
         else:
             table = df.to_arrow()
             if writer is None:
@@ -237,15 +234,5 @@ def _restore(df: pl.DataFrame, meta: dict, name: str, file_order: dict[str, int]
 
 
 def _schema_of(name: str) -> dict[str, pl.DataType]:
-    """The declared schema of a table, when it has one."""
-    from parsers import compiles, tracelog
-
-    known: dict[str, dict[str, pl.DataType]] = {
-        "events": tracelog.EVENTS_SCHEMA,
-        "stats": tracelog.STATS_SCHEMA,
-        "problems": tracelog.PROBLEMS_SCHEMA,
-        "strings": tracelog.STRINGS_SCHEMA,
-        "compiles": compiles.COMPILES_SCHEMA,
-        "spans": compiles.SPANS_SCHEMA,
-    }
-    return known.get(name, {})
+    """The declared schema of a table (the one every parser and builder produces)."""
+    return dict(_empty(name).schema)

@@ -322,11 +322,19 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
             (Path(outdir) / name).mkdir(parents=True, exist_ok=True)
             pq.write_table(df.to_arrow(), Path(outdir) / name / f"part-{part.name}.parquet", compression="zstd")
             continue
-        for (rank,), sub in df.group_by("rank", maintain_order=True):
-            d = Path(outdir) / name / f"rank={NULL_RANK_DIR if rank is None else rank}"
-            d.mkdir(parents=True, exist_ok=True)
-            pq.write_table(sub.drop("rank").to_arrow(), d / f"part-{part.name}.parquet", compression="zstd")
+        write_rank_partitions(df, Path(outdir) / name, part.name)
     return rows
+
+
+def write_rank_partitions(df: pl.DataFrame, table_dir: Path, part_name: str) -> None:
+    """Write `df` as `table_dir/rank=R/part-<part_name>.parquet`, one file per rank (hive
+    style: the rank lives in the directory name, a null rank in NULL_RANK_DIR)."""
+    import pyarrow.parquet as pq
+
+    for (rank,), sub in df.group_by("rank", maintain_order=True):
+        d = table_dir / f"rank={NULL_RANK_DIR if rank is None else rank}"
+        d.mkdir(parents=True, exist_ok=True)
+        pq.write_table(sub.drop("rank").to_arrow(), d / f"part-{part_name}.parquet", compression="zstd")
 
 
 def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dict[str, int]:

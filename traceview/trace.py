@@ -39,14 +39,20 @@ FACT_TABLES = ("recompiles", "graph_breaks", "limit_hits", "annotations")
 TableSource = pl.DataFrame | Callable[[], pl.DataFrame]
 
 
-def _facts(t: Trace) -> dict[str, pl.DataFrame]:
-    from parsers.facts import facts_from_text, facts_from_trace
+def _fact(name: str, t: Trace) -> pl.DataFrame:
+    """One fact table: the trace's rows, then the text log's (each row says its `source`)."""
+    from parsers import facts
 
-    tr = facts_from_trace(t.events, t.compiles)
+    if name == "annotations":  # seq_nr is only in the text log
+        trace_side = pl.DataFrame(schema=facts.SCHEMAS["annotations"])
+    elif name == "graph_breaks":
+        trace_side = facts.graph_breaks_from_trace(t.events)
+    else:
+        trace_side = getattr(facts, f"{name}_from_trace")(t.events, t.compiles)
     if t.log_records.height == 0:
-        return tr
-    tx = facts_from_text(t.log_records)
-    return {k: pl.concat([tr[k], tx[k]], how="vertical_relaxed") for k in tr}
+        return trace_side
+    text_side = getattr(facts, f"{name}_from_text")(t.log_records)
+    return pl.concat([trace_side, text_side], how="vertical_relaxed")
 
 
 def _build(name: str, t: Trace) -> pl.DataFrame:
@@ -60,7 +66,7 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
 
         return build_spans(t.events)
     if name in FACT_TABLES:
-        return _facts(t)[name]
+        return _fact(name, t)
     if name == "guards":
         from parsers.facts import guards_from_text, guards_from_trace
 
