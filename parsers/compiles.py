@@ -321,24 +321,13 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-_CHROMIUM = pl.Struct(
-    {
-        "name": pl.String,
-        "ts": pl.Float64,
-        "ph": pl.String,
-        "cat": pl.String,
-        "dur": pl.Float64,
-        "args": pl.Struct({"compile_id": pl.String}),
-    }
-)
-
-
-def build_spans(events: pl.DataFrame) -> pl.DataFrame:
-    """Compile phases from chromium events: B/E pairs matched per name and nesting depth,
-    X (complete) events as they are; instant events are left out."""
-    ch = events.filter((pl.col("kind") == "chromium_event") & pl.col("payload_ok").fill_null(False))
-    if ch.height == 0:
-        return pl.DataFrame(schema=SPANS_SCHEMA)
+def _decode_chromium(events: pl.DataFrame) -> pl.DataFrame:
+    """file, rank, lineno, compile_id and the span fields of every chromium event payload."""
+    # payload_ok is null when the md5 has not been checked: only a payload known to be
+    # damaged is left out
+    ch = events.filter(
+        (pl.col("kind") == "chromium_event") & pl.col("payload").is_not_null() & pl.col("payload_ok").fill_null(True)
+    )
     try:
         dec = ch.select(
             "file", "rank", "lineno", "compile_id", pl.col("payload").str.json_decode(_CHROMIUM).alias("j")
@@ -353,19 +342,51 @@ def build_spans(events: pl.DataFrame) -> pl.DataFrame:
         dec = ch.select("file", "rank", "lineno", "compile_id").with_columns(
             pl.Series("j", decoded, dtype=_CHROMIUM, strict=False)
         )
+    j = pl.col("j").struct
+    return dec.select(
+        "file",
+        "rank",
+        "lineno",
+        "compile_id",
+        j.field("name").alias("name"),
+        j.field("cat").alias("cat"),
+        j.field("ph").alias("ph"),
+        j.field("ts").alias("ts"),
+        j.field("dur").alias("dur"),
+        j.field("args").struct.field("compile_id").alias("args_compile_id"),
+    )
+
+
+_CHROMIUM = pl.Struct(
+    {
+        "name": pl.String,
+        "ts": pl.Float64,
+        "ph": pl.String,
+        "cat": pl.String,
+        "dur": pl.Float64,
+        "args": pl.Struct({"compile_id": pl.String}),
+    }
+)
+
+
+def build_spans(events: pl.DataFrame, chromium: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Compile phases from chromium events: B/E pairs matched per name and nesting depth,
+    X (complete) events as they are; instant events are left out. `chromium`: the events
+    already decoded by a lazy parse (parsers.tracelog.CHROMIUM_SCHEMA); else the payloads of
+    `events` are decoded."""
+    dec = _decode_chromium(events) if chromium is None else chromium
+    if dec.height == 0:
+        return pl.DataFrame(schema=SPANS_SCHEMA)
     ev = dec.select(
         "file",
         "rank",
         "lineno",
-        pl.coalesce(
-            pl.col("j").struct.field("args").struct.field("compile_id").replace("None", None),
-            pl.col("compile_id"),
-        ).alias("compile_id"),
-        pl.col("j").struct.field("name").alias("name"),
-        pl.col("j").struct.field("cat").alias("cat"),
-        pl.col("j").struct.field("ph").alias("ph"),
-        pl.col("j").struct.field("ts").alias("ts"),
-        pl.col("j").struct.field("dur").alias("dur"),
+        pl.coalesce(pl.col("args_compile_id").replace("None", None), pl.col("compile_id")).alias("compile_id"),
+        "name",
+        "cat",
+        "ph",
+        "ts",
+        "dur",
     ).filter(pl.col("name").is_not_null() & pl.col("ts").is_not_null())
     key = ["file", "name"]
     be = ev.filter(pl.col("ph").is_in(["B", "E"])).with_columns(

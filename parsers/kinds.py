@@ -70,3 +70,9 @@ NAMED_KINDS: frozenset[str] = frozenset(
 def is_known_kind(kind: str) -> bool:
     """True when `kind` is an event name PyTorch is known to write."""
     return kind in KNOWN_KINDS or kind.startswith(KNOWN_KIND_PREFIXES)
+
+# Payloads the parse-time tables need (recompile reasons, graph breaks): a lazy parse
+# (traceview.pipeline) materializes only these, decodes chromium events straight into the
+# `chromium` rows that spans are built from, and reads every other payload from the input
+# file when something asks for it (`parsers.tracelog.hydrate`).
+SUMMARY_PAYLOAD_ARTIFACTS: frozenset[str] = frozenset({"recompile_reasons", "dynamo_graph_break_reason"})

@@ -10,6 +10,7 @@ Pure functions, one message at a time (records are few); no polars here.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -454,6 +455,9 @@ _MANAGER_SOURCE = re.compile(r"GuardManager: source=(?P<src>.*?)(?:, (?:accessed
 _LEAF = re.compile(r"^(?P<kind>[A-Z][A-Z0-9_]*)(?:: (?P<code>.*))?$", re.S)
 
 
+# memoized: ranks of one job log the same text, parsed once per process (the result is shared,
+# callers must not modify it)
+@functools.lru_cache(maxsize=32)
 def parse_guard_tree(text: str) -> list[dict[str, Any]]:
     """One dict per guard line of a ``TREE_GUARD_MANAGER`` dump.
 

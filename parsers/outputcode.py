@@ -30,6 +30,7 @@ Kernel source text is the exact text between the ``'''`` quotes of its literal.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,6 +203,9 @@ def output_code_from_log_text(text: str) -> str | None:
     return None
 
 
+# memoized: ranks of one job log the same text, parsed once per process (the result is shared,
+# callers must not modify it)
+@functools.lru_cache(maxsize=32)
 def parse_output_code(text: str) -> OutputCode:
     """Parse one wrapper module into kernels (definitions + extern/fallback launches) and launches."""
     out = OutputCode()

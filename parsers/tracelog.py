@@ -23,9 +23,14 @@ import numpy as np
 import orjson
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from parsers.kinds import CONTEXT_KEYS, NAMED_KINDS, is_known_kind
+from parsers.discover import InputError
+from parsers.kinds import (
+    CONTEXT_KEYS,
+    NAMED_KINDS,
+    SUMMARY_PAYLOAD_ARTIFACTS,
+    is_known_kind,
+)
 
 PREFIX_PATTERN = (
     r"^(?P<prefix>(?:\[rank(?P<prefix_rank>\d+)\]:)?(?P<level>[VIWEC])(?P<md>\d{4}) "
@@ -79,6 +84,9 @@ STATS_SCHEMA: dict[str, pl.DataType] = {
     "last_ts": pl.Datetime("us"),
 }
 
+# What a lazy parse adds to the events (see parse_trace_bytes): where each payload is in the file.
+INDEX_SCHEMA: dict[str, pl.DataType] = {"payload_start": pl.Int64, "payload_end": pl.Int64}
+
 PROBLEMS_SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String,
     "lineno": pl.Int64,
@@ -97,6 +105,7 @@ class ParsedFile:
     strings: pl.DataFrame
     stats: pl.DataFrame
     problems: pl.DataFrame
+    chromium: pl.DataFrame | None = None  # decoded chromium events (lazy parse only)
 
 
 @dataclass
@@ -155,21 +164,25 @@ class _Split:
     cand: np.ndarray  # line indices of record headers (every line that is not a payload line)
     n_payload_lines: np.ndarray  # payload lines after each header
     headers: pa.Array  # large_string, header line per candidate
-    payloads: pa.Array  # large_string, payload text per candidate (tabs removed, "" when none)
+    payloads: pa.Array | None  # large_string, payload text per candidate (tabs removed, "" when none)
+    raw_start: np.ndarray  # byte range of each candidate's payload lines in the input, tabs
+    raw_end: np.ndarray  # included (start == end when it has none)
 
 
-def _split(data: bytes | mmap.mmap) -> _Split:
+def _split(data: bytes | mmap.mmap, *, lazy: bool = False) -> _Split:
     """Lines, headers and payloads of a trace log, without a Python object per line.
 
     The tab that starts each payload line is deleted from a copy of the buffer, after which
     every payload is one contiguous byte range; headers and payloads are then views into
     that buffer cut at computed offsets (raises ArrowInvalid when the bytes are not UTF-8).
+    `lazy`: no payloads and no copy of the buffer, only the headers and the payloads' byte
+    ranges in `data` (the payload bytes are not checked for UTF-8 then).
     """
     n = len(data)
+    empty = np.empty(0, dtype=np.int64)
     if n == 0:
-        empty = np.empty(0, dtype=np.int64)
         none = pa.array([], type=pa.large_string())
-        return _Split(0, 0, False, empty, empty, empty, empty, none, none)
+        return _Split(0, 0, False, empty, empty, empty, empty, none, None if lazy else none, empty, empty)
     buf = np.frombuffer(data, dtype=np.uint8)
     nl = _newlines(buf)
     truncated = n > 0 and data[-1] != 10
@@ -192,19 +205,32 @@ def _split(data: bytes | mmap.mmap) -> _Split:
         is_payload[1:-1] |= ~nonempty[1:-1] & has_tab[:-2] & has_tab[2:]
     cand = np.flatnonzero(~is_payload)
     k = len(cand)
+    next_cand = np.append(cand[1:], nlines).astype(np.int64)
+    n_payload = next_cand - cand - 1
+    has_p = n_payload > 0
+    first_p = np.minimum(cand + 1, max(nlines - 1, 0))
+    last_p = np.maximum(next_cand - 1, 0)
+    raw_start = np.where(has_p, starts[first_p], ends[cand]) if k else empty
+    raw_end = np.where(has_p, ends[last_p], ends[cand]) if k else empty
+    if lazy:
+        if not k:
+            _check_utf8(data)
+            return _Split(n, nlines, truncated, starts, ends, cand, n_payload, pa.array([], type=pa.large_string()), None, empty, empty)
+        offs = np.empty(2 * k, dtype=np.int64)
+        offs[0::2] = starts[cand]
+        offs[1::2] = ends[cand]
+        seg = pa.Array.from_buffers(pa.large_binary(), 2 * k - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
+        headers = seg.take(pa.array(np.arange(0, 2 * k, 2))).cast(pa.large_string())  # validates
+        del seg
+        return _Split(n, nlines, truncated, starts, ends, cand, n_payload, headers, None, raw_start, raw_end)
     tabs = starts[has_tab]
     clean = np.delete(buf, tabs) if len(tabs) else buf.copy()  # never keep the input mapped
 
     def shift(pos: np.ndarray) -> np.ndarray:
         return pos - np.searchsorted(tabs, pos, side="left")
 
-    next_cand = np.append(cand[1:], nlines).astype(np.int64)
-    n_payload = next_cand - cand - 1
     hs = shift(starts[cand])
     he = shift(ends[cand])
-    has_p = n_payload > 0
-    first_p = np.minimum(cand + 1, max(nlines - 1, 0))
-    last_p = np.maximum(next_cand - 1, 0)
     ps = np.where(has_p, shift(starts[first_p]), he)
     pe = np.where(has_p, shift(ends[last_p]), he)
     offs = np.empty(4 * k + 1, dtype=np.int64)
@@ -221,12 +247,16 @@ def _split(data: bytes | mmap.mmap) -> _Split:
         headers = seg.take(pa.array(np.arange(0, 4 * k, 4)))
         payloads = seg.take(pa.array(np.arange(2, 4 * k, 4)))
     else:
-        try:
-            bytes(data).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise pa.ArrowInvalid(str(exc)) from None
+        _check_utf8(data)
         headers = payloads = pa.array([], type=pa.large_string())
-    return _Split(n, nlines, truncated, starts, ends, cand, n_payload, headers, payloads)
+    return _Split(n, nlines, truncated, starts, ends, cand, n_payload, headers, payloads, raw_start, raw_end)
+
+
+def _check_utf8(data: bytes | mmap.mmap) -> None:
+    try:
+        bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise pa.ArrowInvalid(str(exc)) from None
 
 
 def _year_for(mtime: float) -> tuple[int, int]:
@@ -250,9 +280,19 @@ def parse_trace_bytes(
     mtime: float | None = None,
     size: int | None = None,
     line_offset: int = 0,
+    lazy: bool = False,
+    byte_offset: int = 0,
 ) -> ParsedFile:
     """Parse the bytes of one TORCH_TRACE log (already decompressed), or of a piece of one
-    that starts at a record: `line_offset` is the number of lines before the piece."""
+    that starts at a record: `line_offset` is the number of lines before the piece.
+
+    `lazy` (what traceview.pipeline uses): only the payloads in SUMMARY_PAYLOAD_ARTIFACTS
+    are read, and chromium events are decoded into `ParsedFile.chromium` (CHROMIUM_SCHEMA)
+    without being copied; every other payload is null, and the events carry
+    the byte range of their payload lines in the file (`payload_start`, `payload_end`, plus
+    `byte_offset` for a piece) for `hydrate` to read later. md5 is not checked then
+    (`payload_ok` and `stats.md5_mismatch` are null until `hydrate(..., verify=True)`). A file
+    whose bytes had to be changed (CRLF, invalid UTF-8) is parsed in full all the same."""
     problems = _Problems()
     invalid_utf8 = False
     if b"\r\n" in data[: 1 << 16]:
@@ -260,10 +300,12 @@ def parse_trace_bytes(
         # CRLF line ends (a log that went through a Windows editor or git autocrlf): torch
         # wrote LF and hashed LF payloads, so undo it; line numbers stay the same.
         data = data.replace(b"\r\n", b"\n")
+        lazy = False
     try:
-        sp = _split(data)
+        sp = _split(data, lazy=lazy)
     except pa.ArrowInvalid:  # not UTF-8: the rare invalid file takes the slow path
         invalid_utf8 = True
+        lazy = False
         data = _fix_utf8(bytes(data), problems)
         sp = _split(data)
     n, nlines, truncated, cand, starts, ends = sp.n, sp.nlines, sp.truncated, sp.cand, sp.starts, sp.ends
@@ -274,9 +316,10 @@ def parse_trace_bytes(
     if orphan_payload:
         problems.add(1, "orphan_payload", f"{orphan_payload} payload lines before the first record")
 
-    m = pc.extract_regex(sp.headers, PREFIX_PATTERN)  # unanchored at the end: stops at "] "
-    valid_prefix = np.asarray(pc.is_valid(m).to_numpy(zero_copy_only=False), dtype=bool)
-    plens = pc.binary_length(m.field("prefix")).to_pylist()
+    # unanchored at the end: stops at "] "
+    m = pl.Series(sp.headers).str.extract_groups(PREFIX_PATTERN).struct.unnest()
+    valid_prefix = m["prefix"].is_not_null().to_numpy()
+    plens = m["prefix"].str.len_bytes().to_list()
     jsons = sp.headers.cast(pa.large_binary()).to_pylist()
     blocks = sp.payloads
 
@@ -340,11 +383,17 @@ def parse_trace_bytes(
             str_vals.append(str(meta[0]))
             str_ids.append(_int_or_none(meta[1]))
 
-    keep_idx = pa.array(np.asarray(keep, dtype=np.int64))
-    m_keep = m.take(keep_idx)
-    kept_payloads = blocks.take(keep_idx)
-    kept_cand = cand[np.asarray(keep, dtype=np.int64)] if keep else np.empty(0, dtype=np.int64)
-    kept_payload_lines = n_payload_lines[np.asarray(keep, dtype=np.int64)] if keep else kept_cand
+    keep_np = np.asarray(keep, dtype=np.int64)
+    keep_idx = pa.array(keep_np)
+    m_keep = m[keep_np]
+    kept_cand = cand[keep_np]
+    kept_payload_lines = n_payload_lines[keep_np]
+    if blocks is not None:
+        kept_payloads = blocks.take(keep_idx)
+    else:
+        kept_payloads = _summary_payloads(
+            data, kinds, names, sp.raw_start[keep_np], sp.raw_end[keep_np], kept_payload_lines, kept_cand, problems
+        )
 
     def _ints(values: list[int | None]) -> pa.Array:
         try:
@@ -359,13 +408,13 @@ def parse_trace_bytes(
         {
             "lineno": pl.Series(kept_cand + 1, dtype=pl.Int64),
             "n_payload": pl.Series(kept_payload_lines, dtype=pl.Int64),
-            "prefix_rank": pl.from_arrow(m_keep.field("prefix_rank")),
-            "level": pl.from_arrow(m_keep.field("level")),
-            "md": pl.from_arrow(m_keep.field("md")),
-            "time": pl.from_arrow(m_keep.field("time")),
-            "pid": pl.from_arrow(m_keep.field("pid")),
-            "src_file": pl.from_arrow(m_keep.field("src")),
-            "src_line": pl.from_arrow(m_keep.field("srcline")),
+            "prefix_rank": m_keep["prefix_rank"],
+            "level": m_keep["level"],
+            "md": m_keep["md"],
+            "time": m_keep["time"],
+            "pid": m_keep["pid"],
+            "src_file": m_keep["src"],
+            "src_line": m_keep["srcline"],
             "kind": pl.Series(kinds, dtype=pl.String),
             "name": pl.Series([x if x is None or type(x) is str else str(x) for x in names], dtype=pl.String),
             "metadata": pl.from_arrow(pa.array(metas, type=pa.large_binary()).cast(pa.large_string())),
@@ -379,6 +428,12 @@ def parse_trace_bytes(
             "block": pl.from_arrow(kept_payloads),
         }
     )
+    if lazy:
+        has = kept_payload_lines > 0
+        raw = raw.with_columns(
+            pl.Series("payload_start", np.where(has, sp.raw_start[keep_np] + byte_offset, -1)),
+            pl.Series("payload_end", np.where(has, sp.raw_end[keep_np] + byte_offset, -1)),
+        ).with_columns(pl.col("payload_start", "payload_end").replace(-1, None))
     year, month = _year_for(mtime if mtime is not None else _dt.datetime.now().timestamp())
     ints = {c: pl.col(c).cast(pl.String) for c in ("compiled_autograd_id", "frame_id", "frame_compile_id")}
     compile_id = (
@@ -437,13 +492,19 @@ def parse_trace_bytes(
                 f"{sorted(set(other['envelope_rank'].to_list()))}",
             )
     payload_ok, md5_bad, missing = _check_md5(
-        kept_payloads, kept_payload_lines > 0, md5s, kept_cand + 1, problems
+        None if lazy else kept_payloads, kept_payload_lines > 0, md5s, kept_cand + 1, problems
     )
+    schema = {**EVENTS_SCHEMA, **INDEX_SCHEMA} if lazy else EVENTS_SCHEMA
     events = events.with_columns(pl.Series("payload_ok", payload_ok, dtype=pl.Boolean)).select(
-        [pl.col(c).cast(t) for c, t in EVENTS_SCHEMA.items()]
+        [pl.col(c).cast(t) for c, t in schema.items()]
     )
     # A missing final newline alone is harmless (tlparse's own test logs end that way); the
     # tail counts as truncated when the last record is also incomplete.
+    if lazy and truncated and keep and kept_payload_lines[-1] > 0 and md5s[-1] is not None:
+        # the one payload a cut-off tail can break is the last one: check it now
+        last = _raw_payload(data, int(sp.raw_start[keep_np[-1]]), int(sp.raw_end[keep_np[-1]]))
+        if hashlib.md5(last).hexdigest() != md5s[-1]:
+            problems.add(int(kept_cand[-1]) + 1, "md5_mismatch", f"has_payload {md5s[-1]}, payload cut off")
     if truncated and problems.linenos and max(problems.linenos) >= (int(cand[-1]) + 1 if k else 1):
         problems.add(nlines, "truncated_tail", "the last record is cut off (no final newline)")
     else:
@@ -486,7 +547,204 @@ def parse_trace_bytes(
     if line_offset:
         events = events.with_columns(pl.col("lineno") + line_offset, pl.col("end_lineno") + line_offset)
         prob = prob.with_columns(pl.col("lineno") + line_offset)
-    return ParsedFile(events=events, strings=strings, stats=stats, problems=prob)
+    chromium = _chromium(data, events, kinds, sp.raw_start[keep_np], sp.raw_end[keep_np], kept_payload_lines) if lazy else None
+    return ParsedFile(events=events, strings=strings, stats=stats, problems=prob, chromium=chromium)
+
+
+CHROMIUM_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "rank": pl.Int32,
+    "lineno": pl.Int64,
+    "compile_id": pl.String,
+    "name": pl.String,
+    "cat": pl.String,
+    "ph": pl.String,
+    "ts": pl.Float64,
+    "dur": pl.Float64,
+    "args_compile_id": pl.String,
+}
+
+
+def _num(v: object) -> float | None:
+    return float(v) if type(v) is float or type(v) is int else None  # type: ignore[arg-type]
+
+
+def _chromium(
+    data: bytes | mmap.mmap, events: pl.DataFrame, kinds: list[str], raw_start: np.ndarray, raw_end: np.ndarray, n_lines: np.ndarray
+) -> pl.DataFrame:
+    """The fields spans need of every chromium event, decoded from the payload lines as they
+    are in the file: a TAB after a newline is whitespace between JSON tokens (a JSON string
+    cannot hold a newline), so the block parses without the tabs being removed first."""
+    loads = orjson.loads
+    rows: list[int] = []
+    cols: dict[str, list] = {k: [] for k in ("name", "cat", "ph", "ts", "dur", "args_compile_id")}
+    rs = raw_start.tolist()
+    re_ = raw_end.tolist()
+    nl = n_lines.tolist()
+    for i, kind in enumerate(kinds):
+        if kind != "chromium_event" or not nl[i]:
+            continue
+        try:
+            d = loads(data[rs[i] : re_[i]])
+        except orjson.JSONDecodeError:
+            continue
+        if type(d) is not dict:
+            continue
+        name, ph, ts = d.get("name"), d.get("ph"), d.get("ts")
+        args = d.get("args")
+        cid = args.get("compile_id") if type(args) is dict else None
+        rows.append(i)
+        cols["name"].append(name if type(name) is str else None)
+        cols["cat"].append(d.get("cat") if type(d.get("cat")) is str else None)
+        cols["ph"].append(ph if type(ph) is str else None)
+        cols["ts"].append(_num(ts))
+        cols["dur"].append(_num(d.get("dur")))
+        cols["args_compile_id"].append(cid if cid is None or type(cid) is str else str(cid))
+    base = events.select("file", "rank", "lineno", "compile_id")[rows] if rows else events.select("file", "rank", "lineno", "compile_id").clear()
+    return base.with_columns(
+        *[pl.Series(k, v, dtype=CHROMIUM_SCHEMA[k]) for k, v in cols.items()]
+    ).select([pl.col(c).cast(t) for c, t in CHROMIUM_SCHEMA.items()])
+
+
+def _raw_payload(data: bytes | mmap.mmap, start: int, end: int) -> bytes:
+    """The payload whose lines span data[start:end]: the tab that starts each line removed."""
+    block = data[start:end]
+    if block[:1] == b"\t":
+        block = block[1:]
+    return block.replace(b"\n\t", b"\n")
+
+
+def _as_strings(blocks: list[bytes | None], linenos: np.ndarray, problems: _Problems) -> pa.Array:
+    """large_string array of payload bytes; invalid UTF-8 is replaced and recorded."""
+    arr = pa.array(blocks, type=pa.large_binary())
+    try:
+        return arr.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        out: list[str | None] = []
+        for b, ln in zip(blocks, linenos.tolist()):
+            if b is None:
+                out.append(None)
+                continue
+            try:
+                out.append(b.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                problems.add(int(ln), "invalid_utf8", f"payload byte {exc.start}: {b[max(exc.start - 40, 0):exc.start + 40]!r}")
+                out.append(b.decode("utf-8", "replace"))
+        return pa.array(out, type=pa.large_string())
+
+
+def _summary_payloads(
+    data: bytes | mmap.mmap,
+    kinds: list[str],
+    names: list[str | None],
+    raw_start: np.ndarray,
+    raw_end: np.ndarray,
+    n_lines: np.ndarray,
+    cand: np.ndarray,
+    problems: _Problems,
+) -> pa.Array:
+    """The payloads a lazy parse reads (null for every other envelope)."""
+    blocks: list[bytes | None] = [None] * len(kinds)
+    rs = raw_start.tolist()
+    re_ = raw_end.tolist()
+    nl = n_lines.tolist()
+    for i, kind in enumerate(kinds):
+        if nl[i] and kind == "artifact" and names[i] in SUMMARY_PAYLOAD_ARTIFACTS:
+            blocks[i] = _raw_payload(data, rs[i], re_[i])
+    return _as_strings(blocks, cand + 1, problems)
+
+
+def hydrate(events: pl.DataFrame, *, verify: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Events of a lazy parse with every payload read from its file (`events` as
+    parse_trace_bytes returns it by default); `verify`: also check each payload's md5
+    (`payload_ok`). Returns the events (EVENTS_SCHEMA) and the problems found on the way
+    (md5 mismatches, invalid UTF-8). Raises InputChanged when a file is no longer what was
+    parsed (shorter than a payload's end)."""
+    if "payload_start" not in events.columns:
+        return events, pl.DataFrame(schema=PROBLEMS_SCHEMA)
+    # the payloads read at parse time too when verifying (their md5 is checked here)
+    need = pl.col("payload_start").is_not_null() & (pl.col("payload").is_null() | verify)
+    todo = events.with_row_index("_row").filter(need)
+    problems: list[pl.DataFrame] = []
+    filled: list[pl.DataFrame] = []
+    for (file,), rows in todo.group_by("file", maintain_order=True):
+        probs = _Problems()
+        payloads = _read_payloads(str(file), rows["payload_start"].to_numpy(), rows["payload_end"].to_numpy(), rows["lineno"].to_numpy(), probs)
+        part = rows.select("_row", pl.Series("_payload", payloads, dtype=pl.String))
+        if verify:
+            ok, _, _ = _check_md5(payloads, np.ones(len(rows), dtype=bool), rows["payload_md5"].to_list(), rows["lineno"].to_numpy(), probs)
+            part = part.with_columns(pl.Series("_ok", ok, dtype=pl.Boolean))
+        filled.append(part)
+        problems.append(_problem_frame(str(file), probs))
+    out = events
+    if filled:
+        add = pl.concat(filled)
+        out = (
+            events.with_row_index("_row")
+            .join(add, on="_row", how="left", maintain_order="left")
+            .with_columns(pl.coalesce("_payload", "payload").alias("payload"))
+        )
+        if verify:
+            out = out.with_columns(pl.coalesce("_ok", "payload_ok").alias("payload_ok"))
+    prob = pl.concat(problems) if problems else pl.DataFrame(schema=PROBLEMS_SCHEMA)
+    return out.select(list(EVENTS_SCHEMA)), prob
+
+
+class InputChanged(InputError):
+    """A parsed input file changed afterwards (its payloads can no longer be read)."""
+
+
+def _read_payloads(path: str, start: np.ndarray, end: np.ndarray, linenos: np.ndarray, problems: _Problems) -> pa.Array:
+    """Payload text of the byte ranges [start, end) of `path` (tabs removed)."""
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InputChanged(f"{path}: cannot read it any more ({exc.strerror})") from None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if len(end) and int(end.max()) > size:
+            raise InputChanged(f"{path}: the file changed since it was parsed (now {size} bytes)")
+        if size == 0:
+            return pa.array([None] * len(start), type=pa.large_string())
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            total = int((end - start).sum())
+            if total < size // 4:  # a few payloads: cut them out one by one
+                blocks = [_raw_payload(mm, a, b) for a, b in zip(start.tolist(), end.tolist())]
+                return _as_strings(blocks, linenos, problems)
+            # most of the file: delete the line-leading tabs of the whole buffer at once
+            buf = np.frombuffer(mm, dtype=np.uint8)
+            nl = _newlines(buf)
+            line_starts = np.concatenate([[0], nl + 1]) if len(nl) else np.zeros(1, dtype=np.int64)
+            line_starts = line_starts[line_starts < size]
+            tabs = line_starts[buf[line_starts] == 9]
+            clean = np.delete(buf, tabs)
+            del buf
+        cs = start - np.searchsorted(tabs, start, side="left")
+        ce = end - np.searchsorted(tabs, end, side="left")
+        k = len(start)
+        offs = np.empty(2 * k, dtype=np.int64)
+        offs[0::2] = cs
+        offs[1::2] = ce
+        if k == 0:
+            return pa.array([], type=pa.large_string())
+        seg = pa.Array.from_buffers(pa.large_binary(), 2 * k - 1, [None, pa.py_buffer(offs), pa.py_buffer(clean)])
+        out = seg.take(pa.array(np.arange(0, 2 * k, 2)))
+        try:
+            return out.cast(pa.large_string())
+        except pa.ArrowInvalid:
+            return _as_strings(out.to_pylist(), linenos, problems)
+
+
+def _problem_frame(file: str, problems: _Problems) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "file": [file] * len(problems.linenos),
+            "lineno": problems.linenos,
+            "problem": problems.kinds,
+            "detail": problems.details,
+        },
+        schema=PROBLEMS_SCHEMA,
+    )
 
 
 def _timestamp(year: int, month: int) -> pl.Expr:
@@ -500,19 +758,27 @@ def _timestamp(year: int, month: int) -> pl.Expr:
 
 
 def _check_md5(
-    payloads: pa.Array, has: np.ndarray, expected: list[str | None], linenos: np.ndarray, problems: _Problems
-) -> tuple[list[bool | None], int, int]:
+    payloads: pa.Array | None, has: np.ndarray, expected: list[str | None], linenos: np.ndarray, problems: _Problems
+) -> tuple[list[bool | None], int | None, int]:
     """payload_ok per envelope, hashing the payload bytes in the Arrow buffer (no Python
-    strings, no copy); `has` marks the envelopes that have payload lines."""
+    strings, no copy); `has` marks the envelopes that have payload lines. Without
+    `payloads`, only missing payloads are looked for (md5 mismatches: None)."""
     n = len(expected)
     ok: list[bool | None] = [None] * n
     if n == 0:
-        return ok, 0, 0
+        return ok, (0 if payloads is not None else None), 0
+    missing = 0
+    for i in np.flatnonzero(~has).tolist():
+        if expected[i] is not None:
+            missing += 1
+            problems.add(int(linenos[i]), "missing_payload", f"has_payload {expected[i]} but no payload lines")
+    if payloads is None:
+        return ok, None, missing
     bufs = payloads.buffers()
     offsets = np.frombuffer(bufs[1], dtype=np.int64)[payloads.offset : payloads.offset + n + 1].tolist()
     data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
     md5 = hashlib.md5
-    bad = missing = 0
+    bad = 0
     for i in np.flatnonzero(has).tolist():
         want = expected[i]
         got = md5(data[offsets[i] : offsets[i + 1]]).hexdigest()
@@ -521,18 +787,17 @@ def _check_md5(
         if not good:
             bad += 1
             problems.add(int(linenos[i]), "md5_mismatch", f"has_payload {want}, payload md5 {got}")
-    for i in np.flatnonzero(~has).tolist():
-        if expected[i] is not None:
-            missing += 1
-            problems.add(int(linenos[i]), "missing_payload", f"has_payload {expected[i]} but no payload lines")
     return ok, bad, missing
 
 
-def read_trace_file(path: str | os.PathLike[str]) -> ParsedFile:
-    """Parse one trace file (plain or gzip)."""
+def read_trace_file(path: str | os.PathLike[str], *, lazy: bool = False) -> ParsedFile:
+    """Parse one trace file (plain or gzip; `lazy`: see parse_trace_bytes, ignored for gzip,
+    whose payloads cannot be read in place later)."""
     p = Path(path)
     st = p.stat()
-    return parse_trace_bytes(read_bytes(p), str(path), mtime=st.st_mtime, size=st.st_size)
+    data = read_bytes(p)
+    lazy = lazy and isinstance(data, mmap.mmap)
+    return parse_trace_bytes(data, str(path), mtime=st.st_mtime, size=st.st_size, lazy=lazy)
 
 
 def empty_tables() -> ParsedFile:

@@ -529,6 +529,7 @@ async def test_several_runs_offer_a_picker(tmp_path: Path) -> None:
 @sync
 async def test_second_open_reads_the_parse_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     import traceview.cache as cache
+    import traceview.pipeline as pipeline
 
     app = build_app(open_args("fixtures/graph_breaks"))
     async with app.run_test(size=SIZE) as pilot:
@@ -538,7 +539,7 @@ async def test_second_open_reads_the_parse_cache(monkeypatch: pytest.MonkeyPatch
     def parse_again(*args, **kwargs):
         raise AssertionError("parsed again although the inputs did not change")
 
-    monkeypatch.setattr(cache, "parse_to_dir", parse_again)
+    monkeypatch.setattr(pipeline, "parse_to_dir", parse_again)
     app2 = build_app(open_args("fixtures/graph_breaks"))
     async with app2.run_test(size=SIZE) as pilot:
         main = await ready(pilot)

@@ -5,11 +5,27 @@
     t.compiles            # polars DataFrame, one row per compile id per process
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from traceview.schema import REPORT_SCHEMA_VERSION, SCHEMA_VERSION
-from traceview.trace import TABLES, Trace, load
+
+if TYPE_CHECKING:
+    from traceview.trace import TABLES, Trace, load
 
 __all__ = ["REPORT_SCHEMA_VERSION", "SCHEMA_VERSION", "TABLES", "Trace", "load", "read_export"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # polars is imported on first use, so that `traceview` on the command line can start its
+    # worker processes before it imports anything heavy (traceview.workers)
+    if name in ("TABLES", "Trace", "load"):
+        from traceview import trace
+
+        return getattr(trace, name)
+    raise AttributeError(f"module 'traceview' has no attribute {name!r}")
 
 
 def read_export(path: str) -> Trace:

@@ -14,17 +14,16 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-
-import polars as pl
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from parsers.discover import Inputs, discover
-from traceview.pipeline import load_parsed, open_dir, parse_to_dir
 from traceview.schema import SCHEMA_VERSION
-from traceview.trace import Trace
+
+if TYPE_CHECKING:  # this module is imported before polars (see traceview.workers)
+    from traceview.trace import Trace
 
 MAX_ENTRIES = 16
-PARSER_VERSION = "5"  # bump when parsing changes what the tables or parts hold
+PARSER_VERSION = "6"  # bump when parsing changes what the tables or parts hold
 
 
 def cache_dir() -> Path:
@@ -34,6 +33,11 @@ def cache_dir() -> Path:
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "traceview"
+
+
+def is_cached(inputs: Inputs) -> bool:
+    """Whether the cache holds a finished entry for these inputs."""
+    return (cache_dir() / cache_key(inputs) / "done").exists()
 
 
 def cache_key(inputs: Inputs) -> str:
@@ -53,9 +57,17 @@ def load_cached(
     jobs: int | None = None,
     use_cache: bool = True,
     heavy: bool = False,
+    inputs: Inputs | None = None,
 ) -> Trace:
-    """Load `path`, from the cache when its inputs are unchanged; otherwise parse into the cache."""
-    inputs = discover(path, latest=latest, extra_logs=logs)
+    """Load `path`, from the cache when its inputs are unchanged; otherwise parse into the cache
+    (`inputs`: what discover found for `path`, when the caller looked already)."""
+    import polars as pl
+    import pyarrow as pa
+
+    from traceview.pipeline import load_parsed, open_dir, parse_to_dir
+
+    if inputs is None:
+        inputs = discover(path, latest=latest, extra_logs=logs)
     if not use_cache:
         return load_parsed(inputs, jobs=jobs, heavy=heavy)
     root = cache_dir()

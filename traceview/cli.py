@@ -79,23 +79,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace, *, heavy: bool = False):  # -> Trace
-    from traceview.cache import load_cached
+    from parsers.discover import discover
+    from traceview.cache import is_cached, load_cached
 
     paths = [args.path] if isinstance(args.path, str) else list(args.path)
+    logs = paths[1:] + list(args.logs)
+    inputs = discover(paths[0], latest=args.latest, extra_logs=logs)
+    if args.no_cache or not is_cached(inputs):
+        _prestart_workers(inputs, args.jobs, heavy)
     return load_cached(
         paths[0],
         latest=args.latest,
-        logs=paths[1:] + list(args.logs),
+        logs=logs,
         jobs=args.jobs,
         use_cache=not args.no_cache,
         heavy=heavy,
+        inputs=inputs,
     )
 
 
+def _prestart_workers(inputs, jobs: int | None, heavy: bool) -> None:  # inputs: parsers.discover.Inputs
+    """Start the parse workers now, before this process imports polars, when the input is big
+    enough for traceview.pipeline to use them."""
+    from traceview import workers
+
+    n = jobs or workers.cpu_count()
+    total = sum(t.size for t in inputs.traces) + sum(os.path.getsize(p) for p in inputs.text_logs)
+    if n > 1 and total >= (workers.HEAVY_PARALLEL_MIN_BYTES if heavy else workers.PARALLEL_MIN_BYTES):
+        workers.prestart(n - 1)  # this process is the last worker
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
+    trace = _load(args)  # first: it may start worker processes before polars is imported
     from traceview.report import build_report, render_text
 
-    trace = _load(args)
     report = build_report(trace)
     if args.json:
         import orjson
@@ -115,13 +132,14 @@ def _term_width() -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from traceview.export import write_export
-
     trace = _load(args, heavy=True)
+    from traceview.export import write_export
+    from traceview.trace import TABLES
+
     part = {"auto": None, "yes": True, "no": False}[args.partition_by_rank]
     out = write_export(trace, args.output, partition_by_rank=part)
-    n = trace.events.height
-    sys.stderr.write(f"traceview: wrote {len(trace.tables())} tables ({n} events) to {out}\n")
+    n = int(trace.stats["envelopes"].fill_null(0).sum()) if "envelopes" in trace.stats.columns else 0
+    sys.stderr.write(f"traceview: wrote {len(TABLES)} tables ({n} events) to {out}\n")
     return 0
 
 

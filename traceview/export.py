@@ -74,6 +74,11 @@ def write_export(
         for name in TABLES:
             if name in done:
                 continue
+            if parts and name == "events":
+                # streamed part by part: only one part's payloads are in memory at a time
+                schema = _empty(name).schema
+                tables_meta[name] = _write_parts(parts, name, schema, tmp, bool(partition_by_rank))
+                continue
             df = trace.table(name)
             partition = bool(partition_by_rank) and "rank" in df.columns
             if parts and all((p / f"{name}.arrow").exists() for p in parts):
@@ -120,14 +125,14 @@ def _parts(trace: Trace) -> list[Path]:
 
 
 def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, partition: bool) -> dict:
-    from traceview.pipeline import _read
+    from traceview.pipeline import read_part_table
 
     rows = 0
     writer: pq.ParquetWriter | None = None
     wrote_partition = False
     for part in parts:
-        df = _read(part / f"{name}.arrow")
-        if df.height == 0:
+        df = read_part_table(part, name)
+        if df is None or df.height == 0:
             continue
         df = conform(df, schema)
         rows += df.height

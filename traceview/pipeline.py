@@ -21,12 +21,17 @@ import tempfile
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import polars as pl
 import pyarrow as pa
 
 from parsers.discover import Inputs
+from traceview.workers import HEAVY_PARALLEL_MIN_BYTES, PARALLEL_MIN_BYTES
+
+if TYPE_CHECKING:
+    from parsers.tracelog import ParsedFile
 from traceview.trace import Trace
 
 PART_TABLES = (
@@ -62,11 +67,11 @@ GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "p
 EXPORT_PART_TABLES = tuple(n for n in PART_TABLES if n != "stats") + GRAPH_TABLES
 # Tables small enough to keep as one file per trace (everything but records and payloads).
 SMALL_TABLES = tuple(n for n in PART_TABLES if n not in ("events", "log_records", "other_lines"))
-PARALLEL_MIN_BYTES = 128 * 1024 * 1024  # below this, starting worker processes costs more than it saves
-# graph tables and export cost several times the parse per byte: workers pay off sooner
-HEAVY_PARALLEL_MIN_BYTES = 24 * 1024 * 1024
 CHUNK_BYTES = 32 * 1024 * 1024  # a trace log this big is parsed in pieces, in parallel
-BATCH_MIN_BYTES = 4 * 1024 * 1024  # smaller trace logs are parsed together, up to CHUNK_BYTES
+BATCH_MIN_BYTES = 4 * 1024 * 1024  # smaller trace logs are parsed together, up to BATCH_MAX_BYTES
+# a batch pays a fixed ~20 ms for its table operations; a lazy parse holds no payloads, so
+# big batches cost little memory
+BATCH_MAX_BYTES = 96 * 1024 * 1024
 FORMAT_VERSION = 1
 
 
@@ -109,7 +114,7 @@ def process_trace_files(paths: list[str], outdir: str) -> None:
     a fixed overhead per table operation that a batch pays once)."""
     from parsers.tracelog import read_trace_file
 
-    parsed = [read_trace_file(p) for p in paths]
+    parsed = [read_trace_file(p, lazy=True) for p in paths]
     events = _cat([p.events for p in parsed])
     strings = _cat([p.strings for p in parsed])
     tables = {
@@ -117,7 +122,7 @@ def process_trace_files(paths: list[str], outdir: str) -> None:
         "strings": strings,
         "stats": _cat([p.stats for p in parsed]).with_columns(pl.lit("trace").alias("format")),
         "problems": _cat([p.problems for p in parsed]),
-        **_derive_trace_tables(events, strings),
+        **_derive_trace_tables(events, strings, _cat([_chromium(p) for p in parsed])),
     }
     _write(Path(outdir), tables)
 
@@ -126,14 +131,22 @@ def _cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
 
 
-def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame) -> dict[str, pl.DataFrame]:
+def _chromium(parsed: ParsedFile) -> pl.DataFrame:
+    """The decoded chromium events of one parsed file (from its payloads when it was parsed
+    in full: gzip, CRLF)."""
+    from parsers.compiles import _decode_chromium
+
+    return parsed.chromium if parsed.chromium is not None else _decode_chromium(parsed.events)
+
+
+def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.DataFrame) -> dict[str, pl.DataFrame]:
     from parsers import facts
     from parsers.compiles import build_compiles, build_spans
 
     compiles = build_compiles(ev, strings)
     return {
         "compiles": compiles,
-        "spans": build_spans(ev),
+        "spans": build_spans(ev, chromium),
         "recompiles": facts.recompiles_from_trace(ev, compiles),
         "graph_breaks": facts.graph_breaks_from_trace(ev),
         "limit_hits": facts.limit_hits_from_trace(ev, compiles),
@@ -150,7 +163,9 @@ def process_trace_chunk(path: str, start: int, end: int, line_offset: int, outdi
     st = os.stat(path)
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         data = mm[start:end]
-    parsed = parse_trace_bytes(data, path, mtime=st.st_mtime, size=end - start, line_offset=line_offset)
+    parsed = parse_trace_bytes(
+        data, path, mtime=st.st_mtime, size=end - start, line_offset=line_offset, lazy=True, byte_offset=start
+    )
     _write(
         Path(outdir),
         {
@@ -158,6 +173,7 @@ def process_trace_chunk(path: str, start: int, end: int, line_offset: int, outdi
             "strings": parsed.strings,
             "stats_piece": parsed.stats,
             "problems": parsed.problems,
+            "chromium": _chromium(parsed),
         },
     )
 
@@ -172,7 +188,8 @@ def finish_trace_file(pieces: list[str], outdir: str) -> None:
     stats = st.select(
         pl.col("file").first(),
         pl.col("bytes").sum(),
-        *[pl.col(c).sum() for c in sums],
+        # a column no piece counted (md5_mismatch of a lazy parse) stays null
+        *[pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c) for c in sums],
         pl.col("truncated_tail").last(),
         pl.col("invalid_utf8").any(),
         pl.col("rank").drop_nulls().first(),
@@ -180,7 +197,11 @@ def finish_trace_file(pieces: list[str], outdir: str) -> None:
         pl.col("first_ts").min(),
         pl.col("last_ts").max(),
     ).select(st.columns)
-    tables = {"stats": stats.with_columns(pl.lit("trace").alias("format")), **_derive_trace_tables(ev, strings)}
+    chromium = pl.concat([_read(Path(p) / "chromium.arrow") for p in pieces])
+    tables = {
+        "stats": stats.with_columns(pl.lit("trace").alias("format")),
+        **_derive_trace_tables(ev, strings, chromium),
+    }
     # piece names, relative to the workdir (a cache entry is renamed into place after parsing)
     _write(Path(outdir), tables, {"pieces.json": orjson.dumps([Path(p).name for p in pieces])})
 
@@ -248,6 +269,73 @@ def process_text_log(path: str, outdir: str) -> None:
 
 def process_graph_tables(partdir: str) -> None:
     """Worker: build the graph and kernel tables of one part from its events / log records."""
+    _graph_tables(Path(partdir))
+
+
+def _part_events(part: Path) -> pl.DataFrame:
+    """The events of one part as parsed (payloads of SUMMARY_PAYLOAD_KINDS only)."""
+    if (part / "stats_piece.arrow").exists():  # a piece of a big file: its whole-file part has them
+        return _empty("events")
+    if (part / "pieces.json").exists():  # the whole-file part of a big file: all its pieces
+        pieces = orjson.loads((part / "pieces.json").read_bytes())
+        return pl.concat([_read(part.parent / p / "events.arrow") for p in pieces], rechunk=False)
+    return _read(part / "events.arrow") if (part / "events.arrow").exists() else _empty("events")
+
+
+def hydrated_events(part: Path) -> pl.DataFrame:
+    """The events of one part with every payload (read from the input files), and
+    `payload_ok` as checked by `_graph_tables` when it has run."""
+    return _with_checks(part, _hydrate(_part_events(part)))
+
+
+def _hydrate(index: pl.DataFrame) -> pl.DataFrame:
+    from parsers.tracelog import hydrate
+
+    return hydrate(index)[0]
+
+
+def _with_checks(part: Path, events: pl.DataFrame) -> pl.DataFrame:
+    checks = part / "checks.arrow"
+    if checks.exists() and events.height:
+        ok = _read(checks)
+        events = events.join(ok, on=["file", "lineno"], how="left", suffix="_checked", maintain_order="left").with_columns(
+            pl.coalesce("payload_ok_checked", "payload_ok").alias("payload_ok")
+        ).drop("payload_ok_checked")
+    return events
+
+
+GROUP_BYTES = 32 * 1024 * 1024  # payload bytes held in memory at once when building graph tables
+
+
+def _file_groups(index: pl.DataFrame) -> list[list[str]]:
+    """The files of a part in groups of about GROUP_BYTES of payload, in order."""
+    if index.height == 0:
+        return [[]]
+    sizes = (
+        index.group_by("file", maintain_order=True)
+        .agg((pl.col("payload_end") - pl.col("payload_start")).sum().alias("b") if "payload_start" in index.columns
+             else pl.col("payload").str.len_bytes().sum().alias("b"))
+        .rows()
+    )
+    groups: list[list[str]] = [[]]
+    total = 0
+    for file, b in sizes:
+        if groups[-1] and total + (b or 0) > GROUP_BYTES:
+            groups.append([])
+            total = 0
+        groups[-1].append(file)
+        total += b or 0
+    return groups
+
+
+GroupSink = Callable[[str, pl.DataFrame, dict[str, pl.DataFrame]], None]
+
+
+def _graph_tables(part: Path, on_group: GroupSink | None = None) -> None:
+    """Build (and write) the graph tables of one part, a group of files at a time (memory
+    stays near GROUP_BYTES of payload); the payloads are read and their md5 checked on the
+    way (`checks.arrow`, `payload_problems.arrow`). `on_group(name, events, tables)` is called
+    for each group with its events (every payload) and graph tables."""
     from parsers.facts import guards_from_text, guards_from_trace
     from parsers.graphs import (
         build_graph_nodes,
@@ -256,38 +344,64 @@ def process_graph_tables(partdir: str) -> None:
         build_kernels,
         build_provenance,
     )
-
-    part = Path(partdir)
-    if (part / "stats_piece.arrow").exists():  # a piece of a big file: its whole-file part does it
-        events, records = _empty("events"), None
-    elif (part / "pieces.json").exists():  # the whole-file part of a big file: all its pieces
-        pieces = orjson.loads((part / "pieces.json").read_bytes())
-        events = pl.concat([_read(part.parent / p / "events.arrow") for p in pieces], rechunk=False)
-        records = None
-    else:
-        events = _read(part / "events.arrow") if (part / "events.arrow").exists() else _empty("events")
-        records = _read(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
+    from parsers.tracelog import hydrate
     from traceview.analyze.origin import seq_links
 
-    graphs = build_graphs(events, records)
-    nodes = build_graph_nodes(graphs)
-    guards = [guards_from_trace(events)] + ([guards_from_text(records)] if records is not None else [])
-    # forward/backward pairs never span two parts, so the links of a part are built here,
+    records = _read(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
+    # forward/backward pairs never span two files, so the links are built per group,
     # against the annotations (seq_nr) of the whole trace
-    annotations = part.parent / "merged" / "annotations.arrow"
-    tables = {
-        "seq_links": seq_links(nodes, _read(annotations) if annotations.exists() else _concat(part.parent, "annotations")),
-        "guards": pl.concat(guards, how="vertical_relaxed"),
-        "graph_nodes": nodes,
-        "kernels": build_kernels(events, records),
-        "kernel_calls": build_kernel_calls(events, records),
-        "provenance": build_provenance(events),
-        "graphs": graphs,  # last: its presence marks the part as done
-    }
-    for name, df in tables.items():
+    ann_file = part.parent / "merged" / "annotations.arrow"
+    annotations = _read(ann_file) if ann_file.exists() else _concat(part.parent, "annotations")
+    index = _part_events(part)
+    groups = _file_groups(index)
+    acc: dict[str, list[pl.DataFrame]] = {}
+    for gi, files in enumerate(groups):
+        sub = index if len(groups) == 1 else index.filter(pl.col("file").is_in(files))
+        events, payload_problems = hydrate(sub, verify=True)
+        recs = records if gi == 0 else None
+        graphs = build_graphs(events, recs)
+        nodes = build_graph_nodes(graphs)
+        guards = [guards_from_trace(events)] + ([guards_from_text(recs)] if recs is not None else [])
+        tables = {
+            "seq_links": seq_links(nodes, annotations),
+            "guards": pl.concat(guards, how="vertical_relaxed"),
+            "graph_nodes": nodes,
+            "kernels": build_kernels(events, recs),
+            "kernel_calls": build_kernel_calls(events, recs),
+            "provenance": build_provenance(events),
+            "checks": events.filter(pl.col("payload_ok").is_not_null()).select("file", "lineno", "payload_ok"),
+            "payload_problems": payload_problems,
+            "graphs": graphs,  # last: its presence marks the part as done
+        }
+        if on_group is not None:
+            on_group(part.name if len(groups) == 1 else f"{part.name}g{gi}", events, tables)
+        del events
+        for name, df in tables.items():
+            acc.setdefault(name, []).append(df)
+    for name, frames in acc.items():
+        df = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
         tmp = part / f".{name}.arrow.tmp"
         df.write_ipc(tmp, compression="uncompressed")
         os.rename(tmp, part / f"{name}.arrow")
+
+
+def read_part_table(part: Path, name: str) -> pl.DataFrame | None:
+    """Table `name` of one part as a user sees it (None when the part has none): events with
+    their payloads, problems with those found when the payloads were checked."""
+    if name == "events":
+        return hydrated_events(part) if part in _event_parts(part.parent) else None
+    f = part / f"{name}.arrow"
+    df = _read(f) if f.exists() else None
+    if name == "problems" and (part / "payload_problems.arrow").exists():
+        extra = _read(part / "payload_problems.arrow")
+        df = extra if df is None else _merge_problems([df, extra])
+    return df
+
+
+def _merge_problems(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Problems of several sources, a (file, line, problem) found twice kept once."""
+    df = pl.concat([f for f in frames if f.height] or frames[:1], how="vertical_relaxed")
+    return df.unique(["file", "lineno", "problem"], keep="first", maintain_order=True).sort("file", "lineno")
 
 
 NULL_RANK_DIR = "__HIVE_DEFAULT_PARTITION__"
@@ -302,27 +416,43 @@ def conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
 
 def export_part(partdir: str, outdir: str) -> dict[str, int]:
     """Worker: write one part's tables as hive-partitioned parquet files (by rank) under
-    `outdir`, building its graph tables first if the part has none yet. Returns row counts."""
-    import pyarrow.parquet as pq
-
+    `outdir`, building its graph tables first if the part has none yet (events and graph
+    tables a group of files at a time). Returns row counts."""
     part = Path(partdir)
-    if not (part / "graphs.arrow").exists():
-        process_graph_tables(partdir)
+    out = Path(outdir)
     rows: dict[str, int] = {}
-    for name in EXPORT_PART_TABLES:
-        f = part / f"{name}.arrow"
-        if not f.exists():
-            continue
-        df = _read(f)
-        if df.height == 0:
-            continue
+
+    def write(name: str, df: pl.DataFrame | None, file_name: str) -> None:
+        if df is None or df.height == 0:
+            return
         df = conform(df, _empty(name).schema)
-        rows[name] = df.height
+        rows[name] = rows.get(name, 0) + df.height
         if "rank" not in df.columns:  # e.g. strings: one file per part, no partition directory
-            (Path(outdir) / name).mkdir(parents=True, exist_ok=True)
-            pq.write_table(df.to_arrow(), Path(outdir) / name / f"part-{part.name}.parquet", compression="zstd")
-            continue
-        write_rank_partitions(df, Path(outdir) / name, part.name)
+            import pyarrow.parquet as pq
+
+            (out / name).mkdir(parents=True, exist_ok=True)
+            pq.write_table(df.to_arrow(), out / name / f"part-{file_name}.parquet", compression="zstd")
+        else:
+            write_rank_partitions(df, out / name, file_name)
+
+    def sink(name: str, events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> None:
+        write("events", events, name)
+        for t in GRAPH_TABLES:
+            write(t, tables[t], name)
+
+    if not (part / "graphs.arrow").exists():
+        _graph_tables(part, sink)
+    else:
+        if part in _event_parts(part.parent):
+            index = _part_events(part)
+            for gi, files in enumerate(_file_groups(index)):
+                sub = index.filter(pl.col("file").is_in(files))
+                write("events", _with_checks(part, _hydrate(sub)), f"{part.name}g{gi}")
+        for t in GRAPH_TABLES:
+            write(t, read_part_table(part, t), part.name)
+    for name in EXPORT_PART_TABLES:
+        if name != "events" and name not in GRAPH_TABLES:
+            write(name, read_part_table(part, name), part.name)
     return rows
 
 
@@ -344,7 +474,8 @@ def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dic
         size = sum(f.stat().st_size for f in part.glob("*.arrow"))
         todo.append((export_part, (str(part), str(outdir)), size))
     total: dict[str, int] = {}
-    for rows in _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES):
+    # not in this process: the payloads of a part would stay in its memory (peak RSS)
+    for rows in _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES, here=False):
         for k, v in (rows or {}).items():
             total[k] = total.get(k, 0) + v
     return total
@@ -359,7 +490,7 @@ def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
         if not (part / "graphs.arrow").exists():
             size = sum(f.stat().st_size for f in part.glob("*.arrow"))
             todo.append((process_graph_tables, (str(part),), size))
-    _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES)
+    _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES, here=False)
 
 
 Job = tuple  # (function, args, size in bytes)
@@ -369,10 +500,12 @@ class WorkerError(Exception):
     """A worker failed on a job."""
 
 
-def _run(todo: list[Job], jobs: int | None, *, isolate: bool = False, min_bytes: int | None = None) -> list:
-    """Run jobs in worker processes when there is enough to do, biggest first; else here
-    (`isolate`: in a worker process all the same, to keep this process's memory small).
-    Returns the jobs' results in the order of `todo`."""
+def _run(
+    todo: list[Job], jobs: int | None, *, isolate: bool = False, min_bytes: int | None = None, here: bool = True
+) -> list:
+    """Run jobs in parallel when there is enough to do, biggest first: in worker processes and,
+    when `here`, in this one too; else here, one after another (`isolate`: in worker
+    processes all the same). Returns the jobs' results in the order of `todo`."""
     if not todo:
         return []
     workers = min(jobs or os.cpu_count() or 1, len(todo))
@@ -380,25 +513,32 @@ def _run(todo: list[Job], jobs: int | None, *, isolate: bool = False, min_bytes:
     if not isolate and (workers <= 1 or sum(j[2] for j in todo) < threshold):
         return [fn(*args) for fn, args, _ in todo]
     import queue
-    import subprocess
-    import sys
     import threading
+
+    from traceview import workers as pool
 
     q: queue.Queue[tuple[int, Job]] = queue.Queue()
     for i in sorted(range(len(todo)), key=lambda i: -todo[i][2]):
         q.put((i, todo[i]))
     results: list = [None] * len(todo)
     errors: list[str] = []
-    # one thread per worker process: the processes already use every core
-    env = {**os.environ, "POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1"}
-    root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+
+    def drive_here() -> None:
+        while not errors:
+            try:
+                i, (fn, args, _) = q.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                results[i] = fn(*args)
+            except Exception as exc:
+                msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                errors.append(f"{type(exc).__name__}: {msg} (in {fn.__name__} of {args[0]})")
 
     def drive() -> None:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "traceview.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
-        )
+        proc = pool.take()
         assert proc.stdin is not None and proc.stdout is not None
+        healthy = True
         try:
             while not errors:
                 try:
@@ -409,22 +549,36 @@ def _run(todo: list[Job], jobs: int | None, *, isolate: bool = False, min_bytes:
                 proc.stdin.flush()
                 line = proc.stdout.readline()
                 if not line:
+                    healthy = False
                     errors.append(f"worker exited with {proc.wait()} on {fn.__name__}{tuple(args)[:1]}")
                     break
                 answer = orjson.loads(line)
                 if "error" in answer:
                     errors.append(f"{answer['error']} (in {fn.__name__} of {args[0]})")
                 results[i] = answer.get("value")
+        except BaseException:
+            healthy = False
+            raise
         finally:
-            proc.stdin.close()
-            proc.wait()
+            if healthy:
+                pool.give_back(proc)  # kept for the next jobs of this process (export: parse, then write)
+            else:
+                proc.stdin.close()
+                proc.wait()
 
-    threads = [threading.Thread(target=drive, daemon=True) for _ in range(workers)]
+    here = here and not isolate
+    threads = [threading.Thread(target=drive, daemon=True) for _ in range(workers - here)]
+    if here:
+        threads.append(threading.Thread(target=drive_here, daemon=True))
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if errors:
+        if errors[0].startswith("InputChanged: "):
+            from parsers.tracelog import InputChanged
+
+            raise InputChanged(errors[0].removeprefix("InputChanged: "))
         raise WorkerError(errors[0])
     return results
 
@@ -442,7 +596,7 @@ def parse_to_dir(
     sizes = {p: os.path.getsize(p) for p in [*inputs.trace_paths, *inputs.text_logs]}
     small = [p for p in inputs.trace_paths if not (workers > 1 and sizes[p] >= CHUNK_BYTES and not _is_gzip(p))]
     # small trace logs go in batches: enough batches to keep every worker busy, none too big
-    target = min(max(sum(sizes[p] for p in small) // (workers * 4), BATCH_MIN_BYTES), CHUNK_BYTES)
+    target = min(max(sum(sizes[p] for p in small) // (workers * 3), BATCH_MIN_BYTES), BATCH_MAX_BYTES)
     batch: list[str] = []
     batches: list[list[str]] = []
     for p in small:
@@ -508,10 +662,43 @@ def _concat(workdir: Path, name: str) -> pl.DataFrame:
 
 def lazy_concat(workdir: Path, name: str) -> Callable[[], pl.DataFrame]:
     """A loader for one table over every part (memory-mapped, opened when first called)."""
+    if name == "events":
+        return lambda: _all_events(workdir)
+    if name == "problems":
+        return lambda: _all_problems(workdir)
     merged = workdir / "merged" / f"{name}.arrow"
     if merged.exists():
         return lambda: _read(merged)
     return lambda: _concat(workdir, name)
+
+
+def _event_parts(workdir: Path) -> list[Path]:
+    """Parts whose events `_part_events` gives (a big file's whole-file part, not its pieces)."""
+    return [
+        p
+        for p in _parts(workdir)
+        if (p / "pieces.json").exists() or ((p / "events.arrow").exists() and not (p / "stats_piece.arrow").exists())
+    ]
+
+
+def _all_events(workdir: Path) -> pl.DataFrame:
+    frames = [hydrated_events(p) for p in _event_parts(workdir)]
+    frames = [f for f in frames if f.height] or [_empty("events")]
+    return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+
+
+def _all_problems(workdir: Path) -> pl.DataFrame:
+    merged = workdir / "merged" / "problems.arrow"
+    base = _read(merged) if merged.exists() else _concat(workdir, "problems")
+    extra = [_read(f) for p in _parts(workdir) if (f := p / "payload_problems.arrow").exists()]
+    return _merge_problems([base, *extra]) if any(e.height for e in extra) else base
+
+
+def index_events(workdir: Path) -> pl.DataFrame:
+    """The events as parsed: payloads of SUMMARY_PAYLOAD_KINDS only (see parsers.tracelog)."""
+    frames = [_part_events(p) for p in _event_parts(workdir)]
+    frames = [f for f in frames if f.height] or [_empty("events")]
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=False)
 
 
 def merge_small_tables(workdir: Path) -> None:

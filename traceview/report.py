@@ -48,7 +48,7 @@ def ranks_of(trace: Trace) -> list[int]:
 def _autotuning(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
     # the payloads (events) only when the trace autotuned, the text's other lines only when not
     if ct.has_template_autotuning(spans):
-        return ct.autotuning(trace.events, spans)
+        return ct.autotuning(trace.index_events(), spans)
     return ct.autotuning(None, spans, trace.other_lines)
 
 

@@ -128,6 +128,7 @@ class Trace:
             raise ValueError(f"Trace needs the base tables; missing: {', '.join(missing)}")
         self._sources: dict[str, TableSource] = dict(tables)
         self._tables: dict[str, pl.DataFrame] = {}
+        self._index: pl.DataFrame | None = None  # see index_events
         self.inputs = inputs
         self.workdir = workdir  # the parsed parts (cache entry) behind the tables, if any
 
@@ -175,6 +176,22 @@ class Trace:
         for name in GRAPH_TABLES:
             if not self.is_loaded(name):
                 self.provide(name, lazy_concat(self.workdir, name))
+        # the payloads' md5 was checked on the way: events and problems now say so
+        for name in ("events", "problems"):
+            if self.is_loaded(name):
+                self.provide(name, lazy_concat(self.workdir, name))
+
+    def index_events(self) -> pl.DataFrame:
+        """`events` as parsed, cheap to open: only the payloads the summary reads (chromium
+        events, recompile reasons, graph-break reasons; parsers.kinds.SUMMARY_PAYLOAD_*) are
+        filled when the trace came from parsed parts; otherwise the `events` table itself."""
+        if self.workdir is None or self.is_loaded("events"):
+            return self.events
+        if self._index is None:
+            from traceview.pipeline import index_events
+
+            self._index = index_events(self.workdir)
+        return self._index
 
     @classmethod
     def from_tables(cls, tables: Mapping[str, TableSource], inputs: Inputs | None = None) -> Trace:

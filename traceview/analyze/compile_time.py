@@ -188,6 +188,11 @@ def autotuning(events: pl.DataFrame | None, spans: pl.DataFrame, other_lines: pl
 def _autotuning_from_trace(events: pl.DataFrame, spans: pl.DataFrame, at: pl.DataFrame) -> pl.DataFrame:
     pre = spans.filter(pl.col("name").str.ends_with("_template_precompiling"))
     ends = pl.concat([at.select("file", "end_lineno"), pre.select("file", "end_lineno")]).drop_nulls()
+    if "payload_start" in events.columns:  # events as parsed: read just these payloads
+        from parsers.tracelog import hydrate
+
+        wanted = pl.concat([ends.rename({"end_lineno": "lineno"}), at.select("file", "lineno")]).unique()
+        events, _ = hydrate(events.join(wanted, on=["file", "lineno"], how="semi"))
     payloads = {
         (f, ln): p
         for f, ln, p in events.join(ends, left_on=["file", "lineno"], right_on=["file", "end_lineno"])

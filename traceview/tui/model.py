@@ -175,7 +175,7 @@ def record_index(trace: Trace) -> pl.DataFrame:
     `row` indexes `trace.events` (src "trace") or `trace.log_records` (src "text"); the
     payload is fetched from there only for the selected row.
     """
-    ev = trace.events
+    ev = trace.index_events()  # the same rows as `events`, without reading the payloads
     recs = trace.log_records
     parts = []
     if ev.height:
@@ -227,7 +227,13 @@ def record_index(trace: Trace) -> pl.DataFrame:
 def record_payload(trace: Trace, src: str, row: int) -> str:
     """The full record behind a row of `record_index`: header, metadata and payload."""
     if src == "trace":
-        r = trace.events.slice(row, 1).to_dicts()[0]
+        if trace.is_loaded("events"):
+            one = trace.events.slice(row, 1)
+        else:  # read just this record's payload from its file
+            from parsers.tracelog import hydrate
+
+            one = hydrate(trace.index_events().slice(row, 1))[0]
+        r = one.to_dicts()[0]
         head = f"{r['file']}:{r['lineno']}-{r['end_lineno']}  {r['kind']}"
         if r.get("name"):
             head += f" {r['name']}"

@@ -1,0 +1,116 @@
+"""The lazy parse the pipeline uses: payloads stay in the input file until asked for.
+
+A lazy parse (`read_trace_file(..., lazy=True)`) reads headers, the payloads of recompile
+reasons and graph breaks, and decodes chromium events in place; `hydrate` reads the rest
+from the file. Every test compares against the full parse of the same real log.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceview
+from parsers.compiles import build_spans
+from parsers.tracelog import InputChanged, hydrate, read_trace_file
+from tests.conftest import FIXTURES, PEER
+from tests.test_tracelog import all_trace_files
+from traceview import pipeline
+
+
+@pytest.mark.parametrize("path", all_trace_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_lazy_parse_then_hydrate_equals_full_parse(path: Path) -> None:
+    full = read_trace_file(path)
+    lazy = read_trace_file(path, lazy=True)
+    events, found = hydrate(lazy.events, verify=True)
+    assert events.equals(full.events, null_equal=True)
+    # the md5 mismatches and bad bytes the full parse reports, the lazy one finds on hydrating
+    checked = ("md5_mismatch", "invalid_utf8")
+    want = full.problems.filter(pl.col("problem").is_in(checked)).select("lineno", "problem").unique()
+    got = pl.concat([lazy.problems, found]).filter(pl.col("problem").is_in(checked)).select("lineno", "problem").unique()
+    assert got.sort("lineno").equals(want.sort("lineno"))
+    assert lazy.problems.filter(~pl.col("problem").is_in(checked)).equals(
+        full.problems.filter(~pl.col("problem").is_in(checked))
+    )
+    # spans from the chromium events decoded in place equal those from the payload text
+    assert build_spans(lazy.events, lazy.chromium).equals(build_spans(full.events))
+
+
+def test_lazy_parse_reads_only_summary_payloads() -> None:
+    f = next((FIXTURES / "recompiles" / "trace").glob("*.log"))
+    lazy = read_trace_file(f, lazy=True).events
+    with_payload = lazy.filter(pl.col("payload").is_not_null())
+    assert set(with_payload["name"].to_list()) == {"recompile_reasons"}
+    assert lazy.filter(pl.col("kind") == "dynamo_output_graph")["payload"].null_count() > 0
+    assert lazy["payload_ok"].null_count() == lazy.height  # md5 not checked yet
+
+
+def test_summary_never_reads_graph_payloads(tmp_path: Path) -> None:
+    src = FIXTURES / "graph_breaks" / "trace"
+    shutil.copytree(src, tmp_path / "trace")
+    from traceview.report import build_report
+
+    t = traceview.load(tmp_path / "trace")
+    report = build_report(t)
+    assert report["graph_breaks"]
+    assert not t.is_loaded("events")  # the summary worked from the parsed tables only
+
+
+def test_md5_mismatch_found_when_payloads_are_checked() -> None:
+    # tlparse's simple_corrupted_json.log lost a payload line at line 13 (see test_tracelog)
+    if not PEER.is_dir():
+        pytest.skip("needs ../shared/traces")
+    t = traceview.load(PEER / "simple_corrupted_json.log")
+    assert t.problems.filter(pl.col("problem") == "md5_mismatch").height == 0  # not checked yet
+    t.ensure_graph_tables()
+    bad = t.problems.filter(pl.col("problem") == "md5_mismatch")
+    assert bad["lineno"].to_list() == [13]
+    assert t.events.filter(pl.col("lineno") == 13)["payload_ok"].to_list() == [False]
+
+
+def test_changed_input_is_a_clear_error(tmp_path: Path) -> None:
+    f = tmp_path / "t.log"
+    shutil.copy(next((FIXTURES / "simple" / "trace").glob("*.log")), f)
+    t = traceview.load(f)
+    f.write_bytes(f.read_bytes()[:100])  # the file is rewritten after it was parsed
+    with pytest.raises(InputChanged, match="changed since it was parsed"):
+        _ = t.events
+
+
+def test_pipeline_events_equal_full_parse() -> None:
+    f = next((FIXTURES / "training" / "trace").glob("*.log"))
+    t = pipeline.load_parsed(traceview.trace.discover(f))
+    full = read_trace_file(f).events
+    assert t.events.drop("payload_ok").equals(full.drop("payload_ok"), null_equal=True)
+
+
+def test_changed_input_is_parsed_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceview.cli import main
+
+    f = tmp_path / "t.log"
+    shutil.copy(next((FIXTURES / "simple" / "trace").glob("*.log")), f)
+    assert main(["summary", str(f)]) == 0
+    capsys.readouterr()
+    before = f.stat()
+    f.write_bytes(f.read_bytes()[:100])
+    import os
+
+    os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))  # same mtime, new size: a new cache key
+    assert main(["export", str(f), "-o", str(tmp_path / "out")]) == 0  # parsed again, not an error
+
+
+def test_ui_model_opens_without_reading_payloads() -> None:
+    from traceview.tui.model import TraceModel, record_payload
+
+    t = traceview.load(FIXTURES / "graph_breaks" / "trace")
+    model = TraceModel.build(t)
+    assert model.records.height == t.index_events().height
+    assert not t.is_loaded("events")
+    # one record's payload is read on its own, and is the one `events` holds at that row
+    row = t.index_events().with_row_index("r").filter(pl.col("kind") == "dynamo_output_graph")["r"][0]
+    text = record_payload(t, "trace", row)
+    assert not t.is_loaded("events")
+    assert t.events["payload"][row] in text

@@ -1,0 +1,80 @@
+"""Worker processes for the parse pipeline, without heavy imports.
+
+`traceview.pipeline._run` drives `python -m traceview.worker` subprocesses. Starting one costs
+about a quarter of a second (importing polars and pyarrow), so the command line starts them
+(`prestart`) before it imports anything heavy itself when it knows that a big, uncached
+input is about to be parsed: the workers' start-up then overlaps the main process's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PARALLEL_MIN_BYTES = 128 * 1024 * 1024  # below this, starting worker processes costs more than it saves
+# graph tables and export cost several times the parse per byte: workers pay off sooner
+HEAVY_PARALLEL_MIN_BYTES = 24 * 1024 * 1024
+
+_ready: list[subprocess.Popen] = []
+
+
+def _env() -> dict[str, str]:
+    # one thread per worker process: the processes already use every core
+    env = {**os.environ, "POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1"}
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def spawn() -> subprocess.Popen:
+    """A new worker process (jobs on its stdin, answers on its stdout)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "traceview.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env()
+    )
+
+
+def prestart(n: int) -> None:
+    """Start `n` workers now, for `take` to hand out later (the pipeline uses one fewer
+    than it has cores: this process works too). Unused ones exit when this process does
+    (their stdin closes)."""
+    while len(_ready) < n:
+        _ready.append(spawn())
+
+
+def take() -> subprocess.Popen:
+    """A prestarted worker if one is still alive, else a new one."""
+    while _ready:
+        proc = _ready.pop(0)
+        if proc.poll() is None:
+            return proc
+    return spawn()
+
+
+def give_back(proc: subprocess.Popen) -> None:
+    """Keep an idle worker for the next `take`."""
+    _ready.append(proc)
+
+
+@atexit.register
+def _close_all() -> None:
+    """Let idle workers finish and wait for them (so that their resource usage is counted
+    with this process's, and none outlives it)."""
+    while _ready:
+        proc = _ready.pop()
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+
+
+def cpu_count() -> int:
+    """Cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
