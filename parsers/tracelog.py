@@ -295,6 +295,7 @@ def parse_trace_bytes(
     whose bytes had to be changed (CRLF, invalid UTF-8) is parsed in full all the same."""
     problems = _Problems()
     invalid_utf8 = False
+    asked_lazy = lazy
     if b"\r\n" in data[: 1 << 16]:
         data = bytes(data)
         # CRLF line ends (a log that went through a Windows editor or git autocrlf): torch
@@ -494,7 +495,10 @@ def parse_trace_bytes(
     payload_ok, md5_bad, missing = _check_md5(
         None if lazy else kept_payloads, kept_payload_lines > 0, md5s, kept_cand + 1, problems
     )
-    schema = {**EVENTS_SCHEMA, **INDEX_SCHEMA} if lazy else EVENTS_SCHEMA
+    # the same columns whether or not the lazy parse had to read everything
+    schema = {**EVENTS_SCHEMA, **INDEX_SCHEMA} if asked_lazy else EVENTS_SCHEMA
+    if asked_lazy and not lazy:
+        events = events.with_columns(pl.lit(None, dtype=pl.Int64).alias(c) for c in INDEX_SCHEMA)
     events = events.with_columns(pl.Series("payload_ok", payload_ok, dtype=pl.Boolean)).select(
         [pl.col(c).cast(t) for c, t in schema.items()]
     )
@@ -796,8 +800,10 @@ def read_trace_file(path: str | os.PathLike[str], *, lazy: bool = False) -> Pars
     p = Path(path)
     st = p.stat()
     data = read_bytes(p)
-    lazy = lazy and isinstance(data, mmap.mmap)
-    return parse_trace_bytes(data, str(path), mtime=st.st_mtime, size=st.st_size, lazy=lazy)
+    parsed = parse_trace_bytes(data, str(path), mtime=st.st_mtime, size=st.st_size, lazy=lazy and isinstance(data, mmap.mmap))
+    if lazy and "payload_start" not in parsed.events.columns:  # gzip: read in full, same columns
+        parsed.events = parsed.events.with_columns(pl.lit(None, dtype=pl.Int64).alias(c) for c in INDEX_SCHEMA)
+    return parsed
 
 
 def empty_tables() -> ParsedFile:

@@ -114,3 +114,22 @@ def test_ui_model_opens_without_reading_payloads() -> None:
     text = record_payload(t, "trace", row)
     assert not t.is_loaded("events")
     assert t.events["payload"][row] in text
+
+
+def test_gzip_and_plain_rank_files_in_one_batch(tmp_path: Path) -> None:
+    # a gzip log cannot be read in place later, so it is parsed in full; batched with a
+    # plain (lazy) log, both give the same tables as when both are plain
+    import gzip
+
+    plain, mixed = tmp_path / "plain", tmp_path / "mixed"
+    plain.mkdir()
+    mixed.mkdir()
+    logs = sorted((FIXTURES / "multirank" / "trace").glob("*.log"))
+    for f in logs:
+        shutil.copy(f, plain / f.name)
+    shutil.copy(logs[0], mixed / logs[0].name)
+    (mixed / (logs[1].name + ".gz")).write_bytes(gzip.compress(logs[1].read_bytes()))
+    a, b = traceview.load(plain), traceview.load(mixed)
+    for name in ("compiles", "spans", "recompiles", "graph_breaks"):
+        assert a.table(name).drop("file").equals(b.table(name).drop("file")), name
+    assert a.events.drop("file", "payload_ok").equals(b.events.drop("file", "payload_ok"))
