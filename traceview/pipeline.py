@@ -2,13 +2,15 @@
 
 Small trace logs are parsed in batches (one part per batch), a big one in pieces (one part
 per piece plus one for the whole file), a text log on its own; above PARALLEL_MIN_BYTES the
-jobs run in worker processes on all cores (`python -m traceview.worker`, plain subprocesses).
+jobs run in worker processes (`python -m traceview.worker`, plain subprocesses) and in this one.
 A worker also derives the tables the summary needs (`compiles`, `spans`, `recompiles`,
 `graph_breaks`, `limit_hits`, `annotations`) and writes everything as uncompressed Arrow IPC
 into `<workdir>/<part>/<table>.arrow`; nothing large travels between processes. Guards,
 graphs, kernels and seq_nr links (GRAPH_TABLES) are built per part later, on demand (UI,
-export). Opening memory-maps the files, so payloads stay in the page cache until something
-reads them. The workdir is the parse cache entry (see `traceview.cache`) or a temporary dir.
+export). Trace logs are parsed lazily (parsers.tracelog.parse_trace_bytes): the parts hold
+no payload text, which `events` reads from the input files when it is opened. Opening
+memory-maps the parts. The workdir is the parse cache entry (see `traceview.cache`) or a
+temporary dir.
 """
 
 from __future__ import annotations
@@ -273,7 +275,8 @@ def process_graph_tables(partdir: str) -> None:
 
 
 def _part_events(part: Path) -> pl.DataFrame:
-    """The events of one part as parsed (payloads of SUMMARY_PAYLOAD_KINDS only)."""
+    """The events of one part as parsed (payloads of SUMMARY_PAYLOAD_ARTIFACTS only, the
+    others' byte ranges in `payload_start`/`payload_end`)."""
     if (part / "stats_piece.arrow").exists():  # a piece of a big file: its whole-file part has them
         return _empty("events")
     if (part / "pieces.json").exists():  # the whole-file part of a big file: all its pieces
@@ -695,7 +698,7 @@ def _all_problems(workdir: Path) -> pl.DataFrame:
 
 
 def index_events(workdir: Path) -> pl.DataFrame:
-    """The events as parsed: payloads of SUMMARY_PAYLOAD_KINDS only (see parsers.tracelog)."""
+    """The events as parsed: payloads of SUMMARY_PAYLOAD_ARTIFACTS only (see parsers.tracelog)."""
     frames = [_part_events(p) for p in _event_parts(workdir)]
     frames = [f for f in frames if f.height] or [_empty("events")]
     return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=False)
