@@ -536,15 +536,7 @@ def parse_trace_bytes(
         },
         schema=STATS_SCHEMA,
     )
-    prob = pl.DataFrame(
-        {
-            "file": [file] * len(problems.linenos),
-            "lineno": problems.linenos,
-            "problem": problems.kinds,
-            "detail": problems.details,
-        },
-        schema=PROBLEMS_SCHEMA,
-    ).sort("lineno")
+    prob = _problem_frame(file, problems).sort("lineno")
     strings = pl.DataFrame(
         {"file": [file] * len(str_vals), "id": str_ids, "string": str_vals}, schema=STRINGS_SCHEMA
     )

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from traceview.errors import UserError
+from traceview.errors import UserError, first_line
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
@@ -229,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("TRACEVIEW_DEBUG"):
             raise
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        msg = first_line(exc)
         sys.stderr.write(
             f"traceview: internal error: {type(exc).__name__}: {msg[:200]} (set TRACEVIEW_DEBUG=1 for details)\n"
         )

@@ -7,3 +7,9 @@ class UserError(Exception):
 
 class ExportError(UserError):
     """The export could not be written."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message ("" when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""

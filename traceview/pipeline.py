@@ -314,10 +314,10 @@ def _file_groups(index: pl.DataFrame) -> list[list[str]]:
     """The files of a part in groups of about GROUP_BYTES of payload, in order."""
     if index.height == 0:
         return [[]]
+    # a part's non-empty events come from a lazy parse: they always carry the byte ranges
     sizes = (
         index.group_by("file", maintain_order=True)
-        .agg((pl.col("payload_end") - pl.col("payload_start")).sum().alias("b") if "payload_start" in index.columns
-             else pl.col("payload").str.len_bytes().sum().alias("b"))
+        .agg((pl.col("payload_end") - pl.col("payload_start")).sum().alias("b"))
         .rows()
     )
     groups: list[list[str]] = [[]]
@@ -519,6 +519,7 @@ def _run(
     import threading
 
     from traceview import workers as pool
+    from traceview.errors import first_line
 
     q: queue.Queue[tuple[int, Job]] = queue.Queue()
     for i in sorted(range(len(todo)), key=lambda i: -todo[i][2]):
@@ -535,8 +536,7 @@ def _run(
             try:
                 results[i] = fn(*args)
             except Exception as exc:
-                msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                errors.append(f"{type(exc).__name__}: {msg} (in {fn.__name__} of {args[0]})")
+                errors.append(f"{type(exc).__name__}: {first_line(exc)} (in {fn.__name__} of {args[0]})")
 
     def drive() -> None:
         proc = pool.take()
@@ -684,10 +684,14 @@ def _event_parts(workdir: Path) -> list[Path]:
     ]
 
 
-def _all_events(workdir: Path) -> pl.DataFrame:
-    frames = [hydrated_events(p) for p in _event_parts(workdir)]
+def _events_of_parts(workdir: Path, read: Callable[[Path], pl.DataFrame]) -> pl.DataFrame:
+    frames = [read(p) for p in _event_parts(workdir)]
     frames = [f for f in frames if f.height] or [_empty("events")]
-    return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=False)
+
+
+def _all_events(workdir: Path) -> pl.DataFrame:
+    return _events_of_parts(workdir, hydrated_events)
 
 
 def _all_problems(workdir: Path) -> pl.DataFrame:
@@ -699,9 +703,7 @@ def _all_problems(workdir: Path) -> pl.DataFrame:
 
 def index_events(workdir: Path) -> pl.DataFrame:
     """The events as parsed: payloads of SUMMARY_PAYLOAD_ARTIFACTS only (see parsers.tracelog)."""
-    frames = [_part_events(p) for p in _event_parts(workdir)]
-    frames = [f for f in frames if f.height] or [_empty("events")]
-    return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=False)
+    return _events_of_parts(workdir, _part_events)
 
 
 def merge_small_tables(workdir: Path) -> None:

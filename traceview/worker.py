@@ -15,6 +15,7 @@ import orjson
 
 def main() -> int:
     from traceview import pipeline
+    from traceview.errors import first_line
 
     out = sys.stdout.buffer
     for line in sys.stdin.buffer:
@@ -27,8 +28,7 @@ def main() -> int:
                 raise ValueError(f"not a worker function: {job['fn']}")
             answer = {"ok": True, "value": fn(*job["args"])}
         except Exception as exc:  # reported to the parent, which raises it there
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            answer = {"error": f"{type(exc).__name__}: {msg}"}
+            answer = {"error": f"{type(exc).__name__}: {first_line(exc)}"}
         out.write(orjson.dumps(answer) + b"\n")
         out.flush()
     return 0

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual.app import App
 from textual.binding import Binding, BindingType
 
+from traceview.errors import first_line
 from traceview.trace import Trace
 from traceview.tui.commands import TraceviewCommands
 from traceview.tui.loading_screen import LoadingScreen
@@ -174,7 +175,7 @@ class TraceviewApp(App[int]):
             self.error = f"traceview: error: {exc}"
             self.exit(return_code=EXIT_USAGE, message=Text(self.error))
         else:
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            msg = first_line(exc)
             self.error = f"traceview: internal error: {type(exc).__name__}: {msg[:200]} (set TRACEVIEW_DEBUG=1 for details)"
             self.exit(return_code=EXIT_INTERNAL, message=Text(self.error))
 
