@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from parsers.fxgraph import (
     GRAPH_KINDS,
@@ -308,6 +307,8 @@ def _parse_wrappers(ev: pl.DataFrame, lr: pl.DataFrame, what: str) -> pl.DataFra
 def _frame(cols: dict[str, list[Any]], schema: pl.Schema) -> pl.DataFrame:
     """DataFrame from column lists; list columns go through Arrow (much faster than polars'
     element-by-element conversion of nested lists)."""
+    import pyarrow as pa
+
     out = []
     for name, dtype in schema.items():
         if isinstance(dtype, pl.List):

@@ -30,11 +30,13 @@ import datetime as dt
 import gzip
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "LOG_RECORDS_SCHEMA",
@@ -138,6 +140,8 @@ def _read_bytes(path: Path) -> tuple[bytes, int]:
 
 def _lines_array(data: bytes) -> pa.LargeStringArray:
     """One Arrow string per line (newline included), cut from the buffer without copies."""
+    import pyarrow as pa
+
     buf = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(buf == 10) + 1
     if data and not data.endswith(b"\n"):
@@ -150,6 +154,8 @@ def _lines_array(data: bytes) -> pa.LargeStringArray:
 
 def _split_lines(data: bytes) -> tuple[pl.Series, bool]:
     """Lines as a polars Series (newline and CR removed) and whether UTF-8 was invalid."""
+    import pyarrow as pa
+
     arr = _lines_array(data)
     invalid = False
     try:

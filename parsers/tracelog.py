@@ -17,12 +17,11 @@ import mmap
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
 import polars as pl
-import pyarrow as pa
 
 from parsers.discover import InputError
 from parsers.kinds import (
@@ -31,6 +30,11 @@ from parsers.kinds import (
     SUMMARY_PAYLOAD_ARTIFACTS,
     is_known_kind,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+# pyarrow is imported where a full parse or a payload read needs it: a lazy parse (what
+# the summary runs) does without, which saves ~0.1 s of start-up in every process.
 
 PREFIX_PATTERN = (
     r"^(?P<prefix>(?:\[rank(?P<prefix_rank>\d+)\]:)?(?P<level>[VIWEC])(?P<md>\d{4}) "
@@ -163,10 +167,11 @@ class _Split:
     ends: np.ndarray  # line ends, without the newline
     cand: np.ndarray  # line indices of record headers (every line that is not a payload line)
     n_payload_lines: np.ndarray  # payload lines after each header
-    headers: pa.Array  # large_string, header line per candidate
+    headers: pl.Series  # String, header line per candidate
     payloads: pa.Array | None  # large_string, payload text per candidate (tabs removed, "" when none)
     raw_start: np.ndarray  # byte range of each candidate's payload lines in the input, tabs
     raw_end: np.ndarray  # included (start == end when it has none)
+    jsons: list[bytes]  # the header lines again, as bytes
 
 
 def _split(data: bytes | mmap.mmap, *, lazy: bool = False) -> _Split:
@@ -181,8 +186,8 @@ def _split(data: bytes | mmap.mmap, *, lazy: bool = False) -> _Split:
     n = len(data)
     empty = np.empty(0, dtype=np.int64)
     if n == 0:
-        none = pa.array([], type=pa.large_string())
-        return _Split(0, 0, False, empty, empty, empty, empty, none, None if lazy else none, empty, empty)
+        none = None if lazy else _pa().array([], type=_pa().large_string())
+        return _Split(0, 0, False, empty, empty, empty, empty, pl.Series([], dtype=pl.String), none, empty, empty, [])
     buf = np.frombuffer(data, dtype=np.uint8)
     nl = _newlines(buf)
     truncated = n > 0 and data[-1] != 10
@@ -215,14 +220,19 @@ def _split(data: bytes | mmap.mmap, *, lazy: bool = False) -> _Split:
     if lazy:
         if not k:
             _check_utf8(data)
-            return _Split(n, nlines, truncated, starts, ends, cand, n_payload, pa.array([], type=pa.large_string()), None, empty, empty)
+            return _Split(n, nlines, truncated, starts, ends, cand, n_payload, pl.Series([], dtype=pl.String), None, empty, empty, [])
         offs = np.empty(2 * k, dtype=np.int64)
         offs[0::2] = starts[cand]
         offs[1::2] = ends[cand]
-        seg = pa.Array.from_buffers(pa.large_binary(), 2 * k - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
-        headers = seg.take(pa.array(np.arange(0, 2 * k, 2))).cast(pa.large_string())  # validates
-        del seg
-        return _Split(n, nlines, truncated, starts, ends, cand, n_payload, headers, None, raw_start, raw_end)
+        # header lines as bytes, then one UTF-8 validation over all of them (polars, not
+        # pyarrow.compute: its import alone costs ~50 ms)
+        jsons = [data[a:b] for a, b in zip(starts[cand].tolist(), ends[cand].tolist())]
+        try:
+            headers = pl.Series(jsons, dtype=pl.Binary).cast(pl.String)
+        except pl.exceptions.ComputeError as exc:
+            raise NotUtf8(str(exc)) from None
+        return _Split(n, nlines, truncated, starts, ends, cand, n_payload, headers, None, raw_start, raw_end, jsons)
+    pa = _pa()
     tabs = starts[has_tab]
     clean = np.delete(buf, tabs) if len(tabs) else buf.copy()  # never keep the input mapped
 
@@ -243,20 +253,42 @@ def _split(data: bytes | mmap.mmap, *, lazy: bool = False) -> _Split:
         seg = pa.LargeStringArray.from_buffers(
             4 * k, pa.py_buffer(offs), pa.py_buffer(clean), None, 0
         )
-        seg.validate(full=True)
+        try:
+            seg.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            raise NotUtf8(str(exc)) from None
         headers = seg.take(pa.array(np.arange(0, 4 * k, 4)))
         payloads = seg.take(pa.array(np.arange(2, 4 * k, 4)))
     else:
         _check_utf8(data)
         headers = payloads = pa.array([], type=pa.large_string())
-    return _Split(n, nlines, truncated, starts, ends, cand, n_payload, headers, payloads, raw_start, raw_end)
+    return _Split(
+        n, nlines, truncated, starts, ends, cand, n_payload, _series(headers), payloads, raw_start, raw_end,
+        headers.cast(pa.large_binary()).to_pylist(),
+    )
+
+
+def _pa():  # -> the pyarrow module
+    import pyarrow
+
+    return pyarrow
+
+
+class NotUtf8(ValueError):
+    """The bytes are not valid UTF-8."""
+
+
+def _series(arr: pa.Array) -> pl.Series:
+    """A polars Series of an Arrow array (through a table: polars converts a bare array
+    with pyarrow.compute, whose import costs ~50 ms)."""
+    return pl.from_arrow(_pa().table({"x": arr}))["x"]  # type: ignore[index]
 
 
 def _check_utf8(data: bytes | mmap.mmap) -> None:
     try:
         bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise pa.ArrowInvalid(str(exc)) from None
+        raise NotUtf8(str(exc)) from None
 
 
 def _year_for(mtime: float) -> tuple[int, int]:
@@ -293,9 +325,61 @@ def parse_trace_bytes(
     `byte_offset` for a piece) for `hydrate` to read later. md5 is not checked then
     (`payload_ok` and `stats.md5_mismatch` are null until `hydrate(..., verify=True)`). A file
     whose bytes had to be changed (CRLF, invalid UTF-8) is parsed in full all the same."""
+    scan = _scan(data, file, mtime=mtime, size=size, line_offset=line_offset, lazy=lazy, byte_offset=byte_offset)
+    return _build([scan], lazy=lazy)
+
+
+def read_trace_files(paths: list[str], *, lazy: bool = False) -> ParsedFile:
+    """Parse several trace files into one set of tables (what reading them one by one and
+    concatenating gives, with each table operation done once for all of them: for small
+    files that fixed cost is most of a parse)."""
+    scans = []
+    for path in paths:
+        st = os.stat(path)
+        data = read_bytes(path)
+        # a gzip log is read in full (its payloads cannot be read in place later)
+        in_place = isinstance(data, mmap.mmap)
+        scans.append(_scan(data, str(path), mtime=st.st_mtime, size=st.st_size, lazy=lazy, in_place=in_place))
+    return _build(scans, lazy=lazy)
+
+
+@dataclass
+class _Scan:
+    """One file (or piece) after the per-envelope pass, before the tables are built: its
+    columns are already Series, so the pass's Python objects die with it (kept as lists
+    across a batch, they hold on to memory the allocator cannot give back)."""
+
+    file: str
+    file_rank: int | None
+    year: int
+    month: int
+    prefix: pl.DataFrame  # glog prefix fields of the kept envelopes
+    columns: dict[str, pl.Series]  # lineno, n_payload, kind, ..., payload_start/end when lazy
+    strings: pl.DataFrame
+    problems: pl.DataFrame
+    chromium_rows: np.ndarray  # kept-envelope index of each decoded chromium event
+    chromium: dict[str, pl.Series]
+    stats: dict[str, object]  # the counters of STATS_SCHEMA known before the tables exist
+    kinds: set[str]
+
+
+def _scan(
+    data: bytes | mmap.mmap,
+    file: str,
+    *,
+    mtime: float | None,
+    size: int | None,
+    line_offset: int = 0,
+    lazy: bool,
+    byte_offset: int = 0,
+    in_place: bool = True,
+) -> _Scan:
+    """The per-envelope pass over one file (see parse_trace_bytes); `in_place`: the bytes
+    are the file's own, so a lazy parse may leave payloads in it (not for a gunzipped file)."""
     problems = _Problems()
     invalid_utf8 = False
     asked_lazy = lazy
+    lazy = lazy and in_place
     if b"\r\n" in data[: 1 << 16]:
         data = bytes(data)
         # CRLF line ends (a log that went through a Windows editor or git autocrlf): torch
@@ -304,25 +388,22 @@ def parse_trace_bytes(
         lazy = False
     try:
         sp = _split(data, lazy=lazy)
-    except pa.ArrowInvalid:  # not UTF-8: the rare invalid file takes the slow path
+    except NotUtf8:  # the rare invalid file takes the slow path
         invalid_utf8 = True
         lazy = False
         data = _fix_utf8(bytes(data), problems)
         sp = _split(data)
     n, nlines, truncated, cand, starts, ends = sp.n, sp.nlines, sp.truncated, sp.cand, sp.starts, sp.ends
     k = len(cand)
-    payload_line_total = nlines - k
     n_payload_lines = sp.n_payload_lines
     orphan_payload = int(cand[0]) if k else nlines
     if orphan_payload:
         problems.add(1, "orphan_payload", f"{orphan_payload} payload lines before the first record")
 
     # unanchored at the end: stops at "] "
-    m = pl.Series(sp.headers).str.extract_groups(PREFIX_PATTERN).struct.unnest()
-    valid_prefix = m["prefix"].is_not_null().to_numpy()
+    m = sp.headers.str.extract_groups(PREFIX_PATTERN).struct.unnest()
     plens = m["prefix"].str.len_bytes().to_list()
-    jsons = sp.headers.cast(pa.large_binary()).to_pylist()
-    blocks = sp.payloads
+    jsons = sp.jsons
 
     # per-envelope Python: one orjson.loads and a handful of dict lookups
     loads = orjson.loads
@@ -341,9 +422,11 @@ def parse_trace_bytes(
     str_ids: list[int | None] = []
     str_vals: list[str] = []
     bad_json = 0
+    bad_prefix = 0
     for i, j in enumerate(jsons):
         plen = plens[i]
         if plen is None:
+            bad_prefix += 1
             lineno = int(cand[i]) + 1
             text = data[starts[cand[i]] : ends[cand[i]]].decode("utf-8", "replace")
             problems.add(lineno, "bad_prefix", text)
@@ -385,57 +468,132 @@ def parse_trace_bytes(
             str_ids.append(_int_or_none(meta[1]))
 
     keep_np = np.asarray(keep, dtype=np.int64)
-    keep_idx = pa.array(keep_np)
-    m_keep = m[keep_np]
     kept_cand = cand[keep_np]
     kept_payload_lines = n_payload_lines[keep_np]
-    if blocks is not None:
-        kept_payloads = blocks.take(keep_idx)
+    raw_start = sp.raw_start[keep_np]
+    raw_end = sp.raw_end[keep_np]
+    kept_blocks = sp.payloads.take(_pa().array(keep_np)) if sp.payloads is not None else None
+    if kept_blocks is not None:
+        kept_payloads = _series(kept_blocks)
     else:
-        kept_payloads = _summary_payloads(
-            data, kinds, names, sp.raw_start[keep_np], sp.raw_end[keep_np], kept_payload_lines, kept_cand, problems
-        )
-
-    def _ints(values: list[int | None]) -> pa.Array:
-        try:
-            return pa.array(values, type=pa.int32())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            return pa.array([_int_or_none(v) for v in values], type=pa.int32())
+        kept_payloads = _summary_payloads(data, kinds, names, raw_start, raw_end, kept_payload_lines, kept_cand, problems)
 
     file_rank_m = FILE_RANK_RE.search(os.path.basename(file))
     file_rank = int(file_rank_m.group(1)) if file_rank_m else None
+    if file_rank is not None:
+        other = [(i, r) for i, r in enumerate(map(_int_or_none, ranks)) if r is not None and r != file_rank]
+        if other:
+            problems.add(
+                int(kept_cand[other[0][0]]) + 1,
+                "rank_mismatch",
+                f"file name says rank {file_rank}, {len(other)} envelopes say rank {sorted({r for _, r in other})}",
+            )
+    payload_ok, md5_bad, missing = _check_md5(kept_blocks, kept_payload_lines > 0, md5s, kept_cand + 1, problems)
+    # A missing final newline alone is harmless (tlparse's own test logs end that way); the
+    # tail counts as truncated when the last record is also incomplete.
+    if lazy and truncated and keep and kept_payload_lines[-1] > 0 and md5s[-1] is not None:
+        # the one payload a cut-off tail can break is the last one: check it now
+        last = _raw_payload(data, int(raw_start[-1]), int(raw_end[-1]))
+        if hashlib.md5(last).hexdigest() != md5s[-1]:
+            problems.add(int(kept_cand[-1]) + 1, "md5_mismatch", f"has_payload {md5s[-1]}, payload cut off")
+    if truncated and problems.linenos and max(problems.linenos) >= (int(cand[-1]) + 1 if k else 1):
+        problems.add(nlines, "truncated_tail", "the last record is cut off (no final newline)")
+    else:
+        truncated = False
+    if line_offset:
+        problems.linenos = [x + line_offset for x in problems.linenos]
 
+    known = {kd: is_known_kind(kd) for kd in set(kinds)}
+    # (also when the file had to be read in full: its rows share a lazy batch's table)
+    chromium_rows, chromium = _chromium(data, kinds, raw_start, raw_end, kept_payload_lines) if asked_lazy else ([], {})
+    has = kept_payload_lines > 0
+    year, month = _year_for(mtime if mtime is not None else _dt.datetime.now().timestamp())
+    columns = {
+        "lineno": pl.Series(kept_cand + 1 + line_offset, dtype=pl.Int64),
+        "n_payload": pl.Series(kept_payload_lines, dtype=pl.Int64),
+        "kind": pl.Series(kinds, dtype=pl.String),
+        "name": pl.Series([x if x is None or type(x) is str else str(x) for x in names], dtype=pl.String),
+        "metadata": pl.Series(metas, dtype=pl.Binary).cast(pl.String),  # orjson writes UTF-8
+        "extra": pl.Series(extras, dtype=pl.Binary).cast(pl.String),
+        "rank": _ints(ranks),
+        "compiled_autograd_id": _ints(caids),
+        "frame_id": _ints(fids),
+        "frame_compile_id": _ints(fcids),
+        "attempt": _ints(attempts),
+        "payload_md5": pl.Series(md5s, dtype=pl.String),
+        "block": kept_payloads,
+        "payload_ok": pl.Series(payload_ok, dtype=pl.Boolean),
+    }
+    if asked_lazy:  # the same columns whether or not this file could be read lazily
+        columns["payload_start"] = pl.Series(np.where(has, raw_start + byte_offset, -1) if lazy else np.full(len(keep), -1))
+        columns["payload_end"] = pl.Series(np.where(has, raw_end + byte_offset, -1) if lazy else np.full(len(keep), -1))
+    return _Scan(
+        file=file,
+        file_rank=file_rank,
+        year=year,
+        month=month,
+        prefix=m[keep_np].drop("prefix"),
+        columns=columns,
+        strings=pl.DataFrame({"file": [file] * len(str_vals), "id": str_ids, "string": str_vals}, schema=STRINGS_SCHEMA),
+        problems=_problem_frame(file, problems).sort("lineno", maintain_order=True),
+        chromium_rows=np.asarray(chromium_rows, dtype=np.int64),
+        chromium={c: pl.Series(c, v, dtype=CHROMIUM_SCHEMA[c]) for c, v in chromium.items()},
+        kinds=set(known),
+        stats={
+            "bytes": size if size is not None else n,
+            "lines": nlines,
+            "envelopes": len(keep),
+            "payload_lines": nlines - k,
+            "non_envelope_lines": bad_prefix + orphan_payload,
+            "bad_json": bad_json,
+            "md5_mismatch": md5_bad,
+            "unknown_kinds": sum(1 for kd in kinds if not known[kd]),
+            "missing_payload": missing,
+            "truncated_tail": truncated,
+            "invalid_utf8": invalid_utf8,
+        },
+    )
+
+
+def _ints(values: list) -> pl.Series:
+    """Int32 Series of envelope fields ("3" and 3.0 become 3; a value that is not an
+    integer, or does not fit, becomes null)."""
+    return pl.Series(values, dtype=pl.Int32, strict=False)
+
+
+def _per_row(scans: list[_Scan], attr: str) -> list:
+    """A per-file value repeated for each kept envelope of the file."""
+    out: list = []
+    for s in scans:
+        out.extend([getattr(s, attr)] * s.stats["envelopes"])  # type: ignore[operator]
+    return out
+
+
+def _cat_series(parts: list[pl.Series]) -> pl.Series:
+    return parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=False)
+
+
+def _build(scans: list[_Scan], *, lazy: bool) -> ParsedFile:
+    """The tables of the scanned files, each table operation done once for all of them."""
+    prefix = scans[0].prefix if len(scans) == 1 else pl.concat([s.prefix for s in scans])
     raw = pl.DataFrame(
         {
-            "lineno": pl.Series(kept_cand + 1, dtype=pl.Int64),
-            "n_payload": pl.Series(kept_payload_lines, dtype=pl.Int64),
-            "prefix_rank": m_keep["prefix_rank"],
-            "level": m_keep["level"],
-            "md": m_keep["md"],
-            "time": m_keep["time"],
-            "pid": m_keep["pid"],
-            "src_file": m_keep["src"],
-            "src_line": m_keep["srcline"],
-            "kind": pl.Series(kinds, dtype=pl.String),
-            "name": pl.Series([x if x is None or type(x) is str else str(x) for x in names], dtype=pl.String),
-            "metadata": pl.from_arrow(pa.array(metas, type=pa.large_binary()).cast(pa.large_string())),
-            "extra": pl.from_arrow(pa.array(extras, type=pa.large_binary()).cast(pa.large_string())),
-            "rank": pl.from_arrow(_ints(ranks)),
-            "compiled_autograd_id": pl.from_arrow(_ints(caids)),
-            "frame_id": pl.from_arrow(_ints(fids)),
-            "frame_compile_id": pl.from_arrow(_ints(fcids)),
-            "attempt": pl.from_arrow(_ints(attempts)),
-            "payload_md5": pl.Series(md5s, dtype=pl.String),
-            "block": pl.from_arrow(kept_payloads),
+            "file": pl.Series(_per_row(scans, "file"), dtype=pl.String),
+            "file_rank": pl.Series(_per_row(scans, "file_rank"), dtype=pl.Int32),
+            "_year": pl.Series(_per_row(scans, "year"), dtype=pl.Int32),
+            "_month": pl.Series(_per_row(scans, "month"), dtype=pl.Int32),
+            "prefix_rank": prefix["prefix_rank"],
+            "level": prefix["level"],
+            "md": prefix["md"],
+            "time": prefix["time"],
+            "pid": prefix["pid"],
+            "src_file": prefix["src"],
+            "src_line": prefix["srcline"],
+            **{c: _cat_series([s.columns[c] for s in scans]) for c in scans[0].columns},
         }
     )
     if lazy:
-        has = kept_payload_lines > 0
-        raw = raw.with_columns(
-            pl.Series("payload_start", np.where(has, sp.raw_start[keep_np] + byte_offset, -1)),
-            pl.Series("payload_end", np.where(has, sp.raw_end[keep_np] + byte_offset, -1)),
-        ).with_columns(pl.col("payload_start", "payload_end").replace(-1, None))
-    year, month = _year_for(mtime if mtime is not None else _dt.datetime.now().timestamp())
+        raw = raw.with_columns(pl.col("payload_start", "payload_end").replace(-1, None))
     ints = {c: pl.col(c).cast(pl.String) for c in ("compiled_autograd_id", "frame_id", "frame_compile_id")}
     compile_id = (
         pl.when(pl.col("compiled_autograd_id").is_not_null())
@@ -452,22 +610,21 @@ def parse_trace_bytes(
         .then(pl.concat_str(ints["frame_id"], pl.lit("/"), ints["frame_compile_id"].fill_null("-")))
         .otherwise(None)
     )
+    kinds_seen = {kd for s in scans for kd in s.kinds}
     events = (
         raw.with_columns(compile_id.alias("compile_id"))
         .with_columns(
-            pl.lit(file, dtype=pl.String).alias("file"),
             (pl.col("lineno") + pl.col("n_payload")).alias("end_lineno"),
             # the file name's rank_N wins: it is what the user sees and what tlparse uses
             pl.coalesce(
-                pl.lit(file_rank, dtype=pl.Int32),
+                pl.col("file_rank"),
                 pl.col("rank"),
                 pl.col("prefix_rank").cast(pl.Int32, strict=False),
             ).alias("rank"),
-            pl.col("rank").alias("envelope_rank"),
             pl.col("pid").cast(pl.Int32, strict=False),
             pl.col("src_line").cast(pl.Int32, strict=False),
-            _timestamp(year, month),
-            pl.col("kind").is_in(sorted({k for k in set(kinds) if is_known_kind(k)})).alias("known_kind"),
+            _timestamp(pl.col("_year"), pl.col("_month")),
+            pl.col("kind").is_in(sorted(k for k in kinds_seen if is_known_kind(k))).alias("known_kind"),
             pl.when(pl.col("compile_id").is_not_null())
             .then(
                 pl.concat_str(
@@ -483,68 +640,44 @@ def parse_trace_bytes(
             pl.when(pl.col("n_payload") > 0).then(pl.col("block")).otherwise(None).alias("payload"),
         )
     )
-    if file_rank is not None:
-        other = events.filter(pl.col("envelope_rank").is_not_null() & (pl.col("envelope_rank") != file_rank))
-        if other.height:
-            problems.add(
-                int(other["lineno"][0]),
-                "rank_mismatch",
-                f"file name says rank {file_rank}, {other.height} envelopes say rank "
-                f"{sorted(set(other['envelope_rank'].to_list()))}",
-            )
-    payload_ok, md5_bad, missing = _check_md5(
-        None if lazy else kept_payloads, kept_payload_lines > 0, md5s, kept_cand + 1, problems
-    )
-    # the same columns whether or not the lazy parse had to read everything
-    schema = {**EVENTS_SCHEMA, **INDEX_SCHEMA} if asked_lazy else EVENTS_SCHEMA
-    if asked_lazy and not lazy:
-        events = events.with_columns(pl.lit(None, dtype=pl.Int64).alias(c) for c in INDEX_SCHEMA)
-    events = events.with_columns(pl.Series("payload_ok", payload_ok, dtype=pl.Boolean)).select(
-        [pl.col(c).cast(t) for c, t in schema.items()]
-    )
-    # A missing final newline alone is harmless (tlparse's own test logs end that way); the
-    # tail counts as truncated when the last record is also incomplete.
-    if lazy and truncated and keep and kept_payload_lines[-1] > 0 and md5s[-1] is not None:
-        # the one payload a cut-off tail can break is the last one: check it now
-        last = _raw_payload(data, int(sp.raw_start[keep_np[-1]]), int(sp.raw_end[keep_np[-1]]))
-        if hashlib.md5(last).hexdigest() != md5s[-1]:
-            problems.add(int(kept_cand[-1]) + 1, "md5_mismatch", f"has_payload {md5s[-1]}, payload cut off")
-    if truncated and problems.linenos and max(problems.linenos) >= (int(cand[-1]) + 1 if k else 1):
-        problems.add(nlines, "truncated_tail", "the last record is cut off (no final newline)")
-    else:
-        truncated = False
+    # the same columns whether or not each file of a lazy parse could be read lazily
+    schema = {**EVENTS_SCHEMA, **INDEX_SCHEMA} if lazy else EVENTS_SCHEMA
+    events = events.select([pl.col(c).cast(t) for c, t in schema.items()])
 
-    unknown = int((~events["known_kind"]).sum()) if events.height else 0
+    per_file = (
+        events.group_by("file")
+        .agg(
+            pl.col("rank").drop_nulls().first().alias("rank"),
+            pl.col("pid").drop_nulls().first().alias("pid"),
+            pl.col("ts").min().alias("first_ts"),
+            pl.col("ts").max().alias("last_ts"),
+        )
+        .rows_by_key("file", unique=True)
+        if events.height
+        else {}
+    )
     stats = pl.DataFrame(
-        {
-            "file": [file],
-            "bytes": [size if size is not None else n],
-            "lines": [nlines],
-            "envelopes": [events.height],
-            "payload_lines": [payload_line_total],
-            "non_envelope_lines": [int((~valid_prefix).sum()) + orphan_payload],
-            "bad_json": [bad_json],
-            "md5_mismatch": [md5_bad],
-            "unknown_kinds": [unknown],
-            "missing_payload": [missing],
-            "truncated_tail": [truncated],
-            "invalid_utf8": [invalid_utf8],
-            "rank": [events["rank"].drop_nulls().first() if events.height else file_rank],
-            "pid": [events["pid"].drop_nulls().first() if events.height else None],
-            "first_ts": [events["ts"].min() if events.height else None],
-            "last_ts": [events["ts"].max() if events.height else None],
-        },
+        [
+            {
+                "file": s.file,
+                **s.stats,
+                **dict(zip(("rank", "pid", "first_ts", "last_ts"), per_file.get(s.file) or (s.file_rank, None, None, None))),
+            }
+            for s in scans
+        ],
         schema=STATS_SCHEMA,
     )
-    prob = _problem_frame(file, problems).sort("lineno")
-    strings = pl.DataFrame(
-        {"file": [file] * len(str_vals), "id": str_ids, "string": str_vals}, schema=STRINGS_SCHEMA
-    )
-    if line_offset:
-        events = events.with_columns(pl.col("lineno") + line_offset, pl.col("end_lineno") + line_offset)
-        prob = prob.with_columns(pl.col("lineno") + line_offset)
-    chromium = _chromium(data, events, kinds, sp.raw_start[keep_np], sp.raw_end[keep_np], kept_payload_lines) if lazy else None
-    return ParsedFile(events=events, strings=strings, stats=stats, problems=prob, chromium=chromium)
+    problems = pl.concat([s.problems for s in scans])
+    strings = pl.concat([s.strings for s in scans])
+    chromium = None
+    if lazy:
+        base = np.cumsum([0] + [s.stats["envelopes"] for s in scans[:-1]])  # type: ignore[operator]
+        rows = np.concatenate([s.chromium_rows + b for s, b in zip(scans, base)])
+        keys = events.select("file", "rank", "lineno", "compile_id")
+        chromium = (keys[rows] if len(rows) else keys.clear()).with_columns(
+            _cat_series([s.chromium[c] for s in scans]) for c in _CHROMIUM_FIELDS
+        ).select([pl.col(c).cast(t) for c, t in CHROMIUM_SCHEMA.items()])
+    return ParsedFile(events=events, strings=strings, stats=stats, problems=problems, chromium=chromium)
 
 
 CHROMIUM_SCHEMA: dict[str, pl.DataType] = {
@@ -559,6 +692,7 @@ CHROMIUM_SCHEMA: dict[str, pl.DataType] = {
     "dur": pl.Float64,
     "args_compile_id": pl.String,
 }
+_CHROMIUM_FIELDS = ("name", "cat", "ph", "ts", "dur", "args_compile_id")
 
 
 def _num(v: object) -> float | None:
@@ -566,14 +700,15 @@ def _num(v: object) -> float | None:
 
 
 def _chromium(
-    data: bytes | mmap.mmap, events: pl.DataFrame, kinds: list[str], raw_start: np.ndarray, raw_end: np.ndarray, n_lines: np.ndarray
-) -> pl.DataFrame:
-    """The fields spans need of every chromium event, decoded from the payload lines as they
-    are in the file: a TAB after a newline is whitespace between JSON tokens (a JSON string
-    cannot hold a newline), so the block parses without the tabs being removed first."""
+    data: bytes | mmap.mmap, kinds: list[str], raw_start: np.ndarray, raw_end: np.ndarray, n_lines: np.ndarray
+) -> tuple[list[int], dict[str, list]]:
+    """The fields spans need of every chromium event (and its envelope's index), decoded from
+    the payload lines as they are in the file: a TAB after a newline is whitespace between
+    JSON tokens (a JSON string cannot hold a newline), so the block parses without the tabs
+    being removed first."""
     loads = orjson.loads
     rows: list[int] = []
-    cols: dict[str, list] = {k: [] for k in ("name", "cat", "ph", "ts", "dur", "args_compile_id")}
+    cols: dict[str, list] = {k: [] for k in _CHROMIUM_FIELDS}
     rs = raw_start.tolist()
     re_ = raw_end.tolist()
     nl = n_lines.tolist()
@@ -596,10 +731,7 @@ def _chromium(
         cols["ts"].append(_num(ts))
         cols["dur"].append(_num(d.get("dur")))
         cols["args_compile_id"].append(cid if cid is None or type(cid) is str else str(cid))
-    base = events.select("file", "rank", "lineno", "compile_id")[rows] if rows else events.select("file", "rank", "lineno", "compile_id").clear()
-    return base.with_columns(
-        *[pl.Series(k, v, dtype=CHROMIUM_SCHEMA[k]) for k, v in cols.items()]
-    ).select([pl.col(c).cast(t) for c, t in CHROMIUM_SCHEMA.items()])
+    return rows, cols
 
 
 def _raw_payload(data: bytes | mmap.mmap, start: int, end: int) -> bytes:
@@ -612,6 +744,7 @@ def _raw_payload(data: bytes | mmap.mmap, start: int, end: int) -> bytes:
 
 def _as_strings(blocks: list[bytes | None], linenos: np.ndarray, problems: _Problems) -> pa.Array:
     """large_string array of payload bytes; invalid UTF-8 is replaced and recorded."""
+    pa = _pa()
     arr = pa.array(blocks, type=pa.large_binary())
     try:
         return arr.cast(pa.large_string())
@@ -638,7 +771,7 @@ def _summary_payloads(
     n_lines: np.ndarray,
     cand: np.ndarray,
     problems: _Problems,
-) -> pa.Array:
+) -> pl.Series:
     """The payloads a lazy parse reads (null for every other envelope)."""
     blocks: list[bytes | None] = [None] * len(kinds)
     rs = raw_start.tolist()
@@ -647,7 +780,10 @@ def _summary_payloads(
     for i, kind in enumerate(kinds):
         if nl[i] and kind == "artifact" and names[i] in SUMMARY_PAYLOAD_ARTIFACTS:
             blocks[i] = _raw_payload(data, rs[i], re_[i])
-    return _as_strings(blocks, cand + 1, problems)
+    try:
+        return pl.Series(blocks, dtype=pl.Binary).cast(pl.String)
+    except pl.exceptions.ComputeError:  # invalid UTF-8: replaced and recorded
+        return _series(_as_strings(blocks, cand + 1, problems))
 
 
 def hydrate(events: pl.DataFrame, *, verify: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -692,6 +828,7 @@ class InputChanged(InputError):
 
 def _read_payloads(path: str, start: np.ndarray, end: np.ndarray, linenos: np.ndarray, problems: _Problems) -> pa.Array:
     """Payload text of the byte ranges [start, end) of `path` (tabs removed)."""
+    pa = _pa()
     try:
         fh = open(path, "rb")
     except OSError as exc:
@@ -743,7 +880,9 @@ def _problem_frame(file: str, problems: _Problems) -> pl.DataFrame:
     )
 
 
-def _timestamp(year: int, month: int) -> pl.Expr:
+def _timestamp(year: pl.Expr, month: pl.Expr) -> pl.Expr:
+    """The envelope's time: glog prints no year, so it is the file's mtime's year, or the
+    year before for a month after the mtime's."""
     mon = pl.col("md").str.slice(0, 2).cast(pl.Int32, strict=False)
     yr = pl.when(mon > month).then(year - 1).otherwise(year).cast(pl.String)
     return (
@@ -789,13 +928,7 @@ def _check_md5(
 def read_trace_file(path: str | os.PathLike[str], *, lazy: bool = False) -> ParsedFile:
     """Parse one trace file (plain or gzip; `lazy`: see parse_trace_bytes, ignored for gzip,
     whose payloads cannot be read in place later)."""
-    p = Path(path)
-    st = p.stat()
-    data = read_bytes(p)
-    parsed = parse_trace_bytes(data, str(path), mtime=st.st_mtime, size=st.st_size, lazy=lazy and isinstance(data, mmap.mmap))
-    if lazy and "payload_start" not in parsed.events.columns:  # gzip: read in full, same columns
-        parsed.events = parsed.events.with_columns(pl.lit(None, dtype=pl.Int64).alias(c) for c in INDEX_SCHEMA)
-    return parsed
+    return read_trace_files([str(path)], lazy=lazy)
 
 
 def empty_tables() -> ParsedFile:

@@ -150,3 +150,17 @@ def test_summary_subprocess_on_multi_rank() -> None:
     assert r.returncode == 0, r.stderr
     assert "2 runs" in r.stdout
     assert "rank 6" in r.stdout
+
+
+def test_timing_lines_only_when_asked() -> None:
+    # the console entry point leaves through os._exit: the output must still be complete
+    trace = str(FIXTURES / "multirank" / "trace")
+    plain = run_cli("summary", "--no-cache", trace)
+    assert plain.returncode == 0 and plain.stderr == ""
+    assert plain.stdout.rstrip().splitlines()[-1].strip().startswith(tuple("0123456789"))
+    assert "INPUT" in plain.stdout
+    timed = run_cli("summary", "--no-cache", trace, env={"TRACEVIEW_TIMING": "1"})
+    assert timed.returncode == 0 and timed.stdout == plain.stdout
+    steps = [line.split()[2] for line in timed.stderr.splitlines()]
+    assert all(line.startswith("traceview-timing ") for line in timed.stderr.splitlines())
+    assert {"start", "process_trace_files", "merge", "report", "exit"} <= set(steps)

@@ -15,7 +15,7 @@ import pytest
 
 import traceview
 from parsers.compiles import build_spans
-from parsers.tracelog import InputChanged, hydrate, read_trace_file
+from parsers.tracelog import InputChanged, hydrate, read_trace_file, read_trace_files
 from tests.conftest import FIXTURES, PEER
 from tests.test_tracelog import all_trace_files
 from traceview import pipeline
@@ -133,3 +133,53 @@ def test_gzip_and_plain_rank_files_in_one_batch(tmp_path: Path) -> None:
     for name in ("compiles", "spans", "recompiles", "graph_breaks"):
         assert a.table(name).drop("file").equals(b.table(name).drop("file")), name
     assert a.events.drop("file", "payload_ok").equals(b.events.drop("file", "payload_ok"))
+
+
+def _batch_files(tmp_path: Path) -> list[str]:
+    """Real logs of several kinds in one batch: rank files, a corrupted log, CRLF line ends
+    (read in full), a gzip copy (read in full) and an empty file."""
+    import gzip
+
+    files = [*sorted((PEER / "multi_rank_logs").glob("*.log"))[:3], PEER / "simple_corrupted_json.log"]
+    out = [str(f) for f in files]
+    crlf = tmp_path / "dedicated_log_torch_trace_rank_7_crlf.log"
+    crlf.write_bytes((PEER / "simple.log").read_bytes().replace(b"\n", b"\r\n"))
+    gz = tmp_path / "dedicated_log_torch_trace_rank_8_gz.log.gz"
+    gz.write_bytes(gzip.compress((PEER / "comp_failure.log").read_bytes()))
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    return [*out, str(crlf), str(gz), str(empty)]
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["full", "lazy"])
+def test_batch_parse_equals_files_parsed_one_by_one(tmp_path: Path, lazy: bool) -> None:
+    # read_trace_files builds each table once for the whole batch; it must give exactly the
+    # rows that parsing each file on its own and concatenating gives
+    files = _batch_files(tmp_path)
+    batch = read_trace_files(files, lazy=lazy)
+    one = [read_trace_file(f, lazy=lazy) for f in files]
+    for name in ("events", "strings", "stats", "problems"):
+        want = pl.concat([getattr(p, name) for p in one])
+        assert getattr(batch, name).equals(want, null_equal=True), name
+    assert batch.stats["file"].to_list() == files
+    # the corrupted payload (line 13) is found by a full parse; a lazy one leaves it for hydrate
+    md5 = batch.problems.filter(pl.col("problem") == "md5_mismatch").select("file", "lineno").rows()
+    assert md5 == ([] if lazy else [(str(PEER / "simple_corrupted_json.log"), 13)])
+    if lazy:
+        assert batch.chromium is not None
+        assert batch.chromium.equals(pl.concat([p.chromium for p in one if p.chromium is not None]))
+        assert build_spans(batch.events, batch.chromium).equals(build_spans(hydrate(batch.events)[0]))
+
+
+def test_batches_shrink_towards_the_end() -> None:
+    # guided self-scheduling: big batches first, small ones last, every file once, in order
+    sizes = {f"f{i}": 10 << 20 for i in range(48)}
+    paths = list(sizes)
+    batches = pipeline._batches(paths, sizes, 2)
+    assert [p for b in batches for p in b] == paths
+    lens = [len(b) for b in batches]
+    assert lens[0] > lens[-2] >= lens[-1]
+    assert max(lens) * (10 << 20) <= pipeline.BATCH_MAX_BYTES
+    assert lens == sorted(lens, reverse=True)
+    # one process: as few batches as BATCH_MAX_BYTES allows
+    assert [len(b) for b in pipeline._batches(paths, sizes, 1)] == [9, 9, 9, 9, 9, 3]

@@ -62,9 +62,13 @@ def load_cached(
     """Load `path`, from the cache when its inputs are unchanged; otherwise parse into the cache
     (`inputs`: what discover found for `path`, when the caller looked already)."""
     import polars as pl
-    import pyarrow as pa
 
     from traceview.pipeline import load_parsed, open_dir, parse_to_dir
+
+    def unreadable() -> tuple[type[BaseException], ...]:  # evaluated only when one is raised
+        import pyarrow as pa
+
+        return (OSError, pl.exceptions.PolarsError, pa.ArrowException, ValueError, KeyError)
 
     if inputs is None:
         inputs = discover(path, latest=latest, extra_logs=logs)
@@ -77,7 +81,7 @@ def load_cached(
             trace = open_dir(entry, inputs)
             os.utime(entry / "done")
             return trace
-        except (OSError, pl.exceptions.PolarsError, pa.ArrowException, ValueError, KeyError):
+        except unreadable():
             shutil.rmtree(entry, ignore_errors=True)
     try:
         root.mkdir(parents=True, exist_ok=True)

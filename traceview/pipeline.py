@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 import orjson
 import polars as pl
-import pyarrow as pa
 
 from parsers.discover import Inputs
+from traceview import timing
 from traceview.workers import HEAVY_PARALLEL_MIN_BYTES, PARALLEL_MIN_BYTES
 
 if TYPE_CHECKING:
@@ -77,33 +77,45 @@ BATCH_MAX_BYTES = 96 * 1024 * 1024
 FORMAT_VERSION = 1
 
 
-def _empty(name: str) -> pl.DataFrame:
-    from parsers import compiles, facts, graphs, textlog, tracelog
-    from traceview.analyze.origin import SEQ_LINKS_SCHEMA
+# where each table's schema is defined (imported only for the table asked for)
+_SCHEMAS = {
+    "seq_links": ("traceview.analyze.origin", "SEQ_LINKS_SCHEMA"),
+    "graphs": ("parsers.graphs", "GRAPHS_SCHEMA"),
+    "graph_nodes": ("parsers.graphs", "GRAPH_NODES_SCHEMA"),
+    "kernels": ("parsers.graphs", "KERNELS_SCHEMA"),
+    "kernel_calls": ("parsers.graphs", "KERNEL_CALLS_SCHEMA"),
+    "provenance": ("parsers.graphs", "PROVENANCE_TABLE_SCHEMA"),
+    "events": ("parsers.tracelog", "EVENTS_SCHEMA"),
+    "strings": ("parsers.tracelog", "STRINGS_SCHEMA"),
+    "stats": ("parsers.tracelog", "STATS_SCHEMA"),
+    "problems": ("parsers.tracelog", "PROBLEMS_SCHEMA"),
+    "log_records": ("parsers.textlog", "LOG_RECORDS_SCHEMA"),
+    "other_lines": ("parsers.textlog", "OTHER_LINES_SCHEMA"),
+    "compiles": ("parsers.compiles", "COMPILES_SCHEMA"),
+    "spans": ("parsers.compiles", "SPANS_SCHEMA"),
+}
 
-    schemas: dict[str, dict] = {
-        "seq_links": dict(SEQ_LINKS_SCHEMA),
-        "graphs": dict(graphs.GRAPHS_SCHEMA),
-        "graph_nodes": dict(graphs.GRAPH_NODES_SCHEMA),
-        "kernels": dict(graphs.KERNELS_SCHEMA),
-        "kernel_calls": dict(graphs.KERNEL_CALLS_SCHEMA),
-        "provenance": dict(graphs.PROVENANCE_TABLE_SCHEMA),
-        "events": tracelog.EVENTS_SCHEMA,
-        "strings": tracelog.STRINGS_SCHEMA,
-        "stats": tracelog.STATS_SCHEMA,
-        "problems": tracelog.PROBLEMS_SCHEMA,
-        "log_records": dict(textlog.LOG_RECORDS_SCHEMA),
-        "other_lines": dict(textlog.OTHER_LINES_SCHEMA),
-        "compiles": compiles.COMPILES_SCHEMA,
-        "spans": compiles.SPANS_SCHEMA,
-        **{k: dict(v) for k, v in facts.SCHEMAS.items()},
-    }
-    return pl.DataFrame(schema=schemas[name])
+
+def _empty(name: str) -> pl.DataFrame:
+    import importlib
+
+    if name in _SCHEMAS:
+        module, attr = _SCHEMAS[name]
+        schema = getattr(importlib.import_module(module), attr)
+    else:  # recompiles, graph_breaks, limit_hits, annotations, ...
+        from parsers import facts
+
+        schema = facts.SCHEMAS[name]
+    return pl.DataFrame(schema=dict(schema))
 
 
 def _write(outdir: Path, tables: dict[str, pl.DataFrame], extra: dict[str, bytes] | None = None) -> None:
+    """Write a part's tables (an empty small table is left out: readers treat a missing one
+    as empty, and every file costs a read when the parts are merged)."""
     tmp = Path(tempfile.mkdtemp(prefix=".part-", dir=outdir.parent))
     for name, df in tables.items():
+        if df.height == 0 and name in SMALL_TABLES and name != "stats":
+            continue
         df.write_ipc(tmp / f"{name}.arrow", compression="uncompressed")
     for name, data in (extra or {}).items():
         (tmp / name).write_bytes(data)
@@ -114,17 +126,15 @@ def process_trace_files(paths: list[str], outdir: str) -> None:
     """Worker: parse a batch of TORCH_TRACE logs and write them as one part. Every table is
     keyed by file, so the derived tables are built once over the batch (small files cost
     a fixed overhead per table operation that a batch pays once)."""
-    from parsers.tracelog import read_trace_file
+    from parsers.tracelog import read_trace_files
 
-    parsed = [read_trace_file(p, lazy=True) for p in paths]
-    events = _cat([p.events for p in parsed])
-    strings = _cat([p.strings for p in parsed])
+    parsed = read_trace_files(paths, lazy=True)
     tables = {
-        "events": events,
-        "strings": strings,
-        "stats": _cat([p.stats for p in parsed]).with_columns(pl.lit("trace").alias("format")),
-        "problems": _cat([p.problems for p in parsed]),
-        **_derive_trace_tables(events, strings, _cat([_chromium(p) for p in parsed])),
+        "events": parsed.events,
+        "strings": parsed.strings,
+        "stats": parsed.stats.with_columns(pl.lit("trace").alias("format")),
+        "problems": parsed.problems,
+        **_derive_trace_tables(parsed.events, parsed.strings, _chromium(parsed)),
     }
     _write(Path(outdir), tables)
 
@@ -184,7 +194,7 @@ def finish_trace_file(pieces: list[str], outdir: str) -> None:
     """Worker: the per-file tables of a log parsed in pieces (compiles and spans need the
     whole file: a compile's records and a B/E pair can straddle two pieces)."""
     ev = pl.concat([_read(Path(p) / "events.arrow") for p in pieces], rechunk=False)
-    strings = pl.concat([_read(Path(p) / "strings.arrow") for p in pieces])
+    strings = pl.concat([_read_or_empty(Path(p), "strings") for p in pieces])
     st = pl.concat([_read(Path(p) / "stats_piece.arrow") for p in pieces])
     sums = [c for c, t in st.schema.items() if t == pl.Int64 and c != "bytes"]
     stats = st.select(
@@ -499,6 +509,13 @@ def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
 Job = tuple  # (function, args, size in bytes)
 
 
+def _timed(fn: Callable, args: tuple | list) -> object:
+    t = timing.now()
+    result = fn(*args)
+    timing.mark(fn.__name__, t)
+    return result
+
+
 class WorkerError(Exception):
     """A worker failed on a job."""
 
@@ -514,7 +531,7 @@ def _run(
     workers = min(jobs or os.cpu_count() or 1, len(todo))
     threshold = PARALLEL_MIN_BYTES if min_bytes is None else min_bytes
     if not isolate and (workers <= 1 or sum(j[2] for j in todo) < threshold):
-        return [fn(*args) for fn, args, _ in todo]
+        return [_timed(fn, args) for fn, args, _ in todo]
     import queue
     import threading
 
@@ -534,7 +551,7 @@ def _run(
             except queue.Empty:
                 break
             try:
-                results[i] = fn(*args)
+                results[i] = _timed(fn, args)
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {first_line(exc)} (in {fn.__name__} of {args[0]})")
 
@@ -598,17 +615,8 @@ def parse_to_dir(
     finish: list[Job] = []
     sizes = {p: os.path.getsize(p) for p in [*inputs.trace_paths, *inputs.text_logs]}
     small = [p for p in inputs.trace_paths if not (workers > 1 and sizes[p] >= CHUNK_BYTES and not _is_gzip(p))]
-    # small trace logs go in batches: enough batches to keep every worker busy, none too big
-    target = min(max(sum(sizes[p] for p in small) // (workers * 3), BATCH_MIN_BYTES), BATCH_MAX_BYTES)
-    batch: list[str] = []
-    batches: list[list[str]] = []
-    for p in small:
-        if batch and sum(sizes[q] for q in batch) + sizes[p] > target:
-            batches.append(batch)
-            batch = []
-        batch.append(p)
-    if batch:
-        batches.append(batch)
+    parallel = workers > 1 and sum(sizes.values()) >= (HEAVY_PARALLEL_MIN_BYTES if heavy else PARALLEL_MIN_BYTES)
+    batches = _batches(small, sizes, workers if parallel else 1)
     for i, b in enumerate(batches):
         out = workdir / f"t{i:05d}"
         parts.append(out.name)
@@ -633,7 +641,39 @@ def parse_to_dir(
     _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES if heavy else None)
     _run(finish, jobs, isolate=True)
     (workdir / "parts.json").write_bytes(orjson.dumps({"format": FORMAT_VERSION, "parts": parts}))
+    t = timing.now()
     merge_small_tables(workdir)
+    timing.mark("merge", t)
+
+
+def _batches(paths: list[str], sizes: dict[str, int], workers: int) -> list[list[str]]:
+    """Small trace logs in batches, in order. A batch pays a fixed cost (its table
+    operations), so batches are big, but shrink as the input runs out (guided
+    self-scheduling): the last ones are small, so that the processes finish together even
+    though they start at different times. Sizes: a quarter of what is left per process,
+    between a twelfth of the total per process (or BATCH_MIN_BYTES) and BATCH_MAX_BYTES;
+    for one process, BATCH_MAX_BYTES."""
+    left = sum(sizes[p] for p in paths)
+    floor = max(left // (workers * 6), BATCH_MIN_BYTES)
+
+    def target() -> int:
+        return BATCH_MAX_BYTES if workers == 1 else min(max(left // (workers * 2), floor), BATCH_MAX_BYTES)
+
+    batches: list[list[str]] = []
+    batch: list[str] = []
+    size = 0
+    limit = target()
+    for p in paths:
+        if batch and size + sizes[p] > limit:
+            batches.append(batch)
+            batch, size = [], 0
+            limit = target()
+        batch.append(p)
+        size += sizes[p]
+        left -= sizes[p]
+    if batch:
+        batches.append(batch)
+    return batches
 
 
 def _is_gzip(path: str) -> bool:
@@ -642,12 +682,22 @@ def _is_gzip(path: str) -> bool:
 
 
 def _read(path: Path) -> pl.DataFrame:
-    """Memory-mapped read of one IPC file (string columns stay views into the mapping)."""
+    """Memory-mapped read of one IPC file (string columns stay views into the mapping);
+    pyarrow's reader, which takes a third of the time polars' does for the small tables a
+    summary reads by the dozen."""
+    import pyarrow as pa
+
     with pa.memory_map(str(path)) as src:
         table = pa.ipc.open_file(src).read_all()
     df = pl.from_arrow(table, rechunk=False)
     assert isinstance(df, pl.DataFrame)
     return df
+
+
+def _read_or_empty(part: Path, name: str) -> pl.DataFrame:
+    """Table `name` of one part (`_write` leaves an empty small table out)."""
+    f = part / f"{name}.arrow"
+    return _read(f) if f.exists() else _empty(name)
 
 
 def _parts(workdir: Path) -> list[Path]:

@@ -153,13 +153,20 @@ def rank_divergence(
         .select("compile_id", pl.col("sig").alias("major"))
     )
     diff = sig.join(sig_major, on="compile_id").filter(pl.col("sig") != pl.col("major"))
+    # per rank in one pass each (not one filter per rank: thousands of ranks)
+    ids_of: dict[int, set[str]] = {}
+    for r, cid in sig.select("rank", "compile_id").iter_rows():
+        ids_of.setdefault(r, set()).add(cid)
+    diff_of: dict[int, list[tuple[str, str, str]]] = {}
+    for r, cid, s, m in diff.select("rank", "compile_id", "sig", "major").iter_rows():
+        diff_of.setdefault(r, []).append((cid, s, m))
     rows = []
     verb = "compiles" if source == "trace" else "logs"
     for r in ranks:
-        mine = set(sig.filter(pl.col("rank") == r)["compile_id"].to_list())
+        mine = ids_of.get(r, set())
         extra = sorted(mine - majority, key=_cid_key)
         missing = sorted(majority - mine, key=_cid_key)
-        d = sorted(diff.filter(pl.col("rank") == r).select("compile_id", "sig", "major").iter_rows(), key=lambda t: _cid_key(t[0]))
+        d = sorted(diff_of.get(r, []), key=lambda t: _cid_key(t[0]))
         different = [t[0] for t in d]
         if not (extra or missing or different):
             continue
