@@ -991,6 +991,45 @@ def parse_fx_graphs(texts: pl.Series | list[str | None]) -> pl.DataFrame:
     schema = {"graph": pl.UInt32, **NODE_SCHEMA}
     if tx.len() == 0:
         return pl.DataFrame(schema=schema)
+    if tx.len() >= _CACHE_MIN_TEXTS:
+        return _parse_cached(tx)
+    return _parse_uncached(tx)
+
+
+# Parsed graphs of this process by text (two 64-bit hashes and the length: a collision is
+# out of reach), for the many calls of one export: the ranks of a job log the same graphs.
+_CACHE: dict[tuple[int, int, int], pl.DataFrame] = {}
+_CACHE_ROWS = [0]
+CACHE_MAX_ROWS = 300_000  # about 60-90 MB of parsed nodes
+_CACHE_MIN_TEXTS = 8  # fewer texts: assembling from the cache costs more than it saves
+
+
+def _parse_cached(tx: pl.Series) -> pl.DataFrame:
+    keys = list(zip(tx.hash(11).to_list(), tx.hash(23).to_list(), tx.str.len_bytes().to_list()))
+    if _CACHE_ROWS[0] > CACHE_MAX_ROWS:  # over budget: start again (before looking anything up)
+        _CACHE.clear()
+        _CACHE_ROWS[0] = 0
+    new: dict[tuple[int, int, int], int] = {}
+    for i, k in enumerate(keys):
+        if k not in _CACHE and k not in new:
+            new[k] = i
+    if new:
+        parsed = _parse_uncached(tx.gather(list(new.values())))
+        by_graph = parsed.partition_by("graph", as_dict=True, include_key=False)
+        empty = parsed.clear().drop("graph")
+        for j, k in enumerate(new):
+            rows = by_graph.get((j,), empty)
+            _CACHE[k] = rows
+            _CACHE_ROWS[0] += rows.height
+    frames = [_CACHE[k] for k in keys]
+    graph = np.repeat(np.arange(len(frames), dtype=np.uint32), [f.height for f in frames])
+    # one chunk per column: polars 2.1's element-wise string kernels (str.contains with a
+    # column pattern) panic on columns of many small chunks
+    return pl.concat(frames).select(pl.Series("graph", graph, dtype=pl.UInt32), *NODE_SCHEMA).rechunk()
+
+
+def _parse_uncached(tx: pl.Series) -> pl.DataFrame:
+    """parse_fx_graphs without the cache."""
     if tx.len() > 1:
         # a trace often logs the same graph text twice (pre_grad before/after, joint
         # before/after, ...): parse each distinct text once, then repeat its rows

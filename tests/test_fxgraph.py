@@ -365,3 +365,24 @@ def test_vectorized_parser_on_odd_lines(monkeypatch: pytest.MonkeyPatch) -> None
              for _ in range(300)]
     vec, ref = _both_parsers(texts, monkeypatch)
     _assert_same_rows(vec, ref, texts)
+
+
+def test_parsed_graph_cache_gives_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an export parses the graphs of many files, one group at a time: texts seen before come
+    # from the process's cache, and must give exactly the rows of a fresh parse
+    texts = build_graphs(events_of(str(FIXTURES / "training" / "trace")))["text"].to_list()
+    texts = [t for t in texts if t]
+    assert len(texts) >= 8
+    monkeypatch.setattr(fxgraph, "_CACHE", {})
+    monkeypatch.setattr(fxgraph, "_CACHE_ROWS", [0])
+    fresh = fxgraph._parse_uncached(pl.Series(texts))
+    first = parse_fx_graphs(texts)  # fills the cache
+    assert first.equals(fresh)
+    mixed = texts[::-1] + texts[:3]  # all from the cache, in another order, with repeats
+    want = fxgraph._parse_uncached(pl.Series(mixed))
+    assert parse_fx_graphs(mixed).equals(want)
+    # a cache over its budget is emptied, not grown
+    monkeypatch.setattr(fxgraph, "CACHE_MAX_ROWS", 10)
+    fxgraph._CACHE_ROWS[0] = 11
+    assert parse_fx_graphs([*texts[1:], "def forward(self, x):\n    return (x,)"]).height > 0
+    assert len(fxgraph._CACHE) == len(set(texts[1:])) + 1

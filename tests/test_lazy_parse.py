@@ -183,3 +183,38 @@ def test_batches_shrink_towards_the_end() -> None:
     assert lens == sorted(lens, reverse=True)
     # one process: as few batches as BATCH_MAX_BYTES allows
     assert [len(b) for b in pipeline._batches(paths, sizes, 1)] == [9, 9, 9, 9, 9, 3]
+
+
+def test_md5_of_a_payload_equal_to_a_checked_one_is_not_recomputed(tmp_path: Path) -> None:
+    # simple.log and its corrupted copy claim the same md5 for the payload at line 13; once
+    # the good one is checked, an equal payload is good without hashing, and the corrupted
+    # one (different bytes) is still hashed and reported
+    from parsers import tracelog
+
+    good = tmp_path / "dedicated_log_torch_trace_rank_0_a.log"
+    again = tmp_path / "dedicated_log_torch_trace_rank_1_b.log"
+    bad = tmp_path / "dedicated_log_torch_trace_rank_2_c.log"
+    shutil.copy(PEER / "simple.log", good)
+    shutil.copy(PEER / "simple.log", again)
+    shutil.copy(PEER / "simple_corrupted_json.log", bad)
+    tracelog._VERIFIED.clear()
+    lazy = read_trace_files([str(good), str(again), str(bad)], lazy=True)
+    hashed: list[int] = []
+    real_md5 = tracelog.hashlib.md5
+
+    def counting_md5(data: object) -> object:
+        hashed.append(1)
+        return real_md5(data)
+
+    tracelog.hashlib.md5 = counting_md5  # type: ignore[assignment]
+    try:
+        events, problems = hydrate(lazy.events, verify=True)
+    finally:
+        tracelog.hashlib.md5 = real_md5  # type: ignore[assignment]
+    per_file = events.filter(pl.col("payload_ok").is_not_null()).group_by("file").len()
+    n_good = per_file.filter(pl.col("file") == str(good))["len"].item()
+    # every payload of the first copy hashed; of the second copy, none; of the corrupted
+    # file, only the one that differs
+    assert len(hashed) == n_good + 1
+    assert problems.select("file", "lineno", "problem").rows() == [(str(bad), 13, "md5_mismatch")]
+    assert events.filter(pl.col("payload_ok") == False)["lineno"].to_list() == [13]  # noqa: E712

@@ -1,7 +1,7 @@
 """Write a Trace's tables as parquet (+ manifest.json), atomically, and read them back.
 
 Single-process traces get one `<table>.parquet` per table. Multi-rank traces are written as
-hive-partitioned datasets (`<table>/rank=<R>/part-0.parquet`), which polars' `scan_parquet`,
+hive-partitioned datasets (`<table>/rank=<R>/part-*.parquet`), which polars' `scan_parquet`,
 DuckDB and Spark read lazily. The output directory appears complete or not at all: everything
 is written into a temporary sibling directory that is renamed into place at the end.
 """
@@ -16,12 +16,11 @@ from pathlib import Path
 
 import orjson
 import polars as pl
-import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from traceview.errors import ExportError
-from traceview.pipeline import _empty, conform, write_rank_partitions
+from traceview.pipeline import PARQUET_OPTIONS, _empty, conform, write_rank_partitions
 from traceview.schema import SCHEMA_VERSION
 from traceview.trace import TABLES, Trace
 
@@ -142,7 +141,7 @@ def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, par
         else:
             table = df.to_arrow()
             if writer is None:
-                writer = pq.ParquetWriter(tmp / f"{name}.parquet", table.schema, compression="zstd")
+                writer = pq.ParquetWriter(tmp / f"{name}.parquet", table.schema, **PARQUET_OPTIONS)
             writer.write_table(table)
         del df
     meta = {"rows": rows, "columns": {c: _dtype_str(t) for c, t in schema.items()}}
@@ -162,19 +161,11 @@ def _write_table(df: pl.DataFrame, tmp: Path, name: str, partition: bool) -> dic
         "rows": df.height,
         "columns": {c: _dtype_str(t) for c, t in df.schema.items()},
     }
-    table = df.to_arrow()
     if partition and df.height:  # an empty table is one file that still carries its schema
-        ds.write_dataset(
-            table,
-            tmp / name,
-            format="parquet",
-            partitioning=ds.partitioning(pa.schema([table.schema.field("rank")]), flavor="hive"),
-            existing_data_behavior="overwrite_or_ignore",
-            basename_template="part-{i}.parquet",
-        )
+        write_rank_partitions(df, tmp / name, "all")
         meta["path"] = f"{name}/"
     else:
-        pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
+        pq.write_table(df.to_arrow(), tmp / f"{name}.parquet", **PARQUET_OPTIONS)
         meta["path"] = f"{name}.parquet"
     return meta
 

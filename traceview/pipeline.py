@@ -444,40 +444,44 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
             import pyarrow.parquet as pq
 
             (out / name).mkdir(parents=True, exist_ok=True)
-            pq.write_table(df.to_arrow(), out / name / f"part-{file_name}.parquet", compression="zstd")
+            pq.write_table(df.to_arrow(), out / name / f"part-{file_name}.parquet", **PARQUET_OPTIONS)
         else:
             write_rank_partitions(df, out / name, file_name)
 
     def sink(name: str, events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> None:
         write("events", events, name)
-        for t in GRAPH_TABLES:
-            write(t, tables[t], name)
 
     if not (part / "graphs.arrow").exists():
-        _graph_tables(part, sink)
-    else:
-        if part in _event_parts(part.parent):
-            index = _part_events(part)
-            for gi, files in enumerate(_file_groups(index)):
-                sub = index.filter(pl.col("file").is_in(files))
-                write("events", _with_checks(part, _hydrate(sub)), f"{part.name}g{gi}")
-        for t in GRAPH_TABLES:
-            write(t, read_part_table(part, t), part.name)
+        _graph_tables(part, sink)  # events a group at a time: only they hold payloads
+    elif part in _event_parts(part.parent):
+        index = _part_events(part)
+        for gi, files in enumerate(_file_groups(index)):
+            sub = index.filter(pl.col("file").is_in(files))
+            write("events", _with_checks(part, _hydrate(sub)), f"{part.name}g{gi}")
+    # the graph tables once for the whole part (a parquet write has a fixed cost)
+    for t in GRAPH_TABLES:
+        write(t, read_part_table(part, t), part.name)
     for name in EXPORT_PART_TABLES:
         if name != "events" and name not in GRAPH_TABLES:
             write(name, read_part_table(part, name), part.name)
     return rows
 
 
+# zstd; no dictionary encoding (most string columns are near-unique: trying costs ~40% of
+# the write time and the files come out bigger); min/max statistics kept for readers' filters
+PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": False}
+
+
 def write_rank_partitions(df: pl.DataFrame, table_dir: Path, part_name: str) -> None:
     """Write `df` as `table_dir/rank=R/part-<part_name>.parquet`, one file per rank (hive
-    style: the rank lives in the directory name, a null rank in NULL_RANK_DIR)."""
+    style: the rank lives in the directory name, a null rank in NULL_RANK_DIR). (pyarrow's
+    dataset writer does this in one call, but its first call in a process costs ~0.3 s.)"""
     import pyarrow.parquet as pq
 
     for (rank,), sub in df.group_by("rank", maintain_order=True):
         d = table_dir / f"rank={NULL_RANK_DIR if rank is None else rank}"
         d.mkdir(parents=True, exist_ok=True)
-        pq.write_table(sub.drop("rank").to_arrow(), d / f"part-{part_name}.parquet", compression="zstd")
+        pq.write_table(sub.drop("rank").to_arrow(), d / f"part-{part_name}.parquet", **PARQUET_OPTIONS)
 
 
 def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dict[str, int]:
@@ -616,7 +620,7 @@ def parse_to_dir(
     sizes = {p: os.path.getsize(p) for p in [*inputs.trace_paths, *inputs.text_logs]}
     small = [p for p in inputs.trace_paths if not (workers > 1 and sizes[p] >= CHUNK_BYTES and not _is_gzip(p))]
     parallel = workers > 1 and sum(sizes.values()) >= (HEAVY_PARALLEL_MIN_BYTES if heavy else PARALLEL_MIN_BYTES)
-    batches = _batches(small, sizes, workers if parallel else 1)
+    batches = _batches(small, sizes, workers if parallel else 1, even=heavy)
     for i, b in enumerate(batches):
         out = workdir / f"t{i:05d}"
         parts.append(out.name)
@@ -646,18 +650,22 @@ def parse_to_dir(
     timing.mark("merge", t)
 
 
-def _batches(paths: list[str], sizes: dict[str, int], workers: int) -> list[list[str]]:
+def _batches(paths: list[str], sizes: dict[str, int], workers: int, *, even: bool = False) -> list[list[str]]:
     """Small trace logs in batches, in order. A batch pays a fixed cost (its table
     operations), so batches are big, but shrink as the input runs out (guided
     self-scheduling): the last ones are small, so that the processes finish together even
     though they start at different times. Sizes: a quarter of what is left per process,
     between a twelfth of the total per process (or BATCH_MIN_BYTES) and BATCH_MAX_BYTES;
-    for one process, BATCH_MAX_BYTES."""
+    for one process, BATCH_MAX_BYTES. `even`: all about a third of the total per process
+    (an export's batches are also its export jobs, which cost more per job than a parse)."""
     left = sum(sizes[p] for p in paths)
     floor = max(left // (workers * 6), BATCH_MIN_BYTES)
+    third = min(max(left // (workers * 3), BATCH_MIN_BYTES), BATCH_MAX_BYTES)
 
     def target() -> int:
-        return BATCH_MAX_BYTES if workers == 1 else min(max(left // (workers * 2), floor), BATCH_MAX_BYTES)
+        if workers == 1:
+            return BATCH_MAX_BYTES
+        return third if even else min(max(left // (workers * 2), floor), BATCH_MAX_BYTES)
 
     batches: list[list[str]] = []
     batch: list[str] = []
