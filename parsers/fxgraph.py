@@ -1000,7 +1000,7 @@ def parse_fx_graphs(texts: pl.Series | list[str | None]) -> pl.DataFrame:
 # out of reach), for the many calls of one export: the ranks of a job log the same graphs.
 _CACHE: dict[tuple[int, int, int], pl.DataFrame] = {}
 _CACHE_ROWS = [0]
-CACHE_MAX_ROWS = 300_000  # about 60-90 MB of parsed nodes
+CACHE_MAX_ROWS = 100_000  # about 20-30 MB of parsed nodes
 _CACHE_MIN_TEXTS = 8  # fewer texts: assembling from the cache costs more than it saves
 
 

@@ -827,7 +827,7 @@ def hydrate(events: pl.DataFrame, *, verify: bool = False) -> tuple[pl.DataFrame
 # payloads whose md5 matched, by has_payload, kept across hydrate calls of this process (the
 # ranks of one job log the same graphs): an equal payload is good without hashing it again
 _VERIFIED: dict[str, bytes] = {}
-VERIFIED_MAX_BYTES = 64 << 20
+VERIFIED_MAX_BYTES = 16 << 20
 
 
 class InputChanged(InputError):

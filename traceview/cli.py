@@ -251,6 +251,10 @@ def entry() -> None:
 
     atexit._run_exitfuncs()
     timing.mark("exit handlers", t)
+    if timing.ENABLED:
+        import resource
+
+        timing.mark(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -39,6 +39,10 @@ def main() -> int:
             answer = {"error": f"{type(exc).__name__}: {first_line(exc)}"}
         out.write(orjson.dumps(answer) + b"\n")
         out.flush()
+    if timing.ENABLED:
+        import resource
+
+        timing.mark(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
     return 0
 
 
