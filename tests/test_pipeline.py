@@ -41,6 +41,27 @@ def test_big_file_in_pieces_equals_whole(monkeypatch: pytest.MonkeyPatch) -> Non
         assert _sorted(pieces.table(name)).equals(_sorted(whole.table(name))), name
 
 
+def test_big_file_in_pieces_keeps_line_numbers_of_problems(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a hand-broken copy of a real log (bad JSON in a late piece, a cut-off last record): the
+    # pieces number their lines from their own start until the file is finished, after which
+    # every event and problem has the line number of the whole-file parse
+    src = next((GPU / "train_dynamic" / "trace").glob("*.log")).read_bytes()
+    lines = src.split(b"\n")
+    bad = next(i for i in range(len(lines) * 3 // 4, len(lines)) if lines[i].startswith(b"V") and b'{"' in lines[i])
+    lines[bad] = lines[bad].replace(b'{"', b'{"oops', 1).replace(b'"', b"", 2)
+    broken = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"
+    broken.write_bytes(b"\n".join(lines)[:-300])
+    whole = pipeline.load_parsed(discover(broken), jobs=1)
+    monkeypatch.setattr(pipeline, "CHUNK_BYTES", 1_500_000)
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
+    pieces = pipeline.load_parsed(discover(broken), jobs=2)
+    assert len(pipeline._parts(pieces.workdir)) > 4
+    assert (bad + 1, "bad_json") in whole.problems.select("lineno", "problem").rows()
+    assert pieces.problems.equals(whole.problems)
+    assert _sorted(pieces.events).equals(_sorted(whole.events))
+    assert pieces.events["lineno"].max() == whole.events["lineno"].max() > bad
+
+
 def test_parallel_workers_equal_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     d = FIXTURES / "multirank"
     here = pipeline.load_parsed(discover(d), jobs=1)

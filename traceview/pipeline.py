@@ -58,7 +58,6 @@ WORKER_FUNCTIONS = frozenset(
         "finish_trace_file",
         "process_text_log",
         "process_graph_tables",
-        "count_lines",
         "export_part",
     }
 )
@@ -166,8 +165,9 @@ def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.D
     }
 
 
-def process_trace_chunk(path: str, start: int, end: int, line_offset: int, outdir: str) -> None:
-    """Worker: parse bytes [start, end) of a big trace log (a piece that starts at a record)."""
+def process_trace_chunk(path: str, start: int, end: int, outdir: str) -> None:
+    """Worker: parse bytes [start, end) of a big trace log (a piece that starts at a record).
+    Line numbers count from the piece's first line until `finish_trace_file` shifts them."""
     import mmap
 
     from parsers.tracelog import parse_trace_bytes
@@ -176,7 +176,7 @@ def process_trace_chunk(path: str, start: int, end: int, line_offset: int, outdi
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         data = mm[start:end]
     parsed = parse_trace_bytes(
-        data, path, mtime=st.st_mtime, size=end - start, line_offset=line_offset, lazy=True, byte_offset=start
+        data, path, mtime=st.st_mtime, size=end - start, lazy=True, byte_offset=start
     )
     _write(
         Path(outdir),
@@ -192,10 +192,21 @@ def process_trace_chunk(path: str, start: int, end: int, line_offset: int, outdi
 
 def finish_trace_file(pieces: list[str], outdir: str) -> None:
     """Worker: the per-file tables of a log parsed in pieces (compiles and spans need the
-    whole file: a compile's records and a B/E pair can straddle two pieces)."""
-    ev = pl.concat([_read(Path(p) / "events.arrow") for p in pieces], rechunk=False)
-    strings = pl.concat([_read_or_empty(Path(p), "strings") for p in pieces])
+    whole file: a compile's records and a B/E pair can straddle two pieces). A piece numbers
+    its lines from its own start: the lines before it are known only now that all pieces are
+    parsed (which spares a counting pass over the file before the parse). Its problems are
+    rewritten with the file's line numbers; its events keep theirs, and `pieces.json` holds
+    each piece's offset for `_part_events` to add when reading them."""
     st = pl.concat([_read(Path(p) / "stats_piece.arrow") for p in pieces])
+    offsets = [0, *itertools.accumulate(st["lines"].to_list()[:-1])]
+    events, chromium = [], []
+    for p, off in zip(pieces, offsets):
+        events.append(_shift(_read(Path(p) / "events.arrow"), off))
+        chromium.append(_shift(_read(Path(p) / "chromium.arrow"), off))
+        if off and (Path(p) / "problems.arrow").exists():  # rare: most pieces have none
+            _replace(Path(p) / "problems.arrow", _shift(_read(Path(p) / "problems.arrow"), off))
+    ev = pl.concat(events, rechunk=False)
+    strings = pl.concat([_read_or_empty(Path(p), "strings") for p in pieces])
     sums = [c for c, t in st.schema.items() if t == pl.Int64 and c != "bytes"]
     stats = st.select(
         pl.col("file").first(),
@@ -209,37 +220,34 @@ def finish_trace_file(pieces: list[str], outdir: str) -> None:
         pl.col("first_ts").min(),
         pl.col("last_ts").max(),
     ).select(st.columns)
-    chromium = pl.concat([_read(Path(p) / "chromium.arrow") for p in pieces])
     tables = {
         "stats": stats.with_columns(pl.lit("trace").alias("format")),
-        **_derive_trace_tables(ev, strings, chromium),
+        **_derive_trace_tables(ev, strings, pl.concat(chromium)),
     }
     # piece names, relative to the workdir (a cache entry is renamed into place after parsing)
-    _write(Path(outdir), tables, {"pieces.json": orjson.dumps([Path(p).name for p in pieces])})
+    meta = {"pieces": [Path(p).name for p in pieces], "line_offsets": offsets}
+    _write(Path(outdir), tables, {"pieces.json": orjson.dumps(meta)})
+
+
+def _shift(df: pl.DataFrame, lines: int) -> pl.DataFrame:
+    """`df` with its line numbers `lines` further down the file."""
+    if not lines:
+        return df
+    return df.with_columns(pl.col(c) + lines for c in ("lineno", "end_lineno") if c in df.columns)
+
+
+def _replace(path: Path, df: pl.DataFrame) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    df.write_ipc(tmp, compression="uncompressed")
+    os.rename(tmp, path)
 
 
 _RECORD_START = re.compile(rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:")
 
 
-def count_lines(path: str, start: int, end: int) -> int:
-    """Worker: newlines in bytes [start, end) of a file (read in blocks, not mapped)."""
-    n = 0
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        left = end - start
-        while left > 0:
-            block = fh.read(min(left, 1 << 24))
-            if not block:
-                break
-            n += block.count(b"\n")
-            left -= len(block)
-    return n
-
-
-def split_points(path: str, pieces: int, *, jobs: int | None = None) -> list[tuple[int, int, int]]:
-    """(start, end, lines before start) of `pieces` byte ranges of a trace log, each starting
-    at a record header. Boundaries are found by reading a little around each cut; the lines
-    of each range are counted in parallel."""
+def split_points(path: str, pieces: int) -> list[tuple[int, int]]:
+    """(start, end) of `pieces` byte ranges of a trace log, each starting at a record
+    header; the boundaries are found by reading a little around each cut."""
     size = os.path.getsize(path)
     bounds = [0]
     with open(path, "rb") as fh:
@@ -254,14 +262,7 @@ def split_points(path: str, pieces: int, *, jobs: int | None = None) -> list[tup
                 continue  # no record start within 1 MiB of the cut: the piece grows
             bounds.append(pos + p + 1)
     bounds.append(size)
-    ranges = list(itertools.pairwise(bounds))
-    counts = _run([(count_lines, (path, a, b), b - a) for a, b in ranges], jobs)
-    out = []
-    lines = 0
-    for (a, b), c in zip(ranges, counts):
-        out.append((a, b, lines))
-        lines += c
-    return out
+    return list(itertools.pairwise(bounds))
 
 
 def process_text_log(path: str, outdir: str) -> None:
@@ -290,8 +291,11 @@ def _part_events(part: Path) -> pl.DataFrame:
     if (part / "stats_piece.arrow").exists():  # a piece of a big file: its whole-file part has them
         return _empty("events")
     if (part / "pieces.json").exists():  # the whole-file part of a big file: all its pieces
-        pieces = orjson.loads((part / "pieces.json").read_bytes())
-        return pl.concat([_read(part.parent / p / "events.arrow") for p in pieces], rechunk=False)
+        meta = orjson.loads((part / "pieces.json").read_bytes())
+        return pl.concat(
+            [_shift(_read(part.parent / p / "events.arrow"), off) for p, off in zip(meta["pieces"], meta["line_offsets"])],
+            rechunk=False,
+        )
     return _read(part / "events.arrow") if (part / "events.arrow").exists() else _empty("events")
 
 
@@ -629,12 +633,12 @@ def parse_to_dir(
     for i, path in enumerate(p for p in inputs.trace_paths if p not in small):
         # a big file is parsed in pieces on all cores, then finished as a whole
         out = workdir / f"b{i:05d}"
-        pieces = split_points(path, max(workers, -(-sizes[path] // CHUNK_BYTES)), jobs=jobs)
+        pieces = split_points(path, max(workers, -(-sizes[path] // CHUNK_BYTES)))
         names = [f"{out.name}p{k:04d}" for k in range(len(pieces))]
         parts += [*names, out.name]
-        for name, (a, b, lines) in zip(names, pieces):
+        for name, (a, b) in zip(names, pieces):
             if not (workdir / name).exists():
-                todo.append((process_trace_chunk, (path, a, b, lines, str(workdir / name)), b - a))
+                todo.append((process_trace_chunk, (path, a, b, str(workdir / name)), b - a))
         if not out.exists():
             finish.append((finish_trace_file, ([str(workdir / n) for n in names], str(out)), sizes[path]))
     for i, path in enumerate(inputs.text_logs):
