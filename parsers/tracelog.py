@@ -2,10 +2,12 @@
 
 The file is split into lines with numpy, and lines are classified by their first byte:
 a TAB starts a payload line, anything else is a record header (or a line that is not one).
-Header lines and payload blocks are cut out of the file's buffer as Arrow arrays without a
-Python object per line; the glog prefix is matched by Arrow's vectorized regex; only the
-header JSON is decoded per envelope, once, with orjson. Payload text stays in Arrow/polars
-buffers (the tab is removed and lines are joined with vectorized string kernels).
+The glog prefix of every header is matched by polars' vectorized regex; only the header
+JSON is decoded per envelope, once, with orjson. Payload text stays in Arrow/polars buffers,
+cut out of the file at computed offsets (the tab that starts each line removed by one
+vectorized replace). A lazy parse (what traceview.pipeline uses) keeps most payloads as byte
+ranges of the file, read later by `hydrate`. Several files are parsed as one batch by
+`read_trace_files`: a per-file pass (`_scan`), then each table built once (`_build`).
 """
 
 from __future__ import annotations
@@ -221,9 +223,6 @@ def _split(data: bytes | mmap.mmap, *, lazy: bool = False) -> _Split:
         if not k:
             _check_utf8(data)
             return _Split(n, nlines, truncated, starts, ends, cand, n_payload, pl.Series([], dtype=pl.String), None, empty, empty, [])
-        offs = np.empty(2 * k, dtype=np.int64)
-        offs[0::2] = starts[cand]
-        offs[1::2] = ends[cand]
         # header lines as bytes, then one UTF-8 validation over all of them (polars, not
         # pyarrow.compute: its import alone costs ~50 ms)
         jsons = [data[a:b] for a, b in zip(starts[cand].tolist(), ends[cand].tolist())]

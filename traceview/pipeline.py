@@ -138,10 +138,6 @@ def process_trace_files(paths: list[str], outdir: str) -> None:
     _write(Path(outdir), tables)
 
 
-def _cat(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
-
-
 def _chromium(parsed: ParsedFile) -> pl.DataFrame:
     """The decoded chromium events of one parsed file (from its payloads when it was parsed
     in full: gzip, CRLF)."""
