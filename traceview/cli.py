@@ -107,7 +107,10 @@ def _prestart_workers(inputs, jobs: int | None, heavy: bool) -> None:  # inputs:
     n = jobs or workers.cpu_count()
     total = sum(t.size for t in inputs.traces) + sum(os.path.getsize(p) for p in inputs.text_logs)
     if n > 1 and total >= (workers.HEAVY_PARALLEL_MIN_BYTES if heavy else workers.PARALLEL_MIN_BYTES):
-        workers.prestart(n - 1)  # this process is the last worker
+        # this process parses too, so the parse uses n - 1 workers; an export's second
+        # phase runs in n workers only, and the last one is best started now, while the
+        # parse runs, than after it
+        workers.prestart(n if heavy else n - 1)
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
