@@ -741,24 +741,19 @@ def _raw_payload(data: bytes | mmap.mmap, start: int, end: int) -> bytes:
     return block.replace(b"\n\t", b"\n")
 
 
-def _as_strings(blocks: list[bytes | None], linenos: np.ndarray, problems: _Problems) -> pa.Array:
-    """large_string array of payload bytes; invalid UTF-8 is replaced and recorded."""
-    pa = _pa()
-    arr = pa.array(blocks, type=pa.large_binary())
-    try:
-        return arr.cast(pa.large_string())
-    except pa.ArrowInvalid:
-        out: list[str | None] = []
-        for b, ln in zip(blocks, linenos.tolist()):
-            if b is None:
-                out.append(None)
-                continue
-            try:
-                out.append(b.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                problems.add(int(ln), "invalid_utf8", f"payload byte {exc.start}: {b[max(exc.start - 40, 0):exc.start + 40]!r}")
-                out.append(b.decode("utf-8", "replace"))
-        return pa.array(out, type=pa.large_string())
+def _decode_each(blocks: list[bytes | None], linenos: np.ndarray, problems: _Problems) -> pl.Series:
+    """String Series of payload bytes, one by one: invalid UTF-8 is replaced and recorded."""
+    out: list[str | None] = []
+    for b, ln in zip(blocks, linenos.tolist()):
+        if b is None:
+            out.append(None)
+            continue
+        try:
+            out.append(b.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            problems.add(int(ln), "invalid_utf8", f"payload byte {exc.start}: {b[max(exc.start - 40, 0):exc.start + 40]!r}")
+            out.append(b.decode("utf-8", "replace"))
+    return pl.Series(out, dtype=pl.String)
 
 
 def _summary_payloads(
@@ -865,7 +860,7 @@ def _read_payloads(path: str, start: np.ndarray, end: np.ndarray, linenos: np.nd
     try:
         text = raw.cast(pl.String)
     except pl.exceptions.ComputeError:
-        return _strings([_raw_payload(data, a, b) for a, b in zip(start.tolist(), end.tolist())], linenos, problems)
+        return _decode_each([_raw_payload(data, a, b) for a, b in zip(start.tolist(), end.tolist())], linenos, problems)
     return text.str.replace_all("\n\t", "\n", literal=True)
 
 
@@ -874,7 +869,7 @@ def _strings(blocks: list[bytes | None], linenos: np.ndarray, problems: _Problem
     try:
         return pl.Series(blocks, dtype=pl.Binary).cast(pl.String)
     except pl.exceptions.ComputeError:
-        return _series(_as_strings(blocks, linenos, problems))
+        return _decode_each(blocks, linenos, problems)
 
 
 def _problem_frame(file: str, problems: _Problems) -> pl.DataFrame:

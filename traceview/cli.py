@@ -254,10 +254,7 @@ def entry() -> None:
 
     atexit._run_exitfuncs()
     timing.mark("exit handlers", t)
-    if timing.ENABLED:
-        import resource
-
-        timing.mark(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
+    timing.mark_peak_rss()
     try:
         sys.stdout.flush()
         sys.stderr.flush()

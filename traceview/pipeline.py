@@ -139,11 +139,10 @@ def process_trace_files(paths: list[str], outdir: str) -> None:
 
 
 def _chromium(parsed: ParsedFile) -> pl.DataFrame:
-    """The decoded chromium events of one parsed file (from its payloads when it was parsed
-    in full: gzip, CRLF)."""
-    from parsers.compiles import _decode_chromium
-
-    return parsed.chromium if parsed.chromium is not None else _decode_chromium(parsed.events)
+    """The chromium events a lazy parse decoded (for every file of it, also one it had to
+    read in full: gzip, CRLF)."""
+    assert parsed.chromium is not None, "a lazy parse decodes the chromium events"
+    return parsed.chromium
 
 
 def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -292,7 +291,7 @@ def _part_events(part: Path) -> pl.DataFrame:
             [_shift(_read(part.parent / p / "events.arrow"), off) for p, off in zip(meta["pieces"], meta["line_offsets"])],
             rechunk=False,
         )
-    return _read(part / "events.arrow") if (part / "events.arrow").exists() else _empty("events")
+    return _read_or_empty(part, "events")
 
 
 def hydrated_events(part: Path) -> pl.DataFrame:
@@ -392,10 +391,7 @@ def _graph_tables(part: Path, on_group: GroupSink | None = None) -> None:
         for name, df in tables.items():
             acc.setdefault(name, []).append(df)
     for name, frames in acc.items():
-        df = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
-        tmp = part / f".{name}.arrow.tmp"
-        df.write_ipc(tmp, compression="uncompressed")
-        os.rename(tmp, part / f"{name}.arrow")
+        _replace(part / f"{name}.arrow", frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed"))
 
 
 def read_part_table(part: Path, name: str) -> pl.DataFrame | None:
@@ -513,7 +509,8 @@ def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
 Job = tuple  # (function, args, size in bytes)
 
 
-def _timed(fn: Callable, args: tuple | list) -> object:
+def timed_call(fn: Callable, args: tuple | list) -> object:
+    """`fn(*args)`, recorded as a step named after `fn` (see traceview.timing)."""
     t = timing.now()
     result = fn(*args)
     timing.mark(fn.__name__, t)
@@ -535,7 +532,7 @@ def _run(
     workers = min(jobs or os.cpu_count() or 1, len(todo))
     threshold = PARALLEL_MIN_BYTES if min_bytes is None else min_bytes
     if not isolate and (workers <= 1 or sum(j[2] for j in todo) < threshold):
-        return [_timed(fn, args) for fn, args, _ in todo]
+        return [timed_call(fn, args) for fn, args, _ in todo]
     import queue
     import threading
 
@@ -555,7 +552,7 @@ def _run(
             except queue.Empty:
                 break
             try:
-                results[i] = _timed(fn, args)
+                results[i] = timed_call(fn, args)
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {first_line(exc)} (in {fn.__name__} of {args[0]})")
 

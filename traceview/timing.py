@@ -25,3 +25,11 @@ def mark(step: str, start: float | None = None) -> None:
     if ENABLED:
         end = time.time()
         sys.stderr.write(f"traceview-timing {os.getpid()} {step} {end if start is None else start:.4f} {end:.4f}\n")
+
+
+def mark_peak_rss() -> None:
+    """Record this process's peak resident memory so far (a step named `peak RSS N MB`)."""
+    if ENABLED:
+        import resource
+
+        mark(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")

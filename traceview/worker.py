@@ -32,17 +32,12 @@ def main() -> int:
             fn = getattr(pipeline, job["fn"])
             if job["fn"] not in pipeline.WORKER_FUNCTIONS:
                 raise ValueError(f"not a worker function: {job['fn']}")
-            t = timing.now()
-            answer = {"ok": True, "value": fn(*job["args"])}
-            timing.mark(job["fn"], t)
+            answer = {"ok": True, "value": pipeline.timed_call(fn, job["args"])}
         except Exception as exc:  # reported to the parent, which raises it there
             answer = {"error": f"{type(exc).__name__}: {first_line(exc)}"}
         out.write(orjson.dumps(answer) + b"\n")
         out.flush()
-    if timing.ENABLED:
-        import resource
-
-        timing.mark(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MB")
+    timing.mark_peak_rss()
     return 0
 
 
