@@ -101,3 +101,19 @@ def test_cache_reuses_and_invalidates(tmp_path: Path) -> None:
     assert third.events.drop("ts").equals(first.events.drop("ts"))  # the year comes from the mtime
     assert clear_cache() >= 1
     assert not any(cache_dir().iterdir())
+
+
+def test_graph_tables_are_stored_compressed(tmp_path: Path) -> None:
+    """Graph tables repeat graph text and kernel code: the cache keeps them zstd-compressed,
+    and they read back unchanged."""
+    trace = pipeline.load_parsed(discover(str(FIXTURES / "training" / "trace")), jobs=1)
+    trace.ensure_graph_tables()
+    assert trace.workdir is not None
+    part = pipeline._parts(trace.workdir)[0]
+    for name in ("graphs", "graph_nodes", "kernels"):
+        stored = part / f"{name}.arrow"
+        df = pipeline._read(stored)
+        assert df.height > 0
+        df.write_ipc(tmp_path / "plain.arrow", compression="uncompressed")
+        assert stored.stat().st_size * 2 < (tmp_path / "plain.arrow").stat().st_size, name
+        assert df.equals(pl.read_ipc(tmp_path / "plain.arrow"))

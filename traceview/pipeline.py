@@ -231,9 +231,9 @@ def _shift(df: pl.DataFrame, lines: int) -> pl.DataFrame:
     return df.with_columns(pl.col(c) + lines for c in ("lineno", "end_lineno") if c in df.columns)
 
 
-def _replace(path: Path, df: pl.DataFrame) -> None:
+def _replace(path: Path, df: pl.DataFrame, compression: str = "uncompressed") -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    df.write_ipc(tmp, compression="uncompressed")
+    df.write_ipc(tmp, compression=compression)  # type: ignore[arg-type]
     os.rename(tmp, path)
 
 
@@ -343,11 +343,17 @@ def _file_groups(index: pl.DataFrame) -> list[list[str]]:
 GroupSink = Callable[[str, pl.DataFrame, dict[str, pl.DataFrame]], None]
 
 
-def _graph_tables(part: Path, on_group: GroupSink | None = None) -> None:
+def _graph_tables(part: Path, on_group: GroupSink | None = None) -> dict[str, pl.DataFrame]:
     """Build (and write) the graph tables of one part, a group of files at a time (memory
     stays near GROUP_BYTES of payload); the payloads are read and their md5 checked on the
     way (`checks.arrow`, `payload_problems.arrow`). `on_group(name, events, tables)` is called
-    for each group with its events (every payload) and graph tables."""
+    for each group with its events (every payload) and graph tables. Returns the tables as
+    written.
+
+    They are written zstd-compressed: they repeat graph text and kernel code, and the ranks
+    of one job repeat each other, so they shrink ~50x (the 48-rank benchmark's cache entry:
+    ~535 MB -> ~95 MB). They are read only for the graph views and export, where
+    decompressing them costs less than writing and faulting in the uncompressed bytes."""
     from parsers.facts import guards_from_text, guards_from_trace
     from parsers.graphs import (
         build_graph_nodes,
@@ -390,8 +396,10 @@ def _graph_tables(part: Path, on_group: GroupSink | None = None) -> None:
         del events
         for name, df in tables.items():
             acc.setdefault(name, []).append(df)
-    for name, frames in acc.items():
-        _replace(part / f"{name}.arrow", frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed"))
+    out = {name: frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed") for name, frames in acc.items()}
+    for name, df in out.items():
+        _replace(part / f"{name}.arrow", df, "zstd")
+    return out
 
 
 def read_part_table(part: Path, name: str) -> pl.DataFrame | None:
@@ -447,8 +455,9 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
     def sink(name: str, events: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> None:
         write("events", events, name)
 
+    built: dict[str, pl.DataFrame] = {}
     if not (part / "graphs.arrow").exists():
-        _graph_tables(part, sink)  # events a group at a time: only they hold payloads
+        built = _graph_tables(part, sink)  # events a group at a time: only they hold payloads
     elif part in _event_parts(part.parent):
         index = _part_events(part)
         for gi, files in enumerate(_file_groups(index)):
@@ -456,7 +465,7 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
             write("events", _with_checks(part, _hydrate(sub)), f"{part.name}g{gi}")
     # the graph tables once for the whole part (a parquet write has a fixed cost)
     for t in GRAPH_TABLES:
-        write(t, read_part_table(part, t), part.name)
+        write(t, built[t] if t in built else read_part_table(part, t), part.name)
     for name in EXPORT_PART_TABLES:
         if name != "events" and name not in GRAPH_TABLES:
             write(name, read_part_table(part, name), part.name)
