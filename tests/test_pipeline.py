@@ -117,3 +117,41 @@ def test_graph_tables_are_stored_compressed(tmp_path: Path) -> None:
         df.write_ipc(tmp_path / "plain.arrow", compression="uncompressed")
         assert stored.stat().st_size * 2 < (tmp_path / "plain.arrow").stat().st_size, name
         assert df.equals(pl.read_ipc(tmp_path / "plain.arrow"))
+
+
+@needs_shared
+def test_big_file_export_overlaps_graph_tables_and_events(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a hand-broken copy of a real log: one payload byte changed late in the file, so its
+    # md5 no longer matches. A big single file's export writes its events (checking the md5s
+    # itself, a chunk at a time) while worker processes build the graph tables; the result
+    # must be the export made one step after the other.
+    import pyarrow.parquet as pq
+
+    from traceview import export
+
+    lines = next((GPU / "train_dynamic" / "trace").glob("*.log")).read_bytes().split(b"\n")
+    bad = next(i for i in range(len(lines) * 3 // 4, len(lines)) if lines[i].startswith(b"\t") and b"a" in lines[i])
+    lines[bad] = lines[bad].replace(b"a", b"b", 1)
+    f = tmp_path / "dedicated_log_torch_trace_rank_0_x.log"
+    f.write_bytes(b"\n".join(lines))
+    one_by_one = export.read_export(export.write_export(pipeline.load_parsed(discover(f), jobs=1), tmp_path / "a"))
+
+    monkeypatch.setattr(pipeline, "CHUNK_BYTES", 1_500_000)
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(pipeline, "HEAVY_PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(pipeline, "GROUP_BYTES", 1_000_000)
+    overlapped: list[bool] = []
+    real = export.graph_tables_in_workers
+    monkeypatch.setattr(export, "graph_tables_in_workers", lambda w: overlapped.append(real(w)) or overlapped[-1])
+    trace = pipeline.load_parsed(discover(f), jobs=2)
+    out = export.write_export(trace, tmp_path / "b")
+    assert overlapped == [True]
+    assert pq.ParquetFile(out / "events.parquet").num_row_groups > 3  # written a chunk at a time
+    side_by_side = export.read_export(out)
+    for name in ("events", "problems", "graphs", "graph_nodes", "kernels", "guards", "seq_links"):
+        assert _sorted(side_by_side.table(name)).equals(_sorted(one_by_one.table(name))), name
+    ev = side_by_side.events
+    # the envelope whose payload holds the changed line
+    owner = ev.filter(pl.col("lineno") < bad + 1, pl.col("payload").is_not_null())["lineno"].max()
+    assert ev.filter(~pl.col("payload_ok"))["lineno"].to_list() == [owner]
+    assert ("md5_mismatch", owner) in side_by_side.problems.select("problem", "lineno").rows()

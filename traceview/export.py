@@ -12,6 +12,8 @@ import datetime as _dt
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -20,7 +22,14 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from traceview.errors import ExportError
-from traceview.pipeline import PARQUET_OPTIONS, _empty, conform, write_rank_partitions
+from traceview.pipeline import (
+    GRAPH_TABLES,
+    PARQUET_OPTIONS,
+    _empty,
+    conform,
+    graph_tables_in_workers,
+    write_rank_partitions,
+)
 from traceview.schema import SCHEMA_VERSION
 from traceview.trace import TABLES, Trace
 
@@ -68,23 +77,32 @@ def write_export(
                     meta["path"] = f"{name}.parquet"
                 tables_meta[name] = meta
                 done.add(name)
+        elif parts and graph_tables_in_workers(trace.workdir):  # type: ignore[arg-type]
+            # worker processes build the graph tables (checking every payload's md5) while
+            # this one writes the events, checking the md5s itself: a big file's two halves
+            # of the work run side by side instead of one after the other
+            with ThreadPoolExecutor(1) as pool:
+                built = pool.submit(trace.ensure_graph_tables)
+                tables_meta["events"] = _write_events(parts, tmp, bool(partition_by_rank), verify=True)
+                built.result()  # its exception, if it raised one
+            done.add("events")
         else:
             trace.ensure_graph_tables()
         for name in TABLES:
             if name in done:
                 continue
             if parts and name == "events":
-                # streamed part by part: only one part's payloads are in memory at a time
+                tables_meta[name] = _write_events(parts, tmp, bool(partition_by_rank), verify=False)
+                continue
+            if name in GRAPH_TABLES and parts and all((p / f"{name}.arrow").exists() for p in parts):
+                # streamed part by part: only one part (a batch of files) is in memory at a
+                # time (the whole table is never opened: the graph tables of a big trace
+                # are bigger than its events' index)
                 schema = _empty(name).schema
-                tables_meta[name] = _write_parts(parts, name, schema, tmp, bool(partition_by_rank))
+                tables_meta[name] = _write_parts(parts, name, schema, tmp, bool(partition_by_rank) and "rank" in schema)
                 continue
             df = trace.table(name)
-            partition = bool(partition_by_rank) and "rank" in df.columns
-            if parts and all((p / f"{name}.arrow").exists() for p in parts):
-                # streamed part by part: only one part (a batch of files) is mapped at a time
-                tables_meta[name] = _write_parts(parts, name, df.schema, tmp, partition)
-            else:
-                tables_meta[name] = _write_table(df, tmp, name, partition)
+            tables_meta[name] = _write_table(df, tmp, name, bool(partition_by_rank) and "rank" in df.columns)
         manifest = {
             "traceview_schema_version": SCHEMA_VERSION,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -123,20 +141,35 @@ def _parts(trace: Trace) -> list[Path]:
     return parts_of(trace.workdir)
 
 
+def _write_events(parts: list[Path], tmp: Path, partition: bool, *, verify: bool) -> dict:
+    """The events, streamed: a chunk of about GROUP_BYTES of payload at a time."""
+    from traceview.pipeline import event_chunks
+
+    chunks = ((f"{p.name}c{i}", df) for p in parts for i, df in enumerate(event_chunks(p, verify=verify)))
+    return _write_frames(chunks, "events", _empty("events").schema, tmp, partition)
+
+
 def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, partition: bool) -> dict:
     from traceview.pipeline import read_part_table
 
+    return _write_frames(((p.name, read_part_table(p, name)) for p in parts), name, schema, tmp, partition)
+
+
+def _write_frames(
+    frames: Iterable[tuple[str, pl.DataFrame | None]], name: str, schema: pl.Schema, tmp: Path, partition: bool
+) -> dict:
+    """Write table `name` from frames that come one at a time (only one is in memory), as
+    one file or, `partition`, one file per rank and frame."""
     rows = 0
     writer: pq.ParquetWriter | None = None
     wrote_partition = False
-    for part in parts:
-        df = read_part_table(part, name)
+    for frame_name, df in frames:
         if df is None or df.height == 0:
             continue
         df = conform(df, schema)
         rows += df.height
         if partition:
-            write_rank_partitions(df, tmp / name, part.name)
+            write_rank_partitions(df, tmp / name, frame_name)
             wrote_partition = True
         else:
             table = df.to_arrow()

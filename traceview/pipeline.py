@@ -21,7 +21,7 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -306,6 +306,23 @@ def _hydrate(index: pl.DataFrame) -> pl.DataFrame:
     return hydrate(index)[0]
 
 
+def event_chunks(part: Path, *, verify: bool = False) -> Iterator[pl.DataFrame]:
+    """The events of one part with every payload, in line order, in chunks of about
+    GROUP_BYTES of payload (a big file's payloads are never all in memory at once).
+    `verify`: check every payload's md5 here (for when the graph tables, which check them
+    too, are being built at the same time); else `payload_ok` as `_graph_tables` found it."""
+    index = _part_events(part)
+    if index.height == 0:
+        return
+    size = (pl.col("payload_end") - pl.col("payload_start")).fill_null(0)
+    chunk = (size.cum_sum() // GROUP_BYTES).alias("_chunk")
+    for (_,), sub in index.with_columns(chunk).group_by("_chunk", maintain_order=True):
+        from parsers.tracelog import hydrate
+
+        events = hydrate(sub.drop("_chunk"), verify=verify)[0]
+        yield events if verify else _with_checks(part, events)
+
+
 def _with_checks(part: Path, events: pl.DataFrame) -> pl.DataFrame:
     checks = part / "checks.arrow"
     if checks.exists() and events.height:
@@ -503,8 +520,7 @@ def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dic
     return total
 
 
-def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
-    """Build the graph tables of every part that lacks them (in parallel)."""
+def _graph_jobs(workdir: Path) -> list[Job]:
     meta = orjson.loads((workdir / "parts.json").read_bytes())
     todo = []
     for p in meta["parts"]:
@@ -512,7 +528,19 @@ def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
         if not (part / "graphs.arrow").exists():
             size = sum(f.stat().st_size for f in part.glob("*.arrow"))
             todo.append((process_graph_tables, (str(part),), size))
-    _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES, here=False)
+    return todo
+
+
+def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
+    """Build the graph tables of every part that lacks them (in parallel)."""
+    _run(_graph_jobs(workdir), jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES, here=False)
+
+
+def graph_tables_in_workers(workdir: Path, *, jobs: int | None = None) -> bool:
+    """Whether `ensure_graph_tables` has work to do and will do it in worker processes
+    (this process is then free meanwhile)."""
+    todo = _graph_jobs(workdir)  # (the test `_run` makes)
+    return min(jobs or os.cpu_count() or 1, len(todo)) > 1 and sum(j[2] for j in todo) >= HEAVY_PARALLEL_MIN_BYTES
 
 
 Job = tuple  # (function, args, size in bytes)
