@@ -155,3 +155,14 @@ def test_big_file_export_overlaps_graph_tables_and_events(monkeypatch: pytest.Mo
     owner = ev.filter(pl.col("lineno") < bad + 1, pl.col("payload").is_not_null())["lineno"].max()
     assert ev.filter(~pl.col("payload_ok"))["lineno"].to_list() == [owner]
     assert ("md5_mismatch", owner) in side_by_side.problems.select("problem", "lineno").rows()
+
+
+def test_graph_and_export_jobs_are_sized_by_their_input() -> None:
+    # whether they go to worker processes depends on their size: the input they cover, not
+    # the part's own files (for a big trace a fraction of it: a lazy parse keeps no payloads)
+    d = FIXTURES / "multirank" / "trace"
+    trace = pipeline.load_parsed(discover(d), jobs=1)
+    assert trace.workdir is not None
+    inputs = sum(f.stat().st_size for f in d.glob("*.log"))
+    jobs = pipeline._graph_jobs(trace.workdir)
+    assert jobs and sum(size for _, _, size in jobs) == inputs

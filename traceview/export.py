@@ -81,10 +81,13 @@ def write_export(
             # worker processes build the graph tables (checking every payload's md5) while
             # this one writes the events, checking the md5s itself: a big file's two halves
             # of the work run side by side instead of one after the other
-            with ThreadPoolExecutor(1) as pool:
-                built = pool.submit(trace.ensure_graph_tables)
+            pool = ThreadPoolExecutor(1)
+            built = pool.submit(trace.ensure_graph_tables)
+            try:
                 tables_meta["events"] = _write_events(parts, tmp, bool(partition_by_rank), verify=True)
                 built.result()  # its exception, if it raised one
+            finally:
+                pool.shutdown(wait=False)  # on an error (Ctrl-C too), do not wait for it
             done.add("events")
         else:
             trace.ensure_graph_tables()

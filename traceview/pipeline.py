@@ -311,14 +311,14 @@ def event_chunks(part: Path, *, verify: bool = False) -> Iterator[pl.DataFrame]:
     GROUP_BYTES of payload (a big file's payloads are never all in memory at once).
     `verify`: check every payload's md5 here (for when the graph tables, which check them
     too, are being built at the same time); else `payload_ok` as `_graph_tables` found it."""
+    from parsers.tracelog import hydrate
+
     index = _part_events(part)
     if index.height == 0:
         return
     size = (pl.col("payload_end") - pl.col("payload_start")).fill_null(0)
     chunk = (size.cum_sum() // GROUP_BYTES).alias("_chunk")
     for (_,), sub in index.with_columns(chunk).group_by("_chunk", maintain_order=True):
-        from parsers.tracelog import hydrate
-
         events = hydrate(sub.drop("_chunk"), verify=verify)[0]
         yield events if verify else _with_checks(part, events)
 
@@ -368,8 +368,8 @@ def _graph_tables(part: Path, on_group: GroupSink | None = None) -> dict[str, pl
     written.
 
     They are written zstd-compressed: they repeat graph text and kernel code, and the ranks
-    of one job repeat each other, so they shrink ~50x (the 48-rank benchmark's cache entry:
-    ~535 MB -> ~95 MB). They are read only for the graph views and export, where
+    of one job repeat each other, so they shrink ~50x (the 48-rank benchmark's cache entry
+    after an export: 525 MB -> 86 MB). They are read only for the graph views and export, where
     decompressing them costs less than writing and faulting in the uncompressed bytes."""
     from parsers.facts import guards_from_text, guards_from_trace
     from parsers.graphs import (
@@ -476,10 +476,8 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
     if not (part / "graphs.arrow").exists():
         built = _graph_tables(part, sink)  # events a group at a time: only they hold payloads
     elif part in _event_parts(part.parent):
-        index = _part_events(part)
-        for gi, files in enumerate(_file_groups(index)):
-            sub = index.filter(pl.col("file").is_in(files))
-            write("events", _with_checks(part, _hydrate(sub)), f"{part.name}g{gi}")
+        for i, events in enumerate(event_chunks(part)):
+            write("events", events, f"{part.name}c{i}")
     # the graph tables once for the whole part (a parquet write has a fixed cost)
     for t in GRAPH_TABLES:
         write(t, built[t] if t in built else read_part_table(part, t), part.name)
@@ -510,8 +508,7 @@ def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dic
     """Write every part's tables under `outdir` in parallel; total rows per table."""
     todo = []
     for part in _parts(workdir):
-        size = sum(f.stat().st_size for f in part.glob("*.arrow"))
-        todo.append((export_part, (str(part), str(outdir)), size))
+        todo.append((export_part, (str(part), str(outdir)), _input_bytes(part)))
     total: dict[str, int] = {}
     # not in this process: the payloads of a part would stay in its memory (peak RSS)
     for rows in _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES, here=False):
@@ -520,14 +517,24 @@ def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dic
     return total
 
 
+def _input_bytes(part: Path) -> int:
+    """The size of the input a part was parsed from: what its graph tables and export cost
+    grows with (its own files are a fraction of it: a lazy parse keeps no payloads). A piece
+    of a big file counts its own files only: its file's whole-file part does that work."""
+    stats = part / "stats.arrow"
+    if not stats.exists():
+        return sum(f.stat().st_size for f in part.glob("*.arrow"))
+    df = _read(stats)
+    return int(df["bytes"].sum() or 0) if "bytes" in df.columns else stats.stat().st_size
+
+
 def _graph_jobs(workdir: Path) -> list[Job]:
     meta = orjson.loads((workdir / "parts.json").read_bytes())
     todo = []
     for p in meta["parts"]:
         part = workdir / p
         if not (part / "graphs.arrow").exists():
-            size = sum(f.stat().st_size for f in part.glob("*.arrow"))
-            todo.append((process_graph_tables, (str(part),), size))
+            todo.append((process_graph_tables, (str(part),), _input_bytes(part)))
     return todo
 
 
