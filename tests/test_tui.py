@@ -667,3 +667,31 @@ async def test_code_view_over_50k_lines() -> None:
         assert view.find("def f12345(") is not None
         await pilot.pause()
         assert "def f12345(x):" in screen_text(app)
+
+
+def test_a_finding_the_same_on_every_rank_is_listed_once(tmp_path: Path) -> None:
+    # four ranks that ran the same recompiling program (copies of one real log, renamed per
+    # rank): each storm is one entry naming ranks 0-3, not four; Enter opens rank 0
+    from traceview.tui.model import findings_from_report
+
+    src = next((FIXTURES / "recompiles" / "trace").glob("*.log"))
+    one = findings_from_report(build_report(traceview.load(src)))
+    for r in range(4):
+        (tmp_path / f"dedicated_log_torch_trace_rank_{r}_copy.log").write_bytes(src.read_bytes())
+    report = build_report(traceview.load(tmp_path))
+    per_rank = [f for f in one if f.kind == "storm"]
+    assert len(per_rank) == 3 and len(report["recompile_storms"]) == 4 * 3
+    findings = findings_from_report(report)
+    storms = [f for f in findings if f.kind == "storm"]
+    assert [f.title for f in storms] == [f"ranks 0-3 {f.title}" for f in per_rank]
+    assert all(f.rank == 0 for f in storms)
+    assert ("ranks", "ranks 0-3, the same on each (Enter opens rank 0)") in storms[0].detail
+    slow = [f for f in findings if f.kind == "compile_time"]
+    slow_one = [f for f in one if f.kind == "compile_time"]
+    assert slow_one and [f.title for f in slow] == [f.title.replace("s [", "s ranks 0-3 [", 1) for f in slow_one]
+    # the report's slowest compiles keep every rank of each (the summary said "ranks 0-1"
+    # for some when its top 10 rows ran out)
+    from traceview.report import render_text
+
+    text = render_text(report, width=120)
+    assert "ranks 0-3 [1/1] scaled" in text and "ranks 0-1" not in text

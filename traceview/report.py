@@ -166,7 +166,8 @@ class _Paths:
         return f"{s}:{line}" if line is not None else s
 
 
-def _ranks(ranks: list[Any]) -> str:
+def ranks_text(ranks: list[Any]) -> str:
+    """"rank 3 ", "ranks 0-47 ", "ranks 1,5 " (empty for a process without a rank)."""
     rs = sorted(r for r in ranks if r is not None)
     if not rs:
         return ""
@@ -181,8 +182,25 @@ def _rank(r: Any) -> str:
     return "" if r is None else f"rank {r} "
 
 
-def _group_ranks(items: list[dict[str, Any]], key: Any) -> list[tuple[dict[str, Any], list[Any]]]:
-    """Findings that are the same on several ranks, shown once with the list of ranks."""
+def storm_key(s: dict[str, Any]) -> tuple:
+    """What makes two ranks' recompile storms the same finding."""
+    return (s["function"], s["filename"], s["line"], s["compiles"], s["hit_recompile_limit"],
+            tuple((c["kind"], c["text"], c["count"]) for c in s["causes"]))
+
+
+def failure_key(f: dict[str, Any]) -> tuple:
+    """What makes two ranks' failed compiles the same finding."""
+    return (f["compile_id"], f.get("function"), f["filename"], f["line"], f["category"], f["reason"])
+
+
+def slow_compile_key(r: dict[str, Any]) -> tuple:
+    """What makes two ranks' slowest compiles the same line."""
+    return (r["seconds"], r["compile_id"], r["function"], r["filename"], r["line"])
+
+
+def group_ranks(items: list[dict[str, Any]], key: Any) -> list[tuple[dict[str, Any], list[Any]]]:
+    """Findings that are the same on several ranks, shown once with the list of ranks (in the
+    order of their first appearance; each with its first item)."""
     groups: dict[Any, tuple[dict[str, Any], list[Any]]] = {}
     for it in items:
         k = key(it)
@@ -276,14 +294,10 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         t.add("text log only: no compile times, cache or status (add the TORCH_TRACE directory)", "", "    ")
 
     if storms:
-        groups = _group_ranks(
-            storms,
-            lambda s: (s["function"], s["filename"], s["line"], s["compiles"], s["hit_recompile_limit"],
-                       tuple((c["kind"], c["text"], c["count"]) for c in s["causes"])),
-        )
+        groups = group_ranks(storms, storm_key)
         t.heading(f"RECOMPILES  {_plural(len(groups), 'function')}, most costly first")
         for s, rs in groups[:8]:
-            line = f"{_ranks(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}): {s['compiles']} compiles"
+            line = f"{ranks_text(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}): {s['compiles']} compiles"
             failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
             if failed > 0:
                 line += f" ({failed} failed)"
@@ -308,7 +322,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         t.heading(f"GRAPH BREAKS  {len(gbs)} distinct, {total} in all, most impact first")
         for g in gbs[:10]:
             gb = f" [{g['gb_id']}]" if g.get("gb_id") else ""
-            where = f"{_ranks(g['ranks'])}{g['count']}x" if g["ranks"] else f"{g['count']}x"
+            where = f"{ranks_text(g['ranks'])}{g['count']}x" if g["ranks"] else f"{g['count']}x"
             t.add(f"{paths.show(g['filename'], g['line'])} in {g['function'] or '?'}{gb}, {where}", "  ", "      ")
             t.add(one_line(g["reason"], 400), "    ", "      ")
             if g["frame_skipped"]:
@@ -324,13 +338,11 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     if fails:
         t.heading(f"FAILED COMPILES  {len(fails)}, most serious first")
         # the same failure on many ranks is shown once, with its ranks
-        fgroups = _group_ranks(
-            fails, lambda f: (f["compile_id"], f.get("function"), f["filename"], f["line"], f["category"], f["reason"])
-        )
+        fgroups = group_ranks(fails, failure_key)
         for f, franks in fgroups[:10]:
             ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
             t.add(
-                f"{_ranks(franks)}[{f['compile_id']}] {f.get('function') or '?'} "
+                f"{ranks_text(franks)}[{f['compile_id']}] {f.get('function') or '?'} "
                 f"({paths.show(f['filename'], f['line'])}): {_CATEGORY_WORDS.get(f['category'], f['category'])}{ft}",
                 "  ",
                 "      ",
@@ -367,10 +379,10 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
         t.label("phases:", ", ".join(parts), "  ")
     if ctime["top"]:
         t.add("slowest compiles:", "  ")
-        top = _group_ranks(ctime["top"], lambda r: (r["seconds"], r["compile_id"], r["function"], r["filename"], r["line"]))
+        top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
             t.add(
-                f"{_s(r['seconds']):>7}  {_ranks(rks)}[{r['compile_id']}] {r['function'] or '?'} "
+                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{r['compile_id']}] {r['function'] or '?'} "
                 f"({paths.show(r['filename'], r['line'])})",
                 "    ",
                 "              ",
@@ -422,11 +434,11 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
     if report["per_rank"]:
         t.heading("PER RANK")
         # ranks that compiled the same way share a line
-        groups = _group_ranks(
+        groups = group_ranks(
             report["per_rank"], lambda r: (r["compiles"], *(r[k] for k in STATUSES), r["compile_time_s"])
         )
         for r, rks in groups[:12]:
-            label = "process" if r["rank"] is None else _ranks(rks).strip()
+            label = "process" if r["rank"] is None else ranks_text(rks).strip()
             each = " each" if len(rks) > 1 else ""
             status = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in STATUSES if r[k])
             t.add(f"{label}: {r['compiles']} compiles ({status}), {_s(r['compile_time_s'])}{each}", "  ", "    ")

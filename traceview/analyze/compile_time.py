@@ -81,16 +81,20 @@ def autotune_by_compile(spans: pl.DataFrame) -> pl.DataFrame:
 
 
 def top_compiles(compiles: pl.DataFrame, n: int = 10, spans: pl.DataFrame | None = None) -> pl.DataFrame:
-    """The slowest compiles (forward + backward seconds), with their phase seconds."""
+    """The slowest compiles (forward + backward seconds), with their phase seconds: the `n`
+    slowest distinct ones (seconds, compile id, function, place), each with every rank on
+    which it took exactly as long, so that ranks that compiled alike are all listed rather
+    than as many as fit in `n` rows."""
     c = compiles
     if spans is not None and spans.height:
         c = c.join(autotune_by_compile(spans), on=["file", "compile_id"], how="left")
     else:
         c = c.with_columns(pl.lit(None, dtype=pl.Float64).alias("autotuning_s"))
+    ranked = c.filter(pl.col("total_time_s") > 0).sort("total_time_s", descending=True, maintain_order=True)
+    same = ["total_time_s", "compile_id", "function", "filename", "line"]
+    slowest = ranked.select(same).unique(maintain_order=True).head(n)
     return (
-        c.filter(pl.col("total_time_s") > 0)
-        .sort("total_time_s", descending=True)
-        .head(n)
+        ranked.join(slowest, on=same, how="semi", nulls_equal=True, maintain_order="left")
         .select(
             "rank",
             "compile_id",

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from traceview.report import failure_key, group_ranks, ranks_text, slow_compile_key, storm_key
 from traceview.textutil import one_line
 from traceview.trace import Trace
 
@@ -62,17 +63,22 @@ def _at(filename: str | None, line: Any) -> str:
     return f"{b}:{line}" if line is not None else b
 
 
-def _rank_prefix(rank: int | None) -> str:
-    return "" if rank is None else f"rank {rank} "
+def _on_ranks(ranks: list[Any]) -> list[tuple[str, str]]:
+    """A detail line for a finding seen the same way on several ranks."""
+    if len([r for r in ranks if r is not None]) < 2:
+        return []
+    return [("ranks", f"{ranks_text(ranks).strip()}, the same on each (Enter opens rank {ranks[0]})")]
 
 
 def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None = None) -> list[Finding]:
-    """The report's findings as a flat list, in the report's order (most important first)."""
+    """The report's findings as a flat list, in the report's order (most important first).
+    A finding that is the same on several ranks (as the summary groups them) is one entry
+    that names its ranks and opens the first."""
     out: list[Finding] = []
-    for s in report.get("recompile_storms", []):
+    for s, ranks in group_ranks(report.get("recompile_storms", []), storm_key):
         ids = s.get("compile_ids") or []
         limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
-        title = f"{_rank_prefix(s['rank'])}{s['function'] or '?'} ({_at(s['filename'], s['line'])}) compiled {s['compiles']} times{limit}"
+        title = f"{ranks_text(ranks)}{s['function'] or '?'} ({_at(s['filename'], s['line'])}) compiled {s['compiles']} times{limit}"
         summary, detail = [], []
         target, compare = (ids[1] if len(ids) > 1 else (ids[0] if ids else None)), None
         for i, c in enumerate(s.get("causes") or []):
@@ -95,6 +101,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         detail.append(("compile time", f"{s['compile_seconds']:.3f}s"))
         if s.get("forced_dynamic_false"):
             detail.append(("note", "compiled with automatic dynamic shapes off (dynamic=False)"))
+        detail += _on_ranks(ranks)
         out.append(
             Finding("storm", title, summary[:2], detail, s["rank"], target, compare, "guards", s.get("file"), s.get("lineno"))
         )
@@ -120,8 +127,8 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         out.append(
             Finding("graph_break", title, summary, detail, rank, ids[0] if ids else None, None, "frames", g.get("file"), g.get("lineno"))
         )
-    for f in report.get("failures", []):
-        title = f"{_rank_prefix(f['rank'])}[{f['compile_id']}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
+    for f, ranks in group_ranks(report.get("failures", []), failure_key):
+        title = f"{ranks_text(ranks)}[{f['compile_id']}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
         summary = [one_line(f.get("reason") or "", 160)]
         detail = [
             ("category", f["category"]),
@@ -129,6 +136,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             ("reason", f.get("reason_full") or f.get("reason") or "?"),
             ("where", f"{f.get('filename') or '?'}:{f.get('line')}"),
             ("next step", f["next_step"]),
+            *_on_ranks(ranks),
         ]
         out.append(
             Finding("failure", title, summary, detail, f["rank"], f["compile_id"], None, "frames", f.get("file"), f.get("lineno"))
@@ -143,7 +151,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         target = (d.get("extra_compile_ids") or d.get("different") or [None])[0]
         out.append(Finding("divergence", title, [d["detail"]], detail, d["rank"], target, None, "frames", None, None))
     ct = report.get("compile_time", {})
-    for t in ct.get("top", [])[:5]:
+    for t, ranks in group_ranks(ct.get("top", []), slow_compile_key)[:5]:
         phases = [
             (k, t.get(c))
             for k, c in (
@@ -155,13 +163,14 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             )
             if t.get(c) is not None
         ]
-        title = f"{t['seconds']:.2f}s {_rank_prefix(t['rank'])}[{t['compile_id']}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
+        title = f"{t['seconds']:.2f}s {ranks_text(ranks)}[{t['compile_id']}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
         ph = ", ".join(f"{k} {v:.2f}s" for k, v in phases)
         detail = [("compile", f"{t['compile_id']} {t.get('function') or '?'} {t.get('filename') or '?'}:{t.get('line')}"),
                   ("seconds", f"{t['seconds']:.3f}")]
         if ph:
             detail.append(("phases", ph))
         detail.append(("all compiles", f"{ct.get('total_s', 0):.2f}s in all"))
+        detail += _on_ranks(ranks)
         out.append(
             Finding("compile_time", title, [ph or "no phase times"], detail, t["rank"], t["compile_id"], None, "frames", t.get("file"), t.get("lineno"))
         )
