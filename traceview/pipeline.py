@@ -297,7 +297,7 @@ def _part_events(part: Path) -> pl.DataFrame:
 def hydrated_events(part: Path) -> pl.DataFrame:
     """The events of one part with every payload (read from the input files), and
     `payload_ok` as checked by `_graph_tables` when it has run."""
-    return _with_checks(part, _hydrate(_part_events(part)))
+    return _with_checks(_hydrate(_part_events(part)), _checks(part))
 
 
 def _hydrate(index: pl.DataFrame) -> pl.DataFrame:
@@ -316,18 +316,24 @@ def event_chunks(part: Path, *, verify: bool = False) -> Iterator[pl.DataFrame]:
     index = _part_events(part)
     if index.height == 0:
         return
+    checks = None if verify else _checks(part)  # read once for all the chunks
     size = (pl.col("payload_end") - pl.col("payload_start")).fill_null(0)
     chunk = (size.cum_sum() // GROUP_BYTES).alias("_chunk")
     for (_,), sub in index.with_columns(chunk).group_by("_chunk", maintain_order=True):
         events = hydrate(sub.drop("_chunk"), verify=verify)[0]
-        yield events if verify else _with_checks(part, events)
+        yield events if verify else _with_checks(events, checks)
 
 
-def _with_checks(part: Path, events: pl.DataFrame) -> pl.DataFrame:
-    checks = part / "checks.arrow"
-    if checks.exists() and events.height:
-        ok = _read(checks)
-        events = events.join(ok, on=["file", "lineno"], how="left", suffix="_checked", maintain_order="left").with_columns(
+def _checks(part: Path) -> pl.DataFrame | None:
+    """The md5 checks `_graph_tables` made of a part's payloads (None before it has run)."""
+    f = part / "checks.arrow"
+    return _read(f) if f.exists() else None
+
+
+def _with_checks(events: pl.DataFrame, checks: pl.DataFrame | None) -> pl.DataFrame:
+    """`events` with `payload_ok` as `checks` found it."""
+    if checks is not None and events.height:
+        events = events.join(checks, on=["file", "lineno"], how="left", suffix="_checked", maintain_order="left").with_columns(
             pl.coalesce("payload_ok_checked", "payload_ok").alias("payload_ok")
         ).drop("payload_ok_checked")
     return events
@@ -546,8 +552,7 @@ def ensure_graph_tables(workdir: Path, *, jobs: int | None = None) -> None:
 def graph_tables_in_workers(workdir: Path, *, jobs: int | None = None) -> bool:
     """Whether `ensure_graph_tables` has work to do and will do it in worker processes
     (this process is then free meanwhile)."""
-    todo = _graph_jobs(workdir)  # (the test `_run` makes)
-    return min(jobs or os.cpu_count() or 1, len(todo)) > 1 and sum(j[2] for j in todo) >= HEAVY_PARALLEL_MIN_BYTES
+    return _in_parallel(_graph_jobs(workdir), jobs, HEAVY_PARALLEL_MIN_BYTES)
 
 
 Job = tuple  # (function, args, size in bytes)
@@ -559,6 +564,12 @@ def timed_call(fn: Callable, args: tuple | list) -> object:
     result = fn(*args)
     timing.mark(fn.__name__, t)
     return result
+
+
+def _in_parallel(todo: list[Job], jobs: int | None, min_bytes: int) -> bool:
+    """Whether `_run` spreads `todo` over processes: more than one job and core, and at least
+    `min_bytes` of work in all."""
+    return min(jobs or os.cpu_count() or 1, len(todo)) > 1 and sum(j[2] for j in todo) >= min_bytes
 
 
 class WorkerError(Exception):
@@ -573,10 +584,9 @@ def _run(
     processes all the same). Returns the jobs' results in the order of `todo`."""
     if not todo:
         return []
-    workers = min(jobs or os.cpu_count() or 1, len(todo))
-    threshold = PARALLEL_MIN_BYTES if min_bytes is None else min_bytes
-    if not isolate and (workers <= 1 or sum(j[2] for j in todo) < threshold):
+    if not isolate and not _in_parallel(todo, jobs, PARALLEL_MIN_BYTES if min_bytes is None else min_bytes):
         return [timed_call(fn, args) for fn, args, _ in todo]
+    workers = min(jobs or os.cpu_count() or 1, len(todo))
     import queue
     import threading
 
