@@ -45,9 +45,20 @@ __all__ = [
     "limit_hits_from_trace",
     "recompiles_from_text",
     "recompiles_from_trace",
+    "user_name",
 ]
 
 _S, _I32, _I64, _B = pl.String, pl.Int32, pl.Int64, pl.Boolean
+
+_GUARD_SOURCE_ROOT = re.compile(r"\b[LG]\['([^']*)'\]")
+
+
+def user_name(guard_source: str | None) -> str:
+    """A guard source as the user's code names it: `L['x']` -> `x`, `G['cfg'].scale` ->
+    `cfg.scale`, `len(L['xs'])` -> `len(xs)` (Dynamo's locals/globals dicts dropped)."""
+    if not guard_source:
+        return ""
+    return _GUARD_SOURCE_ROOT.sub(lambda m: m.group(1), guard_source)
 _TAIL = {"source": _S, "file": _S, "lineno": _I64}
 
 RECOMPILES_SCHEMA = pl.Schema(

@@ -26,7 +26,6 @@ Every other line (program prints, tracebacks, warnings, progress bars) goes to
 
 from __future__ import annotations
 
-import datetime as dt
 import gzip
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,9 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import polars as pl
+
+from parsers.compile_ids import TRACE_ID_RE
+from parsers.glog import timestamp, year_and_month
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,10 +60,6 @@ PREFIX_FIELDS_RE = (
     r"(?P<src_file>[^\]]+):(?P<src_line>\d+)\]"
     r"(?: \[(?P<tid>!?\d+(?:/\d+){0,2}(?:_\d+)?)\])?"
     r"(?: \[__(?P<artifact>[^\]\s]+)\])?$"
-)
-# Compile id without brackets: `0/1`, `0/1_2`, `!0`, `!0/3/0`, `!0/3/0_1`.
-TRACE_ID_RE = (
-    r"^(?:!(?P<ca>\d+))?/?(?:(?P<fid>\d+)/(?P<fcid>\d+))?(?:_(?P<att>\d+))?$"
 )
 # Unprefixed lines that are program output even in a legacy capture.
 _OUTPUT_LIKE = (
@@ -192,7 +190,7 @@ def read_text_log(
     path = Path(path)
     name = str(path)
     data, size = _read_bytes(path)
-    mtime = dt.datetime.fromtimestamp(path.stat().st_mtime)
+    mtime = path.stat().st_mtime
     lines, invalid = _split_lines(data)
     truncated = bool(data) and not data.endswith(b"\n")
     del data
@@ -301,7 +299,7 @@ def _group_legacy(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _records(
-    part: pl.DataFrame, fields: pl.DataFrame, name: str, mtime: dt.datetime
+    part: pl.DataFrame, fields: pl.DataFrame, name: str, mtime: float
 ) -> pl.DataFrame:
     if part.height == 0:
         return pl.DataFrame(schema=LOG_RECORDS_SCHEMA)
@@ -319,9 +317,6 @@ def _records(
         .sort("lineno")
         .join(fields.drop("stream"), on="prefix", how="left")
     )
-    month = pl.col("md").str.slice(0, 2).cast(pl.Int32)
-    year = pl.lit(mtime.year) - (month > mtime.month).cast(pl.Int32)
-    ts = pl.concat_str([year.cast(pl.String), pl.col("md"), pl.lit(" "), pl.col("time")])
     tid = pl.col("tid").str.extract_groups(TRACE_ID_RE)
     rec = rec.with_columns(tid.alias("t")).unnest("t")
     return rec.select(
@@ -333,7 +328,7 @@ def _records(
         pl.col("rank").cast(pl.Int32),
         pl.col("pid").cast(pl.Int32),
         "level",
-        ts.str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False).alias("ts"),
+        timestamp(pl.col("md"), pl.col("time"), *year_and_month(mtime)).alias("ts"),
         "src_file",
         pl.col("src_line").cast(pl.Int32),
         pl.col("tid").str.replace(r"_\d+$", "").alias("compile_id"),

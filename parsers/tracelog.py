@@ -12,7 +12,6 @@ ranges of the file, read later by `hydrate`. Several files are parsed as one bat
 
 from __future__ import annotations
 
-import datetime as _dt
 import gzip
 import hashlib
 import mmap
@@ -26,6 +25,7 @@ import orjson
 import polars as pl
 
 from parsers.discover import InputError
+from parsers.glog import timestamp, year_and_month
 from parsers.kinds import (
     CONTEXT_KEYS,
     NAMED_KINDS,
@@ -290,11 +290,6 @@ def _check_utf8(data: bytes | mmap.mmap) -> None:
         raise NotUtf8(str(exc)) from None
 
 
-def _year_for(mtime: float) -> tuple[int, int]:
-    d = _dt.datetime.fromtimestamp(mtime)
-    return d.year, d.month
-
-
 def _int_or_none(v: object) -> int | None:
     if v is None or type(v) is int:
         return v  # type: ignore[return-value]
@@ -506,7 +501,7 @@ def _scan(
     # (also when the file had to be read in full: its rows share a lazy batch's table)
     chromium_rows, chromium = _chromium(data, kinds, raw_start, raw_end, kept_payload_lines) if asked_lazy else ([], {})
     has = kept_payload_lines > 0
-    year, month = _year_for(mtime if mtime is not None else _dt.datetime.now().timestamp())
+    year, month = year_and_month(mtime)
     columns = {
         "lineno": pl.Series(kept_cand + 1 + line_offset, dtype=pl.Int64),
         "n_payload": pl.Series(kept_payload_lines, dtype=pl.Int64),
@@ -622,7 +617,7 @@ def _build(scans: list[_Scan], *, lazy: bool) -> ParsedFile:
             ).alias("rank"),
             pl.col("pid").cast(pl.Int32, strict=False),
             pl.col("src_line").cast(pl.Int32, strict=False),
-            _timestamp(pl.col("_year"), pl.col("_month")),
+            timestamp(pl.col("md"), pl.col("time"), pl.col("_year"), pl.col("_month")).alias("ts"),
             pl.col("kind").is_in(sorted(k for k in kinds_seen if is_known_kind(k))).alias("known_kind"),
             pl.when(pl.col("compile_id").is_not_null())
             .then(
@@ -881,18 +876,6 @@ def _problem_frame(file: str, problems: _Problems) -> pl.DataFrame:
             "detail": problems.details,
         },
         schema=PROBLEMS_SCHEMA,
-    )
-
-
-def _timestamp(year: pl.Expr, month: pl.Expr) -> pl.Expr:
-    """The envelope's time: glog prints no year, so it is the file's mtime's year, or the
-    year before for a month after the mtime's."""
-    mon = pl.col("md").str.slice(0, 2).cast(pl.Int32, strict=False)
-    yr = pl.when(mon > month).then(year - 1).otherwise(year).cast(pl.String)
-    return (
-        pl.concat_str(yr, pl.col("md"), pl.lit(" "), pl.col("time"))
-        .str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False)
-        .alias("ts")
     )
 
 

@@ -8,9 +8,10 @@ import polars as pl
 import pytest
 
 from parsers.facts import annotations_from_text
+from parsers.seq_links import SEQ_LINKS_SCHEMA, seq_links
 from tests.conftest import needs_shared
 from tests.helpers_graphs import FIXTURES, GPU, PEER, tables
-from traceview.analyze.origin import SEQ_LINKS_SCHEMA, origin, origin_table, seq_links
+from traceview.analyze.origin import origin, origin_table
 
 TRAINING = FIXTURES / "training"
 ERF_LINE = 23  # fixtures/programs/training.py:23  h = torch.erf(h) * 0.5

@@ -15,8 +15,9 @@ import pytest
 
 from parsers.facts import annotations_from_text
 from parsers.outputcode import stack_frame
+from parsers.seq_links import seq_links
 from tests.helpers_graphs import FIXTURES, tables
-from traceview.analyze.origin import origin, seq_links
+from traceview.analyze.origin import origin
 from traceview.cli import main
 
 PROV = FIXTURES / "training_provenance"

@@ -78,7 +78,7 @@ FORMAT_VERSION = 1
 
 # where each table's schema is defined (imported only for the table asked for)
 _SCHEMAS = {
-    "seq_links": ("traceview.analyze.origin", "SEQ_LINKS_SCHEMA"),
+    "seq_links": ("parsers.seq_links", "SEQ_LINKS_SCHEMA"),
     "graphs": ("parsers.graphs", "GRAPHS_SCHEMA"),
     "graph_nodes": ("parsers.graphs", "GRAPH_NODES_SCHEMA"),
     "kernels": ("parsers.graphs", "KERNELS_SCHEMA"),
@@ -385,8 +385,8 @@ def _graph_tables(part: Path, on_group: GroupSink | None = None) -> dict[str, pl
         build_kernels,
         build_provenance,
     )
+    from parsers.seq_links import seq_links
     from parsers.tracelog import hydrate
-    from traceview.analyze.origin import seq_links
 
     records = _read(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
     # forward/backward pairs never span two files, so the links are built per group,

@@ -13,16 +13,23 @@ from typing import Any
 
 import polars as pl
 
+from parsers.compiles import STATUSES
 from traceview.analyze import compile_time as ct
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
+from traceview.analyze.findings import (
+    failure_key,
+    group_ranks,
+    per_rank_key,
+    ranks_text,
+    slow_compile_key,
+    storm_key,
+)
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.storms import recompile_storms
 from traceview.schema import REPORT_SCHEMA_VERSION
 from traceview.textutil import one_line, printable
 from traceview.trace import Trace
-
-STATUSES = ("ok", "failed", "graph_break_restarts", "empty_graph", "no_metrics")
 
 
 def _rows(df: pl.DataFrame) -> list[dict[str, Any]]:
@@ -166,49 +173,8 @@ class _Paths:
         return f"{s}:{line}" if line is not None else s
 
 
-def ranks_text(ranks: list[Any]) -> str:
-    """"rank 3 ", "ranks 0-47 ", "ranks 1,5 " (empty for a process without a rank)."""
-    rs = sorted(r for r in ranks if r is not None)
-    if not rs:
-        return ""
-    if len(rs) == 1:
-        return f"rank {rs[0]} "
-    if rs == list(range(rs[0], rs[-1] + 1)):
-        return f"ranks {rs[0]}-{rs[-1]} "
-    return f"ranks {','.join(map(str, rs))} "
-
-
 def _rank(r: Any) -> str:
     return "" if r is None else f"rank {r} "
-
-
-def storm_key(s: dict[str, Any]) -> tuple:
-    """What makes two ranks' recompile storms the same finding."""
-    return (s["function"], s["filename"], s["line"], s["compiles"], s["hit_recompile_limit"],
-            tuple((c["kind"], c["text"], c["count"]) for c in s["causes"]))
-
-
-def failure_key(f: dict[str, Any]) -> tuple:
-    """What makes two ranks' failed compiles the same finding."""
-    return (f["compile_id"], f.get("function"), f["filename"], f["line"], f["category"], f["reason"])
-
-
-def slow_compile_key(r: dict[str, Any]) -> tuple:
-    """What makes two ranks' slowest compiles the same line."""
-    return (r["seconds"], r["compile_id"], r["function"], r["filename"], r["line"])
-
-
-def group_ranks(items: list[dict[str, Any]], key: Any) -> list[tuple[dict[str, Any], list[Any]]]:
-    """Findings that are the same on several ranks, shown once with the list of ranks (in the
-    order of their first appearance; each with its first item)."""
-    groups: dict[Any, tuple[dict[str, Any], list[Any]]] = {}
-    for it in items:
-        k = key(it)
-        if k in groups:
-            groups[k][1].append(it["rank"])
-        else:
-            groups[k] = (it, [it["rank"]])
-    return list(groups.values())
 
 
 def _s(seconds: Any) -> str:
@@ -434,9 +400,7 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
     if report["per_rank"]:
         t.heading("PER RANK")
         # ranks that compiled the same way share a line
-        groups = group_ranks(
-            report["per_rank"], lambda r: (r["compiles"], *(r[k] for k in STATUSES), r["compile_time_s"])
-        )
+        groups = group_ranks(report["per_rank"], per_rank_key)
         for r, rks in groups[:12]:
             label = "process" if r["rank"] is None else ranks_text(rks).strip()
             each = " each" if len(rks) > 1 else ""

@@ -84,7 +84,7 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
     if name == "provenance":
         return g.build_provenance(t.events)
     if name == "seq_links":
-        from traceview.analyze.origin import seq_links
+        from parsers.seq_links import seq_links
 
         return seq_links(t.graph_nodes, t.annotations)
     raise KeyError(f"no table named {name!r}; tables: {', '.join(TABLES)}")

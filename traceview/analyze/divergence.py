@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from parsers.compile_ids import sort_key
+
 SCHEMA = {
     "rank": pl.Int32,
     "extra_compile_ids": pl.List(pl.String),
@@ -164,9 +166,9 @@ def rank_divergence(
     verb = "compiles" if source == "trace" else "logs"
     for r in ranks:
         mine = ids_of.get(r, set())
-        extra = sorted(mine - majority, key=_cid_key)
-        missing = sorted(majority - mine, key=_cid_key)
-        d = sorted(diff_of.get(r, []), key=lambda t: _cid_key(t[0]))
+        extra = sorted(mine - majority, key=sort_key)
+        missing = sorted(majority - mine, key=sort_key)
+        d = sorted(diff_of.get(r, []), key=lambda t: sort_key(t[0]))
         different = [t[0] for t in d]
         if not (extra or missing or different):
             continue
@@ -216,8 +218,3 @@ def _explain(sig: str, major: str) -> str:
         if x != y:
             out.append(f"{name} {x.split('=', 1)[-1] or '-'} (most ranks: {y.split('=', 1)[-1] or '-'})")
     return ", ".join(out) or "differs"
-
-
-def _cid_key(cid: str) -> tuple:
-    parts = cid.lstrip("!").replace("_", "/").split("/")
-    return (cid.startswith("!"), *[int(p) if p.isdigit() else 0 for p in parts])

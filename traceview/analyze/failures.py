@@ -11,6 +11,8 @@ import re
 
 import polars as pl
 
+from parsers.compile_ids import sort_key
+
 CATEGORIES = (
     "graph_break",
     "backend_compiler_failure",
@@ -268,9 +270,5 @@ def failures(
                 }
             )
     order = {c: i for i, c in enumerate(SEVERITY)}
-    rows.sort(key=lambda r: (order[r["category"]], r["rank"] if r["rank"] is not None else -1, _cid_key(r["compile_id"])))
+    rows.sort(key=lambda r: (order[r["category"]], r["rank"] if r["rank"] is not None else -1, sort_key(r["compile_id"])))
     return pl.DataFrame(rows, schema=SCHEMA)
-
-
-def _cid_key(cid: str | None) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in (cid or "").lstrip("!").replace("_", "/").split("/"))

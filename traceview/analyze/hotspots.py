@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers.sources import prefer_trace
 from traceview.trace import Trace
 
 HOTSPOT_SCHEMA_KEYS = (
@@ -72,15 +73,6 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def dedupe_sources(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Rows seen both in the trace and in the text log count once (the trace row is kept)."""
-    if df.height == 0 or "source" not in df.columns or df["source"].n_unique() < 2:
-        return df
-    tr = df.filter(pl.col("source") == "trace")
-    tx = df.filter(pl.col("source") != "trace")
-    return pl.concat([tr, tx.join(tr.select(keys).unique(), on=keys, how="anti", nulls_equal=True)])
-
-
 def parse_reason(text: str | None) -> dict[str, Any]:
     """Title, gb id and hints of a graph-break / failure message (restart reason, fail_reason)."""
     lines = [s.strip() for s in (text or "").split("\n")]
@@ -93,7 +85,7 @@ def parse_reason(text: str | None) -> dict[str, Any]:
 
 
 def _message_rows(trace: Trace) -> pl.DataFrame:
-    gb = dedupe_sources(trace.graph_breaks, ["rank", "compile_id", "filename", "line", "reason"])
+    gb = prefer_trace(trace.graph_breaks, ["rank", "compile_id", "filename", "line", "reason"])
     return gb.select(
         *[
             (pl.col(c) if c in gb.columns else pl.lit(None)).cast(t).alias(c)

@@ -1,14 +1,8 @@
 """Where does this backward node, or this kernel, come from in the user's code?
 
-Two analyses over the ``graph_nodes``, ``kernels`` and ``annotations`` tables:
+Follows the ``seq_links`` table (built by parsers.seq_links), ``graph_nodes``, ``kernels``
+and ``annotations``:
 
-* :func:`seq_links` — forward node <-> backward node(s) of one compile. Forward and backward
-  nodes of one autograd op share a ``seq_nr``; torch 2.13 only logs it in the TORCH_LOGS
-  ``annotation`` walk over the joint graph (``node: n`` / ``seq_nr: N``), whose node names
-  are kept in the partitioned ``aot_forward``/``aot_backward`` graphs, so the link is a join
-  on (rank, compile_id, node). Backward nodes without a logged seq_nr are linked to the
-  forward nodes that share their user source line (every backward node carries the stack
-  trace of the forward op it differentiates, printed as the ``# File:`` comment).
 * :func:`origin_table` / :func:`origin` — kernel -> the graph nodes it computes (Inductor
   provenance artifacts, the wrapper's ``Source node to ATen node mapping`` or its
   ``Source Nodes`` comments, or as a last resort the op names in the kernel's name) ->
@@ -29,20 +23,12 @@ from typing import Any
 import polars as pl
 
 from parsers.outputcode import stack_frame
+from parsers.seq_links import COMPUTE_OPS, USER_COLUMNS, compute_nodes, seq_links
+from parsers.sources import prefer_trace
 
-__all__ = ["ORIGIN_SCHEMA", "SEQ_LINKS_SCHEMA", "Chain", "origin", "origin_table", "seq_links"]
+__all__ = ["ORIGIN_SCHEMA", "Chain", "origin", "origin_table"]
 
 _S, _I32, _I64 = pl.String, pl.Int32, pl.Int64
-
-SEQ_LINKS_SCHEMA = pl.Schema(
-    {
-        "rank": _I32, "compile_id": _S, "source": _S, "link": _S, "seq_nr": _I64,
-        "forward_graph_id": _S, "forward_aot_id": _S, "forward_node": _S, "forward_target": _S,
-        "backward_graph_id": _S, "backward_aot_id": _S, "backward_node": _S,
-        "backward_target": _S, "user_file": _S, "user_line": _I32, "user_function": _S,
-        "user_code": _S, "backward_user_line": _I32, "file": _S, "lineno": _I64,
-    }
-)
 
 ORIGIN_SCHEMA = pl.Schema(
     {
@@ -54,95 +40,9 @@ ORIGIN_SCHEMA = pl.Schema(
     }
 )
 
-_COMPUTE_OPS = ["call_function", "call_method", "call_module"]
-_USER = ["user_file", "user_line", "user_function", "user_code"]
+
 # how a kernel was tied to graph nodes, best first
 _VIA_RANK = {"provenance": 0, "aten_mapping": 1, "source_nodes": 2, "kernel_name": 3}
-
-
-def _compute_nodes(graph_nodes: pl.DataFrame, kinds: list[str]) -> pl.DataFrame:
-    """Top-level compute nodes (no placeholders/outputs/get_attr, no HOP-body nodes)."""
-    return graph_nodes.filter(
-        pl.col("graph_kind").is_in(kinds)
-        & pl.col("op").is_in(_COMPUTE_OPS)
-        & ~pl.col("module").str.contains(".", literal=True)
-    )
-
-
-# ----------------------------------------------------------------------- seq links
-def seq_links(graph_nodes: pl.DataFrame, annotations: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Forward <-> backward node pairs of each compile (see module doc); SEQ_LINKS_SCHEMA."""
-    keys = ["rank", "compile_id", "source"]
-    fw = _compute_nodes(graph_nodes, ["aot_forward"]).select(
-        *keys, pl.col("graph_id").alias("forward_graph_id"),
-        pl.col("aot_id").alias("forward_aot_id"), pl.col("node").alias("forward_node"),
-        pl.col("target").alias("forward_target"), *_USER,
-    )
-    bw = _compute_nodes(graph_nodes, ["aot_backward"]).select(
-        *keys, pl.col("graph_id").alias("backward_graph_id"),
-        pl.col("aot_id").alias("backward_aot_id"), pl.col("node").alias("backward_node"),
-        pl.col("target").alias("backward_target"),
-        pl.col("user_file").alias("b_file"), pl.col("user_line").alias("backward_user_line"),
-        "file", "lineno",
-    )
-    # Each backward graph belongs to the forward graph of the same compile logged before it
-    # in the same file (a file can hold a compile id more than once, e.g. concatenated logs):
-    # links are only made within that pair, which also keeps the joins linear.
-    # graph_id is "<file>:<line>": the file and the position of the graph in it
-    where = [
-        pl.col("_g").str.replace(r":\d+$", "").alias("_gfile"),
-        pl.col("_g").str.extract(r":(\d+)$").cast(_I64).alias("_pos"),
-        # join_asof matches no null keys: give them a value
-        *[pl.col(k).cast(_S).fill_null("\0").alias(f"_{k}") for k in keys],
-    ]
-    fwg = (
-        fw.select(*keys, pl.col("forward_graph_id").alias("_g")).unique()
-        .with_columns(where).rename({"_g": "_fg"}).sort("_pos")
-    )
-    bwg = bw.select(*keys, pl.col("backward_graph_id").alias("_g")).unique().with_columns(where).sort("_pos")
-    fwg = fwg.drop(keys)
-    pairs = bwg.join_asof(
-        fwg, on="_pos", by=[*[f"_{k}" for k in keys], "_gfile"], strategy="backward", check_sortedness=False
-    ).select(
-        pl.col("_g").alias("backward_graph_id"), pl.col("_fg").alias("forward_graph_id")
-    )
-    bw = bw.join(pairs, on="backward_graph_id", how="left")
-    fw = fw.rename({"forward_graph_id": "_fg"}).with_columns(pl.col("_fg").alias("forward_graph_id"))
-    pair_keys = [*keys, "forward_graph_id"]
-    parts: list[pl.DataFrame] = []
-    if annotations is not None and not annotations.is_empty():
-        ann = (
-            annotations.filter(pl.col("seq_nr").is_not_null())
-            .select(pl.col("rank").cast(_I32), pl.col("compile_id").cast(_S), "node",
-                    pl.col("seq_nr").cast(_I64))
-            .unique()
-        )
-        fws = fw.join(ann, left_on=["rank", "compile_id", "forward_node"],
-                      right_on=["rank", "compile_id", "node"], nulls_equal=True)
-        bws = bw.join(ann, left_on=["rank", "compile_id", "backward_node"],
-                      right_on=["rank", "compile_id", "node"], nulls_equal=True)
-        by_seq = bws.join(fws.drop("_fg"), on=[*pair_keys, "seq_nr"], nulls_equal=True).with_columns(
-            pl.lit("seq_nr").alias("link")
-        )
-        parts.append(by_seq)
-        linked = by_seq.select(*keys, "backward_graph_id", "backward_node").unique()
-        bw = bw.join(linked, on=[*keys, "backward_graph_id", "backward_node"], how="anti",
-                     nulls_equal=True)
-    by_line = (
-        bw.filter(pl.col("b_file").is_not_null())
-        .join(fw.filter(pl.col("user_file").is_not_null()).drop("_fg"),
-              left_on=[*pair_keys, "b_file", "backward_user_line"],
-              right_on=[*pair_keys, "user_file", "user_line"], nulls_equal=True)
-        .with_columns(
-            pl.col("b_file").alias("user_file"), pl.col("backward_user_line").alias("user_line"),
-            pl.lit(None, dtype=_I64).alias("seq_nr"), pl.lit("source_line").alias("link"),
-        )
-    )
-    parts.append(by_line)
-    out = pl.concat([p.select(SEQ_LINKS_SCHEMA.names()).cast(dict(SEQ_LINKS_SCHEMA))
-                     for p in parts], how="vertical")
-    return out.sort(["rank", "compile_id", "source", "backward_graph_id", "link", "seq_nr",
-                     "backward_node", "forward_node"], nulls_last=True)
 
 
 # -------------------------------------------------------------------------- origin
@@ -213,19 +113,6 @@ def _filter(df: pl.DataFrame, compile_id: str | None, rank: int | None) -> pl.Da
     return df
 
 
-def _prefer_trace(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Rows of the trace where a (rank, compile) has both trace and text rows (same compile
-    logged twice); text rows where there is no trace."""
-    if "source" not in df.columns or df.is_empty():
-        return df
-    has = df.group_by(keys).agg((pl.col("source") == "trace").any().alias("_has_trace"))
-    return (
-        df.join(has, on=keys, nulls_equal=True)
-        .filter((pl.col("source") == "trace") | ~pl.col("_has_trace"))
-        .drop("_has_trace")
-    )
-
-
 def _kernel_nodes(k: pl.DataFrame, graph_nodes: pl.DataFrame, name_match: bool) -> pl.DataFrame:
     """(kernel_id, node, via) candidates, keeping each kernel's best ``via``."""
     base = ["kernel_id", "rank", "compile_id", "source", "graph"]
@@ -250,7 +137,7 @@ def _kernel_nodes(k: pl.DataFrame, graph_nodes: pl.DataFrame, name_match: bool) 
             pl.format("_{}_", pl.col("name").str.replace(r"^(?:triton_[a-z]+|cpp)_fused_", "")
                       .str.replace(r"_\d+$", "")).alias("words"),
         )
-        pg = _compute_nodes(graph_nodes, ["post_grad", "aot_forward", "aot_backward",
+        pg = compute_nodes(graph_nodes, ["post_grad", "aot_forward", "aot_backward",
                                           "aot_inference"]).select(
             "rank", "compile_id", "source", pl.col("aot_id").alias("graph"), "graph_kind",
             "node", pl.format("_{}_", pl.col("target").str.replace(r"^[a-z_0-9]+\.", "")
@@ -275,10 +162,10 @@ def _kernel_nodes(k: pl.DataFrame, graph_nodes: pl.DataFrame, name_match: bool) 
 def _resolve(cands: pl.DataFrame, graph_nodes: pl.DataFrame) -> pl.DataFrame:
     """Find each candidate node in the graphs of its compile: post-grad graph of the kernel's
     AOT id, then the AOT graph of that id, then the Dynamo graph (forward source nodes)."""
-    nodes = _compute_nodes(graph_nodes, ["post_grad", "aot_forward", "aot_backward",
+    nodes = compute_nodes(graph_nodes, ["post_grad", "aot_forward", "aot_backward",
                                          "aot_inference", "dynamo"]).select(
         "rank", "compile_id", pl.col("source").alias("g_source"), pl.col("aot_id").alias("g_aot"),
-        "graph_kind", "graph_id", "node", *_USER,
+        "graph_kind", "graph_id", "node", *USER_COLUMNS,
     )
     j = cands.join(nodes, on=["rank", "compile_id", "node"], nulls_equal=True)
     prio = (
@@ -402,7 +289,7 @@ def origin_table(
             raise ValueError("origin(kernel=...) needs the kernels table")
         k = _filter(kernels.filter((pl.col("name") == kernel) | (pl.col("kernel_id") == kernel)),
                     compile_id, rank)
-        k = k.filter(pl.col("source") == source) if source is not None else _prefer_trace(
+        k = k.filter(pl.col("source") == source) if source is not None else prefer_trace(
             k, ["rank", "compile_id"])
         if k.is_empty():
             return empty
@@ -447,7 +334,7 @@ def origin_table(
 
     if node is not None:
         g = _filter(graph_nodes.filter(pl.col("node") == node), compile_id, rank)
-        g = _prefer_trace(g.filter(pl.col("op").is_in(_COMPUTE_OPS)), ["rank", "compile_id"])
+        g = prefer_trace(g.filter(pl.col("op").is_in(COMPUTE_OPS)), ["rank", "compile_id"])
         # prefer the AOT graphs (where seq_nrs live) over post-grad/dynamo copies of a name
         order = {"aot_backward": 0, "aot_forward": 0, "aot_inference": 0, "post_grad": 1,
                  "dynamo": 2}
@@ -462,7 +349,7 @@ def origin_table(
             pl.col("graph_id").alias("kernel_id"), "rank", "compile_id", "source",
             pl.col("aot_id").alias("graph"), "node", pl.lit("node").alias("via"),
             pl.col("source").alias("g_source"), pl.col("aot_id").alias("g_aot"), "graph_kind",
-            "graph_id", *_USER, "file", "lineno",
+            "graph_id", *USER_COLUMNS, "file", "lineno",
         )
         res = _through_seq(resolved, links)
         out = _chains(res, ["kernel_id", "rank", "compile_id", "source", "graph", "file",
@@ -470,7 +357,7 @@ def origin_table(
         return _finish(out.with_columns(pl.lit(None, dtype=_S).alias("kernel_id")))
 
     if seq_nr is not None:
-        lk = _prefer_trace(_filter(links.filter(pl.col("seq_nr") == seq_nr), compile_id, rank),
+        lk = prefer_trace(_filter(links.filter(pl.col("seq_nr") == seq_nr), compile_id, rank),
                            ["rank", "compile_id"])
         if lk.is_empty():
             return empty
@@ -478,7 +365,7 @@ def origin_table(
             "rank", "compile_id", "source", pl.col("backward_aot_id").alias("graph"),
             pl.col("backward_node").alias("node"), pl.lit("seq_nr").alias("via"),
             pl.lit("aot_backward").alias("graph_kind"), "backward_node", "link", "seq_nr",
-            "forward_node", *_USER, "file", "lineno",
+            "forward_node", *USER_COLUMNS, "file", "lineno",
         )
         out = _chains(rows, ["rank", "compile_id", "source", "graph", "file", "lineno"], "seq_nr")
         return _finish(out)

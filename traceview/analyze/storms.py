@@ -29,6 +29,9 @@ from typing import Any
 import orjson
 import polars as pl
 
+from parsers.compile_ids import compile_number, frame_of, sort_key
+from parsers.facts import user_name
+from parsers.sources import prefer_trace
 from traceview.trace import Trace
 
 STORM_SCHEMA_KEYS = (
@@ -69,15 +72,7 @@ CAUSE_KINDS = (
     "other",
 )
 
-_SRC = re.compile(r"\b[LG]\['([^']*)'\]")
 _TENSOR_MATCH_SIZE = re.compile(r"size mismatch at index")
-
-
-def bare(src: str | None) -> str:
-    """`L['x']` -> `x`, `G['cfg'].scale` -> `cfg.scale` (how the user calls it)."""
-    if not src:
-        return ""
-    return _SRC.sub(lambda m: m.group(1), src)
 
 
 def _value_kind(expected: str | None, guard: str) -> str:
@@ -219,29 +214,6 @@ def cause_fix(kind: str, src: str, dim: Any, *, forced_static: bool | None, coun
     return "run with TORCH_LOGS=recompiles_verbose to see every failed guard of each cache entry"
 
 
-# ------------------------------------------------------------------------- frames
-def _frame_of(compile_id: str | None) -> str:
-    cid = (compile_id or "").lstrip("!")
-    return cid.split("/")[0] if "/" in cid else cid
-
-
-def _frame_compile_no(compile_id: str | None) -> int | None:
-    parts = (compile_id or "").split("/")
-    if len(parts) < 2:
-        return None
-    try:
-        return int(parts[1].split("_")[0])
-    except ValueError:
-        return None
-
-
-def cid_sort_key(cid: str) -> tuple:
-    out: list[int] = []
-    for part in cid.lstrip("!").replace("_", "/").split("/"):
-        out.append(int(part) if part.isdigit() else -1)
-    return (cid.startswith("!"), tuple(out))
-
-
 def dynamic_config(events: pl.DataFrame) -> dict[tuple[str, str], bool]:
     """(file, compile_id) -> whether the compile ran with automatic dynamic shapes off and
     static by default (what `torch.compile(dynamic=False)` sets), for every compile whose
@@ -260,15 +232,6 @@ def dynamic_config(events: pl.DataFrame) -> dict[tuple[str, str], bool]:
         if isinstance(cfg, dict) and "automatic_dynamic_shapes" in cfg:
             out[(file, cid)] = cfg["automatic_dynamic_shapes"] is False and bool(cfg.get("assume_static_by_default", True))
     return out
-
-
-def _dedupe_recompiles(rec: pl.DataFrame) -> pl.DataFrame:
-    """The same recompile seen in the trace and in the text log counts once (trace kept)."""
-    if rec.height == 0 or "source" not in rec.columns or rec["source"].n_unique() < 2:
-        return rec
-    tr = rec.filter(pl.col("source") == "trace")
-    keys = tr.select("rank", "compile_id").unique()
-    return pl.concat([tr, rec.filter(pl.col("source") != "trace").join(keys, on=["rank", "compile_id"], how="anti", nulls_equal=True)])
 
 
 def _new_frame(rank: Any, proc: str) -> dict[str, Any]:
@@ -295,7 +258,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
     """Code objects that compiled more than once, per rank, most costly first: frames that hit
     the recompile limit, then by compiles, then by compile seconds."""
     comp = trace.compiles
-    rec = _dedupe_recompiles(trace.recompiles)
+    rec = prefer_trace(trace.recompiles, ["rank", "compile_id"])  # logged twice: counted once
     limit = trace.limit_hits
     if "automatic_dynamic_shapes" in comp.columns:
         known = comp.filter(pl.col("automatic_dynamic_shapes").is_not_null())
@@ -311,9 +274,9 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
     # trace compiles: the count and cost per frame
     dyn = comp.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
     for r in dyn.iter_rows(named=True):
-        k = (r["rank"], r["file"], str(r["frame_id"]))
+        k = (r["rank"], r["file"], r["frame_id"])
         f = frames.setdefault(k, _new_frame(r["rank"], r["file"]))
-        by_rank_frame.setdefault((r["rank"], str(r["frame_id"])), k)
+        by_rank_frame.setdefault((r["rank"], r["frame_id"]), k)
         f["compile_ids"].add(r["compile_id"])
         f["records"][r["compile_id"]] = (r["file"], r["lineno"])
         f["seconds"] += r["total_time_s"] or 0.0
@@ -327,7 +290,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             f["failed"].add(r["compile_id"])
 
     def key_for(rank: Any, file: str, compile_id: str | None, source: str | None) -> tuple:
-        fid = _frame_of(compile_id)
+        fid = frame_of(compile_id)
         if source == "trace":
             return (rank, file, fid)
         return by_rank_frame.get((rank, fid), (rank, file, fid))
@@ -358,12 +321,12 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         n = len(ids)
         # a record naming compile N/M means the frame compiled at least M+1 times
         for c in ids:
-            m = _frame_compile_no(c)
+            m = compile_number(c)
             if m is not None:
                 n = max(n, m + 1)
         if n < 2:
             continue
-        guards = sorted(f["guards"], key=lambda g: (cid_sort_key(g["compile_id"] or ""), g.get("reason_index") or 0))
+        guards = sorted(f["guards"], key=lambda g: (sort_key(g["compile_id"]), g.get("reason_index") or 0))
         forced_static: bool | None = f["forced_static"]
         known_from: str | None = "config" if f["has_config"] else None
         if not f["has_config"] and not forced_static:
@@ -374,7 +337,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         first = guards[0] if guards else None
         if first is None:
             # no failed guard logged: point at the first recompile's own record
-            recompiled = sorted((c for c in ids if (_frame_compile_no(c) or 0) > 0), key=cid_sort_key) or sorted(ids, key=cid_sort_key)
+            recompiled = sorted((c for c in ids if (compile_number(c) or 0) > 0), key=sort_key) or sorted(ids, key=sort_key)
             cid = recompiled[0]
             rec_file, rec_line = f["records"].get(cid, (f["proc"], None))
             first = {"compile_id": cid, "file": rec_file, "lineno": rec_line}
@@ -392,7 +355,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 "limit_compile_id": f["limit_cid"],
                 "forced_dynamic_false": bool(forced_static),
                 "forced_dynamic_false_from": known_from,
-                "compile_ids": sorted(ids, key=cid_sort_key),
+                "compile_ids": sorted(ids, key=sort_key),
                 "causes": causes,
                 "compile_id": first["compile_id"],
                 "file": first["file"],
@@ -423,7 +386,7 @@ def _causes(guards: list[dict[str, Any]], forced_static: bool | None) -> list[di
     clusters: dict[tuple, dict[str, Any]] = {}
     for g in guards:
         kind = g.get("kind") or "other"
-        src = bare(g.get("guard_source"))
+        src = user_name(g.get("guard_source"))
         guard = g.get("guard") or ""
         if kind == "value":
             kind = _value_kind(g.get("expected"), guard)

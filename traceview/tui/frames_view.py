@@ -11,6 +11,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
+from parsers.compile_ids import frame_group
 from traceview.textutil import one_line
 from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
@@ -22,10 +23,10 @@ NodeData = tuple[str, Any]
 
 def _frame_key(row: dict[str, Any]) -> tuple:
     """The code object a compile belongs to: Dynamo's frame id (compiled-autograd ids apart)."""
-    cid = row["compile_id"] or "?"
-    if cid.startswith("!"):
-        return ("ca", cid.split("/")[0])
-    return ("frame", row["frame_id"] if row["frame_id"] is not None else cid.split("/")[0])
+    group = frame_group(row["compile_id"] or "?")
+    if group.startswith("!"):
+        return ("ca", group)
+    return ("frame", row["frame_id"] if row["frame_id"] is not None else group)
 
 
 def compile_label(row: dict[str, Any], first: bool) -> Text:

@@ -15,7 +15,17 @@ from typing import Any
 import orjson
 import polars as pl
 
-from traceview.report import failure_key, group_ranks, ranks_text, slow_compile_key, storm_key
+from parsers.compile_ids import frame_group, sort_exprs
+from parsers.compile_ids import parse as parse_compile_id
+from parsers.facts import user_name
+from parsers.sources import prefer_trace
+from traceview.analyze.findings import (
+    failure_key,
+    group_ranks,
+    ranks_text,
+    slow_compile_key,
+    storm_key,
+)
 from traceview.textutil import one_line
 from traceview.trace import Trace
 
@@ -331,15 +341,12 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
     if not parts:
         return pl.DataFrame(schema=_CODE_SCHEMA)
     df = pl.concat(parts, how="vertical_relaxed")
-    keys = ["rank", "compile_id", "what", "_dedupe"]
-    tr = df.filter(pl.col("src") == "trace")
-    tx = df.filter(pl.col("src") != "trace").join(tr.select(keys).unique(), on=keys, how="anti", nulls_equal=True)
-    df = pl.concat([tr, tx], how="vertical_relaxed").drop("_dedupe")
-    order = df.with_columns(
-        pl.col("compile_id").str.extract(r"^!?(\d+)", 1).cast(pl.Int64, strict=False).alias("_f"),
-        (pl.col("src") != "trace").alias("_t"),
-    )
-    return order.sort(["rank", "_f", "compile_id", "_t", "lineno"], nulls_last=False, maintain_order=True).drop("_f", "_t")
+    df = prefer_trace(pl.concat(parts, how="vertical_relaxed").rename({"src": "source"}), ["rank", "compile_id", "what", "_dedupe"])
+    df = df.rename({"source": "src"}).drop("_dedupe")
+    # per rank, in compile-id order; the trace's rows before the text log's, then log order
+    order = df.with_columns((pl.col("src") != "trace").alias("_t"))
+    keys = sort_exprs("compile_id")
+    return order.sort(["rank", *keys, "_t", "lineno"], nulls_last=False, maintain_order=True).drop("_t")
 
 
 def code_text(trace: Trace, what: str, key: str) -> str:
@@ -351,23 +358,7 @@ def code_text(trace: Trace, what: str, key: str) -> str:
 
 
 # ------------------------------------------------------------------------------ guards
-def bare_source(src: str | None) -> str:
-    """`L['x']` -> `x` (guard sources in the guards table vs recompile reasons)."""
-    if not src:
-        return ""
-    m = re.fullmatch(r"[LG]\['([^']*)'\](.*)", src)
-    return (m.group(1) + m.group(2)) if m else src
-
-
 _TENSOR_KINDS = {"size", "stride", "dtype", "device", "requires_grad", "ndim"}
-
-
-def prefer_trace(df: pl.DataFrame) -> pl.DataFrame:
-    """Rows from the trace when it has any for this selection, else from the text log."""
-    if df.height == 0 or "source" not in df.columns:
-        return df
-    tr = df.filter(pl.col("source") == "trace")
-    return tr if tr.height else df
 
 
 def _rank_is(rank: int | None) -> pl.Expr:
@@ -376,13 +367,13 @@ def _rank_is(rank: int | None) -> pl.Expr:
 
 def guards_of(trace: Trace, rank: int | None, compile_id: str) -> pl.DataFrame:
     g = trace.guards.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
-    return prefer_trace(g).with_row_index("i")
+    return prefer_trace(g, ["rank", "compile_id"]).with_row_index("i")
 
 
 def failures_of(trace: Trace, rank: int | None, compile_id: str) -> pl.DataFrame:
     """Recompile reasons of `compile_id`: the guards of earlier compiles that failed."""
     r = trace.recompiles.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
-    return prefer_trace(r).sort("reason_index")
+    return prefer_trace(r, ["rank", "compile_id"]).sort("reason_index")
 
 
 def failed_guard_rows(guards: pl.DataFrame, failures: pl.DataFrame, against: str) -> set[int]:
@@ -392,11 +383,11 @@ def failed_guard_rows(guards: pl.DataFrame, failures: pl.DataFrame, against: str
         return out
     fails = failures.filter(pl.col("failed_against") == against) if "failed_against" in failures.columns else failures
     for f in fails.iter_rows(named=True):
-        src = bare_source(f.get("guard_source"))
+        src = user_name(f.get("guard_source"))
         if not src:
             continue
         cand = guards.filter(
-            pl.col("guard_source").map_elements(bare_source, return_dtype=pl.String) == src
+            pl.col("guard_source").map_elements(user_name, return_dtype=pl.String) == src
         )
         if cand.height == 0:
             continue
@@ -471,10 +462,7 @@ class TraceModel:
         say("indexing raw records")
         records = record_index(trace)
         findings = findings_from_report(report, trace.recompiles if "recompiles" not in missing else None)
-        order = compiles.with_columns(
-            pl.col("compile_id").str.extract(r"^!?(\d+)", 1).cast(pl.Int64, strict=False).alias("_f"),
-            pl.col("frame_compile_id").fill_null(0).alias("_c"),
-        ).sort(["rank", "_f", "_c", "compile_id"], nulls_last=False).drop("_f", "_c")
+        order = compiles.sort(["rank", *sort_exprs("compile_id")], nulls_last=False, maintain_order=True)
         return cls(trace, report, findings, records, order, missing=missing)
 
     def build_graph_tables(self, progress: Callable[[str], None] | None = None) -> None:
@@ -504,11 +492,12 @@ class TraceModel:
     def find_compile(self, text: str, rank: int | None = None) -> CompileKey | None:
         """A compile id typed by the user (`0/1`, `[0/1]`, `[0/1_1]`, `rank 1 0/1`, `1:0/1`)."""
         s = text.strip()
-        m = re.match(r"^(?:rank\s*(\d+)\s*[:/ ]\s*|(\d+):)?\[?(!?[\d/]+?)(?:_\d+)?\]?$", s)
-        if not m:
+        m = re.match(r"^(?:rank\s*(\d+)\s*[:/ ]\s*|(\d+):)?(\S+)$", s)
+        parsed = parse_compile_id(m.group(3)) if m else None
+        if m is None or parsed is None:
             return None
         want_rank = m.group(1) or m.group(2)
-        cid = m.group(3)
+        cid = parsed.compile_id
         hits = self.compiles.filter(pl.col("compile_id") == cid)
         if want_rank is not None:
             hits = hits.filter(pl.col("rank") == int(want_rank))
@@ -525,12 +514,12 @@ class TraceModel:
         if "graph_breaks" in self.missing:
             return pl.DataFrame()
         gb = self.trace.graph_breaks.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
-        return prefer_trace(gb)
+        return prefer_trace(gb, ["rank", "compile_id"])
 
     def frames_of(self, compile_id: str) -> list[str]:
         """Compile ids of the same frame (code object), in order."""
-        frame = compile_id.split("/")[0]
-        ids = self.compiles.filter(pl.col("compile_id").str.split("/").list.first() == frame)["compile_id"]
-        return list(dict.fromkeys(ids.to_list()))
+        group = frame_group(compile_id)
+        ids = [c for c in self.compiles["compile_id"].to_list() if frame_group(c) == group]
+        return list(dict.fromkeys(ids))
 
 

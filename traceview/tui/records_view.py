@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container, Horizontal
 from textual.widgets import Input, Select, Static
 
+from parsers.compile_ids import parse as parse_compile_id
 from traceview.tui.code_view import CodeView
 from traceview.tui.lazy_table import Column, LazyTable
 from traceview.tui.model import CompileKey, TraceModel, record_payload
@@ -85,7 +86,8 @@ class RecordsView(View):
             df = df.filter(pl.col("kind") == self.kind)
         if self.compile:
             c = self.compile.strip()
-            bare = c.strip("[]").split("_")[0]
+            parsed = parse_compile_id(c)
+            bare = parsed.compile_id if parsed else c.strip("[]")
             df = df.filter((pl.col("compile_id") == bare) | (pl.col("trace_id") == c) | (pl.col("trace_id") == f"[{c.strip('[]')}]"))
         if self.rank is not None:
             df = df.filter(pl.col("rank") == self.rank)
