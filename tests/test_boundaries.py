@@ -3,9 +3,11 @@ Rich, and nothing outside traceview/tui imports Textual (so `summary` and `expor
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -49,18 +51,191 @@ def test_headless_traceview_does_not_import_textual() -> None:
     assert "textual" not in loaded
 
 
-def test_only_the_tui_package_imports_textual() -> None:
-    offenders = []
-    for path in [*(ROOT / "traceview").rglob("*.py"), *(ROOT / "parsers").rglob("*.py")]:
-        if "tui" in path.relative_to(ROOT).parts:
-            continue
-        text = path.read_text(encoding="utf-8")
-        if "import textual" in text or "from textual" in text:
-            offenders.append(str(path.relative_to(ROOT)))
-    assert offenders == []
-
-
 def test_the_tui_imports_textual() -> None:
     # the other side of the boundary: the UI package is where Textual lives
     loaded = _imported_after(["traceview.tui.app"])
     assert "textual" in loaded
+
+
+# ----------------------------------------------------------------------------- the import graph
+# Every `import` and `from ... import` in parsers/ and traceview/, wherever it stands (module
+# level, inside a function, under `if TYPE_CHECKING:`), read from the source's AST: an import
+# hidden in a function is still a dependency, and a cycle through one is still a cycle.
+PACKAGES = ("parsers", "traceview")
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _project_modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def _resolve(target: str, modules: dict[str, Path]) -> str | None:
+    """The project module `target` names (itself, or the module holding the name), or None."""
+    while target:
+        if target in modules:
+            return target
+        target = target.rpartition(".")[0]
+    return None
+
+
+def import_graph(modules: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """module -> the project modules it imports. `from pkg import sub` counts as an import of
+    `pkg.sub` when `sub` is a module (not of `pkg`'s __init__, which Python also runs: that
+    edge is implied for every submodule and says nothing about the layering)."""
+    modules = modules if modules is not None else _project_modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg = name if is_pkg else name.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        pkg = pkg.rpartition(".")[0]
+                    base = f"{pkg}.{base}" if base else pkg
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for t in targets:
+                dep = _resolve(t, modules)
+                if dep is not None and dep != name:
+                    graph[name].add(dep)
+    return graph
+
+
+def external_imports(path: Path) -> set[str]:
+    """Top-level names of the non-project packages a file imports (anywhere in it)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out - set(PACKAGES)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def _in(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+# The layers, bottom up. A module may import its own layer's modules and those of the layers
+# below; `traceview` (the package __init__) is the library's front door and may import
+# anything but the UI and the CLI.
+UTILITIES = ("traceview.errors", "traceview.timing", "traceview.versions", "traceview.printable")
+MODEL = ("traceview.trace",)
+ANALYZERS = ("traceview.analyze",)
+LOADING = ("traceview.loading", "traceview.cache", "traceview.pipeline", "traceview.worker_pool", "traceview.worker_process")
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for mod, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            why = None
+            if _in(mod, "parsers") and not _in(dep, "parsers"):
+                why = "parsers import nothing of traceview"
+            elif _in(mod, *UTILITIES) and not _in(dep, "parsers", *UTILITIES):
+                why = "the utilities import only parsers and each other"
+            elif _in(mod, *MODEL) and not _in(dep, "parsers", *UTILITIES, *MODEL):
+                why = "the Trace model imports only parsers and utilities"
+            elif _in(mod, *ANALYZERS) and not _in(dep, "parsers", *UTILITIES, *MODEL, *ANALYZERS):
+                why = "analyzers import only parsers, utilities, the model and each other"
+            elif _in(mod, *LOADING) and _in(dep, *ANALYZERS, "traceview.report", "traceview.export"):
+                why = "loading a trace needs no analysis, report or export"
+            elif _in(dep, "traceview.tui") and not _in(mod, "traceview.tui", "traceview.cli"):
+                why = "only the CLI opens the UI"
+            elif dep == "traceview.cli" and mod != "traceview.__main__":
+                why = "nothing imports the CLI (it is the top)"
+            if why:
+                bad.append(f"{mod} -> {dep}: {why}")
+    return bad
+
+
+def test_the_import_graph_sees_imports_inside_functions() -> None:
+    # traceview.cli imports traceview.loading and traceview.report only inside its functions
+    # (start-up time); the graph has both
+    assert {"traceview.loading", "traceview.report"} <= import_graph()["traceview.cli"]
+    assert "traceview.loading" not in (ROOT / "traceview" / "cli.py").read_text().split("\ndef ")[0]
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_no_import_against_the_layering() -> None:
+    assert violations(import_graph()) == []
+
+
+def test_only_the_tui_imports_textual_and_rich() -> None:
+    offenders = [
+        f"{name}: {sorted(ext & {'textual', 'rich'})}"
+        for name, path in _project_modules().items()
+        if not _in(name, "traceview.tui") and (ext := external_imports(path)) & {"textual", "rich"}
+    ]
+    assert offenders == []
+
+
+def test_the_checks_catch_a_cycle_and_an_upward_import() -> None:
+    # the checker itself, on a made-up graph: a cycle hidden in a function and an analyzer
+    # that reaches up into the report are both found
+    g = {
+        "traceview.trace": {"traceview.pipeline"},
+        "traceview.pipeline": {"traceview.trace"},
+        "traceview.analyze.storms": {"traceview.report"},
+        "traceview.report": {"traceview.analyze.storms"},
+        "parsers.graphs": {"traceview.analyze.origin"},
+        "traceview.analyze.origin": set(),
+    }
+    assert cycles(g) == [
+        ["traceview.analyze.storms", "traceview.report"],
+        ["traceview.pipeline", "traceview.trace"],
+    ]
+    assert violations(g) == [
+        "parsers.graphs -> traceview.analyze.origin: parsers import nothing of traceview",
+        "traceview.analyze.storms -> traceview.report: analyzers import only parsers, utilities, the model and each other",
+        "traceview.trace -> traceview.pipeline: the Trace model imports only parsers and utilities",
+    ]

@@ -15,6 +15,7 @@ import pytest
 
 import traceview
 from parsers.compiles import build_spans
+from parsers.discover import discover
 from parsers.tracelog import InputChanged, hydrate, read_trace_file, read_trace_files
 from tests.conftest import FIXTURES, PEER
 from tests.test_tracelog import all_trace_files
@@ -82,7 +83,7 @@ def test_changed_input_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_pipeline_events_equal_full_parse() -> None:
     f = next((FIXTURES / "training" / "trace").glob("*.log"))
-    t = pipeline.load_parsed(traceview.trace.discover(f))
+    t = pipeline.load_parsed(discover(f))
     full = read_trace_file(f).events
     assert t.events.drop("payload_ok").equals(full.drop("payload_ok"), null_equal=True)
 

@@ -14,7 +14,8 @@ import traceview
 from parsers.discover import discover
 from tests.conftest import FIXTURES, GPU, needs_shared
 from traceview import pipeline
-from traceview.cache import cache_dir, clear_cache, load_cached
+from traceview.cache import cache_dir, clear_cache
+from traceview.loading import LoadOptions, load_trace
 
 PIECE_TABLES = ("events", "strings", "problems", "compiles", "spans", "recompiles", "graph_breaks", "limit_hits")
 
@@ -90,13 +91,13 @@ def test_cache_reuses_and_invalidates(tmp_path: Path) -> None:
     src = next((FIXTURES / "simple" / "trace").glob("*.log"))
     f = tmp_path / src.name
     f.write_bytes(src.read_bytes())
-    first = load_cached(str(f))
+    first = load_trace(LoadOptions.of(f))
     entry = first.workdir
     assert entry is not None and entry.parent == cache_dir()
-    again = load_cached(str(f))
+    again = load_trace(LoadOptions.of(f))
     assert again.workdir == entry  # same inputs: the same entry, nothing parsed
     os.utime(f, (1, 1))  # touched: parsed again into a new entry
-    third = load_cached(str(f))
+    third = load_trace(LoadOptions.of(f))
     assert third.workdir != entry
     assert third.events.drop("ts").equals(first.events.drop("ts"))  # the year comes from the mtime
     assert clear_cache() >= 1

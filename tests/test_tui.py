@@ -6,7 +6,6 @@ parse cache, worker thread) and asserts what the screen shows and where keys lea
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import shutil
@@ -21,6 +20,7 @@ pytest.importorskip("textual")
 
 import traceview
 from tests.conftest import FIXTURES, ROOT
+from traceview.loading import LoadOptions
 from traceview.report import build_report
 from traceview.tui.app import TraceviewApp, build_app
 from traceview.tui.code_browser import CodeBrowser
@@ -28,9 +28,9 @@ from traceview.tui.code_view import CodeView
 from traceview.tui.findings_view import FindingsView
 from traceview.tui.frames_view import FramesView
 from traceview.tui.guards_view import GuardsView
-from traceview.tui.help_screen import HelpScreen, binding_groups, help_markdown
+from traceview.tui.help_screen import HelpScreen, help_markdown
 from traceview.tui.lazy_table import Column, LazyTable
-from traceview.tui.main_screen import MainScreen
+from traceview.tui.main_screen import MainScreen, binding_groups
 from traceview.tui.records_view import RecordsView
 from traceview.tui.run_picker import RunPicker
 from traceview.tui.text import FAILED_MARK
@@ -48,10 +48,9 @@ def sync(fn):
     return wrapper
 
 
-def open_args(path: str | Path, **kw: object) -> argparse.Namespace:
-    ns = {"path": str(path), "latest": False, "logs": [], "no_cache": False, "jobs": None}
-    ns.update(kw)
-    return argparse.Namespace(**ns)
+def open_args(path: str | Path) -> LoadOptions:
+    """What `traceview open PATH` loads (traceview.cli._options)."""
+    return LoadOptions.of(path, prestart=True)
 
 
 @pytest.fixture(autouse=True)
@@ -428,10 +427,11 @@ async def test_help_lists_every_binding() -> None:
             active.update(main.active_bindings)
         await press(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
-        md = help_markdown(app)
+        groups = binding_groups(app)
+        md = help_markdown(groups, app)
         from textual.binding import Binding
 
-        for _title, bindings in binding_groups():
+        for _title, bindings in groups:
             for b in Binding.make_bindings(bindings):
                 assert f"`{app.get_key_display(b)}" in md or f" {app.get_key_display(b)}`" in md or (
                     f" / {app.get_key_display(b)}" in md

@@ -9,7 +9,6 @@ checking the new SVGs by eye.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import pytest
@@ -18,6 +17,7 @@ pytest.importorskip("textual")
 pytest.importorskip("pytest_textual_snapshot")
 
 from tests.conftest import ROOT
+from traceview.loading import LoadOptions
 from traceview.tui.app import build_app
 from traceview.tui.main_screen import MainScreen
 
@@ -33,8 +33,7 @@ def _tui_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _app():
-    args = argparse.Namespace(path="fixtures/recompiles", latest=False, logs=[], no_cache=False, jobs=None)
-    app = build_app(args)
+    app = build_app(LoadOptions.of("fixtures/recompiles", prestart=True))
     app.CURSOR_BLINK = False
     return app
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from traceview.schema import REPORT_SCHEMA_VERSION, SCHEMA_VERSION
+from traceview.versions import REPORT_SCHEMA_VERSION, SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from traceview.trace import TABLES, Trace, load
+    from traceview.loading import load
+    from traceview.trace import TABLES, Trace
 
 __all__ = ["REPORT_SCHEMA_VERSION", "SCHEMA_VERSION", "TABLES", "Trace", "load", "read_export"]
 __version__ = "0.1.0"
@@ -20,8 +21,12 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     # polars is imported on first use, so that `traceview` on the command line can start its
-    # worker processes before it imports anything heavy (traceview.workers)
-    if name in ("TABLES", "Trace", "load"):
+    # worker processes before it imports anything heavy (traceview.worker_pool)
+    if name == "load":
+        from traceview.loading import load
+
+        return load
+    if name in ("TABLES", "Trace"):
         from traceview import trace
 
         return getattr(trace, name)

@@ -16,14 +16,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from parsers.discover import Inputs, discover
-from traceview.schema import SCHEMA_VERSION
+from parsers.discover import Inputs
+from traceview.versions import PARSER_VERSION, SCHEMA_VERSION
 
-if TYPE_CHECKING:  # this module is imported before polars (see traceview.workers)
+if TYPE_CHECKING:  # this module is imported before polars (see traceview.worker_pool)
     from traceview.trace import Trace
 
 MAX_ENTRIES = 16
-PARSER_VERSION = "7"  # bump when parsing changes what the tables or parts hold
+
 
 
 def cache_dir() -> Path:
@@ -49,18 +49,10 @@ def cache_key(inputs: Inputs) -> str:
     return h.hexdigest()[:32]
 
 
-def load_cached(
-    path: str,
-    *,
-    latest: bool = False,
-    logs: list[str] | None = None,
-    jobs: int | None = None,
-    use_cache: bool = True,
-    heavy: bool = False,
-    inputs: Inputs | None = None,
-) -> Trace:
-    """Load `path`, from the cache when its inputs are unchanged; otherwise parse into the cache
-    (`inputs`: what discover found for `path`, when the caller looked already)."""
+def load_cached(inputs: Inputs, *, jobs: int | None = None, heavy: bool = False) -> Trace:
+    """The Trace of `inputs` from the cache when they are unchanged; otherwise parsed into a
+    new cache entry (without a writable cache directory: parsed into a temporary one).
+    traceview.loading.load_trace is the way in; this is its cache half."""
     import polars as pl
 
     from traceview.pipeline import load_parsed, open_dir, parse_to_dir
@@ -70,10 +62,6 @@ def load_cached(
 
         return (OSError, pl.exceptions.PolarsError, pa.ArrowException, ValueError, KeyError)
 
-    if inputs is None:
-        inputs = discover(path, latest=latest, extra_logs=logs)
-    if not use_cache:
-        return load_parsed(inputs, jobs=jobs, heavy=heavy)
     root = cache_dir()
     entry = root / cache_key(inputs)
     if (entry / "done").exists():

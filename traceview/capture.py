@@ -2,19 +2,22 @@
 
 The command's stdout goes straight to the terminal; its stderr goes to the terminal and to
 `DIR/torch_logs.txt` (byte for byte, so progress bars still work); the trace goes to
-`DIR/trace/`. The command's exit code is passed through.
+`DIR/trace/`. The command's exit code is passed through. The summary (or the UI) of what was
+captured is the command line's business (traceview.cli.cmd_run).
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import os
 import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+
+from traceview.errors import UserError
 
 DEFAULT_TORCH_LOGS = "recompiles,graph_breaks,annotation"
 
@@ -33,21 +36,29 @@ def _tee(src: object, sinks: list) -> None:
                 pass
 
 
-def run_capture(args: argparse.Namespace) -> int:
-    """Run `args.cmd` under capture; returns the command's exit code."""
-    from traceview.errors import UserError
+@dataclass(frozen=True)
+class Capture:
+    """What `run_capture` captured: where, the command's exit code, and whether it logged."""
 
-    cmd = list(args.cmd)
+    directory: Path
+    returncode: int
+    logged_anything: bool
+
+
+def run_capture(command: list[str], *, output: str | None = None, torch_logs: str | None = None) -> Capture:
+    """Run `command` (a leading `--` is dropped) with TORCH_TRACE and TORCH_LOGS set, into
+    `output` (default: ./traceview-run-<time>)."""
+    cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
         raise UserError("nothing to run: use `traceview run [-o DIR] -- python train.py ARGS...`")
-    out = Path(args.output or f"traceview-run-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    out = Path(output or f"traceview-run-{_dt.datetime.now():%Y%m%d-%H%M%S}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out}: exists and is not empty; choose another -o")
     trace_dir = out / "trace"
     trace_dir.mkdir(parents=True, exist_ok=True)
-    torch_logs = args.torch_logs or DEFAULT_TORCH_LOGS
+    torch_logs = torch_logs or DEFAULT_TORCH_LOGS
     env = dict(os.environ)
     env["TORCH_TRACE"] = str(trace_dir.resolve())
     env["TORCH_LOGS"] = torch_logs
@@ -72,16 +83,7 @@ def run_capture(args: argparse.Namespace) -> int:
     if rc < 0:
         rc = 128 - rc
     sys.stderr.write(f"traceview: command exited with {rc}; trace and logs in {out}\n")
-    if not any(trace_dir.iterdir()) and log_path.stat().st_size == 0:
+    logged = any(trace_dir.iterdir()) or log_path.stat().st_size > 0
+    if not logged:
         sys.stderr.write("traceview: the command logged nothing (did it call torch.compile?)\n")
-        return rc
-    ns = argparse.Namespace(
-        path=str(out), latest=False, logs=[], no_cache=False, jobs=None, json=False, width=None
-    )
-    from traceview.cli import cmd_open, cmd_summary
-
-    try:
-        (cmd_open if args.open else cmd_summary)(ns)
-    except Exception as exc:  # the command's exit code matters more than our summary
-        sys.stderr.write(f"traceview: could not summarise {out}: {exc}\n")
-    return rc
+    return Capture(out, rc, logged)

@@ -13,10 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from traceview import timing
-from traceview.errors import UserError, first_line
-
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+from traceview.errors import EXIT_INTERRUPTED, EXIT_USAGE, debugging, error_line, is_user_error
 
 
 def _add_input_args(p: argparse.ArgumentParser) -> None:
@@ -79,53 +76,41 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _load(args: argparse.Namespace, *, heavy: bool = False):  # -> Trace
-    from parsers.discover import discover
-    from traceview.cache import is_cached, load_cached
+def _options(args: argparse.Namespace, *, heavy: bool = False):  # -> traceview.loading.LoadOptions
+    from traceview.loading import LoadOptions
 
-    paths = [args.path] if isinstance(args.path, str) else list(args.path)
-    logs = paths[1:] + list(args.logs)
-    inputs = discover(paths[0], latest=args.latest, extra_logs=logs)
-    if args.no_cache or not is_cached(inputs):
-        _prestart_workers(inputs, args.jobs, heavy)
-    return load_cached(
-        paths[0],
-        latest=args.latest,
-        logs=logs,
-        jobs=args.jobs,
-        use_cache=not args.no_cache,
-        heavy=heavy,
-        inputs=inputs,
+    return LoadOptions.of(
+        args.path, logs=args.logs, latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache,
+        heavy=heavy, prestart=True,
     )
 
 
-def _prestart_workers(inputs, jobs: int | None, heavy: bool) -> None:  # inputs: parsers.discover.Inputs
-    """Start the parse workers now, before this process imports polars, when the input is big
-    enough for traceview.pipeline to use them."""
-    from traceview import workers
+def _load(args: argparse.Namespace, *, heavy: bool = False):  # -> Trace
+    from traceview.loading import load_trace
 
-    n = jobs or workers.cpu_count()
-    total = sum(t.size for t in inputs.traces) + sum(os.path.getsize(p) for p in inputs.text_logs)
-    if n > 1 and total >= (workers.HEAVY_PARALLEL_MIN_BYTES if heavy else workers.PARALLEL_MIN_BYTES):
-        # this process parses too, so the parse uses n - 1 workers; an export's second
-        # phase runs in n workers only, and the last one is best started now, while the
-        # parse runs, than after it
-        workers.prestart(n if heavy else n - 1)
+    return load_trace(_options(args, heavy=heavy))
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    trace = _load(args)  # first: it may start worker processes before polars is imported
+    return summarise(_options(args), as_json=args.json, width=args.width)
+
+
+def summarise(opts, *, as_json: bool = False, width: int | None = None) -> int:  # opts: LoadOptions
+    """Load and print the summary (text or JSON); `traceview summary` and `traceview run`."""
+    from traceview.loading import load_trace
+
+    trace = load_trace(opts)  # first: it may start worker processes before polars is imported
     from traceview.report import build_report, render_text
 
     t = timing.now()
     report = build_report(trace)
     timing.mark("report", t)
-    if args.json:
+    if as_json:
         import orjson
 
         sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     else:
-        width = args.width or min(max(_term_width(), 60), 120)
+        width = width or min(max(_term_width(), 60), 120)
         sys.stdout.write(render_text(report, width=width))
     return 0
 
@@ -152,7 +137,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_open(args: argparse.Namespace) -> int:
     from traceview.tui import run_app
 
-    return run_app(args)
+    return run_app(_options(args))
 
 
 def cmd_origin(args: argparse.Namespace) -> int:
@@ -177,8 +162,22 @@ def cmd_origin(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from traceview.capture import run_capture
+    from traceview.loading import LoadOptions
 
-    return run_capture(args)
+    captured = run_capture(args.cmd, output=args.output, torch_logs=args.torch_logs)
+    if not captured.logged_anything:
+        return captured.returncode
+    opts = LoadOptions.of(captured.directory, prestart=True)
+    try:
+        if args.open:
+            from traceview.tui import run_app
+
+            run_app(opts)
+        else:
+            summarise(opts)
+    except Exception as exc:  # the command's exit code matters more than our summary
+        sys.stderr.write(f"traceview: could not summarise {captured.directory}: {exc}\n")
+    return captured.returncode
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -209,37 +208,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.command:
         ap.print_help(sys.stderr)
         return EXIT_USAGE
-    from parsers.discover import InputError
-
     try:
         return COMMANDS[args.command](args)
-    except (UserError, InputError) as exc:
-        sys.stderr.write(f"traceview: error: {exc}\n")
-        return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write("traceview: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         try:
             sys.stdout = open(os.devnull, "w")
         except OSError:
             pass
         return 0
-    except OSError as exc:
-        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        sys.stderr.write(f"traceview: error: {where}{exc.strerror or exc}\n")
-        return EXIT_USAGE
-    except MemoryError:
-        sys.stderr.write("traceview: error: out of memory\n")
-        return EXIT_INTERNAL
     except Exception as exc:
-        if os.environ.get("TRACEVIEW_DEBUG"):
+        if debugging() and not is_user_error(exc) and not isinstance(exc, MemoryError):
             raise
-        msg = first_line(exc)
-        sys.stderr.write(
-            f"traceview: internal error: {type(exc).__name__}: {msg[:200]} (set TRACEVIEW_DEBUG=1 for details)\n"
-        )
-        return EXIT_INTERNAL
+        code, line = error_line(exc)
+        sys.stderr.write(line + "\n")
+        return code
 
 
 def entry() -> None:

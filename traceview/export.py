@@ -30,8 +30,8 @@ from traceview.pipeline import (
     graph_tables_in_workers,
     write_rank_partitions,
 )
-from traceview.schema import SCHEMA_VERSION
 from traceview.trace import TABLES, Trace
+from traceview.versions import SCHEMA_VERSION
 
 
 def _dtype_str(dt: pl.DataType) -> str:

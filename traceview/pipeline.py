@@ -2,7 +2,7 @@
 
 Small trace logs are parsed in batches (one part per batch), a big one in pieces (one part
 per piece plus one for the whole file), a text log on its own; above PARALLEL_MIN_BYTES the
-jobs run in worker processes (`python -m traceview.worker`, plain subprocesses) and in this one.
+jobs run in worker processes (`python -m traceview.worker_process`, plain subprocesses) and in this one.
 A worker also derives the tables the summary needs (`compiles`, `spans`, `recompiles`,
 `graph_breaks`, `limit_hits`, `annotations`) and writes everything as uncompressed Arrow IPC
 into `<workdir>/<part>/<table>.arrow`; nothing large travels between processes. Guards,
@@ -30,11 +30,12 @@ import polars as pl
 
 from parsers.discover import Inputs
 from traceview import timing
-from traceview.workers import HEAVY_PARALLEL_MIN_BYTES, PARALLEL_MIN_BYTES
+from traceview.trace import GRAPH_TABLES, Trace
+from traceview.versions import PART_FORMAT_VERSION
+from traceview.worker_pool import HEAVY_PARALLEL_MIN_BYTES, PARALLEL_MIN_BYTES
 
 if TYPE_CHECKING:
     from parsers.tracelog import ParsedFile
-from traceview.trace import Trace
 
 PART_TABLES = (
     "events",
@@ -50,7 +51,7 @@ PART_TABLES = (
     "limit_hits",
     "annotations",
 )
-# What `python -m traceview.worker` may run.
+# What `python -m traceview.worker_process` may run.
 WORKER_FUNCTIONS = frozenset(
     {
         "process_trace_files",
@@ -61,8 +62,6 @@ WORKER_FUNCTIONS = frozenset(
         "export_part",
     }
 )
-# Built on demand (the TUI, export): guard trees and graph text are not needed for the summary.
-GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance", "seq_links")
 # Tables written part by part by `export_part` (stats is written whole: its columns differ
 # between trace and text parts).
 EXPORT_PART_TABLES = tuple(n for n in PART_TABLES if n != "stats") + GRAPH_TABLES
@@ -73,7 +72,7 @@ BATCH_MIN_BYTES = 4 * 1024 * 1024  # smaller trace logs are parsed together, up 
 # a batch pays a fixed ~20 ms for its table operations; a lazy parse holds no payloads, so
 # big batches cost little memory
 BATCH_MAX_BYTES = 96 * 1024 * 1024
-FORMAT_VERSION = 1
+
 
 
 # where each table's schema is defined (imported only for the table asked for)
@@ -590,7 +589,7 @@ def _run(
     import queue
     import threading
 
-    from traceview import workers as pool
+    from traceview import worker_pool as pool
     from traceview.errors import first_line
 
     q: queue.Queue[tuple[int, Job]] = queue.Queue()
@@ -695,7 +694,7 @@ def parse_to_dir(
             todo.append((process_text_log, (path, str(out)), sizes[path]))
     _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES if heavy else None)
     _run(finish, jobs, isolate=True)
-    (workdir / "parts.json").write_bytes(orjson.dumps({"format": FORMAT_VERSION, "parts": parts}))
+    (workdir / "parts.json").write_bytes(orjson.dumps({"format": PART_FORMAT_VERSION, "parts": parts}))
     t = timing.now()
     merge_small_tables(workdir)
     timing.mark("merge", t)
@@ -836,10 +835,26 @@ def merge_small_tables(workdir: Path) -> None:
     os.rename(tmp, out)
 
 
+class Parts:
+    """The parsed parts in one directory, as a Trace's part store (traceview.trace.PartStore)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+
+    def build_graph_tables(self, *, jobs: int | None = None) -> None:
+        ensure_graph_tables(self.workdir, jobs=jobs)
+
+    def table(self, name: str) -> Callable[[], pl.DataFrame]:
+        return lazy_concat(self.workdir, name)
+
+    def index_events(self) -> pl.DataFrame:
+        return index_events(self.workdir)
+
+
 def open_dir(workdir: Path, inputs: Inputs | None = None) -> Trace:
     """A Trace over the parts in `workdir`; each table is opened (memory-mapped) on first use."""
     names = PART_TABLES + tuple(n for n in GRAPH_TABLES if all((p / "graphs.arrow").exists() for p in _parts(workdir)))
-    return Trace({n: lazy_concat(workdir, n) for n in names}, inputs=inputs, workdir=workdir)
+    return Trace({n: lazy_concat(workdir, n) for n in names}, inputs=inputs, parts=Parts(workdir))
 
 
 def _stats_order(stats: pl.DataFrame) -> pl.DataFrame:

@@ -27,9 +27,9 @@ from traceview.analyze.findings import (
 )
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.storms import recompile_storms
-from traceview.schema import REPORT_SCHEMA_VERSION
-from traceview.textutil import one_line, printable
+from traceview.printable import one_line, printable
 from traceview.trace import Trace
+from traceview.versions import REPORT_SCHEMA_VERSION
 
 
 def _rows(df: pl.DataFrame) -> list[dict[str, Any]]:

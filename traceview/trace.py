@@ -9,13 +9,14 @@ summary of a cached trace never touches the payloads.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
-from parsers.discover import Inputs, discover
+if TYPE_CHECKING:
+    from parsers.discover import Inputs
 
 BASE_TABLES = ("events", "strings", "stats", "problems", "log_records", "other_lines")
 DERIVED_TABLES = (
@@ -35,8 +36,26 @@ DERIVED_TABLES = (
 )
 TABLES = BASE_TABLES + DERIVED_TABLES
 FACT_TABLES = ("recompiles", "graph_breaks", "limit_hits", "annotations")
+# Built on demand (the UI, export): guard trees and graph text are not needed for the summary.
+GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance", "seq_links")
 
 TableSource = pl.DataFrame | Callable[[], pl.DataFrame]
+
+
+class PartStore(Protocol):
+    """The parsed parts behind a Trace (traceview.pipeline.Parts: a parse cache entry or a
+    temporary directory), for what a Trace cannot build from its tables alone."""
+
+    workdir: Path
+
+    def build_graph_tables(self, *, jobs: int | None = None) -> None:
+        """Build the GRAPH_TABLES of every part (in worker processes)."""
+
+    def table(self, name: str) -> Callable[[], pl.DataFrame]:
+        """A loader of table `name` over every part."""
+
+    def index_events(self) -> pl.DataFrame:
+        """The events as parsed (the summary's payloads only)."""
 
 
 def _fact(name: str, t: Trace) -> pl.DataFrame:
@@ -121,7 +140,7 @@ class Trace:
         tables: Mapping[str, TableSource],
         *,
         inputs: Inputs | None = None,
-        workdir: Path | None = None,
+        parts: PartStore | None = None,
     ) -> None:
         missing = [n for n in BASE_TABLES if n not in tables]
         if missing:
@@ -130,7 +149,8 @@ class Trace:
         self._tables: dict[str, pl.DataFrame] = {}
         self._index: pl.DataFrame | None = None  # see index_events
         self.inputs = inputs
-        self.workdir = workdir  # the parsed parts (cache entry) behind the tables, if any
+        self.parts = parts  # the parsed parts (cache entry) behind the tables, if any
+        self.workdir: Path | None = parts.workdir if parts is not None else None
 
     def table(self, name: str) -> pl.DataFrame:
         """The table called `name` (built or opened on first use)."""
@@ -166,31 +186,25 @@ class Trace:
     def ensure_graph_tables(self, *, jobs: int | None = None) -> None:
         """Build guards, graph and kernel tables of every parsed part in parallel worker
         processes (kept in the parse cache), instead of one after another on first use."""
-        if self.workdir is None:
+        if self.parts is None or all(self.is_loaded(n) for n in GRAPH_TABLES):
             return
-        from traceview.pipeline import GRAPH_TABLES, ensure_graph_tables, lazy_concat
-
-        if all(self.is_loaded(n) for n in GRAPH_TABLES):
-            return
-        ensure_graph_tables(self.workdir, jobs=jobs)
+        self.parts.build_graph_tables(jobs=jobs)
         for name in GRAPH_TABLES:
             if not self.is_loaded(name):
-                self.provide(name, lazy_concat(self.workdir, name))
+                self.provide(name, self.parts.table(name))
         # the payloads' md5 was checked on the way: events and problems now say so
         for name in ("events", "problems"):
             if self.is_loaded(name):
-                self.provide(name, lazy_concat(self.workdir, name))
+                self.provide(name, self.parts.table(name))
 
     def index_events(self) -> pl.DataFrame:
         """`events` as parsed, cheap to open: only the payloads the summary reads (chromium
         events, recompile reasons, graph-break reasons; parsers.kinds.SUMMARY_PAYLOAD_*) are
         filled when the trace came from parsed parts; otherwise the `events` table itself."""
-        if self.workdir is None or self.is_loaded("events"):
+        if self.parts is None or self.is_loaded("events"):
             return self.events
         if self._index is None:
-            from traceview.pipeline import index_events
-
-            self._index = index_events(self.workdir)
+            self._index = self.parts.index_events()
         return self._index
 
     @classmethod
@@ -206,24 +220,3 @@ def _table_property(name: str) -> property:
 for _name in TABLES:
     setattr(Trace, _name, _table_property(_name))
 
-
-def load(
-    path: str | os.PathLike[str],
-    *,
-    latest: bool = False,
-    logs: list[str] | None = None,
-    jobs: int | None = None,
-) -> Trace:
-    """Load a TORCH_TRACE directory or file, a TORCH_LOGS text log, or a directory of both.
-
-    `latest` keeps only the newest run when a directory holds several; `logs` adds text logs.
-    """
-    inputs = discover(path, latest=latest, extra_logs=logs)
-    return load_inputs(inputs, jobs=jobs)
-
-
-def load_inputs(inputs: Inputs, *, jobs: int | None = None) -> Trace:
-    """Parse what `discover` found (in parallel, one part per file; see traceview.pipeline)."""
-    from traceview.pipeline import load_parsed
-
-    return load_parsed(inputs, jobs=jobs)

@@ -1,19 +1,22 @@
 """traceview's terminal UI (Textual). Nothing outside this package imports Textual.
 
-`run_app(args)` is what `traceview open` calls; `TraceviewApp` can be built from a loader
-(a callable returning a `Trace`) or a `Trace`.
+`run_app(options)` is what `traceview open` calls (options: traceview.loading.LoadOptions);
+`TraceviewApp` can be built from a loader (a callable returning a `Trace`) or a `Trace`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from traceview.loading import LoadOptions
 
 
-def run_app(args: Any) -> int:
-    """Run the UI for `traceview open` (argparse namespace: path, latest, logs, no_cache, jobs)."""
+def run_app(options: LoadOptions) -> int:
+    """Run the UI for `traceview open` on what `options` point at; returns the exit code."""
     from traceview.tui.app import run_app as _run
 
-    return _run(args)
+    return _run(options)
 
 
 __all__ = ["run_app"]

@@ -1,8 +1,8 @@
 """The Textual app: built from a loader (a callable returning a `Trace`) or a `Trace`.
 
-The loader runs in a worker thread while the loading screen shows its progress; the main
-screen appears when the trace and its findings are ready, and the parse cache is written
-afterwards, still off the UI thread. Widgets never see a path, only the model.
+The loader (traceview.loading, the same path as every command's) runs in a worker thread
+while the loading screen shows its progress; the main screen appears when the trace and its
+findings are ready. Widgets never see a path, only the model.
 """
 
 from __future__ import annotations
@@ -18,17 +18,13 @@ from rich.text import Text
 from textual.app import App
 from textual.binding import Binding, BindingType
 
-from traceview.errors import first_line
+from traceview.errors import EXIT_CANCELLED, EXIT_USAGE, debugging, error_line
+from traceview.loading import LoadOptions, discover_inputs, load_trace
 from traceview.trace import Trace
-from traceview.tui.commands import TraceviewCommands
 from traceview.tui.loading_screen import LoadingScreen
 from traceview.tui.main_screen import MainScreen
 from traceview.tui.model import TraceModel
 from traceview.tui.run_picker import RunInfo, RunPicker, runs_of
-
-EXIT_CANCELLED = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
 
 Loader = Callable[[], Trace]
 
@@ -50,7 +46,6 @@ class TraceviewApp(App[int]):
     TITLE = "traceview"
     CSS_PATH = "app.tcss"
     CURSOR_BLINK: ClassVar[bool] = True  # False: text inputs show a steady cursor (snapshot tests)
-    COMMANDS: ClassVar = App.COMMANDS | {TraceviewCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("ctrl+p", "command_palette", "Command palette", id="command_palette", show=False, priority=True),
@@ -63,17 +58,14 @@ class TraceviewApp(App[int]):
         runs: list[RunInfo] | None = None,
         load_run: Callable[[RunInfo], Trace] | None = None,
         where: str = "",
-        save: Callable[[Trace], None] | None = None,
     ) -> None:
         """`source`: a Trace, or a loader returning one. With `runs` (several runs found) the
-        user picks one first and `load_run(run)` loads it. `save` runs after the first screen
-        appears (the parse cache), off the UI thread."""
+        user picks one first and `load_run(run)` loads it."""
         super().__init__()
         self.source = source
         self.runs = runs
         self.load_run = load_run
         self.where = where
-        self.save = save
         self.model: TraceModel | None = None
         self.cancelled = False
         self.error: str | None = None
@@ -127,7 +119,7 @@ class TraceviewApp(App[int]):
             pass
 
     def _load(self, source: Trace | Loader) -> None:
-        """Worker thread: parse (or read the cache), build the model, then save the cache."""
+        """Worker thread: parse (or read the cache), build the model, then the graph tables."""
         try:
             if isinstance(source, Trace):
                 trace = source
@@ -142,9 +134,6 @@ class TraceviewApp(App[int]):
             if self.cancelled:
                 return
             self._from_thread(self._loaded, model)
-            if self.save is not None and not self.cancelled:
-                self.save(trace)
-            self.timings["saved"] = time.monotonic() - self._t0
             # guards, graphs and kernels: built now, while the user reads the findings; the
             # worker processes start once the first screen has had time to paint
             time.sleep(FIRST_PAINT_S)
@@ -152,7 +141,7 @@ class TraceviewApp(App[int]):
             self.timings["graph_tables"] = time.monotonic() - self._t0
             self._from_thread(self._graph_tables_ready)
         except Exception as exc:  # shown as one line; TRACEVIEW_DEBUG=1 for the traceback
-            if os.environ.get("TRACEVIEW_DEBUG"):
+            if debugging():
                 import traceback
 
                 traceback.print_exc()
@@ -169,15 +158,8 @@ class TraceviewApp(App[int]):
                 screen.graph_tables_ready()
 
     def _failed(self, exc: Exception) -> None:
-        from parsers.discover import InputError
-
-        if isinstance(exc, (InputError, OSError)):
-            self.error = f"traceview: error: {exc}"
-            self.exit(return_code=EXIT_USAGE, message=Text(self.error))
-        else:
-            msg = first_line(exc)
-            self.error = f"traceview: internal error: {type(exc).__name__}: {msg[:200]} (set TRACEVIEW_DEBUG=1 for details)"
-            self.exit(return_code=EXIT_INTERNAL, message=Text(self.error))
+        code, self.error = error_line(exc)
+        self.exit(return_code=code, message=Text(self.error))
 
     def action_cancel_loading(self) -> None:
         if self.model is not None:
@@ -196,49 +178,29 @@ class TraceviewApp(App[int]):
         return self._loader_thread is not None and self._loader_thread.is_alive()
 
 
-def build_app(args: Any) -> TraceviewApp:
-    """The app for `traceview open` arguments (path(s), latest, logs, no_cache, jobs).
+def build_app(options: LoadOptions) -> TraceviewApp:
+    """The app for `traceview open`: what `options` point at, loaded the way every command
+    loads (traceview.loading: parse cache, worker processes started early for a big input).
 
     Discovery runs here (a bad path is a one-line error before any screen); parsing runs in
-    the app's worker thread, through the parse cache. When the directory holds several runs
-    and --latest was not given, the app asks which run to open."""
-    from parsers.discover import discover
-    from traceview import cache
-    from traceview.cache import load_cached
-
-    # older caches were written after the load (save_cache); newer ones while parsing
-    save_cache = getattr(cache, "save_cache", None)
-
-    paths = [args.path] if isinstance(args.path, (str, os.PathLike)) else [str(p) for p in args.path]
-    root, more = str(paths[0]), [str(p) for p in paths[1:]]
-    logs = [*more, *(getattr(args, "logs", None) or [])]
-    latest = bool(getattr(args, "latest", False))
-    use_cache = not getattr(args, "no_cache", False)
-    jobs = getattr(args, "jobs", None)
-    inputs = discover(root, latest=latest, extra_logs=logs)
+    the app's worker thread. When the directory holds several runs and --latest was not
+    given, the app asks which run to open."""
+    inputs = discover_inputs(options)
 
     def loader() -> Trace:
-        return load_cached(root, latest=latest, logs=logs, jobs=jobs, use_cache=use_cache)
+        return load_trace(options, inputs)
 
     def load_run(run: RunInfo) -> Trace:
-        first, *rest = run.paths
-        text = [p for p in inputs.text_logs if p not in rest]
-        return load_cached(first, logs=[*rest, *text], jobs=jobs, use_cache=use_cache)
+        text = [p for p in inputs.text_logs if p not in run.paths[1:]]
+        return load_trace(options.with_run(run.paths, text))
 
-    runs = runs_of(inputs) if inputs.runs > 1 and not latest else None
-    where = " ".join([root, *more])
-    return TraceviewApp(
-        loader,
-        runs=runs,
-        load_run=load_run,
-        where=where,
-        save=save_cache if use_cache and save_cache is not None else None,
-    )
+    runs = runs_of(inputs) if inputs.runs > 1 and not options.latest else None
+    return TraceviewApp(loader, runs=runs, load_run=load_run, where=" ".join(options.paths))
 
 
-def run_app(args: Any) -> int:
+def run_app(options: LoadOptions) -> int:
     """`traceview open PATH`: run the UI; returns the exit code."""
-    app = build_app(args)
+    app = build_app(options)
     app.run()
     code = app.return_code if app.return_code is not None else 0
     if app.loader_running:

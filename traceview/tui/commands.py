@@ -1,34 +1,41 @@
-"""Command palette provider: views, findings and compile ids."""
+"""Command palette provider of the main screen (MainScreen.COMMANDS): views, findings and
+compile ids."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from traceview.tui.model import KIND_TITLES
+from traceview.tui.model import KIND_TITLES, TraceModel
 from traceview.tui.navigation import VIEW_TITLES, Location
 from traceview.tui.text import plain, safe
 
-if TYPE_CHECKING:
-    from traceview.tui.main_screen import MainScreen
-
 MAX_COMPILES = 2000
+
+
+class PaletteTarget(Protocol):
+    """What the palette drives: the main screen (traceview.tui.main_screen.MainScreen)."""
+
+    model: TraceModel
+
+    def action_view(self, view: str) -> None: ...
+    def go_finding(self, index: int) -> None: ...
+    def go(self, location: Location) -> None: ...
+    def action_help(self) -> None: ...
+    def action_copy(self) -> None: ...
 
 
 class TraceviewCommands(Provider):
     """Go to a view, a finding or a compile id from the palette."""
 
-    def _main(self) -> MainScreen | None:
-        from traceview.tui.main_screen import MainScreen
-
-        for screen in reversed(self.app.screen_stack):
-            if isinstance(screen, MainScreen):
-                return screen
-        return None
+    def _main(self) -> PaletteTarget | None:
+        """The screen the palette was opened over (a MainScreen: its COMMANDS name this)."""
+        screen = self.screen
+        return screen if hasattr(screen, "model") else None  # type: ignore[return-value]
 
     def _candidates(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         main = self._main()

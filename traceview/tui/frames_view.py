@@ -12,7 +12,7 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from parsers.compile_ids import frame_group
-from traceview.textutil import one_line
+from traceview.printable import one_line
 from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
 from traceview.tui.text import mark, safe, seconds, status_label

@@ -7,17 +7,22 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import ScrollableContainer
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Input, Select, Static
+from textual.widgets import ContentSwitcher, Footer, Input, OptionList, Select, Static, Tree
 
 from traceview.tui.code_browser import CodeBrowser
+from traceview.tui.code_view import CodeView
+from traceview.tui.commands import TraceviewCommands
 from traceview.tui.dialogs import GoToCompile
 from traceview.tui.findings_view import FindingsView, target_of
 from traceview.tui.frames_view import FramesView
 from traceview.tui.guards_view import GuardsView
-from traceview.tui.help_screen import HelpScreen
+from traceview.tui.help_screen import BindingGroups, HelpScreen
+from traceview.tui.lazy_table import LazyTable
+from traceview.tui.loading_screen import LoadingScreen
 from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import VIEW_TITLES, VIEWS, History, Location
 from traceview.tui.records_view import RecordsView
@@ -31,6 +36,7 @@ SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", 
 class MainScreen(Screen[None]):
     """Findings, frames, guards, graphs & kernels and raw records, one at a time."""
 
+    COMMANDS: ClassVar = {TraceviewCommands}  # the palette's views, findings and compile ids
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark,f1", "help", "Help", id="help"),
         Binding("slash", "search", "Search", id="search"),
@@ -282,4 +288,20 @@ class MainScreen(Screen[None]):
         self.app.push_screen(GoToCompile(examples), done)
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen(binding_groups(self.app)))
+
+
+def binding_groups(app: App) -> BindingGroups:
+    """Every group of keys the UI has, in the order the help lists them."""
+    return [
+        ("Everywhere", [*type(app).BINDINGS, *App.BINDINGS, *MainScreen.BINDINGS, *Screen.BINDINGS]),
+        ("Findings", [*FindingsView.BINDINGS, *OptionList.BINDINGS]),
+        ("Frames and compiles", [*FramesView.BINDINGS, *Tree.BINDINGS]),
+        ("Guards", GuardsView.BINDINGS),
+        ("Graphs and kernels", CodeBrowser.BINDINGS),
+        ("Raw records", RecordsView.BINDINGS),
+        ("In a list or table", LazyTable.BINDINGS),
+        ("In code and payloads", CodeView.BINDINGS),
+        ("Scrolling (every list and pane)", ScrollableContainer.BINDINGS),
+        ("While loading", LoadingScreen.BINDINGS),
+    ]

@@ -26,7 +26,7 @@ from traceview.analyze.findings import (
     slow_compile_key,
     storm_key,
 )
-from traceview.textutil import one_line
+from traceview.printable import one_line
 from traceview.trace import Trace
 
 # Kinds of findings, in the report's order (most important first).

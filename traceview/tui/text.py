@@ -3,7 +3,7 @@
 Log text is data: a payload may hold `[bold]`, `[link=...]`, ANSI escapes and control
 characters, and each must show literally. Every string from a log that reaches a widget goes
 through `safe` (or `cell`), which escapes control characters with
-`traceview.textutil.printable` and wraps the result in a `Text` (so Rich never parses markup).
+`traceview.printable.printable` and wraps the result in a `Text` (so Rich never parses markup).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 
-from traceview.textutil import printable
+from traceview.printable import printable
 
 
 def safe(value: Any, style: str = "") -> Text:

@@ -1,4 +1,4 @@
-"""Worker process of the parse pipeline: `python -m traceview.worker`.
+"""Worker process of the parse pipeline: `python -m traceview.worker_process`.
 
 Reads one job per line on stdin (JSON: the name of a function in traceview.pipeline and its
 arguments), runs it, and answers one line per job on stdout (`{"ok": true, "value": ...}` or

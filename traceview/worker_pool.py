@@ -1,6 +1,6 @@
 """Worker processes for the parse pipeline, without heavy imports.
 
-`traceview.pipeline._run` drives `python -m traceview.worker` subprocesses. Starting one costs
+`traceview.pipeline._run` drives `python -m traceview.worker_process` subprocesses. Starting one costs
 about a quarter of a second (importing polars and pyarrow), so the command line starts them
 (`prestart`) before it imports anything heavy itself when it knows that a big, uncached
 input is about to be parsed: the workers' start-up then overlaps the main process's.
@@ -37,7 +37,7 @@ def _env() -> dict[str, str]:
 def spawn() -> subprocess.Popen:
     """A new worker process (jobs on its stdin, answers on its stdout)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "traceview.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env()
+        [sys.executable, "-m", "traceview.worker_process"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env()
     )
 
 
