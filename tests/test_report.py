@@ -1,5 +1,5 @@
 """`traceview summary`: the text at 80 columns (sections in order, nothing wider than the
-terminal, log text printed as data) and `--json` with exactly the keys of docs/report.md."""
+terminal, log text printed as data) and `--json` (its keys and types: tests/test_report_schema.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import traceview
-from tests.conftest import FIXTURES, GPU, ROOT, SHARED, needs_shared
+from tests.conftest import FIXTURES, GPU, SHARED, needs_shared
 from traceview.cli import main
 from traceview.report import build_report, render_text
 
@@ -158,75 +158,3 @@ def test_control_characters_in_any_field_are_made_visible() -> None:
     assert "[red]fix[/red] \\x9b2J" in text
 
 
-# ------------------------------------------------------------------ --json and docs/report.md
-def _doc_tables() -> dict[str, list[set[str]]]:
-    """The key tables of docs/report.md: section name -> the key sets of its tables, in order.
-    A key is every backticked name in a table's first cell."""
-    out: dict[str, list[set[str]]] = {}
-    section = ""
-    in_table = False
-    for line in (ROOT / "docs" / "report.md").read_text().splitlines():
-        if line.startswith("## "):
-            section = line[3:].strip()
-            in_table = False
-        elif line.startswith("| key |"):
-            out.setdefault(section, []).append(set())
-            in_table = True
-        elif in_table and line.startswith("|") and not line.startswith("|---"):
-            first = line.split("|")[1]
-            out[section][-1].update(re.findall(r"`([^`]+)`", first))
-        elif not line.startswith("|"):
-            in_table = False
-    return out
-
-
-def _cell(name: str) -> set[str]:
-    """Backticked names in the meaning cell of a top-level row (the keys of a small object)."""
-    for line in (ROOT / "docs" / "report.md").read_text().splitlines():
-        if line.startswith(f"| `{name}` |"):
-            return set(re.findall(r"`([^`]+)`", line.split("|")[3]))
-    raise AssertionError(name)
-
-
-def test_docs_describe_every_object() -> None:
-    doc = _doc_tables()
-    assert [len(doc[s]) for s in ("Top level", "storm", "hotspot", "failure", "compile_time", "divergence")] == [1, 2, 1, 1, 2, 1]
-
-
-def test_json_has_exactly_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    doc = _doc_tables()
-    rec = summary_json(FIXTURES / "recompiles", capsys)
-    assert rec["schema_version"] == traceview.REPORT_SCHEMA_VERSION == 1
-    assert set(rec) == doc["Top level"][0]
-    assert set(rec["recompile_storms"][0]) == doc["storm"][0]
-    assert set(rec["recompile_storms"][0]["causes"][0]) == doc["storm"][1]
-    assert set(rec["failures"][0]) == doc["failure"][0]
-    assert set(rec["compile_time"]) == doc["compile_time"][0]
-    assert set(rec["cache"]) == _cell("cache")
-    assert set(rec["per_rank"][0]) == _cell("per_rank")
-    assert set(rec["inputs"]) == _cell("inputs") - {"path", "rank", "run", "bytes", "why"}
-    assert set(rec["parse"]) == {"files", "problems", "problem_examples"} <= _cell("parse")
-    top = rec["compile_time"]["top"][0]
-    top_doc = {k for k in re.findall(r"`([^`]+)`", _row("compile_time", "top"))}
-    assert set(top) | {"top"} == top_doc
-    assert set(rec["compile_time"]["phases_s"]) | {"phases_s"} == set(re.findall(r"`([^`]+)`", _row("compile_time", "phases_s")))
-    gb = summary_json(FIXTURES / "graph_breaks", capsys)
-    assert set(gb["graph_breaks"][0]) == doc["hotspot"][0]
-    mr = summary_json(FIXTURES / "multirank", capsys)
-    assert set(mr["rank_divergence"][0]) == doc["divergence"][0]
-    assert mr["ranks"] == [0, 1]
-
-
-def _row(section: str, key: str) -> str:
-    text = (ROOT / "docs" / "report.md").read_text()
-    body = text[text.index(f"## {section}") :]
-    for line in body.splitlines():
-        if line.startswith(f"| `{key}` |"):
-            return line
-    raise AssertionError(key)
-
-
-@needs_shared
-def test_autotune_keys_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
-    rep = summary_json(GPU / "max_autotune", capsys)
-    assert set(rep["compile_time"]["autotuning"][0]) == _doc_tables()["compile_time"][1]
