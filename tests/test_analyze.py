@@ -16,6 +16,7 @@ import pytest
 
 import traceview
 from tests.conftest import FIXTURES, GPU, PEER, needs_shared
+from tests.helpers_graphs import raw_envelopes
 from traceview.analyze import compile_time as ct
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import categorize, failures
@@ -415,17 +416,32 @@ def test_train_dynamic(part: str) -> None:
         assert (f["compile_id"], f["category"], f["line"]) == ("0/0", "graph_break", 49)
 
 
+def _record(file: str, lineno: int) -> tuple[str, str | None, str]:
+    """(kind, artifact name, compile id) of the envelope at `file`:`lineno`, read with the tests'
+    own reader (tests/helpers_graphs.py), not traceview's parser."""
+    [e] = [e for e in raw_envelopes(Path(file)) if e["lineno"] == lineno]
+    return e["kind"], e["name"], f"{e['env']['frame_id']}/{e['env']['frame_compile_id']}"
+
+
 def test_analyzers_keep_the_record_of_every_finding() -> None:
-    t = load(fx("recompiles"))
-    for s in recompile_storms(t):
-        assert s["file"] and s["lineno"] and s["compile_id"]
+    # each finding's (file, lineno) is the envelope it was read from: the recompile's reasons,
+    # the graph break's message, the failed compile's metrics, with the finding's compile id
+    storms = recompile_storms(load(fx("recompiles")))
+    assert [s["function"] for s in storms] == ["shape_storm", "scaled", "flagged"]  # the three planted
+    for s in storms:
+        assert _record(s["file"], s["lineno"]) == ("artifact", "recompile_reasons", s["compile_id"])
+        assert s["compile_id"].endswith("/1")  # the frame's first recompile
         for c in s["causes"]:
-            assert c["file"] and c["lineno"] and c["compile_id"]
-    for h in graph_break_hotspots(load(fx("graph_breaks"))):
-        assert h["file"] and h["lineno"] and h["compile_id"]
-    for r in failures_of(load(fx("backend_error"))).iter_rows(named=True):
-        assert r["file"] and r["lineno"] and r["compile_id"]
-    assert Path(s["file"]).exists()
+            assert _record(c["file"], c["lineno"]) == ("artifact", "recompile_reasons", c["compile_id"])
+    hotspots = graph_break_hotspots(load(fx("graph_breaks")))
+    assert len(hotspots) == 4
+    for h in hotspots:
+        assert h["origin"] == "message"
+        assert _record(h["file"], h["lineno"]) == ("artifact", "dynamo_graph_break_reason", h["compile_id"])
+    fails = failures_of(load(fx("backend_error")))
+    assert fails["compile_id"].to_list() == ["0/0", "1/0"]
+    for r in fails.iter_rows(named=True):
+        assert _record(r["file"], r["lineno"]) == ("compilation_metrics", None, r["compile_id"])
 
 
 # ------------------------------------------------------------------ the same runs, some records missing

@@ -13,6 +13,7 @@ import pytest
 
 import traceview
 from tests.conftest import FIXTURES, PEER, needs_shared
+from tests.helpers_graphs import raw_envelopes
 from traceview.cli import main
 from traceview.export import read_export, write_export
 
@@ -41,7 +42,19 @@ def test_summary_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
     ):
         assert key in rep
     assert rep["ranks"] == [0, 1]
-    assert rep["compiles"] == traceview.load(FIXTURES / "multirank" / "trace").compiles.height
+    # compiles: distinct (file, frame id, compile number) among the envelopes, read from the
+    # raw files by the tests' own reader, not by the code that built the report
+    ids = {
+        (f.name, e["env"]["frame_id"], e["env"].get("frame_compile_id"))
+        for f in (FIXTURES / "multirank" / "trace").glob("*.log")
+        for e in raw_envelopes(f)
+        if e["env"].get("frame_id") is not None
+    }
+    assert rep["compiles"] == len(ids)
+    assert sum(r["compiles"] for r in rep["per_rank"]) == len(ids)
+    assert {r["rank"]: r["compiles"] for r in rep["per_rank"]} == {
+        rank: sum(1 for f, *_ in ids if f"rank_{rank}_" in f) for rank in (0, 1)
+    }
 
 
 def test_summary_text_fits_80_columns(capsys: pytest.CaptureFixture[str]) -> None:

@@ -177,6 +177,11 @@ def test_graphs_table_kinds_ids_and_exact_text() -> None:
         assert r["text_lineno"] == r["lineno"] + 1
 
 
+_ASSIGNMENT = re.compile(r'^\s+(\w+)(?:: "[^"]*")? = ([^;\n]*)', re.M)
+_NOT_A_CALL = re.compile(r"(?:self\.)?[\w.]+|None")
+_RETURN = re.compile(r"^\s+return\b", re.M)
+
+
 @needs_shared
 def test_all_real_graphs_parse_without_unknown_lines() -> None:
     """Every graph payload of every shared trace: no statement left unparsed, node names
@@ -196,8 +201,13 @@ def test_all_real_graphs_parse_without_unknown_lines() -> None:
             n_file = sum(1 for line in e["payload"].split("\n") if "# File: " in line)
             if n_file:
                 assert any(r["user_line"] is not None for r in rows)
-    assert n_graphs == 481
-    assert n_nodes == 28057
+            # counted from the text without the parser: every `name = <expression>` statement
+            # (a call, an operator, an index; not a bare name or `self.attr`) is one call node,
+            # every `return` one output node
+            calls = [n for n, rhs in _ASSIGNMENT.findall(e["payload"]) if not _NOT_A_CALL.fullmatch(rhs.strip())]
+            assert sorted(r["node"] for r in rows if r["op"].startswith("call_")) == sorted(calls), (f, e["lineno"])
+            assert sum(r["op"] == "output" for r in rows) == len(_RETURN.findall(e["payload"])), (f, e["lineno"])
+    assert n_graphs > 0 and n_nodes > n_graphs
 
 
 @needs_shared

@@ -149,14 +149,16 @@ def test_unknown_kind_is_kept_and_counted(tmp_path: Path) -> None:
 
 
 def test_compile_id_forms() -> None:
+    # the trace ids built from the envelopes' fields are the ones torch itself printed in the
+    # text log of the same run (glog prefix, then `[0/0_1]`), attempts included
     p = read_trace(sorted((FIXTURES / "graph_breaks" / "trace").glob("*.log")))
-    ev = p.events.filter(pl.col("attempt") > 0)
-    assert ev.height > 0
-    for cid, tid, att in ev.select("compile_id", "trace_id", "attempt").unique().iter_rows():
-        assert tid == f"[{cid}_{att}]"
-    ev0 = p.events.filter(pl.col("attempt") == 0).select("compile_id", "trace_id").unique()
-    for cid, tid in ev0.iter_rows():
-        assert tid == f"[{cid}]"
+    text = (FIXTURES / "graph_breaks" / "torch_logs.txt").read_text()
+    printed = set(re.findall(r"^[VIWEC]\d{4} [\d:.]+ +\d+ [^\]]+\] (\[[!\d/_]+\])", text, re.M))
+    assert {"[0/0_1]", "[4/0_1]", "[7/1]"} <= printed
+    assert set(p.events["trace_id"].drop_nulls().unique()) == printed
+    # the compile id is the trace id without its attempt, the attempt a column of its own
+    rows = p.events.filter(pl.col("trace_id") == "[4/0_1]").select("compile_id", "attempt", "frame_id", "frame_compile_id")
+    assert rows.unique().rows() == [("4/0", 1, 4, 0)]
 
 
 @needs_shared
