@@ -15,7 +15,31 @@ SHARED = Path(os.environ.get("TRACEVIEW_SHARED_TRACES", ROOT.parent / "shared" /
 PEER = SHARED / "peer-tlparse"
 GPU = SHARED / "gpu"
 
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} not present")
+# Every skip for want of the shared traces says this, so that the run's summary can count them
+# (pytest_terminal_summary below): a clean clone without ../shared says loudly what it skipped.
+SHARED_MISSING = f"needs the shared traces: {SHARED} is not there"
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=SHARED_MISSING)
+
+
+def skip_without_shared() -> None:
+    """Skip the calling test (with SHARED_MISSING) when the shared traces are absent."""
+    if not SHARED.is_dir():
+        pytest.skip(SHARED_MISSING)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    skipped = [
+        r for r in terminalreporter.stats.get("skipped", [])
+        if isinstance(r.longrepr, tuple) and SHARED_MISSING in str(r.longrepr[2])
+    ]
+    if skipped:
+        terminalreporter.write_sep("!", f"{len(skipped)} tests SKIPPED: {SHARED_MISSING}", yellow=True, bold=True)
+        terminalreporter.write_line(
+            "  they check real GPU runs and tlparse's multi-version logs; put the traces at "
+            "../shared/traces or set TRACEVIEW_SHARED_TRACES"
+        )
+        for r in skipped:
+            terminalreporter.write_line(f"  skipped: {r.nodeid}")
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 import traceview
-from tests.conftest import FIXTURES, GPU, PEER, needs_shared
+from tests.conftest import FIXTURES, GPU, PEER, needs_shared, skip_without_shared
 from tests.helpers_graphs import raw_envelopes
 from traceview.analyze import compile_time as ct
 from traceview.analyze.divergence import rank_divergence
@@ -232,8 +232,7 @@ def test_loop_break_fails_the_frame_as_a_graph_break() -> None:
 
 def test_restart_reasons_are_breaks_when_no_message_was_logged() -> None:
     # tlparse's comp_metrics.log (older torch): no dynamo_graph_break_reason artifact
-    if not PEER.is_dir():
-        pytest.skip("shared traces not present")
+    skip_without_shared()
     [h] = graph_break_hotspots(load(str(PEER / "comp_metrics.log")))
     assert h["origin"] == "restart_reason"
     assert h["reason"].startswith("skip function graph_break in file ")

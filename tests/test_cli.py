@@ -95,13 +95,54 @@ def test_export_partitioned_by_rank_round_trip(tmp_path: Path) -> None:
     ).height
 
 
-def test_export_is_atomic_and_replaces(tmp_path: Path) -> None:
+def test_export_replaces_an_earlier_export(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main(["export", str(FIXTURES / "simple" / "trace"), "-o", str(out), "--no-cache"]) == 0
     first = (out / "manifest.json").read_text()
     assert main(["export", str(FIXTURES / "training" / "trace"), "-o", str(out), "--no-cache"]) == 0
     assert (out / "manifest.json").read_text() != first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left behind
+
+
+def _interrupt_the_nth_table_write(monkeypatch: pytest.MonkeyPatch, n: int) -> list[str]:
+    """Make the `n`th parquet table written raise KeyboardInterrupt (Ctrl-C in the middle
+    of an export); returns the tables written before it."""
+    import pyarrow.parquet as pq
+
+    real = pq.write_table
+    written: list[str] = []
+
+    def write_table(table, where, *a, **kw):
+        if len(written) + 1 == n:
+            raise KeyboardInterrupt
+        written.append(Path(where).name)
+        return real(table, where, *a, **kw)
+
+    monkeypatch.setattr(pq, "write_table", write_table)
+    return written
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_an_interrupted_export_leaves_the_old_one_untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    assert main(["export", str(FIXTURES / "simple" / "trace"), "-o", str(out), "--no-cache"]) == 0
+    before = _tree(out)
+    written = _interrupt_the_nth_table_write(monkeypatch, 4)
+    assert main(["export", str(FIXTURES / "training" / "trace"), "-o", str(out), "--no-cache"]) == 130
+    assert len(written) == 3  # it was interrupted mid-way, after three tables
+    assert _tree(out) == before  # the earlier export, byte for byte
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary left behind
+
+
+def test_an_interrupted_first_export_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    written = _interrupt_the_nth_table_write(monkeypatch, 4)
+    assert main(["export", str(FIXTURES / "training" / "trace"), "-o", str(out), "--no-cache"]) == 130
+    assert len(written) == 3
+    assert list(tmp_path.iterdir()) == []  # neither the target nor a temporary directory
 
 
 def test_export_refuses_foreign_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,11 +18,7 @@ from parsers.facts import (
 )
 from parsers.textlog import read_text_log
 from parsers.tracelog import read_trace
-
-REPO = Path(__file__).resolve().parents[1]
-TRACES = REPO.parent / "shared" / "traces"
-GPU = TRACES / "gpu"
-FIXTURES = REPO / "fixtures"
+from tests.conftest import FIXTURES, GPU, skip_without_shared
 
 # TORCH_LOGS of each gpu/ scenario, from shared/traces/README.md.
 GPU_TORCH_LOGS = {
@@ -38,7 +34,8 @@ FIXTURE_SCENARIOS = ["simple", "recompiles", "graph_breaks", "backend_error", "t
 def scenario_dir(name: str) -> Path:
     d = GPU / name if name in GPU_TORCH_LOGS else FIXTURES / name
     if not (d / "torch_logs.txt").exists() or not list((d / "trace").glob("*.log")):
-        pytest.skip(f"{name} not available yet")
+        skip_without_shared()
+        pytest.fail(f"{d}: the scenario {name} has no trace or torch_logs.txt")
     return d
 
 

@@ -276,7 +276,7 @@ def test_graph_kind_names() -> None:
 def test_training_fixture_graphs() -> None:
     d = FIXTURES / "training"
     if not (d / "trace").is_dir():
-        pytest.skip("training fixture not generated")
+        pytest.fail("the training fixture is missing: fixtures/make_fixtures.py makes it")
     ev = events_of(str(d / "trace"))
     g = build_graphs(ev, log_records_of(str(d / "torch_logs.txt")))
     n = build_graph_nodes(g)

@@ -17,7 +17,7 @@ import traceview
 from parsers.compiles import build_spans
 from parsers.discover import discover
 from parsers.tracelog import InputChanged, hydrate, read_trace_file, read_trace_files
-from tests.conftest import FIXTURES, PEER
+from tests.conftest import FIXTURES, PEER, skip_without_shared
 from tests.test_tracelog import all_trace_files
 from traceview import pipeline
 
@@ -62,8 +62,7 @@ def test_summary_never_reads_graph_payloads(tmp_path: Path) -> None:
 
 def test_md5_mismatch_found_when_payloads_are_checked() -> None:
     # tlparse's simple_corrupted_json.log lost a payload line at line 13 (see test_tracelog)
-    if not PEER.is_dir():
-        pytest.skip("needs ../shared/traces")
+    skip_without_shared()
     t = traceview.load(PEER / "simple_corrupted_json.log")
     assert t.problems.filter(pl.col("problem") == "md5_mismatch").height == 0  # not checked yet
     t.ensure_graph_tables()

@@ -18,16 +18,14 @@ from parsers.messages import (
 )
 from parsers.textlog import read_text_log
 from parsers.tracelog import read_trace
-
-REPO = Path(__file__).resolve().parents[1]
-GPU = REPO.parent / "shared" / "traces" / "gpu"
-FIXTURES = REPO / "fixtures"
+from tests.conftest import FIXTURES, GPU, skip_without_shared
 
 
 def scenario_dir(name: str) -> Path:
     d = GPU / name if (GPU / name).is_dir() else FIXTURES / name
     if not (d / "torch_logs.txt").exists() or not list((d / "trace").glob("*.log")):
-        pytest.skip(f"{name} not available yet")
+        skip_without_shared()
+        pytest.fail(f"{d}: the scenario {name} has no trace or torch_logs.txt")
     return d
 
 

@@ -35,7 +35,7 @@ def _without_annotations(d: str) -> dict[str, pl.DataFrame]:
 
 def _training() -> str:
     if not (TRAINING / "trace").is_dir():
-        pytest.skip("training fixture not generated")
+        pytest.fail("the training fixture is missing: fixtures/make_fixtures.py makes it")
     return str(TRAINING)
 
 

@@ -142,7 +142,7 @@ def test_partitions_are_expanded_in_call_order() -> None:
 def test_cpu_training_fixture_kernels() -> None:
     d = FIXTURES / "training"
     if not (d / "trace").is_dir():
-        pytest.skip("training fixture not generated")
+        pytest.fail("the training fixture is missing: fixtures/make_fixtures.py makes it")
     ev = events_of(str(d / "trace"))
     k = build_kernels(ev, log_records_of(str(d / "torch_logs.txt")))
     tr = k.filter(pl.col("source") == "trace").sort("graph", "order")

@@ -21,7 +21,7 @@ TRAIN = GPU / "train_dynamic" / "torch_logs.txt"
 def fixture_log(name: str) -> Path:
     path = FIXTURES / name / "torch_logs.txt"
     if not path.exists():
-        pytest.skip(f"fixture {name} not generated yet")
+        pytest.fail(f"fixture {name} is missing: fixtures/make_fixtures.py makes it")
     return path
 
 
