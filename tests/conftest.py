@@ -52,14 +52,15 @@ def fixture_trace(name: str) -> Path:
     return FIXTURES / name / "trace"
 
 
-def shared_inputs() -> list[Path]:
+def shared_inputs(*, non_empty: bool = False) -> list:
     """Every file and directory under shared/traces that holds logs (tlparse's inputs, one by one
-    and as directories; the GPU scenarios' trace dirs and text logs)."""
+    and as directories; the GPU scenarios' trace dirs and text logs); `non_empty`: without the
+    empty files. Without the shared traces, one parameter that is skipped, saying why."""
     if not SHARED.is_dir():
-        return []
+        return [pytest.param(SHARED, marks=pytest.mark.skip(reason=SHARED_MISSING), id="shared-traces")]
     out = sorted(p for p in PEER.iterdir())
     out += sorted(p for d in PEER.iterdir() if d.is_dir() for p in d.iterdir())
     for d in sorted(GPU.iterdir()):
         if d.is_dir():
             out += [d / "trace", d / "torch_logs.txt", d]
-    return out
+    return [p for p in out if not (non_empty and p.is_file() and p.stat().st_size == 0)]

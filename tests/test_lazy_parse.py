@@ -17,7 +17,7 @@ import traceview
 from parsers.compiles import build_spans
 from parsers.discover import discover
 from parsers.tracelog import InputChanged, hydrate, read_trace_file, read_trace_files
-from tests.conftest import FIXTURES, PEER, skip_without_shared
+from tests.conftest import FIXTURES, PEER, needs_shared, skip_without_shared
 from tests.test_tracelog import all_trace_files
 from traceview import pipeline
 
@@ -151,6 +151,7 @@ def _batch_files(tmp_path: Path) -> list[str]:
     return [*out, str(crlf), str(gz), str(empty)]
 
 
+@needs_shared
 @pytest.mark.parametrize("lazy", [False, True], ids=["full", "lazy"])
 def test_batch_parse_equals_files_parsed_one_by_one(tmp_path: Path, lazy: bool) -> None:
     # read_trace_files builds each table once for the whole batch; it must give exactly the
@@ -185,6 +186,7 @@ def test_batches_shrink_towards_the_end() -> None:
     assert [len(b) for b in pipeline._batches(paths, sizes, 1)] == [9, 9, 9, 9, 9, 3]
 
 
+@needs_shared
 def test_md5_of_a_payload_equal_to_a_checked_one_is_not_recomputed(tmp_path: Path) -> None:
     # simple.log and its corrupted copy claim the same md5 for the payload at line 13; once
     # the good one is checked, an equal payload is good without hashing, and the corrupted

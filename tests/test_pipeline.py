@@ -42,6 +42,7 @@ def test_big_file_in_pieces_equals_whole(monkeypatch: pytest.MonkeyPatch) -> Non
         assert _sorted(pieces.table(name)).equals(_sorted(whole.table(name))), name
 
 
+@needs_shared
 def test_big_file_in_pieces_keeps_line_numbers_of_problems(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # a hand-broken copy of a real log (bad JSON in a late piece, a cut-off last record): the
     # pieces number their lines from their own start until the file is finished, after which

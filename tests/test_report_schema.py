@@ -54,7 +54,7 @@ def test_every_fixture_report_validates(path: Path) -> None:
 @needs_shared
 @pytest.mark.parametrize(
     "path",
-    [p for p in shared_inputs() if not (p.is_file() and p.stat().st_size == 0)],
+    shared_inputs(non_empty=True),
     ids=lambda p: str(p.relative_to(SHARED)),
 )
 def test_every_shared_trace_report_validates(path: Path) -> None:
