@@ -39,8 +39,10 @@ def _app():
 
 
 async def _loaded(pilot) -> None:
+    """The main screen up and the graph tables read (they arrive in the background: a picture
+    taken before or after them would differ on a busy machine)."""
     t0 = time.monotonic()
-    while not isinstance(pilot.app.screen, MainScreen):
+    while not (isinstance(pilot.app.screen, MainScreen) and pilot.app.screen.model.graph_tables_ready):
         assert time.monotonic() - t0 < 60, "the trace did not load in time"
         await pilot.pause(0.02)
     await pilot.pause()
