@@ -168,3 +168,13 @@ def test_graph_and_export_jobs_are_sized_by_their_input() -> None:
     inputs = sum(f.stat().st_size for f in d.glob("*.log"))
     jobs = pipeline._graph_jobs(trace.workdir)
     assert jobs and sum(size for _, _, size in jobs) == inputs
+
+
+def test_cache_entry_names_files_as_they_were_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a relative open after an absolute one of the same files must not show the absolute names
+    # (the first open's cache entry): the tables name files as given
+    monkeypatch.chdir(FIXTURES.parent)
+    absolute = load_trace(LoadOptions.of(FIXTURES / "simple" / "trace"))
+    relative = load_trace(LoadOptions.of("fixtures/simple/trace"))
+    assert absolute.stats["file"].to_list()[0].startswith(str(FIXTURES))
+    assert relative.stats["file"].to_list()[0].startswith("fixtures/simple/trace/")

@@ -1,8 +1,8 @@
 """Parse cache: a parsed trace's tables as Arrow IPC files, memory-mapped on reopen.
 
 Kept in `$TRACEVIEW_CACHE_DIR`, else `$XDG_CACHE_HOME/traceview`, else `~/.cache/traceview`;
-never inside the input directory. An entry is keyed by the inputs' absolute paths, sizes and
-mtimes, the options that change what is loaded, and the schema version, so a changed or
+never inside the input directory. An entry is keyed by the inputs' paths (absolute and as given), sizes
+and mtimes, the options that change what is loaded, and the schema version, so a changed or
 touched input is parsed again. `traceview cache clear` removes every entry; old entries beyond
 `MAX_ENTRIES` are removed when a new one is written.
 """
@@ -45,7 +45,9 @@ def cache_key(inputs: Inputs) -> str:
     h.update(f"schema={SCHEMA_VERSION};parser={PARSER_VERSION}".encode())
     for p in [*inputs.trace_paths, *inputs.text_logs]:
         st = os.stat(p)
-        h.update(f"\0{os.path.abspath(p)}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        # the path as given too: the tables hold file names as given (a relative and an
+        # absolute open of one file would otherwise share an entry naming the files one way)
+        h.update(f"\0{os.path.abspath(p)}\0{p}\0{st.st_size}\0{st.st_mtime_ns}".encode())
     return h.hexdigest()[:32]
 
 
