@@ -4,9 +4,11 @@ findings on them are asserted by the tests of the features that read them."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -16,16 +18,21 @@ from tests.conftest import FIXTURES
 
 GPU_FIXTURES = FIXTURES / "gpu"
 SCENARIOS = sorted(p for p in GPU_FIXTURES.iterdir() if (p / "PROVENANCE.md").is_file())
-MULTI_RANK = {"ddp2", "fsdp2"}
 
 
-def test_every_scenario_of_the_driver_is_committed(monkeypatch: pytest.MonkeyPatch) -> None:
+@functools.cache
+def driver() -> ModuleType:
+    """fixtures/make_gpu_fixtures.py, which defines the scenarios."""
     spec = importlib.util.spec_from_file_location("make_gpu_fixtures", FIXTURES / "make_gpu_fixtures.py")
     assert spec is not None and spec.loader is not None
-    driver = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, driver)  # dataclasses look their module up there
-    spec.loader.exec_module(driver)
-    assert {p.name for p in SCENARIOS} == set(driver.SCENARIOS)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_scenario_of_the_driver_is_committed() -> None:
+    assert {p.name for p in SCENARIOS} == set(driver().SCENARIOS)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.name)
@@ -42,4 +49,5 @@ def test_gpu_fixture_loads(scenario: Path) -> None:
     assert t.problems.height == 0, t.problems.head(5)
     assert t.compiles.height > 0
     t.spans  # noqa: B018  (derived tables build without an exception)
-    assert t.ranks == ([0, 1] if scenario.name in MULTI_RANK else [])
+    multi = driver().SCENARIOS[scenario.name].group == "multi"
+    assert t.ranks == ([0, 1] if multi else [])
