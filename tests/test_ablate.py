@@ -21,6 +21,7 @@ import pytest
 
 import traceview
 from tests.conftest import ROOT
+from tests.conftest import program_env as _env
 from traceview.ablate import (
     Rung,
     RungRun,
@@ -35,13 +36,6 @@ from traceview.ablate import (
 from traceview.errors import UserError
 
 PROGRAMS = ROOT / "tests" / "programs"
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for k in ("TORCH_LOGS", "TORCH_TRACE", "TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
-        env.pop(k, None)
-    return env
 
 
 def _ablate(tmp_path: Path, program: Path | str, *args: str, prog_args: tuple[str, ...] = (), cwd: Path | None = None,

@@ -7,7 +7,6 @@ reproduce are refused with one line saying why.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +17,7 @@ import pytest
 
 import traceview
 from tests.conftest import FIXTURES, ROOT
+from tests.conftest import program_env as _env
 from traceview.ablate import error_line
 from traceview.repro import ReproUnavailable, build_repro, write_repro
 from traceview.trace import Trace
@@ -39,13 +39,6 @@ CASES = [
     ("multirank", "0/1", 1, None, "dynamo_output_graph", "aot_eager", None),
     ("backend_error", "0/0", None, "eager", "dynamo_output_graph", "eager", None),
 ]
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for k in ("TORCH_LOGS", "TORCH_TRACE", "TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
-        env.pop(k, None)
-    return env
 
 
 def _run(path: Path) -> subprocess.CompletedProcess[str]:
