@@ -176,6 +176,36 @@ def test_every_entry_point_gets_the_rung_backend(tmp_path: Path) -> None:
     assert sorted(rep["program_asked"]["backends"], key=str) == sorted([None, "aot_eager", "inductor"], key=str)
 
 
+SPAWNS = '''
+import multiprocessing as mp
+import torch
+
+def work():
+    f = torch.compile(lambda x: x + 1, backend="aot_eager")
+    print(f(torch.ones(2)).sum().item())
+
+if __name__ == "__main__":
+    p = mp.get_context("spawn").Process(target=work)
+    p.start()
+    p.join()
+    raise SystemExit(p.exitcode)
+'''
+
+
+def test_compiles_in_processes_the_program_starts_are_not_claimed(tmp_path: Path) -> None:
+    # the rung's settings reach only the process traceview starts: a verdict on the worker's
+    # compiles (which used backend aot_eager whatever the rung) would be a wrong answer
+    prog = tmp_path / "spawns.py"
+    prog.write_text(SPAWNS)
+    r, rep = _ablate(tmp_path, prog, "--rungs", "eager")
+    assert r.returncode == 0, r.stderr[-3000:]
+    row = rep["rungs"][0]
+    assert row["compiles"] == 1 and row["unreached_compiles"] == 1
+    assert "ran in processes the program started itself" in row["note"]
+    assert rep["verdict"]["component"] == "inconclusive"
+    assert (tmp_path / "abl" / "eager" / "stdout.txt").read_text() == "4.0\n"
+
+
 # ------------------------------------------------------------------ processes (no torch)
 ARGV_PROGRAM = '''
 import os, sys

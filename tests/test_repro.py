@@ -19,7 +19,7 @@ import traceview
 from tests.conftest import FIXTURES, ROOT
 from tests.conftest import program_env as _env
 from traceview.ablate import error_line
-from traceview.repro import ReproUnavailable, build_repro, write_repro
+from traceview.repro import ReproUnavailable, build_repro, save_repro, write_repro
 from traceview.trace import Trace
 
 
@@ -134,3 +134,12 @@ def test_cli_writes_the_script_or_says_why_not(tmp_path: Path) -> None:
     assert r.returncode == 2 and "no compile 3/0 in the trace (compile ids: 0/0)" in r.stderr
     r = _cli("fixtures/simple", "--compile-id", "zero")
     assert r.returncode == 2 and "expected a compile id such as 0/1" in r.stderr
+
+
+def test_save_repro_names_the_file_after_the_compile(tmp_path: Path) -> None:
+    path, repro = save_repro(_trace("multirank"), "0/1", rank=1, directory=tmp_path)
+    assert path == tmp_path / "repro_rank1_0_1.py"
+    assert path.read_text() == repro.text
+    with pytest.raises(ReproUnavailable):
+        save_repro(_trace("backend_error"), "1/0", directory=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repro_rank1_0_1.py"]

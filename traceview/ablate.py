@@ -281,13 +281,13 @@ class Progress:
     def start(self, label: str) -> None:
         self._last_note = 0.0
         if self.interactive:
-            self._status(f"{label}  running    0s")
+            self._status(f"{label}  running    0s", fit=True)
         else:
             self.line(f"{label}: started")
 
     def tick(self, label: str, elapsed: float) -> None:
         if self.interactive:
-            self._status(f"{label}  running {elapsed:4.0f}s")
+            self._status(f"{label}  running {elapsed:4.0f}s", fit=True)
         elif elapsed - self._last_note >= 60:
             self._last_note = elapsed
             self.line(f"{label}: still running ({elapsed:.0f}s)")
@@ -300,8 +300,10 @@ class Progress:
         else:
             self.line(f"{label}: {text}")
 
-    def _status(self, text: str) -> None:
+    def _status(self, text: str, *, fit: bool = False) -> None:
         text = printable(text)
+        if fit:  # a line that wraps cannot be rewritten by a carriage return
+            text = text[: max(shutil.get_terminal_size((80, 24)).columns - 1, 20)]
         pad = max(self._width - len(text), 0)
         self._width = len(text)
         self._write("\r" + text + " " * pad)
@@ -416,19 +418,21 @@ def run_rung(
     rc = proc.returncode
     run.exit_code = 128 - rc if rc is not None and rc < 0 else rc
     run.error_line = error_line((rung_dir / "torch_logs.txt").read_text(encoding="utf-8", errors="replace"))
-    run.calls = _read_calls(record)
-    run.analysis = analyze_rung(rung_dir)
+    run.calls, reached = _read_calls(record)
+    run.analysis = analyze_rung(rung_dir, reached_pids={proc.pid, *reached})
     if run.status == "not-run":
         run.status = rung_status(run.exit_code, run.analysis)
     progress.done(label, _progress_text(run))
     return run
 
 
-def _read_calls(path: Path) -> list[dict[str, Any]]:
+def _read_calls(path: Path) -> tuple[list[dict[str, Any]], set[int]]:
+    """The calls the bootstrap recorded, and the pid of the process it ran in."""
     try:
-        return list(json.loads(path.read_text(encoding="utf-8")).get("calls") or [])
-    except (OSError, ValueError, AttributeError):
-        return []
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return list(data.get("calls") or []), {int(data["pid"])} if data.get("pid") else set()
+    except (OSError, ValueError, AttributeError, TypeError):
+        return [], set()
 
 
 def rung_status(exit_code: int | None, analysis: dict[str, Any]) -> str:
@@ -457,8 +461,11 @@ def _progress_text(run: RungRun) -> str:
     return text
 
 
-def analyze_rung(rung_dir: Path) -> dict[str, Any]:
-    """traceview's own reading of a rung's trace and text log (via build_report)."""
+def analyze_rung(rung_dir: Path, *, reached_pids: set[int] | None = None) -> dict[str, Any]:
+    """traceview's own reading of a rung's trace and text log (via build_report).
+
+    `reached_pids`: the process(es) the rung's settings applied to; compiles of other processes
+    (started by the program itself) are counted as `unreached_compiles`."""
     trace_dir = rung_dir / "trace"
     logs = rung_dir / "torch_logs.txt"
     traces = sorted(trace_dir.glob("dedicated_log_torch_trace_*.log"))
@@ -472,6 +479,7 @@ def analyze_rung(rung_dir: Path) -> dict[str, Any]:
         "compile_time_s": 0.0,
         "devices": [],
         "dynamic_shapes": False,
+        "unreached_compiles": 0,
         "traced": bool(traces),
         "note": None,
     }
@@ -502,6 +510,18 @@ def analyze_rung(rung_dir: Path) -> dict[str, Any]:
         for f in report["failures"]
     ]
     storms = report["recompile_storms"]
+    unreached = 0
+    note = None
+    if reached_pids is not None and trace.compiles.height:
+        pids = trace.compiles["pid"]
+        other = trace.compiles.filter(pids.is_not_null() & ~pids.is_in(sorted(reached_pids)))
+        unreached = other.height
+        if unreached:
+            shown = ", ".join(str(p) for p in sorted(set(other["pid"].to_list()))[:8])
+            note = (
+                f"{unreached} of {trace.compiles.height} compiles ran in processes the program started itself "
+                f"(pid {shown}), which the rung does not reach: they used the program's own settings"
+            )
     return {
         "compiles": report["compiles"],
         "failed_compiles": len(fails),
@@ -512,8 +532,9 @@ def analyze_rung(rung_dir: Path) -> dict[str, Any]:
         "compile_time_s": report["compile_time"]["total_s"],
         "devices": devices,
         "dynamic_shapes": symbolic,
+        "unreached_compiles": unreached,
         "traced": True,
-        "note": None,
+        "note": note,
     }
 
 
@@ -687,6 +708,17 @@ def verdict(runs: list[RungRun], out_dir: Path, *, minified: bool = False) -> di
             "another process, which the rungs do not reach)",
         )
         return v
+    counted = [r for r in ladder if r.analysis.get("compiles")]
+    if counted and all(r.analysis.get("unreached_compiles") == r.analysis.get("compiles") for r in counted):
+        v.update(
+            component="inconclusive",
+            summary=f"{COMPONENT_WORDS['inconclusive']}: every compile ran in processes the program starts itself "
+            "(multiprocessing workers, a launcher's ranks), which the rungs do not reach, so every rung ran the "
+            "program's own settings there",
+            next_step="ablate the code that compiles in a single process (e.g. one rank without the launcher), "
+            "or set the backend in the program and compare runs with `traceview run`",
+        )
+        return v
     if not ladder:
         v.update(component="inconclusive", summary="no backend rung (eager, aot_eager, aot_eager_decomp_partition, inductor) finished, so no component can be named")
         return v
@@ -725,13 +757,25 @@ def verdict(runs: list[RungRun], out_dir: Path, *, minified: bool = False) -> di
             "backend replaces (e.g. an op Inductor decomposes), or the failure is intermittent (rerun to check)"
         )
     v["details"] += _follow_up_details(runs, first_fail)
+    v["details"] += _unreached_details(ladder)
     v["component"] = comp
     v["summary"] = f"{COMPONENT_WORDS[comp]}: {v['summary']}"
     return v
 
 
+def _unreached_details(ladder: list[RungRun]) -> list[str]:
+    n = max((int(r.analysis.get("unreached_compiles") or 0) for r in ladder), default=0)
+    if not n:
+        return []
+    return [
+        f"up to {n} compiles per rung ran in processes the program started itself, with the program's own "
+        "settings: the verdict rests on the other compiles"
+    ]
+
+
 def _verdict_all_pass(v: dict[str, Any], ladder: list[RungRun], by_name: dict[str, RungRun], out_dir: Path) -> dict[str, Any]:
     v["last_passing_rung"] = ladder[-1].rung.name
+    v["details"] += _unreached_details(ladder)
     aw = by_name.get("as-written")
     if aw is not None and not aw.passed and aw.status != "interrupted":
         backends = sorted({str((c.get("asked") or {}).get("backend")) for c in aw.calls} - {"None", *BACKENDS})
@@ -925,6 +969,8 @@ def run_ablation(
     """Run the ladder for `cmd`; returns the ablation report (also written to DIR/ablation.json
     after every rung, so an interrupted ablation keeps what finished)."""
     prefix, target = split_python_command(cmd)
+    if not target[0].startswith("-") and not Path(target[0]).is_file():
+        raise UserError(f"{target[0]}: no such file")
     argv = [*prefix, str(BOOTSTRAP), *target]
     cmd = list(cmd[1:] if cmd and cmd[0] == "--" else cmd)
     out = options.out_dir or default_out_dir()
@@ -1080,6 +1126,7 @@ def _rung_row(r: RungRun) -> dict[str, Any]:
         "first_failure": first,
         "devices": a.get("devices", []),
         "dynamic_shapes": a.get("dynamic_shapes", False),
+        "unreached_compiles": a.get("unreached_compiles", 0),
         "note": a.get("note"),
         "output": r.output,
     }
@@ -1135,6 +1182,9 @@ def render_ablation(report: dict[str, Any], *, width: int = 100) -> str:
                 detail = f"stdout differs from {o['compared_with']}'s at {_difference(o)}"
             if detail:
                 para(f"  {r['name']}: ", one_line(detail, 400))
+    for r in report["rungs"]:
+        if r.get("unreached_compiles"):
+            para(f"  {r['name']}: ", r["note"])
     for s in report["not_run"]:
         para(f"  {s['rung']}: ", s["why"])
     lines.append("")

@@ -570,3 +570,21 @@ def write_repro(repro: Repro, path: str | os.PathLike[str]) -> Path:
     tmp.write_text(repro.text, encoding="utf-8")
     os.replace(tmp, out)
     return out
+
+
+def save_repro(
+    trace: Trace,
+    compile_id: str,
+    *,
+    rank: int | None = None,
+    directory: str | os.PathLike[str] = ".",
+    backend: str | None = None,
+    graph: str | None = None,
+) -> tuple[Path, Repro]:
+    """Build the repro of one compile and write it as `directory/repro_[rank<R>_]<id>.py` (what
+    a UI key on a compile or failure calls); raises ReproUnavailable (one line) when the log
+    cannot reproduce it."""
+    repro = build_repro(trace, compile_id, rank=rank, backend=backend, graph=graph)
+    cid = repro.compile_id.lstrip("!").replace("/", "_")
+    name = f"repro_{'' if repro.rank is None else f'rank{repro.rank}_'}{cid}{'_' + graph if graph else ''}.py"
+    return write_repro(repro, Path(directory) / name), repro
