@@ -132,6 +132,19 @@ def test_compare_output_flags_inductor_random_numbers(tmp_path: Path) -> None:
     assert "DIFFERS" in render_ablation(rep)
 
 
+def test_a_failing_custom_backend_is_named_by_the_as_written_rung(tmp_path: Path) -> None:
+    # fixtures/programs/backend_error.py: its own backend raises, the program catches it, exits 0
+    r, rep = _ablate(tmp_path, ROOT / "fixtures" / "programs" / "backend_error.py", "--rungs", "eager,as-written")
+    assert r.returncode == 1
+    rungs = _rungs(rep)
+    assert (rungs["eager"]["status"], rungs["as-written"]["status"], rungs["as-written"]["exit_code"]) == ("pass", "compile-error", 0)
+    assert rungs["as-written"]["first_failure"]["fail_type"] == "BackendCompilerFailed"
+    v = rep["verdict"]
+    assert (v["component"], v["first_failing_rung"]) == ("custom_backend", "as-written")
+    assert "backend failing_backend" in v["summary"]
+    assert f"{tmp_path / 'abl' / 'as-written' / 'trace'} --compile-id 0/0 --backend eager" in v["next_step"]
+
+
 ENTRY_POINTS = '''
 import torch
 

@@ -779,13 +779,14 @@ def _verdict_all_pass(v: dict[str, Any], ladder: list[RungRun], by_name: dict[st
     aw = by_name.get("as-written")
     if aw is not None and not aw.passed and aw.status != "interrupted":
         backends = sorted({str((c.get("asked") or {}).get("backend")) for c in aw.calls} - {"None", *BACKENDS})
+        cid = next((f["compile_id"] for f in aw.analysis.get("failures", []) if f.get("category") in COMPILER_FAILURES), "ID")
         v.update(
             component="custom_backend",
             first_failing_rung="as-written",
             summary=f"{COMPONENT_WORDS['custom_backend']}: every built-in backend passes, the program as written "
             f"(backend {', '.join(backends) or '?'}) fails: {_failure_text(aw)}",
             next_step="debug the backend on the graph it receives: `traceview repro "
-            f"{out_dir / 'as-written' / 'trace'} --compile-id ID --backend eager` writes that graph as a script",
+            f"{out_dir / 'as-written' / 'trace'} --compile-id {cid} --backend eager` writes that graph as a script",
         )
         return v
     differs = [r for r in ladder if r.output and not r.output["same"]]
