@@ -22,17 +22,9 @@ import pytest
 import traceview
 from tests.conftest import ROOT
 from tests.conftest import program_env as _env
-from traceview.ablate import (
-    Rung,
-    RungRun,
-    compare_outputs,
-    error_line,
-    follow_ups,
-    parse_rungs,
-    render_ablation,
-    split_python_command,
-    verdict,
-)
+from traceview.ablate import render_ablation, split_python_command
+from traceview.ablate_rung import BOOTSTRAP, Rung, RungRun, error_line, parse_rungs
+from traceview.ablate_verdict import compare_outputs, follow_ups, verdict
 from traceview.errors import UserError
 
 PROGRAMS = ROOT / "tests" / "programs"
@@ -304,8 +296,6 @@ def test_ctrl_c_stops_the_rung_and_keeps_what_finished(tmp_path: Path) -> None:
 
 def test_the_bootstrap_imports_only_the_standard_library() -> None:
     # it runs in the user's interpreter, and torch waits until the program imports it
-    from traceview.ablate import BOOTSTRAP
-
     code = "import json, sys; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     r = subprocess.run([sys.executable, str(BOOTSTRAP), "-c", code], capture_output=True, text=True,
                        env={**_env(), "TRACEVIEW_ABLATE": '{"backend": "eager"}'}, timeout=60)

@@ -18,7 +18,7 @@ import pytest
 import traceview
 from tests.conftest import FIXTURES, ROOT
 from tests.conftest import program_env as _env
-from traceview.ablate import error_line
+from traceview.ablate_rung import error_line
 from traceview.repro import ReproUnavailable, build_repro, save_repro, write_repro
 from traceview.trace import Trace
 
