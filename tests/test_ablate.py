@@ -71,6 +71,8 @@ def test_a_program_that_fails_only_under_inductor_is_named_inductor(tmp_path: Pa
     assert m["env"] == {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": "2"}
     assert m["minifier_launcher"].endswith("minifier/minifier_launcher.py")
     assert Path(m["minifier_launcher"]).is_file()
+    # the launcher names the Inductor cache of the rerun: one inside DIR, not the removed temp one
+    assert f"'TORCHINDUCTOR_CACHE_DIR'] = '{tmp_path / 'abl' / 'minify' / 'inductor-cache'}'" in Path(m["minifier_launcher"]).read_text()
     text = render_ablation(rep, width=1000)
     assert "passes with aot_eager_decomp_partition, fails with inductor" in text
     assert "minifier_launcher.py" in text

@@ -168,6 +168,9 @@ def _minify(plan_rung: Rung, env: dict[str, str], base_env: dict[str, str], argv
     mdir = out_dir / "minify"
     debug_root = mdir / "debug"
     full = {**base_env, **env, "TORCH_COMPILE_DEBUG_DIR": str(debug_root.resolve())}
+    if "TORCHINDUCTOR_CACHE_DIR" in full and full["TORCHINDUCTOR_CACHE_DIR"] != os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        # the launcher torch writes names this directory: one that outlives the ablation
+        full["TORCHINDUCTOR_CACHE_DIR"] = str((mdir / "inductor-cache").resolve())
     run = run_rung(plan_rung, argv, mdir, env=full, timeout_s=timeout_s, progress=progress, label=f"[minify] {plan_rung.name}")
     launchers = sorted(str(p) for p in debug_root.rglob("minifier_launcher.py"))
     repros = sorted(str(p) for p in debug_root.rglob("repro.py"))
