@@ -64,3 +64,12 @@ def shared_inputs(*, non_empty: bool = False) -> list:
         if d.is_dir():
             out += [d / "trace", d / "torch_logs.txt", d]
     return [p for p in out if not (non_empty and p.is_file() and p.stat().st_size == 0)]
+
+
+def program_env() -> dict[str, str]:
+    """This process's environment without the torch logging and minifier variables, for a
+    real torch program run by a test."""
+    env = dict(os.environ)
+    for k in ("TORCH_LOGS", "TORCH_TRACE", "TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
+        env.pop(k, None)
+    return env

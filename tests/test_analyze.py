@@ -258,6 +258,18 @@ def test_backend_failure_and_user_exception() -> None:
     assert "exception reached the caller" in user["next_step"]
 
 
+def test_an_inductor_failure_is_a_backend_failure_with_inductor_steps() -> None:
+    # torch 2.13 logs Inductor's failures as fail_type InductorError, not BackendCompilerFailed
+    f = failures_of(load(fx("inductor_error")))
+    assert f.select("compile_id", "function", "category", "fail_type", "line").rows() == [
+        ("0/0", "scale_rows", "backend_compiler_failure", "InductorError", 15),
+    ]
+    row = f.row(0, named=True)
+    assert row["headline"].startswith("InvalidCxxCompiler: No working C++ compiler found")
+    for needle in ("Inductor failed while Dynamo and AOTAutograd did not", "traceview repro", "TORCHDYNAMO_REPRO_AFTER=aot"):
+        assert needle in row["next_step"]
+
+
 def test_backend_ablation_for_a_builtin_backend() -> None:
     from traceview.analyze.failures import next_step
 
@@ -281,6 +293,7 @@ def test_the_user_exception_is_a_break_that_skipped_the_frame() -> None:
         ("Unsupported", "Dynamo recompile limit exceeded", "recompile_limit"),
         ("Unsupported", "Observed exception\n  Explanation: ...", "user_exception"),
         ("BackendCompilerFailed", "backend='inductor' raised:\nAssertionError", "backend_compiler_failure"),
+        ("InductorError", "InvalidCxxCompiler: No working C++ compiler found", "backend_compiler_failure"),
         ("GuardOnDataDependentSymNode", "Could not guard on data-dependent expression Eq(u0, 1)", "export_guard_data_dependent"),
         ("InternalTorchDynamoError", "AttributeError: 'NoneType' object has no attribute 'x'", "internal_dynamo_error"),
         ("RuntimeError", "something else", "other"),

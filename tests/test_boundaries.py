@@ -46,6 +46,10 @@ def test_headless_traceview_does_not_import_textual() -> None:
         "traceview.cache",
         "traceview.export",
         "traceview.trace",
+        "traceview.ablate",
+        "traceview.ablate_rung",
+        "traceview.ablate_verdict",
+        "traceview.repro",
     ]
     loaded = _imported_after(mods)
     assert "textual" not in loaded

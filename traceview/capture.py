@@ -22,6 +22,14 @@ from traceview.errors import UserError
 DEFAULT_TORCH_LOGS = "recompiles,graph_breaks,annotation"
 
 
+def capture_env(trace_dir: Path, torch_logs: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a captured run: `base` (default: ours) with TORCH_TRACE and TORCH_LOGS."""
+    env = dict(os.environ if base is None else base)
+    env["TORCH_TRACE"] = str(trace_dir.resolve())
+    env["TORCH_LOGS"] = torch_logs
+    return env
+
+
 def _tee(src: object, sinks: list) -> None:
     read = src.read1 if hasattr(src, "read1") else src.read  # type: ignore[attr-defined]
     while True:
@@ -59,9 +67,7 @@ def run_capture(command: list[str], *, output: str | None = None, torch_logs: st
     trace_dir = out / "trace"
     trace_dir.mkdir(parents=True, exist_ok=True)
     torch_logs = torch_logs or DEFAULT_TORCH_LOGS
-    env = dict(os.environ)
-    env["TORCH_TRACE"] = str(trace_dir.resolve())
-    env["TORCH_LOGS"] = torch_logs
+    env = capture_env(trace_dir, torch_logs)
     log_path = out / "torch_logs.txt"
     sys.stderr.write(f"traceview: running {' '.join(cmd)}\n  TORCH_TRACE={trace_dir}  TORCH_LOGS={torch_logs}\n")
     sys.stderr.flush()

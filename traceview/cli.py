@@ -71,6 +71,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--logs", dest="torch_logs", default=None, help="TORCH_LOGS value (default: a useful set)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- command and its arguments")
 
+    p = sub.add_parser("ablate", help="run a program once per backend/mode/dynamic rung; say which component fails")
+    p.add_argument("-o", "--output", help="directory for the rungs' traces and logs (default: ./traceview-ablate-<time>)")
+    p.add_argument("--rungs", help="exactly these rungs instead of the default ladder and its follow-ups (see docs/ablate-and-repro.md)")
+    p.add_argument("--json", action="store_true", help="print the ablation report as JSON")
+    p.add_argument("--minify", action="store_true", help="rerun the first failing rung with the minifier on")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="time limit per rung in seconds (default 1800; 0: none)")
+    p.add_argument("--compare-output", action="store_true", help="compare each rung's stdout with eager's (numbers within --rtol)")
+    p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of --compare-output (default 1e-3)")
+    p.add_argument("--warm-cache", action="store_true", help="use the environment's Inductor cache instead of a fresh one")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- python script.py ARGS (or -m module ARGS)")
+
+    p = sub.add_parser("repro", help="write a self-contained script that reproduces one compile")
+    _add_input_args(p)
+    p.add_argument("--compile-id", required=True, help="compile id, e.g. 0/1")
+    p.add_argument("--rank", type=int, help="rank, when several ranks have that compile id")
+    p.add_argument("-o", "--output", help="script to write (default: print it)")
+    p.add_argument("--backend", help="backend for a graph whose own backend is not in the log (e.g. eager)")
+    p.add_argument("--graph", choices=["forward", "backward"], help="which Inductor graph of a training compile (default: the failing one, else forward)")
+
     p = sub.add_parser("cache", help="the parse cache")
     p.add_argument("action", choices=["clear", "info"])
     return ap
@@ -180,6 +199,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     return captured.returncode
 
 
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from traceview import ablate
+
+    options = ablate.AblationOptions(
+        out_dir=Path(args.output) if args.output else None,
+        rungs=ablate.parse_rungs(args.rungs) if args.rungs else None,
+        timeout_s=ablate.DEFAULT_TIMEOUT_S if args.timeout is None else (args.timeout or None),
+        compare_output=args.compare_output,
+        rtol=args.rtol,
+        minify=args.minify,
+        warm_cache=args.warm_cache,
+    )
+    report = ablate.run_ablation(args.cmd, options)
+    if args.json:
+        import orjson
+
+        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        sys.stdout.write(ablate.render_ablation(report, width=min(max(_term_width(), 60), 120)))
+    return ablate.exit_code(report)
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    trace = _load(args)
+    from traceview.repro import build_repro, write_repro
+
+    repro = build_repro(trace, args.compile_id, rank=args.rank, backend=args.backend, graph=args.graph)
+    if not args.output:
+        sys.stdout.write(repro.text)
+        return 0
+    sys.stderr.write(f"traceview: wrote {write_repro(repro, args.output)} ({repro.summary})\n")
+    return 0
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     from traceview.cache import cache_dir, clear_cache
 
@@ -197,6 +252,8 @@ COMMANDS = {
     "open": cmd_open,
     "origin": cmd_origin,
     "run": cmd_run,
+    "ablate": cmd_ablate,
+    "repro": cmd_repro,
     "cache": cmd_cache,
 }
 

@@ -66,7 +66,8 @@ NEXT_STEPS: dict[str, str] = {
     "backend_compiler_failure": (
         "Ablate the backend: torch.compile(backend='eager') (Dynamo only), then 'aot_eager' "
         "(+AOTAutograd), then 'aot_eager_decomp_partition' (+decompositions, partitioner), then "
-        "the real backend; the first that fails holds the bug. "
+        "the real backend; the first that fails holds the bug (`traceview ablate -- python "
+        "<script>` runs this ladder). "
         + _MINIFY.format(after="dynamo")
         + "; REPRO_AFTER=aot when only Inductor fails."
     ),
@@ -122,7 +123,12 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
         or "CacheLimitExceeded" in ft
     ):
         return "recompile_limit"
-    if "BackendCompilerFailed" in ft or reason.startswith("backend='") or "backend compiler failed" in reason:
+    if (
+        "BackendCompilerFailed" in ft
+        or "InductorError" in ft  # torch 2.13 raises Inductor's failures as InductorError
+        or reason.startswith("backend='")
+        or "backend compiler failed" in reason
+    ):
         return "backend_compiler_failure"
     if "observed exception" in reason or "ObservedException" in ft or "ObservedUserStopIteration" in ft:
         return "user_exception"
@@ -159,6 +165,13 @@ def next_step(category: str, fail_type: str | None, reason: str | None, *, in_lo
             "The break is inside a loop, where Dynamo cannot resume, so the whole frame ran "
             "eagerly: move the break out of the loop or remove it, or compile the loop body on "
             "its own; TORCH_LOGS=graph_breaks prints each break with its user stack."
+        )
+    if category == "backend_compiler_failure" and "InductorError" in (fail_type or ""):
+        step = (
+            "Inductor failed while Dynamo and AOTAutograd did not: `traceview repro` on this compile "
+            "writes Inductor's input graph (fx_graph_runnable) as a script; backend='aot_eager_decomp_partition' "
+            "passing and 'inductor' failing confirms it (`traceview ablate -- python <script>` runs the "
+            "ladder). " + _MINIFY.format(after="aot") + "."
         )
     if category == "backend_compiler_failure":
         m = _BACKEND.search(reason or "")
