@@ -164,8 +164,8 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         if kind == "dynamo_start":
             stack = _stack(meta.get("stack"), str_tables.get(file, {}))
             row["user_stack"] = stack
-            frames = meta.get("stack") or []
-            if frames and isinstance(frames[-1], dict):
+            frames = meta.get("stack")
+            if isinstance(frames, list) and frames and isinstance(frames[-1], dict):
                 last = frames[-1]
                 fn = last.get("filename")
                 row.setdefault("start_function", last.get("name"))
@@ -309,7 +309,8 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     )
     out = out.with_columns(
         status.alias("status"),
-        pl.from_epoch(pl.col("start_us").cast(pl.Int64), time_unit="us").alias("start"),
+        # a time beyond what a datetime holds (ts 1e30, NaN) has no start
+        pl.from_epoch(pl.col("start_us").cast(pl.Int64, strict=False), time_unit="us").alias("start"),
         (pl.col("compile_time_s").fill_null(0.0) + pl.col("bwd_compile_time_s").fill_null(0.0)).alias(
             "total_time_s"
         ),
@@ -425,6 +426,7 @@ def build_spans(events: pl.DataFrame, chromium: pl.DataFrame | None = None) -> p
         pl.col("lineno").alias("end_lineno"),
     )
     out = pl.concat([pairs, complete], how="vertical_relaxed").with_columns(
-        pl.from_epoch(pl.col("start_us").cast(pl.Int64), time_unit="us").alias("start")
+        # a time beyond what a datetime holds (ts 1e30, NaN) has no start
+        pl.from_epoch(pl.col("start_us").cast(pl.Int64, strict=False), time_unit="us").alias("start")
     )
     return out.select([pl.col(c).cast(t) for c, t in SPANS_SCHEMA.items()]).sort("file", "lineno")

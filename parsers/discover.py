@@ -19,6 +19,7 @@ _PREFIX = rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\]]+:\d+
 TRACE_LINE_RE = re.compile(rb"^" + _PREFIX + rb"\{\"")
 TEXT_LINE_RE = re.compile(rb"^" + _PREFIX)
 TS_RE = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC](\d{4}) (\d\d:\d\d:\d\d\.\d{6})")
+_RANK_KEY = re.compile(rb', "rank": (\d+)')
 RUN_GAP_S = 600.0
 _SNIFF = 64 * 1024
 _SNIFF_MORE = 8 * 1024 * 1024
@@ -172,7 +173,7 @@ def discover(
             if kind == "empty":
                 inputs.stray.append((fs, "empty trace log"))
                 continue
-            rank = int(name_m.group(1)) if name_m and name_m.group(1) else _rank_in(fs)
+            rank = rank_number(name_m.group(1)) if name_m and name_m.group(1) else _rank_in(fs)
             st = f.stat()
             inputs.traces.append(TraceFile(fs, rank, start, st.st_mtime, st.st_size))
         elif kind == "text":
@@ -202,5 +203,18 @@ def discover(
 def _rank_in(path: str) -> int | None:
     """The rank of a trace whose file name does not say it: from its first `"rank": N` key."""
     head = _head(path)
-    m = re.search(rb'^[^\t][^\n]*?\] \{"[^\n]*?, "rank": (\d+)', head, re.M)
-    return int(m.group(1)) if m else None
+    for line in head.split(b"\n"):  # (one regex over the head was quadratic on some lines)
+        at = line.find(b'] {"', 1)
+        if at < 0 or line[:1] == b"\t":
+            continue
+        m = _RANK_KEY.search(line, at + 4)
+        if m:
+            return rank_number(m.group(1))
+    return None
+
+
+def rank_number(digits: str | bytes) -> int | None:
+    """A rank written in a file name or a record; None when it does not fit the 32-bit
+    `rank` columns (no real rank does)."""
+    n = int(digits)
+    return n if n < 1 << 31 else None

@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from parsers.discover import InputError
+from parsers.discover import InputError, rank_number
 from parsers.kinds import (
     CONTEXT_KEYS,
     NAMED_KINDS,
@@ -406,7 +406,6 @@ def _scan(
 
     # per-envelope Python: one orjson.loads and a handful of dict lookups
     loads = orjson.loads
-    dumps = orjson.dumps
     keep: list[int] = []
     kinds: list[str] = []
     names: list[str | None] = []
@@ -434,9 +433,11 @@ def _scan(
         try:
             d = loads(j)
         except orjson.JSONDecodeError as exc:
-            bad_json += 1
-            problems.add(int(cand[i]) + 1, "bad_json", f"{exc}: {j[:120].decode('utf-8', 'replace')}")
-            continue
+            d = _loads_python(j)  # NaN, Infinity, lone surrogates: what json.dumps writes
+            if d is None:
+                bad_json += 1
+                problems.add(int(cand[i]) + 1, "bad_json", f"{exc}: {j[:120].decode('utf-8', 'replace')}")
+                continue
         if type(d) is not dict or not d:
             bad_json += 1
             problems.add(int(cand[i]) + 1, "bad_json", f"not a JSON object: {j[:120].decode('utf-8', 'replace')}")
@@ -446,25 +447,36 @@ def _scan(
         meta = d[kind]
         keep.append(i)
         kinds.append(kind)
-        names.append(meta.get("name") if kind in NAMED_KINDS and type(meta) is dict else None)
-        metas.append(dumps(meta, default=repr))
+        name = meta.get("name") if kind in NAMED_KINDS and type(meta) is dict else None
+        if name is not None and type(name) is not str:
+            problems.add(int(cand[i]) + 1, "bad_field", f"{kind} name is not a string: {_short(name)}")
+            name = _short(name)
+        names.append(name)
+        metas.append(_dumps(meta))
         extra = None
         for key in it:
             if key not in CONTEXT_KEYS:
                 if extra is None:
                     extra = {}
                 extra[key] = d[key]
-        extras.append(dumps(extra, default=repr) if extra is not None else None)
+        extras.append(_dumps(extra) if extra is not None else None)
         ranks.append(d.get("rank"))
         caids.append(d.get("compiled_autograd_id"))
         fids.append(d.get("frame_id"))
         fcids.append(d.get("frame_compile_id"))
         attempts.append(d.get("attempt"))
         h = d.get("has_payload")
-        md5s.append(h if h is None or type(h) is str else str(h))
+        if h is not None and type(h) is not str:
+            problems.add(int(cand[i]) + 1, "bad_field", f"has_payload is not a string: {_short(h)}")
+            h = _short(h)
+        md5s.append(h)
         if kind == "str" and type(meta) is list and len(meta) == 2:
-            str_vals.append(str(meta[0]))
-            str_ids.append(_int_or_none(meta[1]))
+            sid = _int_or_none(meta[1])
+            if sid is None or not -(1 << 63) <= sid < 1 << 63:
+                problems.add(int(cand[i]) + 1, "bad_field", f"str id is not an integer: {_short(meta[1])}")
+            else:
+                str_vals.append(meta[0] if type(meta[0]) is str else _short(meta[0]))
+                str_ids.append(sid)
 
     keep_np = np.asarray(keep, dtype=np.int64)
     kept_cand = cand[keep_np]
@@ -478,7 +490,7 @@ def _scan(
         kept_payloads = _summary_payloads(data, kinds, names, raw_start, raw_end, kept_payload_lines, kept_cand, problems)
 
     file_rank_m = FILE_RANK_RE.search(os.path.basename(file))
-    file_rank = int(file_rank_m.group(1)) if file_rank_m else None
+    file_rank = rank_number(file_rank_m.group(1)) if file_rank_m else None
     if file_rank is not None:
         other = [(i, r) for i, r in enumerate(map(_int_or_none, ranks)) if r is not None and r != file_rank]
         if other:
@@ -514,11 +526,11 @@ def _scan(
         "name": pl.Series([x if x is None or type(x) is str else str(x) for x in names], dtype=pl.String),
         "metadata": pl.Series(metas, dtype=pl.Binary).cast(pl.String),  # orjson writes UTF-8
         "extra": pl.Series(extras, dtype=pl.Binary).cast(pl.String),
-        "rank": _ints(ranks),
-        "compiled_autograd_id": _ints(caids),
-        "frame_id": _ints(fids),
-        "frame_compile_id": _ints(fcids),
-        "attempt": _ints(attempts),
+        "rank": _ints(ranks, "rank", kept_cand, problems),
+        "compiled_autograd_id": _ints(caids, "compiled_autograd_id", kept_cand, problems),
+        "frame_id": _ints(fids, "frame_id", kept_cand, problems),
+        "frame_compile_id": _ints(fcids, "frame_compile_id", kept_cand, problems),
+        "attempt": _ints(attempts, "attempt", kept_cand, problems),
         "payload_md5": pl.Series(md5s, dtype=pl.String),
         "block": kept_payloads,
         "payload_ok": pl.Series(payload_ok, dtype=pl.Boolean),
@@ -554,10 +566,55 @@ def _scan(
     )
 
 
-def _ints(values: list) -> pl.Series:
+def _ints(values: list, field: str, cand: np.ndarray, problems: _Problems) -> pl.Series:
     """Int32 Series of envelope fields ("3" and 3.0 become 3; a value that is not an
-    integer, or does not fit, becomes null)."""
-    return pl.Series(values, dtype=pl.Int32, strict=False)
+    integer, or does not fit, becomes null and is a `bad_field` problem)."""
+    out = pl.Series(values, dtype=pl.Int32, strict=False)
+    given = len(values) - values.count(None)
+    if given != len(values) - out.null_count():  # rare: find the envelopes
+        for i in np.flatnonzero(out.is_null().to_numpy()).tolist():
+            if values[i] is not None:
+                problems.add(int(cand[i]) + 1, "bad_field", f"{field} is not a 32-bit integer: {_short(values[i])}")
+    return out
+
+
+def _loads_python(j: bytes) -> object:
+    """A header's JSON as Python's json module reads it (None when it cannot): torch writes
+    it with json.dumps, which writes NaN, Infinity and lone surrogates that strict JSON
+    (orjson) refuses. Lone surrogates become U+FFFD (columns are UTF-8); NaN and Infinity
+    stay floats (written as null in `metadata`, which is strict JSON)."""
+    import json
+
+    try:
+        return _no_surrogates(json.loads(j))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _no_surrogates(v: object) -> object:
+    if type(v) is str:
+        return v.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if type(v) is list:
+        return [_no_surrogates(x) for x in v]
+    if type(v) is dict:
+        return {_no_surrogates(k): _no_surrogates(x) for k, x in v.items()}
+    return v
+
+
+def _short(value: object) -> str:
+    """A field's value as text, for a problem's detail or a column that wants a string."""
+    return value if type(value) is str else _dumps(value).decode("utf-8", "replace")[:200]
+
+
+def _dumps(value: object) -> bytes:
+    """JSON of a decoded value; what orjson cannot write (an integer beyond 64 bits, NaN is
+    fine) goes through the standard library, which writes anything json.loads read."""
+    try:
+        return orjson.dumps(value, default=repr)
+    except TypeError:
+        import json
+
+        return json.dumps(value, default=repr).encode()  # ASCII: surrogates escaped
 
 
 def _per_row(scans: list[_Scan], attr: str) -> list:
