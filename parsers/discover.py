@@ -8,11 +8,14 @@ long after the previous one; `latest=True` keeps the newest run.
 
 from __future__ import annotations
 
-import gzip
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from parsers.gzipped import is_gzip, read_all
 
 TRACE_NAME_RE = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_?)?.*\.log(?:\.gz)?$")
 _PREFIX = rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\]]+:\d+\] "
@@ -58,14 +61,12 @@ class Inputs:
 
 def _head(path: str, size: int = _SNIFF) -> bytes:
     with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head == b"\x1f\x8b":
-            try:
-                with gzip.open(fh) as gz:
-                    return gz.read(size)
-            except (OSError, EOFError) as exc:
-                raise InputError(f"{path}: not a readable gzip file ({exc})") from None
+        if is_gzip(fh):
+            # what is readable before damage (the parse keeps it too and says where it ends)
+            head, damage = read_all(fh, limit=size)
+            if not head and damage:
+                raise InputError(f"{path}: not a readable gzip file ({damage})")
+            return head
         return fh.read(size)
 
 
@@ -73,15 +74,18 @@ def sniff(path: str) -> tuple[str, str]:
     """Classify a file: ('trace'|'text'|'empty'|'binary'|'other', first timestamp).
 
     Reads the first 64 KiB; a text file with no torch log line there (a job that printed a
-    lot before compiling) is read further, up to 8 MiB."""
+    lot before compiling) is read further, up to 8 MiB. Raises InputError for a gzip file
+    of which nothing is readable."""
     head = _head(path)
     if not head.strip():
         return "empty", ""
-    if b"\x00" in head[:8192]:
-        return "binary", ""
+    # by what parses: a NUL byte among torch log lines (a damaged block) does not make the
+    # file binary, only one where no line is a torch log line
     kind, start = _classify(head)
     if kind == "other" and len(head) == _SNIFF:
         kind, start = _classify(_head(path, _SNIFF_MORE))
+    if kind == "other" and b"\x00" in head[:8192]:
+        return "binary", ""
     return kind, start
 
 
@@ -142,7 +146,7 @@ def discover(
     """Find trace logs and text logs under `path` (a file or a directory)."""
     p = Path(path)
     if not p.exists():
-        raise InputError(f"{path}: no such file or directory")
+        raise InputError(f"{path}: {_not_a_file(p) or 'no such file or directory'}")
     inputs = Inputs(root=str(path))
     candidates: list[tuple[Path, bool]]
     if p.is_dir():
@@ -152,9 +156,11 @@ def discover(
     candidates += [(Path(x), True) for x in extra_logs or []]
     for f, explicit in candidates:
         fs = str(f)
-        if not f.is_file():
+        why = _not_a_file(f)
+        if why is not None:
             if explicit:
-                raise InputError(f"{fs}: no such file")
+                raise InputError(f"{fs}: {why}")
+            inputs.stray.append((fs, why))
             continue
         if not os.access(f, os.R_OK):
             if explicit:
@@ -168,9 +174,16 @@ def discover(
                 raise InputError(f"{fs}: cannot read ({exc.strerror or exc})") from None
             inputs.stray.append((fs, f"cannot read: {exc.strerror or exc}"))
             continue
+        except InputError as exc:  # a gzip file with nothing readable
+            if explicit:
+                raise
+            inputs.stray.append((fs, str(exc).removeprefix(f"{fs}: ")))
+            continue
         name_m = TRACE_NAME_RE.match(f.name)
         if kind == "trace" or (name_m and kind == "empty"):
             if kind == "empty":
+                if explicit:
+                    raise InputError(f"{fs}: empty trace log (nothing written to it yet)")
                 inputs.stray.append((fs, "empty trace log"))
                 continue
             rank = rank_number(name_m.group(1)) if name_m and name_m.group(1) else _rank_in(fs)
@@ -198,6 +211,26 @@ def discover(
             raise InputError(f"{path}: no TORCH_TRACE or TORCH_LOGS logs in this directory")
         raise InputError(f"{path}: not a TORCH_TRACE log or a TORCH_LOGS text log")
     return inputs
+
+
+def _not_a_file(f: Path) -> str | None:
+    """Why `f` is not a regular file that can be read (None when it is one): a FIFO would
+    block the read, a symbolic link may lead nowhere or to itself."""
+    try:
+        st = f.stat()
+    except OSError as exc:
+        if f.is_symlink():
+            if exc.errno == errno.ELOOP:
+                return "symbolic link loop"
+            return f"broken symbolic link (to {os.readlink(f)})"
+        return "no such file" if exc.errno == errno.ENOENT else f"cannot read ({exc.strerror or exc})"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if stat.S_ISFIFO(st.st_mode):
+        return "a FIFO (named pipe), not a regular file"
+    return "not a regular file"
 
 
 def _rank_in(path: str) -> int | None:

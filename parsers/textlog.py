@@ -27,13 +27,15 @@ Every other line (program prints, tracebacks, warnings, progress bars) goes to
 from __future__ import annotations
 
 import datetime as dt
-import gzip
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import polars as pl
+
+from parsers.gzipped import is_gzip, read_all
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -130,12 +132,15 @@ class TextLog:
         return self.records
 
 
-def _read_bytes(path: Path) -> tuple[bytes, int]:
-    raw = path.read_bytes()
-    size = len(raw)
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    return raw, size
+def _read_bytes(path: Path) -> tuple[bytes, int, bool]:
+    """The text (gunzipped: what is readable before damage), the file's size, and whether
+    the compressed stream was damaged or cut off."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if is_gzip(fh):
+            raw, damage = read_all(fh)
+            return raw, size, damage is not None
+        return fh.read(), size, False
 
 
 def _lines_array(data: bytes) -> pa.LargeStringArray:
@@ -191,10 +196,10 @@ def read_text_log(
     """
     path = Path(path)
     name = str(path)
-    data, size = _read_bytes(path)
+    data, size, damaged = _read_bytes(path)
     mtime = dt.datetime.fromtimestamp(path.stat().st_mtime)
     lines, invalid = _split_lines(data)
-    truncated = bool(data) and not data.endswith(b"\n")
+    truncated = damaged or (bool(data) and not data.endswith(b"\n"))
     del data
     df = (
         pl.DataFrame({"text": lines})
