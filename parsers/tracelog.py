@@ -351,19 +351,24 @@ def _gzip_scans(fh: BinaryIO, path: str, st: os.stat_result, *, lazy: bool) -> l
     decompressing again. Damage ends the text where it starts, and is a problem."""
     stream = GzipStream(fh)
     scans: list[_Scan] = []
-    buf = b""
-    offset = lines = 0
+    parts: list[bytes] = []  # text read after the last piece (one record bigger than a piece)
+    have = offset = lines = 0
     while True:
         more = stream.read(GZIP_PIECE)
-        data = buf + more if buf else more
         if more:
-            cut = _last_record_start(data, max(len(buf) - 1, 0))
-            if cut <= 0:
-                buf = data  # one record bigger than a piece: read on
+            probe = (parts[-1][-1:] if parts else b"") + more  # a record may start at the seam
+            c = _last_record_start(probe, 0)
+            if c <= 0:
+                parts.append(more)
+                have += len(more)
                 continue
-            piece, buf = data[:cut], data[cut:]
+            cut = have - (1 if parts else 0) + c
+            data = b"".join([*parts, more]) if parts else more
+            piece, rest = data[:cut], data[cut:]
+            del data
+            parts, have = ([rest], len(rest)) if rest else ([], 0)
         else:
-            piece, buf = data, b""
+            piece, parts = b"".join(parts), []
         if not piece and scans:
             break
         scan = _scan(piece, path, mtime=st.st_mtime, size=len(piece), line_offset=lines, lazy=lazy, byte_offset=offset)
@@ -519,14 +524,17 @@ def _scan(
         if plen is None:
             bad_prefix += 1
             lineno = int(cand[i]) + 1
-            text = data[starts[cand[i]] : ends[cand[i]]].decode("utf-8", "replace")
+            a = int(starts[cand[i]])
+            text = data[a : min(int(ends[cand[i]]), a + 400)].decode("utf-8", "replace")
             problems.add(lineno, "bad_prefix", text)
             continue
         j = j[plen:]
         try:
             d = loads(j)
         except orjson.JSONDecodeError as exc:
-            d = _loads_python(j)  # NaN, Infinity, lone surrogates: what json.dumps writes
+            # NaN, Infinity, lone surrogates, 1e400: what json.dumps writes (only then: a
+            # long line that is not JSON is not decoded twice)
+            d = _loads_python(j) if _python_json(j, exc) else None
             if d is None:
                 bad_json += 1
                 problems.add(int(cand[i]) + 1, "bad_json", f"{exc}: {j[:120].decode('utf-8', 'replace')}")
@@ -669,6 +677,11 @@ def _ints(values: list, field: str, cand: np.ndarray, problems: _Problems) -> pl
             if values[i] is not None:
                 problems.add(int(cand[i]) + 1, "bad_field", f"{field} is not a 32-bit integer: {_short(values[i])}")
     return out
+
+
+def _python_json(j: bytes, exc: orjson.JSONDecodeError) -> bool:
+    """Whether a header that orjson refused may be JSON as Python's json reads it."""
+    return b"NaN" in j or b"Infinity" in j or b"\\u" in j or "infinity" in str(exc)
 
 
 def _loads_python(j: bytes) -> object:

@@ -211,6 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from parsers.discover import InputError
 
+    _exit_on_termination()
     try:
         return COMMANDS[args.command](args)
     except (UserError, InputError) as exc:
@@ -240,6 +241,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"traceview: internal error: {type(exc).__name__}: {msg[:200]} (set TRACEVIEW_DEBUG=1 for details)\n"
         )
         return EXIT_INTERNAL
+
+
+def _exit_on_termination() -> None:
+    """SIGTERM and SIGHUP (a job killed, a terminal closed) unwind like Ctrl-C: what is being
+    written is removed (an export's temporary directory), not left behind."""
+    import signal
+    import threading
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, stop)
 
 
 def entry() -> None:
