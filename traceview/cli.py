@@ -211,7 +211,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from parsers.discover import InputError
 
-    _exit_on_termination()
     try:
         return COMMANDS[args.command](args)
     except (UserError, InputError) as exc:
@@ -247,19 +246,18 @@ def _exit_on_termination() -> None:
     """SIGTERM and SIGHUP (a job killed, a terminal closed) unwind like Ctrl-C: what is being
     written is removed (an export's temporary directory), not left behind."""
     import signal
-    import threading
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, stop)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
 
 
 def entry() -> None:
     """Console-script entry point."""
     timing.mark("start")
+    _exit_on_termination()
     code = main()
     t = timing.now()
     # Leave without the interpreter's teardown, which takes ~0.15 s once polars and the

@@ -119,8 +119,8 @@ def write_export(
             "stats": trace.stats.with_columns(pl.col(pl.Datetime).dt.to_string()).to_dicts(),
         }
         (tmp / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-        (tmp / _PARTIAL).unlink()
         _swap_into_place(tmp, out)
+        (out / _PARTIAL).unlink()  # (kept until now: a kill before it leaves a marked temporary)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -146,7 +146,7 @@ def _not_replaceable(out: Path) -> str | None:
     if not isinstance(manifest, dict) or manifest.get("written_by") != EXPORT_MARKER:
         return "its manifest.json is not one traceview wrote"
     tables = manifest.get("tables")
-    listed = {"manifest.json"}
+    listed = {"manifest.json", _PARTIAL}
     for meta in (tables.values() if isinstance(tables, dict) else []):
         if isinstance(meta, dict) and isinstance(meta.get("path"), str):
             listed.add(meta["path"].split("/")[0])
