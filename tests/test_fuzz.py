@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -331,7 +332,7 @@ def check_trace(t: traceview.Trace, files: dict[str, Expected], gz_damaged: dict
         t.table(table)
     report = build_report(t)
     render_text(report, width=100)
-    assert report["parse"]["files"] is not None
+    orjson.dumps(report)  # what `summary --json` writes (a rank beyond 64 bits failed here)
 
 
 def load_and_check(tmp: Path, case: Case, *, second: bool) -> None:
