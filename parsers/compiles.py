@@ -10,6 +10,8 @@ from __future__ import annotations
 import orjson
 import polars as pl
 
+from parsers.coerce import typed_frame
+
 METRICS_KINDS = (
     "compilation_metrics",
     "bwd_compilation_metrics",
@@ -191,7 +193,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         if bwd_t is None and bwd.get("duration_us") is not None:
             bwd_t = (_f(bwd.get("duration_us")) or 0.0) / 1e6
         restarts = m.get("restart_reasons") or []
-        if isinstance(restarts, str):
+        if not isinstance(restarts, list):
             restarts = [restarts]
         cfg = m.get("dynamo_config")
         if isinstance(cfg, str):
@@ -274,7 +276,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
             )
         },
     }
-    detail = pl.DataFrame(rows, schema=detail_schema)
+    detail = typed_frame(rows, detail_schema)  # (a field of an odd type is null, or text)
     out = base.join(detail, on=["file", "compile_id"], how="left")
     # A compile whose metrics lack the code object (the one that hit the recompile limit
     # has co_name null): take it from another compile of the same frame in the same process.

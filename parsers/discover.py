@@ -223,7 +223,7 @@ def _not_a_file(f: Path) -> str | None:
             if exc.errno == errno.ELOOP:
                 return "symbolic link loop"
             return f"broken symbolic link (to {os.readlink(f)})"
-        return "no such file" if exc.errno == errno.ENOENT else f"cannot read ({exc.strerror or exc})"
+        return "no such file or directory" if exc.errno == errno.ENOENT else f"cannot read ({exc.strerror or exc})"
     if stat.S_ISREG(st.st_mode):
         return None
     if stat.S_ISDIR(st.st_mode):

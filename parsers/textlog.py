@@ -241,7 +241,7 @@ def read_text_log(
     other = df.filter(pl.col("rec").is_null()).select(
         pl.lit(name).alias("file"),
         "lineno",
-        pl.col("text").str.extract(r"^\[(?:rank|default)(\d+)\]:", 1).cast(pl.Int32).alias("rank"),
+        pl.col("text").str.extract(r"^\[(?:rank|default)(\d+)\]:", 1).cast(pl.Int32, strict=False).alias("rank"),
         "text",
     )
     cont_lines = int(part.select((~pl.col("prefixed")).sum()).item() or 0)
@@ -335,22 +335,22 @@ def _records(
         "end_lineno",
         "lines",
         (pl.col("end_lineno") - pl.col("lineno") + 1 == pl.col("lines")).alias("contiguous"),
-        pl.col("rank").cast(pl.Int32),
-        pl.col("pid").cast(pl.Int32),
+        pl.col("rank").cast(pl.Int32, strict=False),
+        pl.col("pid").cast(pl.Int32, strict=False),
         "level",
         ts.str.strptime(pl.Datetime("us"), "%Y%m%d %H:%M:%S%.f", strict=False).alias("ts"),
         "src_file",
-        pl.col("src_line").cast(pl.Int32),
+        pl.col("src_line").cast(pl.Int32, strict=False),
         pl.col("tid").str.replace(r"_\d+$", "").alias("compile_id"),
         pl.when(pl.col("tid").is_not_null())
         .then(pl.concat_str([pl.lit("["), pl.col("tid"), pl.lit("]")]))
         .alias("trace_id"),
-        pl.col("fid").cast(pl.Int32).alias("frame_id"),
-        pl.col("fcid").cast(pl.Int32).alias("frame_compile_id"),
+        pl.col("fid").cast(pl.Int32, strict=False).alias("frame_id"),
+        pl.col("fcid").cast(pl.Int32, strict=False).alias("frame_compile_id"),
         pl.when(pl.col("tid").is_not_null())
-        .then(pl.col("att").cast(pl.Int32).fill_null(0))
+        .then(pl.col("att").cast(pl.Int32, strict=False).fill_null(0))
         .alias("attempt"),
-        pl.col("ca").cast(pl.Int32).alias("compiled_autograd_id"),
+        pl.col("ca").cast(pl.Int32, strict=False).alias("compiled_autograd_id"),
         "artifact",
         "text",
     ).cast(dict(LOG_RECORDS_SCHEMA))

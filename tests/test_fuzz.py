@@ -173,7 +173,17 @@ ODD_VALUES = [
     float("nan"), float("inf"), float("-inf"), "\ud800", 1e30,
 ]
 FIELDS = ["rank", "frame_id", "frame_compile_id", "attempt", "compiled_autograd_id", "has_payload"]
-META_FIELDS = ["name", "stack", "encoding", "filename", "line", "user_stack", "sizes"]
+# the metadata fields the table builders read (parsers/compiles.py, facts.py, graphs.py)
+META_FIELDS = [
+    "name", "stack", "encoding", "filename", "line", "user_stack", "sizes", "co_name",
+    "co_filename", "co_firstlineno", "compile_id", "fail_reason", "fail_type",
+    "fail_user_frame_filename", "fail_user_frame_lineno", "recompile_reason", "restart_reasons",
+    "dynamo_config", "start_time", "start_time_us", "duration_us", "entire_frame_compile_time_s",
+    "backend_compile_time_s", "inductor_compile_time_s", "code_gen_time_s", "guard_count",
+    "shape_env_guard_count", "graph_op_count", "graph_node_count", "graph_input_count",
+    "cache_size", "accumulated_cache_size", "has_guarded_code", "automatic_dynamic_shapes",
+    "assume_static_by_default",
+]
 
 
 def _odd_json(header: bytes, rnd: random.Random) -> bytes:
