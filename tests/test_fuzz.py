@@ -47,7 +47,7 @@ PEER = Path(os.environ.get("TRACEVIEW_SHARED_TRACES", ROOT.parent / "shared" / "
 LONG = os.environ.get("TRACEVIEW_FUZZ") == "long"
 settings.register_profile(
     "fuzz-default",
-    max_examples=120,
+    max_examples=100,
     deadline=timedelta(seconds=20),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=False,
@@ -407,3 +407,53 @@ def test_truncation_at_every_record_boundary() -> None:
                 facts.graph_breaks_from_trace(parsed.events)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def test_odd_value_in_every_field_the_builders_read(tmp_path: Path) -> None:
+    """Each metadata field the table builders read, and each context field, on a real record
+    that has it, given values of odd types: the envelope is kept and every table and the
+    report are built. (A sweep of every value on every record kind found the crashes this
+    guards against; this is its fast part.)"""
+    from parsers.textlog import LOG_RECORDS_SCHEMA, OTHER_LINES_SCHEMA
+    from parsers.tracelog import read_trace_file
+
+    values = [True, [1, "a"], {"": None}]  # not iterable, not hashable, not a list (2**70: test_bad_input)
+    checked = 0
+    seen: set[tuple[str, str]] = set()
+    for src in ("recompiles", "backend_error", "training"):
+        path = next((ROOT / "fixtures" / src / "trace").glob("*.log"))
+        recs = records_of(path)
+        for i, rec in enumerate(recs):
+            head, _, rest = rec.partition(b"\n")
+            m = GLOG.match(head)
+            obj = json.loads(head[m.end() :]) if m else None
+            if not isinstance(obj, dict) or not obj:
+                continue
+            kind = next(iter(obj))
+            meta = obj[kind] if isinstance(obj[kind], dict) else {}
+            fields = [f for f in META_FIELDS if f in meta] + [f for f in FIELDS if f in obj]
+            for field in fields:
+                if (kind, field) in seen:
+                    continue
+                seen.add((kind, field))
+                for value in values:
+                    changed = json.loads(head[m.end() :])
+                    (changed[kind] if field in meta else changed)[field] = value
+                    new = head[: m.end()] + json.dumps(changed).encode() + b"\n" + rest
+                    f = tmp_path / "dedicated_log_torch_trace_x.log"
+                    # the record among its neighbours (a compile's other records)
+                    f.write_bytes(b"".join(recs[max(i - 40, 0) : i]) + new + b"".join(recs[i + 1 : i + 40]))
+                    p = read_trace_file(f)
+                    assert p.events.height == len(count_envelopes(f.read_bytes()).intact), (kind, field, value)
+                    t = traceview.Trace(
+                        {
+                            "events": p.events, "strings": p.strings, "stats": p.stats, "problems": p.problems,
+                            "log_records": pl.DataFrame(schema=LOG_RECORDS_SCHEMA),
+                            "other_lines": pl.DataFrame(schema=OTHER_LINES_SCHEMA),
+                        }
+                    )
+                    for table in BUILDERS:
+                        t.table(table)
+                    orjson.dumps(build_report(t))
+                    checked += 1
+    assert checked > 150

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # this module is imported before polars (see traceview.worker
     from traceview.trace import Trace
 
 MAX_ENTRIES = 16
-PARSER_VERSION = "7"  # bump when parsing changes what the tables or parts hold
+PARSER_VERSION = "8"  # bump when parsing changes what the tables or parts hold
 
 
 def cache_dir() -> Path:
