@@ -90,19 +90,20 @@ def sniff(path: str) -> tuple[str, str]:
 
 
 def _classify(head: bytes) -> tuple[str, str]:
-    kind = "other"
+    """By what most torch log lines in `head` are: trace records or text-log records (one
+    damaged trace header, a flipped `{`, reads as a text-log line: the file stays a trace)."""
+    trace = text = 0
     start = ""
     for line in head.split(b"\n"):
         if TRACE_LINE_RE.match(line):
-            kind = "trace"
+            trace += 1
         elif TEXT_LINE_RE.match(line):
-            kind = "text"
+            text += 1
         else:
             continue
-        m = TS_RE.match(line)
-        if m:
+        if not start and (m := TS_RE.match(line)):
             start = f"{m.group(1).decode()} {m.group(2).decode()}"
-        break
+    kind = "trace" if trace > text else "text" if text else "other"
     return kind, start
 
 

@@ -125,6 +125,7 @@ class TextLog:
     records: pl.DataFrame
     other_lines: pl.DataFrame
     stats: pl.DataFrame
+    damage: str | None = None  # why a .gz capture's text ended early (what came before is read)
 
     @property
     def log_records(self) -> pl.DataFrame:
@@ -132,15 +133,15 @@ class TextLog:
         return self.records
 
 
-def _read_bytes(path: Path) -> tuple[bytes, int, bool]:
-    """The text (gunzipped: what is readable before damage), the file's size, and whether
-    the compressed stream was damaged or cut off."""
+def _read_bytes(path: Path) -> tuple[bytes, int, str | None]:
+    """The text (gunzipped: what is readable before damage), the file's size, and why the
+    compressed stream ended early (damaged or cut off; None when it did not)."""
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if is_gzip(fh):
             raw, damage = read_all(fh)
-            return raw, size, damage is not None
-        return fh.read(), size, False
+            return raw, size, damage
+        return fh.read(), size, None
 
 
 def _lines_array(data: bytes) -> pa.LargeStringArray:
@@ -196,10 +197,10 @@ def read_text_log(
     """
     path = Path(path)
     name = str(path)
-    data, size, damaged = _read_bytes(path)
+    data, size, damage = _read_bytes(path)
     mtime = dt.datetime.fromtimestamp(path.stat().st_mtime)
     lines, invalid = _split_lines(data)
-    truncated = damaged or (bool(data) and not data.endswith(b"\n"))
+    truncated = damage is not None or (bool(data) and not data.endswith(b"\n"))
     del data
     df = (
         pl.DataFrame({"text": lines})
@@ -264,7 +265,7 @@ def read_text_log(
         ],
         schema=STATS_SCHEMA,
     )
-    return TextLog(records=records, other_lines=other, stats=stats)
+    return TextLog(records=records, other_lines=other, stats=stats, damage=damage)
 
 
 def _group_streams(df: pl.DataFrame, fields: pl.DataFrame) -> pl.DataFrame:

@@ -330,21 +330,21 @@ def read_trace_files(paths: list[str], *, lazy: bool = False) -> ParsedFile:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
             if is_gzip(fh):
-                scans.extend(_gzip_scans(fh, str(path), st, lazy=lazy))
+                scans.append(_gzip_scan(fh, str(path), st, lazy=lazy))
                 continue
             data = fh.read()
         scan = _scan(data, str(path), mtime=st.st_mtime, size=st.st_size, lazy=lazy)
         if len(data) != st.st_size:
             scan.problems = file_changed(scan.problems, str(path), int(scan.stats["lines"]), st.st_size, len(data))  # type: ignore[call-overload]
         scans.append(scan)
-    return _build(_merge_pieces(scans), lazy=lazy)
+    return _build(scans, lazy=lazy)
 
 
 GZIP_PIECE = 32 << 20  # a gzip log is decompressed and parsed this much at a time
 _HEADER_START = re.compile(rb"\n[^\t\n]")
 
 
-def _gzip_scans(fh: BinaryIO, path: str, st: os.stat_result, *, lazy: bool) -> list[_Scan]:
+def _gzip_scan(fh: BinaryIO, path: str, st: os.stat_result, *, lazy: bool) -> _Scan:
     """A gzip log, decompressed and scanned a piece at a time (memory stays near what the
     same file uncompressed costs: no more than GZIP_PIECE of text at once, plus the tables);
     a lazy parse leaves the payloads in the compressed file, where `hydrate` reads them by
@@ -379,8 +379,9 @@ def _gzip_scans(fh: BinaryIO, path: str, st: os.stat_result, *, lazy: bool) -> l
             break
     if stream.damage is not None:
         _add_problem(scans[-1], lines + 1, "gzip_damaged", f"{stream.damage}; read up to byte {offset} of the text")
-    scans[0].stats["bytes"] = st.st_size
-    return scans
+    scan = _merged(scans)
+    scan.stats["bytes"] = st.st_size
+    return scan
 
 
 def _last_record_start(data: bytes, lo: int) -> int:
@@ -414,32 +415,26 @@ def file_changed(problems: pl.DataFrame, file: str, lines: int, expected: int, g
     return _with_problem(problems, file, lines, "file_changed", detail)
 
 
-def _merge_pieces(scans: list[_Scan]) -> list[_Scan]:
-    """Scans of the pieces of one file (a gzip log) as one scan."""
-    if len({s.file for s in scans}) == len(scans):
-        return scans
-    out: list[_Scan] = []
-    for s in scans:
-        if not out or out[-1].file != s.file:
-            out.append(s)
-            continue
-        a = out[-1]
+def _merged(scans: list[_Scan]) -> _Scan:
+    """The scans of the pieces of one file (in order) as one scan."""
+    a = scans[0]
+    for s in scans[1:]:
         n = int(a.stats["envelopes"])  # type: ignore[call-overload]
         a.prefix = pl.concat([a.prefix, s.prefix])
         a.columns = {c: pl.concat([a.columns[c], s.columns[c]], rechunk=False) for c in a.columns}
         a.strings = pl.concat([a.strings, s.strings])
         a.problems = pl.concat([a.problems, s.problems])
         a.chromium_rows = np.concatenate([a.chromium_rows, s.chromium_rows + n])
-        a.chromium = {c: pl.concat([a.chromium[c], s.chromium[c]]) for c in a.chromium} if a.chromium else s.chromium
+        a.chromium = {c: pl.concat([a.chromium[c], s.chromium[c]]) for c in a.chromium}
         a.kinds |= s.kinds
         for k, v in s.stats.items():
-            if k in ("truncated_tail",):
+            if k == "truncated_tail":
                 a.stats[k] = v
             elif k == "invalid_utf8":
                 a.stats[k] = bool(a.stats[k]) or bool(v)
             elif k != "bytes":
                 a.stats[k] = None if a.stats[k] is None or v is None else a.stats[k] + v  # type: ignore[operator]
-    return out
+    return a
 
 
 @dataclass

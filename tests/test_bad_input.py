@@ -334,3 +334,25 @@ def test_a_crlf_converted_file_is_read_as_lf(tmp_path: Path) -> None:
     t.ensure_graph_tables()
     assert t.events.height == len(records(SIMPLE))
     assert t.events["payload_ok"].drop_nulls().all()
+
+
+def test_a_damaged_first_header_does_not_make_a_trace_a_text_log(tmp_path: Path) -> None:
+    """A flipped `{` made the first header read as a text-log line, and the whole trace was
+    parsed as a text log (0 envelopes): a file is what most of its torch lines are."""
+    data = SIMPLE.read_bytes()
+    i = data.index(b"{")
+    d = trace_dir(tmp_path, data[:i] + b"[" + data[i + 1 :])
+    t = traceview.load(d, jobs=1)
+    assert t.events.height == len(records(SIMPLE)) - 1
+    assert t.problems["problem"].to_list() == ["bad_json"]
+
+
+def test_a_damaged_gz_text_log_is_a_problem_too(tmp_path: Path) -> None:
+    text = (FIXTURES / "recompiles" / "torch_logs.txt").read_bytes()
+    gz = gzip.compress(text)
+    f = tmp_path / "torch_logs.txt.gz"
+    f.write_bytes(gz[: len(gz) // 2])
+    t = traceview.load(f, jobs=1)
+    assert t.log_records.height > 0
+    (row,) = t.problems.filter(pl.col("problem") == "gzip_damaged").to_dicts()
+    assert row["file"] == str(f) and "cut off" in row["detail"]

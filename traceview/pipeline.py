@@ -274,6 +274,12 @@ def process_text_log(path: str, outdir: str) -> None:
         "stats": log.stats.with_columns(pl.lit("text").alias("format")),
         **{k: v for k, v in facts_from_text(log.records).items() if k != "guards"},
     }
+    if log.damage is not None:  # a damaged .gz capture: said where the problems are
+        lines = int(log.stats["lines"][0])
+        tables["problems"] = pl.DataFrame(
+            {"file": [path], "lineno": [lines + 1], "problem": ["gzip_damaged"], "detail": [log.damage]},
+            schema=_empty("problems").schema,
+        )
     _write(Path(outdir), tables)
 
 
