@@ -103,6 +103,8 @@ def _classify(head: bytes) -> tuple[str, str]:
             continue
         if not start and (m := TS_RE.match(line)):
             start = f"{m.group(1).decode()} {m.group(2).decode()}"
+        if trace + text >= 64:  # enough to tell
+            break
     kind = "trace" if trace > text else "text" if text else "other"
     return kind, start
 

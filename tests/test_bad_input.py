@@ -356,3 +356,14 @@ def test_a_damaged_gz_text_log_is_a_problem_too(tmp_path: Path) -> None:
     assert t.log_records.height > 0
     (row,) = t.problems.filter(pl.col("problem") == "gzip_damaged").to_dicts()
     assert row["file"] == str(f) and "cut off" in row["detail"]
+
+
+def test_an_export_of_an_older_traceview_is_not_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "d"
+    t = traceview.load(FIXTURES / "simple" / "trace", jobs=1)
+    write_export(t, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["written_by"]  # as traceview wrote it before the mark
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(traceview.errors.ExportError, match="written by an older traceview"):
+        write_export(t, out)

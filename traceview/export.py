@@ -144,6 +144,8 @@ def _not_replaceable(out: Path) -> str | None:
     except (OSError, orjson.JSONDecodeError):
         return "its manifest.json is not one traceview wrote"
     if not isinstance(manifest, dict) or manifest.get("written_by") != EXPORT_MARKER:
+        if isinstance(manifest, dict) and "traceview_schema_version" in manifest:
+            return "written by an older traceview, without the mark that makes it safe to replace: remove it first"
         return "its manifest.json is not one traceview wrote"
     tables = manifest.get("tables")
     listed = {"manifest.json", _PARTIAL}
