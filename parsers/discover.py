@@ -183,6 +183,8 @@ def discover(
             inputs.stray.append((fs, str(exc).removeprefix(f"{fs}: ")))
             continue
         name_m = TRACE_NAME_RE.match(f.name)
+        if name_m and kind == "text":
+            kind = "trace"  # torch names its trace files so: glog lines in one are damaged records
         if kind == "trace" or (name_m and kind == "empty"):
             if kind == "empty":
                 if explicit:
