@@ -10,6 +10,8 @@ from __future__ import annotations
 import orjson
 import polars as pl
 
+from parsers.coerce import typed_frame
+
 METRICS_KINDS = (
     "compilation_metrics",
     "bwd_compilation_metrics",
@@ -164,8 +166,8 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         if kind == "dynamo_start":
             stack = _stack(meta.get("stack"), str_tables.get(file, {}))
             row["user_stack"] = stack
-            frames = meta.get("stack") or []
-            if frames and isinstance(frames[-1], dict):
+            frames = meta.get("stack")
+            if isinstance(frames, list) and frames and isinstance(frames[-1], dict):
                 last = frames[-1]
                 fn = last.get("filename")
                 row.setdefault("start_function", last.get("name"))
@@ -191,7 +193,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         if bwd_t is None and bwd.get("duration_us") is not None:
             bwd_t = (_f(bwd.get("duration_us")) or 0.0) / 1e6
         restarts = m.get("restart_reasons") or []
-        if isinstance(restarts, str):
+        if not isinstance(restarts, list):
             restarts = [restarts]
         cfg = m.get("dynamo_config")
         if isinstance(cfg, str):
@@ -274,7 +276,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
             )
         },
     }
-    detail = pl.DataFrame(rows, schema=detail_schema)
+    detail = typed_frame(rows, detail_schema)  # (a field of an odd type is null, or text)
     out = base.join(detail, on=["file", "compile_id"], how="left")
     # A compile whose metrics lack the code object (the one that hit the recompile limit
     # has co_name null): take it from another compile of the same frame in the same process.
@@ -309,7 +311,8 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     )
     out = out.with_columns(
         status.alias("status"),
-        pl.from_epoch(pl.col("start_us").cast(pl.Int64), time_unit="us").alias("start"),
+        # a time beyond what a datetime holds (ts 1e30, NaN) has no start
+        pl.from_epoch(pl.col("start_us").cast(pl.Int64, strict=False), time_unit="us").alias("start"),
         (pl.col("compile_time_s").fill_null(0.0) + pl.col("bwd_compile_time_s").fill_null(0.0)).alias(
             "total_time_s"
         ),
@@ -425,6 +428,7 @@ def build_spans(events: pl.DataFrame, chromium: pl.DataFrame | None = None) -> p
         pl.col("lineno").alias("end_lineno"),
     )
     out = pl.concat([pairs, complete], how="vertical_relaxed").with_columns(
-        pl.from_epoch(pl.col("start_us").cast(pl.Int64), time_unit="us").alias("start")
+        # a time beyond what a datetime holds (ts 1e30, NaN) has no start
+        pl.from_epoch(pl.col("start_us").cast(pl.Int64, strict=False), time_unit="us").alias("start")
     )
     return out.select([pl.col(c).cast(t) for c, t in SPANS_SCHEMA.items()]).sort("file", "lineno")

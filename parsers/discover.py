@@ -8,17 +8,21 @@ long after the previous one; `latest=True` keeps the newest run.
 
 from __future__ import annotations
 
-import gzip
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from parsers.gzipped import is_gzip, read_all
 
 TRACE_NAME_RE = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_?)?.*\.log(?:\.gz)?$")
 _PREFIX = rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\]]+:\d+\] "
 TRACE_LINE_RE = re.compile(rb"^" + _PREFIX + rb"\{\"")
 TEXT_LINE_RE = re.compile(rb"^" + _PREFIX)
 TS_RE = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC](\d{4}) (\d\d:\d\d:\d\d\.\d{6})")
+_RANK_KEY = re.compile(rb', "rank": (\d+)')
 RUN_GAP_S = 600.0
 _SNIFF = 64 * 1024
 _SNIFF_MORE = 8 * 1024 * 1024
@@ -57,14 +61,12 @@ class Inputs:
 
 def _head(path: str, size: int = _SNIFF) -> bytes:
     with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head == b"\x1f\x8b":
-            try:
-                with gzip.open(fh) as gz:
-                    return gz.read(size)
-            except (OSError, EOFError) as exc:
-                raise InputError(f"{path}: not a readable gzip file ({exc})") from None
+        if is_gzip(fh):
+            # what is readable before damage (the parse keeps it too and says where it ends)
+            head, damage = read_all(fh, limit=size)
+            if not head and damage:
+                raise InputError(f"{path}: not a readable gzip file ({damage})")
+            return head
         return fh.read(size)
 
 
@@ -72,32 +74,38 @@ def sniff(path: str) -> tuple[str, str]:
     """Classify a file: ('trace'|'text'|'empty'|'binary'|'other', first timestamp).
 
     Reads the first 64 KiB; a text file with no torch log line there (a job that printed a
-    lot before compiling) is read further, up to 8 MiB."""
+    lot before compiling) is read further, up to 8 MiB. Raises InputError for a gzip file
+    of which nothing is readable."""
     head = _head(path)
     if not head.strip():
         return "empty", ""
-    if b"\x00" in head[:8192]:
-        return "binary", ""
+    # by what parses: a NUL byte among torch log lines (a damaged block) does not make the
+    # file binary, only one where no line is a torch log line
     kind, start = _classify(head)
     if kind == "other" and len(head) == _SNIFF:
         kind, start = _classify(_head(path, _SNIFF_MORE))
+    if kind == "other" and b"\x00" in head[:8192]:
+        return "binary", ""
     return kind, start
 
 
 def _classify(head: bytes) -> tuple[str, str]:
-    kind = "other"
+    """By what most torch log lines in `head` are: trace records or text-log records (one
+    damaged trace header, a flipped `{`, reads as a text-log line: the file stays a trace)."""
+    trace = text = 0
     start = ""
     for line in head.split(b"\n"):
         if TRACE_LINE_RE.match(line):
-            kind = "trace"
+            trace += 1
         elif TEXT_LINE_RE.match(line):
-            kind = "text"
+            text += 1
         else:
             continue
-        m = TS_RE.match(line)
-        if m:
+        if not start and (m := TS_RE.match(line)):
             start = f"{m.group(1).decode()} {m.group(2).decode()}"
-        break
+        if trace + text >= 64:  # enough to tell
+            break
+    kind = "trace" if trace > text else "text" if text else "other"
     return kind, start
 
 
@@ -141,7 +149,7 @@ def discover(
     """Find trace logs and text logs under `path` (a file or a directory)."""
     p = Path(path)
     if not p.exists():
-        raise InputError(f"{path}: no such file or directory")
+        raise InputError(f"{path}: {_not_a_file(p) or 'no such file or directory'}")
     inputs = Inputs(root=str(path))
     candidates: list[tuple[Path, bool]]
     if p.is_dir():
@@ -151,9 +159,11 @@ def discover(
     candidates += [(Path(x), True) for x in extra_logs or []]
     for f, explicit in candidates:
         fs = str(f)
-        if not f.is_file():
+        why = _not_a_file(f)
+        if why is not None:
             if explicit:
-                raise InputError(f"{fs}: no such file")
+                raise InputError(f"{fs}: {why}")
+            inputs.stray.append((fs, why))
             continue
         if not os.access(f, os.R_OK):
             if explicit:
@@ -167,12 +177,21 @@ def discover(
                 raise InputError(f"{fs}: cannot read ({exc.strerror or exc})") from None
             inputs.stray.append((fs, f"cannot read: {exc.strerror or exc}"))
             continue
+        except InputError as exc:  # a gzip file with nothing readable
+            if explicit:
+                raise
+            inputs.stray.append((fs, str(exc).removeprefix(f"{fs}: ")))
+            continue
         name_m = TRACE_NAME_RE.match(f.name)
+        if name_m and kind == "text":
+            kind = "trace"  # torch names its trace files so: glog lines in one are damaged records
         if kind == "trace" or (name_m and kind == "empty"):
             if kind == "empty":
+                if explicit:
+                    raise InputError(f"{fs}: empty trace log (nothing written to it yet)")
                 inputs.stray.append((fs, "empty trace log"))
                 continue
-            rank = int(name_m.group(1)) if name_m and name_m.group(1) else _rank_in(fs)
+            rank = rank_number(name_m.group(1)) if name_m and name_m.group(1) else _rank_in(fs)
             st = f.stat()
             inputs.traces.append(TraceFile(fs, rank, start, st.st_mtime, st.st_size))
         elif kind == "text":
@@ -199,8 +218,41 @@ def discover(
     return inputs
 
 
+def _not_a_file(f: Path) -> str | None:
+    """Why `f` is not a regular file that can be read (None when it is one): a FIFO would
+    block the read, a symbolic link may lead nowhere or to itself."""
+    try:
+        st = f.stat()
+    except OSError as exc:
+        if f.is_symlink():
+            if exc.errno == errno.ELOOP:
+                return "symbolic link loop"
+            return f"broken symbolic link (to {os.readlink(f)})"
+        return "no such file or directory" if exc.errno == errno.ENOENT else f"cannot read ({exc.strerror or exc})"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if stat.S_ISFIFO(st.st_mode):
+        return "a FIFO (named pipe), not a regular file"
+    return "not a regular file"
+
+
 def _rank_in(path: str) -> int | None:
     """The rank of a trace whose file name does not say it: from its first `"rank": N` key."""
     head = _head(path)
-    m = re.search(rb'^[^\t][^\n]*?\] \{"[^\n]*?, "rank": (\d+)', head, re.M)
-    return int(m.group(1)) if m else None
+    for line in head.split(b"\n"):  # (one regex over the head was quadratic on some lines)
+        at = line.find(b'] {"', 1)
+        if at < 0 or line[:1] == b"\t":
+            continue
+        m = _RANK_KEY.search(line, at + 4)
+        if m:
+            return rank_number(m.group(1))
+    return None
+
+
+def rank_number(digits: str | bytes) -> int | None:
+    """A rank written in a file name or a record; None when it does not fit the 32-bit
+    `rank` columns (no real rank does)."""
+    n = int(digits)
+    return n if n < 1 << 31 else None

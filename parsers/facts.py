@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from parsers.coerce import as_text, typed_frame
 from parsers.messages import (
     parse_annotation,
     parse_graph_break,
@@ -110,12 +111,12 @@ _LIMIT_VALUE = re.compile(r"currently set to (\d+)")
 _LIMIT_KIND = re.compile(r"Limit type: (\w+)")
 
 
+def _text_or_none(v: Any) -> str | None:
+    return None if v is None else as_text(v)
+
+
 def _frame(rows: list[dict[str, Any]], schema: pl.Schema) -> pl.DataFrame:
-    if not rows:
-        return pl.DataFrame(schema=schema)
-    return pl.DataFrame(
-        [{k: r.get(k) for k in schema} for r in rows], schema=schema, strict=False
-    )
+    return typed_frame(rows, schema, strict=False)
 
 
 def _records(log: TextLog | pl.DataFrame) -> pl.DataFrame:
@@ -182,13 +183,13 @@ def _code_objects_from_events(events: pl.DataFrame) -> dict[tuple, tuple]:
             continue
         if not isinstance(meta, dict):
             continue
-        key = (r["file"], r["compile_id"] or meta.get("compile_id"))
+        key = (r["file"], r["compile_id"] or _text_or_none(meta.get("compile_id")))
         if r["kind"] == "compilation_metrics":
             if meta.get("co_name"):
                 found[key] = (meta["co_name"], meta.get("co_filename"), meta.get("co_firstlineno"))
         else:
-            stack = meta.get("stack") or []
-            last = stack[-1] if stack and isinstance(stack[-1], dict) else None
+            stack = meta.get("stack")
+            last = stack[-1] if isinstance(stack, list) and stack and isinstance(stack[-1], dict) else None
             if last and key not in found:
                 fname = last.get("filename")
                 if isinstance(fname, int):
@@ -365,11 +366,11 @@ def limit_hits_from_trace(
         except orjson.JSONDecodeError:
             continue
         reason = meta.get("fail_reason") if isinstance(meta, dict) else None
-        if not reason or not _LIMIT_METRICS.search(reason):
+        if not isinstance(reason, str) or not _LIMIT_METRICS.search(reason):
             continue
         if code is None:
             code = _code_objects(events, compiles)
-        cid = ev["compile_id"] or meta.get("compile_id")
+        cid = ev["compile_id"] or _text_or_none(meta.get("compile_id"))
         fn, fname, line = code.get((ev["file"], cid), (None, None, None))
         value = _LIMIT_VALUE.search(reason)
         kind = _LIMIT_KIND.search(reason)

@@ -94,9 +94,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CLASS = re.compile(r"^(?P<indent>\s*)(?:(?P<path>\S.*?) )?class (?P<name>[^\s(]+)\((?P<base>[^)]*)\):\s*$")
 _DEF = re.compile(r"^(?P<indent>\s*)def forward\((?P<rest>.*)$")
 _DEF_END = re.compile(r"^\s*\)\s*(?:->.*)?:\s*$")
-_STACK = re.compile(
-    r"(?:^|\s)File: (?P<file>.+?):(?P<line>\d+)(?: in (?P<fn>.+?))?, code: (?P<code>.*)$"
-)
+# A stack-summary comment, `File: <file>:<line>[ in <fn>], code: <code>`: what the regex
+#   (?:^|\s)File: (?P<file>.+?):(?P<line>\d+)(?: in (?P<fn>.+?))?, code: (?P<code>.*)$
+# finds with search, found by _find_stack in linear time (the regex is quadratic on many
+# `File: ` or `:1 in ` in one line).
+_STACK_LINE = re.compile(r":(?P<line>\d+)")
+_CODE_SEP = ", code: "
 _NO_STACK = "No stacktrace found for following nodes"
 _SEQ_NR = re.compile(r"\bseq_nr['\"]?\s*[:=]\s*['\"]?(?P<n>-?\d+)")
 _ASSIGN = re.compile(
@@ -290,8 +293,11 @@ def _closes_at_end(s: str, open_idx: int) -> bool:
     return False
 
 
+# (the unquoted annotation is words between runs of whitespace, so that no two quantifiers
+# can take the same spaces: `[^=]+?` before `\s*=` was quadratic on a long run of them)
 _PARAM = re.compile(
-    r'^(?P<name>\*{0,2}[A-Za-z_]\w*)(?:\s*:\s*(?:"(?P<qann>(?:[^"\\]|\\.)*)"|(?P<ann>[^=]+?)))?'
+    r'^(?P<name>\*{0,2}[A-Za-z_]\w*)(?:\s*:\s*(?:"(?P<qann>(?:[^"\\]|\\.)*)"'
+    r"|(?P<ann>(?=[^=])[^=\s]*(?:\s+[^=\s]+)*)))?"
     r"(?:\s*=\s*(?P<default>.+))?$"
 )
 
@@ -385,15 +391,11 @@ _NO_SOURCE: dict[str, Any] = {
 
 def _source_from_comment(comment: str) -> dict[str, Any] | None:
     """Parse a stack-summary comment (text after the first ``#``); None if it is not one."""
-    m = _STACK.search(comment)
-    if m:
-        pre = comment[: m.start()].strip()
-        src = {
-            "user_file": m.group("file"),
-            "user_line": int(m.group("line")),
-            "user_function": m.group("fn"),
-            "user_code": m.group("code"),
-        }
+    found = _find_stack(comment)
+    if found:
+        start, file, line, fn, code = found
+        pre = comment[:start].strip()
+        src = {"user_file": file, "user_line": int(line), "user_function": fn, "user_code": code}
     elif _NO_STACK in comment:
         pre = comment[: comment.index(_NO_STACK)].strip()
         src = {"user_file": None, "user_line": None, "user_function": None, "user_code": None}
@@ -404,6 +406,42 @@ def _source_from_comment(comment: str) -> dict[str, Any] | None:
     src["node_meta"] = pre or None
     src["seq_nr"] = int(sm.group("n")) if sm else None
     return src
+
+
+def _find_stack(comment: str) -> tuple[int, str, str, str | None, str] | None:
+    """(start, file, line, function, code) of the stack summary in a comment, where the
+    regex in _STACK_LINE's comment finds it (start: of the whitespace before `File: `).
+    `.` does not cross a newline and `$` is the end (or a final newline), so only the last
+    line can hold it; each of its `:N` is looked at once, each `File: ` is a bisection."""
+    end = len(comment) - 1 if comment.endswith("\n") else len(comment)
+    begin = comment.rfind("\n", 0, end) + 1
+    seps = []
+    k = comment.find(_CODE_SEP, begin, end)
+    while k >= 0:
+        seps.append(k)
+        k = comment.find(_CODE_SEP, k + 1, end)
+    if not seps:
+        return None
+    # (colon, line, function, where the code starts) of each `:N` the file may end at
+    ends: list[tuple[int, str, str | None, int]] = []
+    for m in _STACK_LINE.finditer(comment, begin, end):
+        d = m.end()
+        if comment.startswith(" in ", d):
+            j = bisect.bisect_left(seps, d + 5)
+            if j < len(seps):
+                ends.append((m.start(), m["line"], comment[d + 4 : seps[j]], seps[j] + len(_CODE_SEP)))
+                continue
+        if comment.startswith(_CODE_SEP, d):
+            ends.append((m.start(), m["line"], None, d + len(_CODE_SEP)))
+    i = comment.find("File: ", begin, end)
+    while i >= 0:
+        if i == 0 or comment[i - 1].isspace():
+            j = bisect.bisect_left(ends, (i + 7,))  # the file is one character or more
+            if j < len(ends):
+                colon, line, fn, at = ends[j]
+                return max(i - 1, 0), comment[i + 6 : colon], line, fn, comment[at:end]
+        i = comment.find("File: ", i + 1, end)
+    return None
 
 
 def _parse_rows_py(text: str) -> list[dict[str, Any]]:
@@ -634,7 +672,13 @@ _V_PARAM = (
     r"(?:#(?P<c>.*))?$"
 )
 _KEYWORDS = list(keyword.kwlist)
-_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'", re.S)
+# a quoted string; one left open runs to the end (so the search for one never starts over
+# at each quote after it: quadratic), and _unquote keeps its opening quote
+_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*(?:(?P<dq>\")|\\?\Z)|'(?:[^'\\]|\\.)*(?:(?P<sq>')|\\?\Z)", re.S)
+
+
+def _unquote(m: re.Match[str]) -> str:
+    return "" if m["dq"] or m["sq"] else m[0][0]
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 # a one-line signature of plain parameters ``name`` / ``name: "ann"``
 _SIG_PARAM = r'\*{0,2}[A-Za-z_]\w*(?:\s*:\s*"[^"\\]*")?'
@@ -650,7 +694,7 @@ def _balance(s: str) -> int:
         # double quotes only: every other piece between them is outside the strings
         t = "\0".join(s.split('"')[0::2])
     else:
-        t = _QUOTED.sub("", s)
+        t = _QUOTED.sub(_unquote, s)
     k = t.find("#")
     if k >= 0:
         t = t[:k]

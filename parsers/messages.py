@@ -10,6 +10,7 @@ Pure functions, one message at a time (records are few); no polars here.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Iterable, Mapping
@@ -201,11 +202,17 @@ def parse_graph_break(text: str) -> dict[str, Any]:
 # ----------------------------------------------------------- guards and reasons
 
 # `code  # user code  # path:line in fn (HINT: ...)`; the user-code part may be missing.
-_GUARD_COMMENT = re.compile(
-    r"^(?P<code>.*?)\s+# (?:(?P<ucode>.*?)  # )?(?P<ufile>\S+?):(?P<uline>\d+) in (?P<ufn>\S+)"
-    r"(?: \(HINT: (?P<hint>.*)\))?\s*$",
-    re.S,
-)
+# What the regex
+#   ^(?P<code>.*?)\s+# (?:(?P<ucode>.*?)  # )?(?P<ufile>\S+?):(?P<uline>\d+) in (?P<ufn>\S+)
+#   (?: \(HINT: (?P<hint>.*)\))?\s*$            (re.S)
+# matches, found in linear time by _guard_comment (the regex is quadratic on many `# `).
+_COMMENT_SOURCE = re.compile(r"(?P<ufile>\S+?):(?P<uline>\d+) in (?P<ufn>\S+)")
+# Guard text longer than this is classified on its first CLASSIFY_MAX characters (a guard on
+# a huge repr, or a line that is not a guard at all).
+CLASSIFY_MAX = 4096
+# A recompile reason longer than this is parsed on its first MESSAGE_MAX characters (the
+# events table keeps the whole payload); with it, a reason costs bounded work.
+MESSAGE_MAX = 1 << 16
 _TENSOR_CHECK = re.compile(
     r"^tensor '(?P<src>.+)' (?P<what>size|stride) mismatch at index (?P<dim>\d+)\. "
     r"expected (?P<exp>[^,]+), actual (?P<act>.+)$"
@@ -226,7 +233,11 @@ _TYPE_ID = re.compile(
 )
 _TYPE_CALL = re.compile(r"^type\((?P<src>.+?)\) (?:is|==) (?P<exp>.+)$")
 _OBJ_ID = re.compile(r"^(?:not )?___check_obj_id\((?P<src>.+), \d+\)")
+# `x.size()[1]` / `L['x'].stride()[0]`: matched whole with fullmatch; found inside a longer
+# guard by _find_sym (a search with this pattern is quadratic on a long run of its characters)
 _SYM = re.compile(r"(?P<src>[\w'\[\]\.]+?)\.(?P<what>size|stride)\(\)\[(?P<dim>\d+)\]")
+_SYM_TAIL = re.compile(r"\.(?P<what>size|stride)\(\)\[(?P<dim>\d+)\]")
+_SYM_CHARS = re.compile(r"[\w'\[\]\.]+")
 _SYM_EQ = re.compile(r"^(?P<lhs>.+?) (?P<op>==|<=|>=|<|>|!=) (?P<rhs>.+)$")
 _LEN = re.compile(r"^len\((?P<src>.+)\) == (?P<exp>\d+)$")
 _VALUE = re.compile(r"^(?P<src>.+?) (?:==|is) (?P<exp>.+)$")
@@ -235,20 +246,81 @@ _NOT_SOURCE = ("___", "not ", "hasattr(", "isinstance(", "callable(", "__")
 
 def split_guard_comment(text: str) -> dict[str, Any]:
     """Split ``code  # user code  # file:line in fn`` into code and user source parts."""
-    m = _GUARD_COMMENT.match(text)
-    if not m:
+    found = _guard_comment(text)
+    if found is None:
         return {
             "code": text.rstrip(), "user_code": None, "user_file": None,
             "user_line": None, "user_function": None, "hint": None,
         }
+    code, ucode, m, hint = found
     return {
-        "code": m.group("code").rstrip(),
-        "user_code": m.group("ucode"),
+        "code": code.rstrip(),
+        "user_code": ucode,
         "user_file": m.group("ufile"),
         "user_line": int(m.group("uline")),
         "user_function": m.group("ufn"),
-        "hint": m.group("hint"),
+        "hint": hint,
     }
+
+
+def _guard_comment(text: str) -> tuple[str, str | None, re.Match[str], str | None] | None:
+    """(code, user code, match of `file:line in fn`, hint) of a guard with a source comment:
+    the comment is the first `# ` after whitespace whose remainder is `[ucode  # ]file:line
+    in fn[ (HINT: ...)]` (first trying with the user code, the shortest one), as the
+    regex in the comment above would find it, but with every position looked at a bounded
+    number of times."""
+    end = len(text.rstrip())  # past it only whitespace: where `\s*$` may start
+
+    def source_at(p: int) -> tuple[re.Match[str], str | None] | None:
+        m = _COMMENT_SOURCE.match(text, p)
+        if m is None:
+            return None
+        q = m.end()
+        if q >= end:
+            return m, None
+        if text.startswith(" (HINT: ", q) and text[end - 1] == ")" and end - 1 >= q + 8:
+            return m, text[q + 8 : end - 1]
+        return None
+
+    # `  # ` followed by a source comment, in order (the user code ends at the first one)
+    seps: list[int] = []
+    i = text.find("  # ")
+    while i >= 0:
+        if source_at(i + 4) is not None:
+            seps.append(i)
+        i = text.find("  # ", i + 1)
+    i = text.find("# ")
+    while i >= 0:
+        if i > 0 and text[i - 1].isspace():
+            r = i + 2
+            k = bisect.bisect_left(seps, r)
+            if k < len(seps):
+                q = seps[k]
+                m, hint = source_at(q + 4)  # type: ignore[misc]
+                return _code_before(text, i), text[r:q], m, hint
+            here = source_at(r)
+            if here is not None:
+                return _code_before(text, i), None, here[0], here[1]
+        i = text.find("# ", i + 1)
+    return None
+
+
+def _code_before(text: str, hash_at: int) -> str:
+    """The guard code before the whitespace that precedes its comment's `#`."""
+    return text[:hash_at].rstrip()
+
+
+def _find_sym(g: str) -> tuple[str, str, str] | None:
+    """(source, size|stride, dim) of the first `src.size()[d]` / `src.stride()[d]` in `g`,
+    where _SYM.s search would find it: the source is the run of [\\w'[].] characters before
+    the first `.size()[d]` that has one."""
+    for m in _SYM_TAIL.finditer(g):
+        a = m.start()
+        run = _SYM_CHARS.match(g[a - 1 :: -1]) if a else None  # the run, read backwards
+        if run is None:
+            continue
+        return g[a - run.end() : a], m["what"], m["dim"]
+    return None
 
 
 def classify_guard(guard: str) -> dict[str, Any]:
@@ -257,7 +329,7 @@ def classify_guard(guard: str) -> dict[str, Any]:
     kind is one of size, stride, dtype, device, requires_grad, ndim, value, type, id,
     global_state, deallocated, other.
     """
-    g = guard.strip()
+    g = guard.strip()[:CLASSIFY_MAX]
     res: dict[str, Any] = {
         "kind": "other", "guard_source": None, "dim": None, "expected": None, "actual": None,
     }
@@ -292,14 +364,14 @@ def classify_guard(guard: str) -> dict[str, Any]:
         return put("type", m["src"], None, m["exp"])
     if m := _OBJ_ID.match(g):
         return put("id", m["src"])
-    if m := _SYM.search(g):
+    if sym := _find_sym(g):
         eq = _SYM_EQ.match(g)
         exp = None
         if eq and eq["op"] == "==" and _SYM.fullmatch(eq["lhs"]):
             exp = eq["rhs"]
         elif eq and eq["op"] != "==":
             exp = f"{eq['op']} {eq['rhs']}" if _SYM.fullmatch(eq["lhs"]) else None
-        return put(m["what"], m["src"], m["dim"], exp)
+        return put(sym[1], sym[0], sym[2], exp)
     if m := _LEN.match(g):
         return put("value", f"len({m['src']})", None, m["exp"])
     if (m := _VALUE.match(g)) and not m["src"].startswith(_NOT_SOURCE):
@@ -342,7 +414,7 @@ def _split_top_level(body: str, sep: str = "; ") -> list[str]:
 
 def _reason_rows(reason: str, index: int) -> list[dict[str, Any]]:
     """Rows for one cache entry's reason: ``cid: guard[; guard]`` + optional user stack."""
-    lines = reason.split("\n")
+    lines = reason[:MESSAGE_MAX].split("\n")
     m = _REASON_START.match(lines[0])
     against, body = (m["cid"], m["body"]) if m else (None, lines[0])
     stack: dict[str, Any] | None = None

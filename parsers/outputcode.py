@@ -109,13 +109,13 @@ _MAPPING_ROW = re.compile(r"^#\s+(?P<src>\S+) => (?P<dst>.*)$")
 _HANDLE = re.compile(r"^\s*# \[Provenance debug handles\] (?P<h>\S+)\s*$")
 _FUNC = re.compile(r"^(?P<indent>\s*)def (?P<name>\w+)\(")
 _EXTERN = re.compile(
-    r"^\s*(?:[\w, ]+ = )?(?P<fn>extern_kernels\.\w+|torch\.ops\.[\w.]+|aten\.[\w.]+|"
+    r"^\s*(?:[\w,][\w, ]* = )?(?P<fn>extern_kernels\.\w+|torch\.ops\.[\w.]+|aten\.[\w.]+|"
     r"inductor_ops\.[\w.]+|_quantized\.[\w.]+)\("
 )
 _PARTITION_CALL = re.compile(r"(?:self\.partitions\[(?P<k>\d+)\]|(?P<name>partition_\d+))\(")
 _PARTITIONS = re.compile(r"Runner\(partitions=\[(?P<p>[^\]]*)\]")
 _EXTERN_PARTS = ("extern_kernels.", "torch.ops.", "aten.", "inductor_ops.", "_quantized.")
-_LAUNCH = re.compile(r"^\s*(?:[\w, ]+ = )?(?P<name>[A-Za-z_]\w*)(?P<run>\.run)?\(")
+_LAUNCH = re.compile(r"^\s*(?:[\w,][\w, ]* = )?(?P<name>[A-Za-z_]\w*)(?P<run>\.run)?\(")
 _NOT_RUNTIME = {"benchmark_compiled_module", "get_args", "__init__", "recursively_apply_fns"}
 _HELPERS = {"alloc_from_pool"}  # ``alloc_from_pool = torch.ops.inductor._alloc_from_pool``
 

@@ -26,7 +26,7 @@ Every other line (program prints, tracebacks, warnings, progress bars) goes to
 
 from __future__ import annotations
 
-import gzip
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -36,6 +36,7 @@ import polars as pl
 
 from parsers.compile_ids import TRACE_ID_RE
 from parsers.glog import timestamp, year_and_month
+from parsers.gzipped import is_gzip, read_all
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -121,6 +122,7 @@ class TextLog:
     records: pl.DataFrame
     other_lines: pl.DataFrame
     stats: pl.DataFrame
+    damage: str | None = None  # why a .gz capture's text ended early (what came before is read)
 
     @property
     def log_records(self) -> pl.DataFrame:
@@ -128,12 +130,15 @@ class TextLog:
         return self.records
 
 
-def _read_bytes(path: Path) -> tuple[bytes, int]:
-    raw = path.read_bytes()
-    size = len(raw)
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    return raw, size
+def _read_bytes(path: Path) -> tuple[bytes, int, str | None]:
+    """The text (gunzipped: what is readable before damage), the file's size, and why the
+    compressed stream ended early (damaged or cut off; None when it did not)."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if is_gzip(fh):
+            raw, damage = read_all(fh)
+            return raw, size, damage
+        return fh.read(), size, None
 
 
 def _lines_array(data: bytes) -> pa.LargeStringArray:
@@ -189,10 +194,10 @@ def read_text_log(
     """
     path = Path(path)
     name = str(path)
-    data, size = _read_bytes(path)
+    data, size, damage = _read_bytes(path)
     mtime = path.stat().st_mtime
     lines, invalid = _split_lines(data)
-    truncated = bool(data) and not data.endswith(b"\n")
+    truncated = damage is not None or (bool(data) and not data.endswith(b"\n"))
     del data
     df = (
         pl.DataFrame({"text": lines})
@@ -234,7 +239,7 @@ def read_text_log(
     other = df.filter(pl.col("rec").is_null()).select(
         pl.lit(name).alias("file"),
         "lineno",
-        pl.col("text").str.extract(r"^\[(?:rank|default)(\d+)\]:", 1).cast(pl.Int32).alias("rank"),
+        pl.col("text").str.extract(r"^\[(?:rank|default)(\d+)\]:", 1).cast(pl.Int32, strict=False).alias("rank"),
         "text",
     )
     cont_lines = int(part.select((~pl.col("prefixed")).sum()).item() or 0)
@@ -257,7 +262,7 @@ def read_text_log(
         ],
         schema=STATS_SCHEMA,
     )
-    return TextLog(records=records, other_lines=other, stats=stats)
+    return TextLog(records=records, other_lines=other, stats=stats, damage=damage)
 
 
 def _group_streams(df: pl.DataFrame, fields: pl.DataFrame) -> pl.DataFrame:
@@ -325,22 +330,22 @@ def _records(
         "end_lineno",
         "lines",
         (pl.col("end_lineno") - pl.col("lineno") + 1 == pl.col("lines")).alias("contiguous"),
-        pl.col("rank").cast(pl.Int32),
-        pl.col("pid").cast(pl.Int32),
+        pl.col("rank").cast(pl.Int32, strict=False),
+        pl.col("pid").cast(pl.Int32, strict=False),
         "level",
         timestamp(pl.col("md"), pl.col("time"), *year_and_month(mtime)).alias("ts"),
         "src_file",
-        pl.col("src_line").cast(pl.Int32),
+        pl.col("src_line").cast(pl.Int32, strict=False),
         pl.col("tid").str.replace(r"_\d+$", "").alias("compile_id"),
         pl.when(pl.col("tid").is_not_null())
         .then(pl.concat_str([pl.lit("["), pl.col("tid"), pl.lit("]")]))
         .alias("trace_id"),
-        pl.col("fid").cast(pl.Int32).alias("frame_id"),
-        pl.col("fcid").cast(pl.Int32).alias("frame_compile_id"),
+        pl.col("fid").cast(pl.Int32, strict=False).alias("frame_id"),
+        pl.col("fcid").cast(pl.Int32, strict=False).alias("frame_compile_id"),
         pl.when(pl.col("tid").is_not_null())
-        .then(pl.col("att").cast(pl.Int32).fill_null(0))
+        .then(pl.col("att").cast(pl.Int32, strict=False).fill_null(0))
         .alias("attempt"),
-        pl.col("ca").cast(pl.Int32).alias("compiled_autograd_id"),
+        pl.col("ca").cast(pl.Int32, strict=False).alias("compiled_autograd_id"),
         "artifact",
         "text",
     ).cast(dict(LOG_RECORDS_SCHEMA))

@@ -12,20 +12,19 @@ ranges of the file, read later by `hydrate`. Several files are parsed as one bat
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import mmap
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 import orjson
 import polars as pl
 
-from parsers.discover import InputError
+from parsers.discover import InputError, rank_number
 from parsers.glog import timestamp, year_and_month
+from parsers.gzipped import GzipStream, is_gzip, read_all
 from parsers.kinds import (
     CONTEXT_KEYS,
     NAMED_KINDS,
@@ -126,21 +125,15 @@ class _Problems:
         self.details.append(detail[:200])
 
 
-def read_bytes(path: str | os.PathLike[str]) -> bytes | mmap.mmap:
-    """The file's bytes, gunzipped when it is gzip (by magic number, not by name); a plain
-    file is memory-mapped read-only rather than copied."""
+def read_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The file's bytes, gunzipped when it is gzip (by magic number, not by name; what is
+    readable before damage). Read, not memory-mapped: a log of a job that is still running
+    may shrink while it is read, and reading a mapping past the new end kills the process
+    (SIGBUS)."""
     with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head == b"\x1f\x8b":
-            with gzip.open(fh) as gz:
-                return gz.read()
-        if not head:
-            return b""
-        try:
-            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # not mappable (a pipe, a special file)
-            return fh.read()
+        if is_gzip(fh):
+            return read_all(fh)[0]
+        return fh.read()
 
 
 def _newlines(buf: np.ndarray) -> np.ndarray:
@@ -176,7 +169,7 @@ class _Split:
     jsons: list[bytes]  # the header lines again, as bytes
 
 
-def _split(data: bytes | mmap.mmap, *, lazy: bool = False) -> _Split:
+def _split(data: bytes, *, lazy: bool = False) -> _Split:
     """Lines, headers and payloads of a trace log, without a Python object per line.
 
     The tab that starts each payload line is deleted from a copy of the buffer, after which
@@ -283,7 +276,7 @@ def _series(arr: pa.Array) -> pl.Series:
     return pl.from_arrow(_pa().table({"x": arr}))["x"]  # type: ignore[index]
 
 
-def _check_utf8(data: bytes | mmap.mmap) -> None:
+def _check_utf8(data: bytes) -> None:
     try:
         bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -300,7 +293,7 @@ def _int_or_none(v: object) -> int | None:
 
 
 def parse_trace_bytes(
-    data: bytes | mmap.mmap,
+    data: bytes,
     file: str,
     *,
     mtime: float | None = None,
@@ -329,12 +322,114 @@ def read_trace_files(paths: list[str], *, lazy: bool = False) -> ParsedFile:
     files that fixed cost is most of a parse)."""
     scans = []
     for path in paths:
-        st = os.stat(path)
-        data = read_bytes(path)
-        # a gzip log is read in full (its payloads cannot be read in place later)
-        in_place = isinstance(data, mmap.mmap)
-        scans.append(_scan(data, str(path), mtime=st.st_mtime, size=st.st_size, lazy=lazy, in_place=in_place))
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if is_gzip(fh):
+                scans.append(_gzip_scan(fh, str(path), st, lazy=lazy))
+                continue
+            data = fh.read()
+        scan = _scan(data, str(path), mtime=st.st_mtime, size=st.st_size, lazy=lazy)
+        if len(data) != st.st_size:
+            scan.problems = file_changed(scan.problems, str(path), int(scan.stats["lines"]), st.st_size, len(data))  # type: ignore[call-overload]
+        scans.append(scan)
     return _build(scans, lazy=lazy)
+
+
+GZIP_PIECE = 32 << 20  # a gzip log is decompressed and parsed this much at a time
+_HEADER_START = re.compile(rb"\n[^\t\n]")
+
+
+def _gzip_scan(fh: BinaryIO, path: str, st: os.stat_result, *, lazy: bool) -> _Scan:
+    """A gzip log, decompressed and scanned a piece at a time (memory stays near what the
+    same file uncompressed costs: no more than GZIP_PIECE of text at once, plus the tables);
+    a lazy parse leaves the payloads in the compressed file, where `hydrate` reads them by
+    decompressing again. Damage ends the text where it starts, and is a problem."""
+    stream = GzipStream(fh)
+    scans: list[_Scan] = []
+    parts: list[bytes] = []  # text read after the last piece (one record bigger than a piece)
+    have = offset = lines = 0
+    while True:
+        more = stream.read(GZIP_PIECE)
+        if more:
+            probe = (parts[-1][-1:] if parts else b"") + more  # a record may start at the seam
+            c = _last_record_start(probe, 0)
+            if c <= 0:
+                parts.append(more)
+                have += len(more)
+                continue
+            cut = have - (1 if parts else 0) + c
+            data = b"".join([*parts, more]) if parts else more
+            piece, rest = data[:cut], data[cut:]
+            del data
+            parts, have = ([rest], len(rest)) if rest else ([], 0)
+        else:
+            piece, parts = b"".join(parts), []
+        if not piece and scans:
+            break
+        scan = _scan(piece, path, mtime=st.st_mtime, size=len(piece), line_offset=lines, lazy=lazy, byte_offset=offset)
+        scans.append(scan)
+        offset += len(piece)
+        lines += int(scan.stats["lines"])  # type: ignore[call-overload]
+        if not more:
+            break
+    if stream.damage is not None:
+        _add_problem(scans[-1], lines + 1, "gzip_damaged", f"{stream.damage}; read up to byte {offset} of the text")
+    scan = _merged(scans)
+    scan.stats["bytes"] = st.st_size
+    return scan
+
+
+def _last_record_start(data: bytes, lo: int) -> int:
+    """The position of the last header line's start in data[lo:] (-1: none)."""
+    p = data.rfind(b"\n", lo, len(data) - 1)
+    for _ in range(64):  # mostly the last few lines
+        if p < 0:
+            return -1
+        if data[p + 1] not in (9, 10):
+            return p + 1
+        p = data.rfind(b"\n", lo, p)
+    cut = -1
+    for m in _HEADER_START.finditer(data, lo, p + 2):  # linear in the new bytes
+        cut = m.start() + 1
+    return cut
+
+
+def _add_problem(scan: _Scan, lineno: int, kind: str, detail: str) -> None:
+    scan.problems = _with_problem(scan.problems, scan.file, lineno, kind, detail)
+
+
+def _with_problem(problems: pl.DataFrame, file: str, lineno: int, kind: str, detail: str) -> pl.DataFrame:
+    row = pl.DataFrame({"file": [file], "lineno": [lineno], "problem": [kind], "detail": [detail]}, schema=PROBLEMS_SCHEMA)
+    return pl.concat([problems, row])
+
+
+def file_changed(problems: pl.DataFrame, file: str, lines: int, expected: int, got: int) -> pl.DataFrame:
+    """`problems` and one more: the file was shorter when read than when its size was taken
+    (a log still being written, or rotated): what was read is parsed, the rest is missing."""
+    detail = f"the file changed while it was read: {expected} bytes expected, {got} read"
+    return _with_problem(problems, file, lines, "file_changed", detail)
+
+
+def _merged(scans: list[_Scan]) -> _Scan:
+    """The scans of the pieces of one file (in order) as one scan."""
+    a = scans[0]
+    for s in scans[1:]:
+        n = int(a.stats["envelopes"])  # type: ignore[call-overload]
+        a.prefix = pl.concat([a.prefix, s.prefix])
+        a.columns = {c: pl.concat([a.columns[c], s.columns[c]], rechunk=False) for c in a.columns}
+        a.strings = pl.concat([a.strings, s.strings])
+        a.problems = pl.concat([a.problems, s.problems])
+        a.chromium_rows = np.concatenate([a.chromium_rows, s.chromium_rows + n])
+        a.chromium = {c: pl.concat([a.chromium[c], s.chromium[c]]) for c in a.chromium}
+        a.kinds |= s.kinds
+        for k, v in s.stats.items():
+            if k == "truncated_tail":
+                a.stats[k] = v
+            elif k == "invalid_utf8":
+                a.stats[k] = bool(a.stats[k]) or bool(v)
+            elif k != "bytes":
+                a.stats[k] = None if a.stats[k] is None or v is None else a.stats[k] + v  # type: ignore[operator]
+    return a
 
 
 @dataclass
@@ -358,7 +453,7 @@ class _Scan:
 
 
 def _scan(
-    data: bytes | mmap.mmap,
+    data: bytes,
     file: str,
     *,
     mtime: float | None,
@@ -366,18 +461,16 @@ def _scan(
     line_offset: int = 0,
     lazy: bool,
     byte_offset: int = 0,
-    in_place: bool = True,
 ) -> _Scan:
-    """The per-envelope pass over one file (see parse_trace_bytes); `in_place`: the bytes
-    are the file's own, so a lazy parse may leave payloads in it (not for a gunzipped file)."""
+    """The per-envelope pass over one file (see parse_trace_bytes), or a piece of one
+    (`byte_offset`: where it starts in the file, or in a gzip file's text)."""
     problems = _Problems()
     invalid_utf8 = False
     asked_lazy = lazy
-    lazy = lazy and in_place
-    if b"\r\n" in data[: 1 << 16]:
-        data = bytes(data)
-        # CRLF line ends (a log that went through a Windows editor or git autocrlf): torch
-        # wrote LF and hashed LF payloads, so undo it; line numbers stay the same.
+    if b"\r\n" in data[: 1 << 16] and data.count(b"\n") == data.count(b"\r\n"):
+        # CRLF line ends on every line (a log that went through a Windows editor or git
+        # autocrlf): torch wrote LF and hashed LF payloads, so undo it; line numbers stay the
+        # same. (A `\r\n` in some lines only is payload text: md5 checks it as it is.)
         data = data.replace(b"\r\n", b"\n")
         lazy = False
     try:
@@ -401,7 +494,6 @@ def _scan(
 
     # per-envelope Python: one orjson.loads and a handful of dict lookups
     loads = orjson.loads
-    dumps = orjson.dumps
     keep: list[int] = []
     kinds: list[str] = []
     names: list[str | None] = []
@@ -422,16 +514,21 @@ def _scan(
         if plen is None:
             bad_prefix += 1
             lineno = int(cand[i]) + 1
-            text = data[starts[cand[i]] : ends[cand[i]]].decode("utf-8", "replace")
+            a = int(starts[cand[i]])
+            text = data[a : min(int(ends[cand[i]]), a + 400)].decode("utf-8", "replace")
             problems.add(lineno, "bad_prefix", text)
             continue
         j = j[plen:]
         try:
             d = loads(j)
         except orjson.JSONDecodeError as exc:
-            bad_json += 1
-            problems.add(int(cand[i]) + 1, "bad_json", f"{exc}: {j[:120].decode('utf-8', 'replace')}")
-            continue
+            # NaN, Infinity, lone surrogates, 1e400: what json.dumps writes (only then: a
+            # long line that is not JSON is not decoded twice)
+            d = _loads_python(j) if _python_json(j, exc) else None
+            if d is None:
+                bad_json += 1
+                problems.add(int(cand[i]) + 1, "bad_json", f"{exc}: {j[:120].decode('utf-8', 'replace')}")
+                continue
         if type(d) is not dict or not d:
             bad_json += 1
             problems.add(int(cand[i]) + 1, "bad_json", f"not a JSON object: {j[:120].decode('utf-8', 'replace')}")
@@ -441,25 +538,36 @@ def _scan(
         meta = d[kind]
         keep.append(i)
         kinds.append(kind)
-        names.append(meta.get("name") if kind in NAMED_KINDS and type(meta) is dict else None)
-        metas.append(dumps(meta, default=repr))
+        name = meta.get("name") if kind in NAMED_KINDS and type(meta) is dict else None
+        if name is not None and type(name) is not str:
+            problems.add(int(cand[i]) + 1, "bad_field", f"{kind} name is not a string: {_short(name)}")
+            name = _short(name)
+        names.append(name)
+        metas.append(_dumps(meta))
         extra = None
         for key in it:
             if key not in CONTEXT_KEYS:
                 if extra is None:
                     extra = {}
                 extra[key] = d[key]
-        extras.append(dumps(extra, default=repr) if extra is not None else None)
+        extras.append(_dumps(extra) if extra is not None else None)
         ranks.append(d.get("rank"))
         caids.append(d.get("compiled_autograd_id"))
         fids.append(d.get("frame_id"))
         fcids.append(d.get("frame_compile_id"))
         attempts.append(d.get("attempt"))
         h = d.get("has_payload")
-        md5s.append(h if h is None or type(h) is str else str(h))
+        if h is not None and type(h) is not str:
+            problems.add(int(cand[i]) + 1, "bad_field", f"has_payload is not a string: {_short(h)}")
+            h = _short(h)
+        md5s.append(h)
         if kind == "str" and type(meta) is list and len(meta) == 2:
-            str_vals.append(str(meta[0]))
-            str_ids.append(_int_or_none(meta[1]))
+            sid = _int_or_none(meta[1])
+            if sid is None or not -(1 << 63) <= sid < 1 << 63:
+                problems.add(int(cand[i]) + 1, "bad_field", f"str id is not an integer: {_short(meta[1])}")
+            else:
+                str_vals.append(meta[0] if type(meta[0]) is str else _short(meta[0]))
+                str_ids.append(sid)
 
     keep_np = np.asarray(keep, dtype=np.int64)
     kept_cand = cand[keep_np]
@@ -473,7 +581,7 @@ def _scan(
         kept_payloads = _summary_payloads(data, kinds, names, raw_start, raw_end, kept_payload_lines, kept_cand, problems)
 
     file_rank_m = FILE_RANK_RE.search(os.path.basename(file))
-    file_rank = int(file_rank_m.group(1)) if file_rank_m else None
+    file_rank = rank_number(file_rank_m.group(1)) if file_rank_m else None
     if file_rank is not None:
         other = [(i, r) for i, r in enumerate(map(_int_or_none, ranks)) if r is not None and r != file_rank]
         if other:
@@ -509,11 +617,11 @@ def _scan(
         "name": pl.Series([x if x is None or type(x) is str else str(x) for x in names], dtype=pl.String),
         "metadata": pl.Series(metas, dtype=pl.Binary).cast(pl.String),  # orjson writes UTF-8
         "extra": pl.Series(extras, dtype=pl.Binary).cast(pl.String),
-        "rank": _ints(ranks),
-        "compiled_autograd_id": _ints(caids),
-        "frame_id": _ints(fids),
-        "frame_compile_id": _ints(fcids),
-        "attempt": _ints(attempts),
+        "rank": _ints(ranks, "rank", kept_cand, problems),
+        "compiled_autograd_id": _ints(caids, "compiled_autograd_id", kept_cand, problems),
+        "frame_id": _ints(fids, "frame_id", kept_cand, problems),
+        "frame_compile_id": _ints(fcids, "frame_compile_id", kept_cand, problems),
+        "attempt": _ints(attempts, "attempt", kept_cand, problems),
         "payload_md5": pl.Series(md5s, dtype=pl.String),
         "block": kept_payloads,
         "payload_ok": pl.Series(payload_ok, dtype=pl.Boolean),
@@ -549,10 +657,60 @@ def _scan(
     )
 
 
-def _ints(values: list) -> pl.Series:
+def _ints(values: list, field: str, cand: np.ndarray, problems: _Problems) -> pl.Series:
     """Int32 Series of envelope fields ("3" and 3.0 become 3; a value that is not an
-    integer, or does not fit, becomes null)."""
-    return pl.Series(values, dtype=pl.Int32, strict=False)
+    integer, or does not fit, becomes null and is a `bad_field` problem)."""
+    out = pl.Series(values, dtype=pl.Int32, strict=False)
+    given = len(values) - values.count(None)
+    if given != len(values) - out.null_count():  # rare: find the envelopes
+        for i in np.flatnonzero(out.is_null().to_numpy()).tolist():
+            if values[i] is not None:
+                problems.add(int(cand[i]) + 1, "bad_field", f"{field} is not a 32-bit integer: {_short(values[i])}")
+    return out
+
+
+def _python_json(j: bytes, exc: orjson.JSONDecodeError) -> bool:
+    """Whether a header that orjson refused may be JSON as Python's json reads it."""
+    return b"NaN" in j or b"Infinity" in j or b"\\u" in j or "infinity" in str(exc)
+
+
+def _loads_python(j: bytes) -> object:
+    """A header's JSON as Python's json module reads it (None when it cannot): torch writes
+    it with json.dumps, which writes NaN, Infinity and lone surrogates that strict JSON
+    (orjson) refuses. Lone surrogates become U+FFFD (columns are UTF-8); NaN and Infinity
+    stay floats (written as null in `metadata`, which is strict JSON)."""
+    import json
+
+    try:
+        return _no_surrogates(json.loads(j))
+    except (ValueError, RecursionError):
+        return None
+
+
+def _no_surrogates(v: object) -> object:
+    if type(v) is str:
+        return v.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if type(v) is list:
+        return [_no_surrogates(x) for x in v]
+    if type(v) is dict:
+        return {_no_surrogates(k): _no_surrogates(x) for k, x in v.items()}
+    return v
+
+
+def _short(value: object) -> str:
+    """A field's value as text, for a problem's detail or a column that wants a string."""
+    return value if type(value) is str else _dumps(value).decode("utf-8", "replace")[:200]
+
+
+def _dumps(value: object) -> bytes:
+    """JSON of a decoded value; what orjson cannot write (an integer beyond 64 bits, NaN is
+    fine) goes through the standard library, which writes anything json.loads read."""
+    try:
+        return orjson.dumps(value, default=repr)
+    except TypeError:
+        import json
+
+        return json.dumps(value, default=repr).encode()  # ASCII: surrogates escaped
 
 
 def _per_row(scans: list[_Scan], attr: str) -> list:
@@ -694,7 +852,7 @@ def _num(v: object) -> float | None:
 
 
 def _chromium(
-    data: bytes | mmap.mmap, kinds: list[str], raw_start: np.ndarray, raw_end: np.ndarray, n_lines: np.ndarray
+    data: bytes, kinds: list[str], raw_start: np.ndarray, raw_end: np.ndarray, n_lines: np.ndarray
 ) -> tuple[list[int], dict[str, list]]:
     """The fields spans need of every chromium event (and its envelope's index), decoded from
     the payload lines as they are in the file: a TAB after a newline is whitespace between
@@ -728,7 +886,7 @@ def _chromium(
     return rows, cols
 
 
-def _raw_payload(data: bytes | mmap.mmap, start: int, end: int) -> bytes:
+def _raw_payload(data: bytes, start: int, end: int) -> bytes:
     """The payload whose lines span data[start:end]: the tab that starts each line removed."""
     block = data[start:end]
     if block[:1] == b"\t":
@@ -752,7 +910,7 @@ def _decode_each(blocks: list[bytes | None], linenos: np.ndarray, problems: _Pro
 
 
 def _summary_payloads(
-    data: bytes | mmap.mmap,
+    data: bytes,
     kinds: list[str],
     names: list[str | None],
     raw_start: np.ndarray,
@@ -831,18 +989,28 @@ def _read_payloads(path: str, start: np.ndarray, end: np.ndarray, linenos: np.nd
     except OSError as exc:
         raise InputChanged(f"{path}: cannot read it any more ({exc.strerror})") from None
     with fh:
-        size = os.fstat(fh.fileno()).st_size
-        if len(end) and int(end.max()) > size:
-            raise InputChanged(f"{path}: the file changed since it was parsed (now {size} bytes)")
         k = len(start)
-        if size == 0 or k == 0:
-            return pl.Series([None] * k, dtype=pl.String)
+        if k == 0:
+            return pl.Series([], dtype=pl.String)
+        need = int(end.max())
+        if is_gzip(fh):
+            return _strings(_gzip_payloads(path, fh, start, end), linenos, problems)
+        size = os.fstat(fh.fileno()).st_size
+        if need > size:
+            raise InputChanged(f"{path}: the file changed since it was parsed (now {size} bytes)")
         total = int((end - start).sum())
-        if total < size // 4:  # a few payloads: cut them out one by one
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                blocks = [_raw_payload(mm, a, b) for a, b in zip(start.tolist(), end.tolist())]
+        # (read, never memory-mapped: a file that shrinks under a mapping kills the process)
+        if total < size // 4:  # a few payloads: read them one by one
+            blocks = []
+            for a, b in zip(start.tolist(), end.tolist()):
+                raw = os.pread(fh.fileno(), b - a, a)
+                if len(raw) < b - a:
+                    raise InputChanged(f"{path}: the file changed while it was read")
+                blocks.append(_raw_payload(raw, 0, b - a))
             return _strings(blocks, linenos, problems)
-        data = fh.read()
+        data = fh.read(need)
+        if len(data) < need:
+            raise InputChanged(f"{path}: the file changed while it was read")
     # most of the file: every payload's bytes after its first tab, as one Arrow array over the
     # file's buffer; then polars checks UTF-8 and deletes the other line-leading tabs
     pa = _pa()
@@ -857,6 +1025,66 @@ def _read_payloads(path: str, start: np.ndarray, end: np.ndarray, linenos: np.nd
     except pl.exceptions.ComputeError:
         return _decode_each([_raw_payload(data, a, b) for a, b in zip(start.tolist(), end.tolist())], linenos, problems)
     return text.str.replace_all("\n\t", "\n", literal=True)
+
+
+class _GzipCursor:
+    """A forward reader of a gzip file's text by position, kept between `hydrate` calls
+    (an export reads a big file's payloads a chunk at a time, in order: one pass)."""
+
+    def __init__(self, path: str, key: tuple) -> None:
+        self.key = key
+        self.fh = open(path, "rb")
+        self.stream = GzipStream(self.fh)
+        self.start = 0  # text position of buf[0]
+        self.buf = b""
+
+    def read(self, a: int, b: int) -> bytes | None:
+        """Text bytes [a, b), a at or after the previous read's start (None: the text ends
+        before b)."""
+        drop = min(a - self.start, len(self.buf))
+        self.buf = self.buf[drop:]
+        self.start += drop
+        while self.start < a:  # skip forward
+            skipped = self.stream.read(min(a - self.start, 1 << 24))
+            if not skipped:
+                return None
+            self.start += len(skipped)
+        parts = [self.buf]
+        have = len(self.buf)
+        while have < b - a:
+            more = self.stream.read(max(b - a - have, 1 << 20))
+            if not more:
+                return None
+            parts.append(more)
+            have += len(more)
+        self.buf = b"".join(parts)
+        return self.buf[: b - a]
+
+
+_GZIP_CURSORS: dict[str, _GzipCursor] = {}
+
+
+def _gzip_payloads(path: str, fh: BinaryIO, start: np.ndarray, end: np.ndarray) -> list[bytes | None]:
+    """The payloads at text ranges [start, end) of a gzip log (in any order)."""
+    st = os.fstat(fh.fileno())
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    order = np.argsort(start, kind="stable")
+    first = int(start[order[0]])
+    cur = _GZIP_CURSORS.get(path)
+    if cur is None or cur.key != key or first < cur.start:
+        if cur is not None:
+            cur.fh.close()
+        if len(_GZIP_CURSORS) >= 4:
+            _GZIP_CURSORS.pop(next(iter(_GZIP_CURSORS))).fh.close()
+        cur = _GZIP_CURSORS[path] = _GzipCursor(path, key)
+    blocks: list[bytes | None] = [None] * len(start)
+    for i in order.tolist():
+        a, b = int(start[i]), int(end[i])
+        raw = cur.read(a, b)
+        if raw is None:
+            raise InputChanged(f"{path}: the file changed since it was parsed (its text is shorter)")
+        blocks[i] = _raw_payload(raw, 0, b - a)
+    return blocks
 
 
 def _strings(blocks: list[bytes | None], linenos: np.ndarray, problems: _Problems) -> pl.Series:

@@ -54,7 +54,7 @@ from traceview.ablate_verdict import (
     verdict,
 )
 from traceview.errors import UserError
-from traceview.textutil import one_line, printable
+from traceview.printable import one_line, printable
 
 __all__ = [
     "BACKENDS",

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from traceview.capture import capture_env
 from traceview.errors import UserError
-from traceview.textutil import one_line, printable
+from traceview.printable import one_line, printable
 
 BOOTSTRAP = Path(__file__).with_name("ablate_bootstrap.py")
 BOOTSTRAP_ENV = "TRACEVIEW_ABLATE"

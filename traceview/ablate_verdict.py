@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from traceview.ablate_rung import BACKENDS, COMPILER_FAILURES, Rung, RungRun
-from traceview.textutil import one_line
+from traceview.printable import one_line
 
 COMPONENT = {
     "eager": "dynamo",

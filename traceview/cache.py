@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # this module is imported before polars (see traceview.worker
 MAX_ENTRIES = 16
 
 
-
 def cache_dir() -> Path:
     """Where cached traces are kept."""
     env = os.environ.get("TRACEVIEW_CACHE_DIR")

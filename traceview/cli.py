@@ -284,9 +284,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
+def _exit_on_termination() -> None:
+    """SIGTERM and SIGHUP (a job killed, a terminal closed) unwind like Ctrl-C: what is being
+    written is removed (an export's temporary directory), not left behind."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
+
+
 def entry() -> None:
     """Console-script entry point."""
     timing.mark("start")
+    _exit_on_termination()
     code = main()
     t = timing.now()
     # Leave without the interpreter's teardown, which takes ~0.15 s once polars and the

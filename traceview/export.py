@@ -45,8 +45,10 @@ def write_export(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
-        raise ExportError(f"{out}: directory is not empty and is not a traceview export; choose another -o")
+    if out.is_dir() and any(out.iterdir()):
+        why = _not_replaceable(out)
+        if why:
+            raise ExportError(f"{out}: directory is not empty and is not a traceview export ({why}); choose another -o")
     if trace.inputs is not None:
         for src in [trace.inputs.root, *trace.inputs.trace_paths, *trace.inputs.text_logs]:
             sp = Path(src).resolve()
@@ -57,7 +59,8 @@ def write_export(
     if partition_by_rank is None:
         partition_by_rank = len(trace.ranks) > 1
     parts = _parts(trace)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    _remove_stale_temporaries(parent, out.name)
+    tmp = _make_temporary(parent, out.name)
     try:
         tables_meta = {}
         done: set[str] = set()
@@ -107,6 +110,7 @@ def write_export(
             df = trace.table(name)
             tables_meta[name] = _write_table(df, tmp, name, bool(partition_by_rank) and "rank" in df.columns)
         manifest = {
+            "written_by": EXPORT_MARKER,
             "traceview_schema_version": SCHEMA_VERSION,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "inputs": _inputs_meta(trace),
@@ -116,10 +120,75 @@ def write_export(
         }
         (tmp / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         _swap_into_place(tmp, out)
+        (out / _PARTIAL).unlink()  # (kept until now: a kill before it leaves a marked temporary)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+# In every manifest.json traceview writes: a directory is replaced only when its manifest
+# has it and the directory holds nothing the manifest does not list.
+EXPORT_MARKER = "traceview export 7f3c9a1e"
+# In a temporary export directory while it is written: the writer's pid (a directory whose
+# writer is gone was left by a killed export, and is removed by the next one).
+_PARTIAL = ".traceview-partial-export"
+
+
+def _not_replaceable(out: Path) -> str | None:
+    """Why the non-empty directory `out` is not an export this one may replace (None: it is)."""
+    try:
+        manifest = orjson.loads((out / "manifest.json").read_bytes())
+    except FileNotFoundError:
+        return "no manifest.json"
+    except (OSError, orjson.JSONDecodeError):
+        return "its manifest.json is not one traceview wrote"
+    if not isinstance(manifest, dict) or manifest.get("written_by") != EXPORT_MARKER:
+        if isinstance(manifest, dict) and "traceview_schema_version" in manifest:
+            return "written by an older traceview, without the mark that makes it safe to replace: remove it first"
+        return "its manifest.json is not one traceview wrote"
+    tables = manifest.get("tables")
+    listed = {"manifest.json", _PARTIAL}
+    for meta in (tables.values() if isinstance(tables, dict) else []):
+        if isinstance(meta, dict) and isinstance(meta.get("path"), str):
+            listed.add(meta["path"].split("/")[0])
+    extra = sorted(p.name for p in out.iterdir() if p.name not in listed)
+    if extra:
+        return f"it also holds {extra[0]}" + (f" and {len(extra) - 1} more" if len(extra) > 1 else "")
+    return None
+
+
+def _make_temporary(parent: Path, name: str) -> Path:
+    """The hidden sibling the export is written into, marked as ours, with the permissions
+    a new directory gets (mkdtemp makes it 0700)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent))
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o777 & ~mask)
+    (tmp / _PARTIAL).write_text(str(os.getpid()))
+    return tmp
+
+
+def _remove_stale_temporaries(parent: Path, name: str) -> None:
+    """Remove what killed exports to `name` left: temporaries that carry our mark and whose
+    writer is gone."""
+    for d in parent.glob(f".{name}.tmp-*"):
+        try:
+            pid = int((d / _PARTIAL).read_text().strip())
+        except (OSError, ValueError):
+            continue  # not ours, or not readable: left alone
+        if not _alive(pid):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _inputs_meta(trace: Trace) -> dict:

@@ -162,16 +162,18 @@ def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.D
 def process_trace_chunk(path: str, start: int, end: int, outdir: str) -> None:
     """Worker: parse bytes [start, end) of a big trace log (a piece that starts at a record).
     Line numbers count from the piece's first line until `finish_trace_file` shifts them."""
-    import mmap
+    from parsers.tracelog import file_changed, parse_trace_bytes
 
-    from parsers.tracelog import parse_trace_bytes
-
-    st = os.stat(path)
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        data = mm[start:end]
+    # read, not memory-mapped: the file may shrink meanwhile (a mapping read past its new
+    # end kills the process with SIGBUS)
+    with open(path, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        data = os.pread(fh.fileno(), end - start, start)
     parsed = parse_trace_bytes(
         data, path, mtime=st.st_mtime, size=end - start, lazy=True, byte_offset=start
     )
+    if len(data) < end - start:
+        parsed.problems = file_changed(parsed.problems, path, int(parsed.stats["lines"][0]), end - start, len(data))
     _write(
         Path(outdir),
         {
@@ -271,6 +273,12 @@ def process_text_log(path: str, outdir: str) -> None:
         "stats": log.stats.with_columns(pl.lit("text").alias("format")),
         **{k: v for k, v in facts_from_text(log.records).items() if k != "guards"},
     }
+    if log.damage is not None:  # a damaged .gz capture: said where the problems are
+        lines = int(log.stats["lines"][0])
+        tables["problems"] = pl.DataFrame(
+            {"file": [path], "lineno": [lines + 1], "problem": ["gzip_damaged"], "detail": [log.damage]},
+            schema=_empty("problems").schema,
+        )
     _write(Path(outdir), tables)
 
 

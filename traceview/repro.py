@@ -33,7 +33,7 @@ import polars as pl
 
 from traceview.analyze.failures import categorize, headline
 from traceview.errors import UserError
-from traceview.textutil import one_line
+from traceview.printable import one_line
 from traceview.trace import Trace
 
 
