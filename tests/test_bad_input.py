@@ -27,6 +27,7 @@ from parsers.discover import InputError, discover
 from parsers.tracelog import InputChanged, read_trace_files
 from tests.conftest import FIXTURES
 from traceview.export import EXPORT_MARKER, write_export
+from traceview.loading import LoadOptions, load_trace
 from traceview.report import build_report
 
 SIMPLE = next((FIXTURES / "simple" / "trace").glob("*.log"))
@@ -62,7 +63,7 @@ def test_file_truncated_between_discovery_and_parse(tmp_path: Path) -> None:
     f = d / "dedicated_log_torch_trace_x.log"
     cut = len(b"".join(recs[:100])) + 20  # 20 bytes into record 101
     os.truncate(f, cut)
-    t = traceview.trace.load_inputs(inputs, jobs=1)
+    t = load_trace(LoadOptions.of(d, jobs=1, use_cache=False), inputs)
     assert t.events.height == 100
     assert "truncated_tail" in t.problems["problem"].to_list()
     build_report(t)
