@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 import traceview
-from tests.conftest import ROOT
+from tests.conftest import FIXTURES, ROOT
 from tests.conftest import program_env as _env
 from traceview.ablate import render_ablation, split_python_command
-from traceview.ablate_rung import BOOTSTRAP, Rung, RungRun, error_line, parse_rungs
-from traceview.ablate_verdict import compare_outputs, follow_ups, verdict
+from traceview.ablate_rung import BOOTSTRAP, Rung, RungRun, error_line, parse_rungs, read_rung
+from traceview.ablate_verdict import compare_outputs, follow_ups, minify_plan, verdict
 from traceview.errors import UserError
 
 PROGRAMS = ROOT / "tests" / "programs"
@@ -424,3 +424,32 @@ def test_verdicts_on_unusual_ladders() -> None:
     assert v["component"] == "program"
     # only mode rungs: no component can be named
     assert verdict([_run("inductor:mode=max-autotune", "fail")], Path("out"))["component"] == "inconclusive"
+
+
+GPU_ABLATION = FIXTURES / "gpu_ablation" / "ro_overwritten_output"
+
+
+def test_a_cuda_graph_failure_on_a_real_gpu_is_named_cudagraphs() -> None:
+    # a real ablation on an H100 (fixtures/gpu_ablation): the program asks for
+    # mode="reduce-overhead" and reads a CUDA-graph output after the graph was replayed
+    names = ["eager", "aot_eager", "aot_eager_decomp_partition", "inductor",
+             "inductor:mode=default", "inductor:mode=reduce-overhead", "inductor:mode=max-autotune"]
+    runs = []
+    for name in names:
+        rung = parse_rungs(name)[0]
+        d = GPU_ABLATION / rung.dir_name
+        runs.append(read_rung(rung, d, int((d / "rc.txt").read_text())))
+    assert [r.status for r in runs] == ["pass", "pass", "pass", "fail", "pass", "fail", "fail"]
+    assert runs[3].analysis["devices"] == ["cuda"]
+    add, _ = follow_ups(runs[:4], {r.rung.name for r in runs[:4]})
+    assert [r.name for r in add] == names[4:]
+    v = verdict(runs, Path("out"))
+    assert (v["component"], v["first_failing_rung"], v["last_passing_rung"]) == ("cudagraphs", "inductor", "aot_eager_decomp_partition")
+    assert "passes with inductor:mode=default, fails with inductor, inductor:mode=reduce-overhead, inductor:mode=max-autotune" in v["summary"]
+    assert "overwritten by a subsequent run" in v["summary"]
+    assert "torch.compiler.cudagraph_mark_step_begin()" in v["next_step"] and "--minify" not in v["next_step"]
+    rung, env, why = minify_plan(v, runs)
+    assert rung is None and env == {} and "minifier" in why
+    # without the default-mode rung there is no evidence that CUDA graphs alone fail
+    v = verdict(runs[:4], Path("out"))
+    assert v["component"] == "inductor"

@@ -286,15 +286,35 @@ def run_rung(
         except (KeyboardInterrupt, StopRequested):
             _kill_group(proc)
             run.status = "interrupted"
-    run.elapsed_s = round(time.monotonic() - t0, 1)
     rc = proc.returncode
-    run.exit_code = 128 - rc if rc is not None and rc < 0 else rc
+    run = read_rung(
+        rung, rung_dir, 128 - rc if rc is not None and rc < 0 else rc,
+        status=run.status, elapsed_s=round(time.monotonic() - t0, 1), pid=proc.pid,
+    )
+    progress.done(label, _progress_text(run))
+    return run
+
+
+def read_rung(
+    rung: Rung,
+    rung_dir: Path,
+    exit_code: int | None,
+    *,
+    status: str = "not-run",
+    elapsed_s: float = 0.0,
+    pid: int | None = None,
+) -> RungRun:
+    """A finished rung as traceview reads it from `rung_dir` (its stderr, the bootstrap's
+    calls.json, its trace): what `run_rung` returns once the process has ended, also for a
+    rung run elsewhere (a GPU machine) and copied here. `status`: "timeout"/"interrupted" when
+    the process was stopped, else decided here; `pid`: the rung's process, if known (else
+    the one calls.json names)."""
+    run = RungRun(rung, rung_dir, status=status, exit_code=exit_code, elapsed_s=elapsed_s)
     run.error_line = error_line((rung_dir / "torch_logs.txt").read_text(encoding="utf-8", errors="replace"))
-    run.calls, reached = _read_calls(record)
-    run.analysis = analyze_rung(rung_dir, reached_pids={proc.pid, *reached})
+    run.calls, reached = _read_calls(rung_dir / "calls.json")
+    run.analysis = analyze_rung(rung_dir, reached_pids={*reached, *([pid] if pid is not None else [])})
     if run.status == "not-run":
         run.status = rung_status(run.exit_code, run.analysis)
-    progress.done(label, _progress_text(run))
     return run
 
 
@@ -340,7 +360,7 @@ def analyze_rung(rung_dir: Path, *, reached_pids: set[int] | None = None) -> dic
     (started by the program itself) are counted as `unreached_compiles`."""
     trace_dir = rung_dir / "trace"
     logs = rung_dir / "torch_logs.txt"
-    traces = sorted(trace_dir.glob("dedicated_log_torch_trace_*.log"))
+    traces = sorted(p for pat in ("*.log", "*.log.gz") for p in trace_dir.glob("dedicated_log_torch_trace_" + pat))
     empty: dict[str, Any] = {
         "compiles": 0,
         "failed_compiles": 0,

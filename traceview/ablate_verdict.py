@@ -27,6 +27,7 @@ COMPONENT_WORDS = {
     "aot_autograd": "an AOTAutograd problem (tracing the forward/backward graphs)",
     "decompositions": "a problem in Inductor's decompositions or the min-cut partitioner",
     "inductor": "an Inductor problem (lowering, code generation or compiling the generated code)",
+    "cudagraphs": "a CUDA-graphs problem (Inductor's code runs in its default mode; the CUDA graphs of the program's mode fail)",
     "custom_backend": "a problem in the program's own backend",
     "program": "a problem in the program itself: it fails without torch.compile too",
     "accuracy": "an accuracy problem",
@@ -239,6 +240,14 @@ def verdict(runs: list[RungRun], out_dir: Path, *, minified: bool = False) -> di
             if nc is not None and nc.passed:
                 v["details"].append("passes without torch.compile (no-compile), so Dynamo's handling of the program is what fails")
             v["next_step"] = _dynamo_next_step(first_fail, fail_dir)
+    elif comp == "inductor" and _cudagraphs_only(runs, first_fail):
+        comp = "cudagraphs"
+        failing = [r.rung.name for r in runs if r.rung.backend == "inductor" and not r.passed and r.status not in ("interrupted", "not-run")]
+        v["summary"] = (
+            f"passes with inductor:mode=default, fails with {', '.join(failing)} (CUDA graphs"
+            f"{', the mode the program asks for' if first_fail.rung.name == 'inductor' else ''}): {why}"
+        )
+        v["next_step"] = _cudagraphs_next_step(first_fail, fail_dir)
     else:
         passed = f"passes with {last_pass.rung.name}, " if last_pass else ""
         v["summary"] = f"{passed}fails with {first_fail.rung.name}: {why}"
@@ -345,6 +354,44 @@ def _dynamo_next_step(run: RungRun, fail_dir: Path) -> str:
     )
 
 
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")  # the modes that turn on Inductor's CUDA graphs
+
+
+def _cudagraphs_only(runs: list[RungRun], first_fail: RungRun) -> bool:
+    """Inductor fails only where CUDA graphs are on: its default mode passes, and every failing
+    Inductor rung ran a CUDA-graph mode (the program's own, or a follow-up's)."""
+    default = next((r for r in runs if r.rung.name == "inductor:mode=default"), None)
+    if default is None or not default.passed or not any(d != "cpu" for d in first_fail.analysis.get("devices", [])):
+        return False
+    asked = asked_settings(runs)["modes"]
+    for r in runs:
+        if r.rung.backend != "inductor" or r.passed or r.status in ("interrupted", "not-run"):
+            continue
+        modes = [r.rung.mode] if r.rung.set_mode else asked
+        if not modes or not all(m in CUDAGRAPH_MODES for m in modes):
+            return False
+    return True
+
+
+def _cudagraphs_next_step(run: RungRun, fail_dir: Path) -> str:
+    text = _failure_text(run)
+    if "overwritten by a subsequent run" in text:
+        fix = (
+            "the program reads a CUDA-graph output after a later call of the compiled function replayed the graph "
+            "into the same memory: call torch.compiler.cudagraph_mark_step_begin() before each call (each "
+            "training/inference step), or clone the output (`y = f(x).clone()`) before calling again"
+        )
+    else:
+        fix = (
+            f"rerun with TORCH_LOGS=cudagraphs,perf_hints (`traceview run`) and `traceview summary {fail_dir}`: "
+            "it shows which graphs were recorded, skipped or re-recorded and why"
+        )
+    return (
+        f"{fix}; mode='max-autotune-no-cudagraphs' (or Inductor's default mode) runs the program without CUDA graphs "
+        "meanwhile. The minifier does not apply: the compiled code is right, its CUDA graphs' memory reuse is what fails"
+    )
+
+
 def _backend_next_step(run: RungRun, comp: str, cid: str | None, fail_dir: Path, minified: bool) -> str:
     repro = f"`traceview repro {fail_dir / 'trace'} --compile-id {cid}` writes a script for the failing compile; " if cid else ""
     after = "aot" if comp == "inductor" else "dynamo"
@@ -389,6 +436,11 @@ def minify_plan(v: dict[str, Any], runs: list[RungRun]) -> tuple[Rung | None, di
     run = next((r for r in runs if r.rung.name == name), None)
     if run is None:
         return None, {}, "nothing failed, so there is nothing to minify"
+    if v["component"] == "cudagraphs":
+        return None, {}, (
+            "Inductor's code runs in its default mode: the failure is in CUDA graphs' replay and memory reuse, "
+            "which the minifier (it shrinks the graph a compile fails on) does not reach"
+        )
     if v["component"] in ("dynamo", "program"):
         return None, {}, (
             "the first failure is in Dynamo (or the program), which the minifier cannot shrink: it works on the "
