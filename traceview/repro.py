@@ -31,6 +31,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers import compile_ids
 from traceview.analyze.failures import categorize, headline
 from traceview.errors import UserError
 from traceview.printable import one_line
@@ -107,16 +108,12 @@ def _compile_row(trace: Trace, cid: str, rank: int | None) -> dict[str, Any]:
     if rows.height == 0:
         known = trace.compiles["compile_id"].unique().to_list()
         where = f" on rank {rank}" if rank is not None else ""
-        shown = ", ".join(sorted(known, key=_id_key)[:20]) or "none"
+        shown = ", ".join(sorted(known, key=compile_ids.sort_key)[:20]) or "none"
         raise UserError(f"no compile {cid}{where} in the trace (compile ids: {shown})")
     ranks = sorted({r for r in rows["rank"].to_list()}, key=lambda r: -1 if r is None else r)
     if len(ranks) > 1:
         raise UserError(f"compile {cid} is on ranks {', '.join(map(str, ranks))}: pass --rank")
     return rows.row(0, named=True)
-
-
-def _id_key(cid: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in cid.lstrip("!").split("/"))
 
 
 def _events_of(trace: Trace, row: dict[str, Any]) -> pl.DataFrame:
