@@ -177,6 +177,9 @@ def test_4_5_damaged_and_cut_gzip(tmp_path: Path) -> None:
     cut = make_trace(tmp_path, gz[: 64 * 1024], "dedicated_log_torch_trace_cut.log.gz")
     rep = summary_json(cut)
     assert envelopes(rep) > 0 and rep["parse"]["problems"] >= 1
+    assert rep["parse"]["problem_counts"]["gzip_damaged"] == 1
+    text = tv("summary", str(cut)).stdout
+    assert "1 gzip damaged" in text and "damaged or cut: " in text and "dedicated_log_torch_trace_cut.log.gz" in text
     bad = bytearray(gz)
     bad[len(bad) // 2] ^= 0xFF
     d2 = tmp_path / "d2"

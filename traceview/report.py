@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections import Counter
 from typing import Any
 
 import polars as pl
@@ -113,6 +114,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "parse": {
             "files": _rows(trace.stats),
             "problems": problems.height,
+            "problem_counts": dict(sorted(Counter(problems["problem"].to_list()).items())) if problems.height else {},
             "problem_examples": _rows(problems.head(20)),
         },
     }
@@ -418,11 +420,16 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
     if recs:
         line += f", {recs} text-log records"
     t.add(line, "  ")
-    bad = {k: sum(f.get(k) or 0 for f in files) for k in ("non_envelope_lines", "bad_json", "md5_mismatch", "unknown_kinds")}
-    if any(bad.values()) or parse["problems"]:
+    if parse["problems"]:
+        by_kind = parse.get("problem_counts") or {}
+        damaged = sorted(
+            {f["file"] for f in files if f.get("truncated_tail")}
+            | {p["file"] for p in parse["problem_examples"] if p["problem"] in ("gzip_damaged", "file_changed")}
+        )
         t.add(
-            "problems: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in bad.items() if v)
-            + f" ({parse['problems']} rows in the problems table)",
+            "problems: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in by_kind.items())
+            + f" ({parse['problems']} rows in the problems table)"
+            + (f"; damaged or cut: {', '.join(_clean(d) for d in damaged[:3])}" if damaged else ""),
             "  ",
         )
     for s in inp["stray_files"][:10]:
