@@ -49,6 +49,9 @@ installed package is.
 * ``tlparse``: ``tlparse INPUT --no-browser --overwrite -o OUT``, plus ``--all-ranks-html``
   for a directory (tlparse 0.4.3 refuses a directory otherwise: plain gives "is not a file",
   and ``--latest`` picks the newest file and then fails with "is not a directory").
+* ``tlhub``: ``.venv-tlhub/bin/python bench/tlhub_ingest.py INPUT OUT`` (bench/setup_tlhub.sh):
+  tlhub 0.3.5's ingest of a finished run (parse the trace directory, write its artifacts,
+  record them in its SQLite database), see that script.
 * ``export``: ``traceview export INPUT -o OUT``.
 * ``summary-cold``: ``traceview summary INPUT`` plus ``--summary-cold-args`` (default
   ``--no-cache``; pass an empty string if the flag does not exist).
@@ -112,7 +115,10 @@ SUMMARY_COLD_ARGS = "--no-cache"
 TLPARSE_CMD = ["{tlparse}", "{input}", "--no-browser", "--overwrite", "-o", "{out}"]
 TLPARSE_DIR_EXTRA = ["--all-ranks-html"]
 
-TOOLS = ("floor", "tlparse", "export", "summary-cold", "summary-warm")
+TLHUB_PYTHON = REPO / ".venv-tlhub" / "bin" / "python"  # made by bench/setup_tlhub.sh
+TLHUB_CMD = ["{tlhub_python}", str(REPO / "bench" / "tlhub_ingest.py"), "{input}", "{out}"]
+
+TOOLS = ("floor", "tlparse", "tlhub", "export", "summary-cold", "summary-warm")
 BUILD_VERSION = 1
 RSS_SAMPLE_S = 0.02
 MB = 1e6
@@ -524,6 +530,9 @@ def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -
             out = outroot / "tlparse"
             argv = fill(TLPARSE_CMD, tlparse=args.tlparse, input=str(path), out=str(out))
             plan.append(("tlparse", argv + (TLPARSE_DIR_EXTRA if path.is_dir() else []), out))
+        elif tool == "tlhub":
+            out = outroot / "tlhub"
+            plan.append(("tlhub", fill(TLHUB_CMD, tlhub_python=str(args.tlhub_python), input=str(path), out=str(out)), out))
         elif tool == "export":
             out = outroot / "export"
             plan.append(("export", fill(EXPORT_CMD, python=py, input=str(path), out=str(out)), out))
@@ -638,11 +647,12 @@ def print_table(results: dict[str, list[Run]]) -> None:
         if n == 0:
             print("  ".join("-" * w for w in widths))
     print()
-    print("ratios (wall time): tlparse / traceview export, traceview summary-cold / floor")
+    print("ratios (wall time): tlparse / traceview export, tlhub / traceview export, traceview summary-cold / floor")
     for name, runs in results.items():
-        a, b = ratio(runs, "tlparse", "export"), ratio(runs, "summary-cold", "floor")
+        a, h, b = ratio(runs, "tlparse", "export"), ratio(runs, "tlhub", "export"), ratio(runs, "summary-cold", "floor")
         print(
-            f"  {name:<20} tlparse/export {fmt(a, '.2f'):>7}   summary-cold/floor {fmt(b, '.2f'):>7}"
+            f"  {name:<20} tlparse/export {fmt(a, '.2f'):>7}   tlhub/export {fmt(h, '.2f'):>7}   "
+            f"summary-cold/floor {fmt(b, '.2f'):>7}"
         )
     failed = [r for runs in results.values() for r in runs if not r.ok]
     for r in failed:
@@ -669,6 +679,7 @@ def to_json(results: dict[str, list[Run]], args: argparse.Namespace) -> dict[str
             "summary": SUMMARY_CMD,
             "summary_cold_args": args.summary_cold_args,
             "tlparse": TLPARSE_CMD,
+            "tlhub": TLHUB_CMD,
             "tlparse_dir_extra": TLPARSE_DIR_EXTRA,
         },
         "units": {
@@ -679,6 +690,7 @@ def to_json(results: dict[str, list[Run]], args: argparse.Namespace) -> dict[str
         "ratios": {
             name: {
                 "tlparse/export": ratio(rs, "tlparse", "export"),
+                "tlhub/export": ratio(rs, "tlhub", "export"),
                 "summary-cold/floor": ratio(rs, "summary-cold", "floor"),
             }
             for name, rs in results.items()
@@ -696,6 +708,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--tlparse", default=DEFAULT_TLPARSE, help="tlparse binary")
+    ap.add_argument("--tlhub-python", type=Path, default=TLHUB_PYTHON, help="python of a venv with tlhub 0.3.5")
     ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help="work dir for inputs/outputs")
     ap.add_argument("--traces", type=Path, default=TRACES, help="the shared traces dir (read only)")
     ap.add_argument(
