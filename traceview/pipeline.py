@@ -91,6 +91,7 @@ _SCHEMAS = {
     "other_lines": ("parsers.textlog", "OTHER_LINES_SCHEMA"),
     "compiles": ("parsers.compiles", "COMPILES_SCHEMA"),
     "spans": ("parsers.compiles", "SPANS_SCHEMA"),
+    "cudagraphs": ("parsers.cudagraphs", "CUDAGRAPHS_SCHEMA"),
 }
 
 

@@ -33,6 +33,7 @@ DERIVED_TABLES = (
     "kernel_calls",
     "provenance",
     "seq_links",
+    "cudagraphs",
 )
 TABLES = BASE_TABLES + DERIVED_TABLES
 FACT_TABLES = ("recompiles", "graph_breaks", "limit_hits", "annotations")
@@ -84,6 +85,10 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
         from parsers.compiles import build_spans
 
         return build_spans(t.events)
+    if name == "cudagraphs":
+        from parsers.cudagraphs import cudagraphs_from_text, cudagraphs_from_trace
+
+        return pl.concat([cudagraphs_from_trace(t.index_events()), cudagraphs_from_text(t.log_records)])
     if name in FACT_TABLES:
         return _fact(name, t)
     if name == "guards":
@@ -134,6 +139,7 @@ class Trace:
     kernel_calls: pl.DataFrame
     provenance: pl.DataFrame
     seq_links: pl.DataFrame
+    cudagraphs: pl.DataFrame
 
     def __init__(
         self,
