@@ -16,6 +16,7 @@ import polars as pl
 
 from parsers.compiles import STATUSES
 from traceview.analyze import compile_time as ct
+from traceview.analyze.cudagraphs import cudagraph_counts, cudagraph_findings
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
 from traceview.analyze.findings import (
@@ -27,6 +28,7 @@ from traceview.analyze.findings import (
     storm_key,
 )
 from traceview.analyze.hotspots import graph_break_hotspots
+from traceview.analyze.optimizer import compiled_optimizer_findings
 from traceview.analyze.storms import recompile_storms
 from traceview.printable import one_line, printable
 from traceview.trace import Trace
@@ -77,12 +79,14 @@ def build_report(trace: Trace) -> dict[str, Any]:
     logged_ids = trace.log_records.filter(pl.col("compile_id").is_not_null()).select("rank", "compile_id").unique()
     inp = trace.inputs
     problems = trace.problems
+    storms = recompile_storms(trace)
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "ranks": ranks_of(trace),
         "compiles": compiles.height,
         "compile_ids_in_text_logs": logged_ids.height,
-        "recompile_storms": recompile_storms(trace),
+        "recompile_storms": storms,
+        "compiled_optimizer": compiled_optimizer_findings(storms),
         "graph_breaks": graph_break_hotspots(trace),
         "failures": [
             {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"]}
@@ -97,6 +101,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "autotuning": _rows(_round(_autotuning(trace, spans), 6)),
         },
         "cache": ct.cache_summary(compiles),
+        "cudagraphs": {**cudagraph_counts(trace), "findings": cudagraph_findings(trace)},
         "rank_divergence": _rows(
             rank_divergence(compiles, trace.graph_breaks, log_records=trace.log_records, recompiles=trace.recompiles)
         ),
@@ -255,12 +260,16 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         found.append(_plural(len(gbs), "graph break") + (f" ({eager} sent a whole frame to eager)" if eager else ""))
     if fails:
         found.append(_plural(len(fails), "failed compile"))
+    cgf = report.get("cudagraphs", {}).get("findings", [])
+    if cgf:
+        found.append(_plural(len(cgf), "CUDA-graph finding"))
     if div:
         found.append(_plural(len(div), "diverging rank"))
     t.add("findings: " + (", ".join(found) if found else "none (no recompiles, graph breaks or failures)"), "", "    ")
     if text_only:
         t.add("text log only: no compile times, cache or status (add the TORCH_TRACE directory)", "", "    ")
 
+    optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer", [])}
     if storms:
         groups = group_ranks(storms, storm_key)
         t.heading(f"RECOMPILES  {_plural(len(groups), 'function')}, most costly first")
@@ -278,6 +287,11 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             if s.get("forced_dynamic_false"):
                 line += "; compiled with dynamic=False"
             t.add(line, "  ", "      ")
+            opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
+            if opt:  # the compiled-optimizer + LR-scheduler pattern: one cause, the float lr
+                t.label("cause:", f"{opt['headline']} ({opt['explanation']})")
+                t.label("fix:  ", opt["fix"])
+                continue
             for c in s["causes"][:3]:
                 t.label("cause:", f"{c['text']}, {_plural(c['count'], 'recompile')}")
                 t.label("fix:  ", c["fix"])
@@ -319,6 +333,8 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             t.label("next:", f["next_step"])
         if len(fgroups) > 10:
             t.add(f"… {len(fgroups) - 10} more (--json lists all)", "  ")
+    if cgf:
+        _render_cudagraphs(t, report["cudagraphs"])
     if div:
         t.heading(f"RANK DIVERGENCE  {_plural(len(div), 'rank')} {'differs' if len(div) == 1 else 'differ'} from the majority")
         for d in div[:16]:
@@ -326,6 +342,19 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     _render_time(t, report, paths, text_only)
     _render_ranks_and_inputs(t, report)
     return "\n".join(t.lines) + "\n"
+
+
+def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
+    found = cg["findings"]
+    t.heading(
+        f"CUDA GRAPHS  {_plural(len(found), 'finding')}; {_plural(cg['recorded_graphs'], 'graph')} recorded, "
+        f"{cg['non_cudagraphable_partitions']} of {_plural(cg['partitions'], 'partition')} not cudagraphable"
+    )
+    for f in found[:10]:
+        t.add(f"{ranks_text([f['rank']])}{f['headline']}", "  ", "      ")
+        t.label("fix:", f["fix"])
+    if len(found) > 10:
+        t.add(f"… {len(found) - 10} more (--json lists all)", "  ")
 
 
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:

@@ -34,6 +34,8 @@ KIND_TITLES = {
     "storm": "RECOMPILE STORM",
     "graph_break": "GRAPH BREAK",
     "failure": "FAILED COMPILE",
+    "optimizer": "COMPILED OPTIMIZER",
+    "cudagraphs": "CUDA GRAPHS",
     "divergence": "RANK DIVERGENCE",
     "compile_time": "SLOW COMPILE",
 }
@@ -151,6 +153,17 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         out.append(
             Finding("failure", title, summary, detail, f["rank"], f["compile_id"], None, "frames", f.get("file"), f.get("lineno"))
         )
+    for o in report.get("compiled_optimizer", []):
+        detail = [("cause", o["headline"]), ("note", o["explanation"]), ("fix", o["fix"]),
+                  ("compile ids", ", ".join(o["compile_ids"]))]
+        cid = o["compile_ids"][1] if len(o["compile_ids"]) > 1 else o.get("compile_id")
+        out.append(Finding("optimizer", o["headline"], [f"fix: {o['fix']}"], detail, o["rank"], cid, None, "frames",
+                           o.get("file"), o.get("lineno")))
+    for c in (report.get("cudagraphs") or {}).get("findings", []):
+        detail = [("finding", c["headline"]), ("fix", c["fix"]), ("compile ids", ", ".join(c["compile_ids"]))]
+        detail += [("op", f"{o['op']}: {o['reason']}" + (f" {o['fx']}" if o.get("fx") else "")) for o in c["ops"]]
+        out.append(Finding("cudagraphs", c["headline"], [f"fix: {c['fix']}"], detail, c["rank"],
+                           c["compile_ids"][0] if c["compile_ids"] else None, None, "frames", None, None))
     for d in report.get("rank_divergence", []):
         ids = [*d.get("extra_compile_ids", []), *d.get("different", []), *d.get("missing_compile_ids", [])]
         title = f"rank {d['rank']} differs from the majority"
