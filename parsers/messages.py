@@ -241,6 +241,8 @@ _SYM_CHARS = re.compile(r"[\w'\[\]\.]+")
 _SYM_EQ = re.compile(r"^(?P<lhs>.+?) (?P<op>==|<=|>=|<|>|!=) (?P<rhs>.+)$")
 _LEN = re.compile(r"^len\((?P<src>.+)\) == (?P<exp>\d+)$")
 _VALUE = re.compile(r"^(?P<src>.+?) (?:==|is) (?P<exp>.+)$")
+# a tensorified Python float (torch >= 2.6): `___as_tensor(X).item() == v` is the value of X
+_AS_TENSOR = re.compile(r"^___as_tensor\((?P<src>.+)\)\.item\(\) == (?P<exp>[^\s#]+)")
 _NOT_SOURCE = ("___", "not ", "hasattr(", "isinstance(", "callable(", "__")
 
 
@@ -374,6 +376,8 @@ def classify_guard(guard: str) -> dict[str, Any]:
         return put(sym[1], sym[0], sym[2], exp)
     if m := _LEN.match(g):
         return put("value", f"len({m['src']})", None, m["exp"])
+    if m := _AS_TENSOR.match(g):
+        return put("value", m["src"], None, m["exp"])
     if (m := _VALUE.match(g)) and not m["src"].startswith(_NOT_SOURCE):
         return put("value", m["src"], None, m["exp"])
     return res

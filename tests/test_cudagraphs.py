@@ -226,6 +226,11 @@ def test_compiled_optimizer_with_a_float_lr_is_one_finding_with_the_tensor_lr_fi
         "Adam", "self.param_groups[0]['lr']", True, "2/8"
     )
     assert "lr=torch.tensor(" in o["fix"] and "capturable=True" in o["fix"]
+    # the storm's causes add up to its recompiles: `___as_tensor(lr).item() == v` is the lr itself
+    (storm,) = report["recompile_storms"]
+    assert [(c["source"], c["count"]) for c in storm["causes"]] == [("self.param_groups[0]['lr']", recompiles)]
+    assert storm["causes"][0]["fix"] == o["fix"]
+    assert o["merged_causes"] == 1
     text = render_text(report, width=100)
     storm = text.split("RECOMPILES", 1)[1].split("\n\n", 1)[0]
     assert "compiled optimizer + LR scheduler" in storm

@@ -62,6 +62,19 @@ def _autotuning(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
     return ct.autotuning(None, spans, trace.other_lines)
 
 
+def _use_optimizer_fix(storms: list[dict[str, Any]], optimizer: list[dict[str, Any]]) -> None:
+    """An optimizer step's lr causes get the compiled-optimizer fix (a tensor lr), not the
+    generic float advice (which promises a dynamic float after one recompile)."""
+    by_code = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in optimizer}
+    for s in storms:
+        o = by_code.get((s["rank"], s["function"], s["filename"], s["line"]))
+        if o is None:
+            continue
+        for c in s["causes"]:
+            if o["lr_source"] in (c.get("source") or "") or o["lr_source"] in (c.get("guard") or ""):
+                c["fix"] = o["fix"]
+
+
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
@@ -80,13 +93,15 @@ def build_report(trace: Trace) -> dict[str, Any]:
     inp = trace.inputs
     problems = trace.problems
     storms = recompile_storms(trace)
+    optimizer = compiled_optimizer_findings(storms)
+    _use_optimizer_fix(storms, optimizer)
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "ranks": ranks_of(trace),
         "compiles": compiles.height,
         "compile_ids_in_text_logs": logged_ids.height,
         "recompile_storms": storms,
-        "compiled_optimizer": compiled_optimizer_findings(storms),
+        "compiled_optimizer": optimizer,
         "graph_breaks": graph_break_hotspots(trace),
         "failures": [
             {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"]}
