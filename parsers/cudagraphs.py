@@ -4,7 +4,7 @@ Almost all of it is only in the text log (``TORCH_LOGS=cudagraphs``): Inductor's
 partitions (``torch/_inductor/scheduler.py``), the CUDA-graph tree's warm-ups, recordings and
 re-recordings (``cudagraph_trees.py``) and the skips (``cudagraph_utils.py``). The trace adds
 only the compile-time skip reason of ``compilation_metrics`` (``cudagraph_skip_reason``, set
-when graph partition is off). One row per event (column ``event``):
+when graph partition is off) and which compiles were cudagraphified (a chromium span). One row per event (column ``event``):
 
 * ``partitions``: ``Created N graph partitions: C cudagraphable, K non-cudagraphable``
   (``count`` = N, ``nodes`` = K non-cudagraphable).
@@ -24,6 +24,8 @@ when graph partition is off). One row per event (column ``event``):
 * ``skip``: ``skipping cudagraphs due to R`` (``reason`` R without torch's repeated prefix and
   its ``Found from`` stack; the user line as for ``op``).
 * ``dynamic_shapes_warning``: ``... We have observed N distinct sizes`` (``count`` = N).
+* ``cudagraphify`` (trace): the compile's code went to CUDA-graph trees (a
+  ``cudagraphify.get_container`` span; ``count`` spans).
 
 Compile ids: the partition lines carry it in the log prefix; the tree lines inside the message
 (``[__cudagraphs] [0/1] Recording ...``); the tree/skip/warning lines of torch 2.11 have none and
@@ -251,11 +253,20 @@ def cudagraphs_from_text(records: pl.DataFrame) -> pl.DataFrame:
     return typed_frame(rows, CUDAGRAPHS_SCHEMA, strict=False)
 
 
-def cudagraphs_from_trace(events: pl.DataFrame) -> pl.DataFrame:
+def cudagraphs_from_trace(events: pl.DataFrame, spans: pl.DataFrame | None = None) -> pl.DataFrame:
     """``compilation_metrics.cudagraph_skip_reason`` as ``skip`` rows (set at compile time, when
-    graph partition is off; a run-time skip is only in the text log)."""
+    graph partition is off; a run-time skip is only in the text log), and one ``cudagraphify``
+    row per compile whose code went to CUDA-graph trees (its ``cudagraphify.get_container``
+    span: the only trace of ``mode="reduce-overhead"`` at run time)."""
+    rows: list[dict[str, Any]] = []
+    if spans is not None and spans.height:
+        cg = (
+            spans.filter(pl.col("name").str.starts_with("cudagraphify"))
+            .group_by("file", "rank", "compile_id", maintain_order=True)
+            .agg(pl.col("lineno").min(), pl.len().alias("count"))
+        )
+        rows += [{**r, "event": "cudagraphify", "source": "trace"} for r in cg.iter_rows(named=True)]
     cond = (pl.col("kind") == "compilation_metrics") & pl.col("metadata").str.contains("cudagraph_skip_reason", literal=True)
-    rows = []
     for ev in events.filter(cond).iter_rows(named=True):
         try:
             meta = orjson.loads(ev["metadata"])

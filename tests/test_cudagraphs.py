@@ -105,6 +105,21 @@ def test_compile_time_skip_comes_from_the_trace_alone() -> None:
     assert skip["user_line"].to_list() == [444, 444]
 
 
+def test_the_trace_alone_says_which_compiles_went_to_cuda_graphs_and_asks_for_the_log() -> None:
+    lines = log_lines("ro_mutated_input")
+    graphed = {cid for cid, msg in lines if msg.startswith("Created ")}  # compiles Inductor partitioned
+    t = traceview.load(GPU / "ro_mutated_input" / "trace", jobs=1)
+    rows = t.cudagraphs.filter(pl.col("event") == "cudagraphify")
+    assert set(rows["compile_id"]) == graphed == {"0/0", "1/0"}
+    report = build_report(t)
+    assert (report["cudagraphs"]["cudagraphified_compiles"], report["cudagraphs"]["text_log_rows"]) == (2, 0)
+    text = render_text(report, width=100)
+    assert "CUDA GRAPHS  2 compiles handed to CUDA graphs" in text and "TORCH_LOGS=cudagraphs" in text
+    # mode="default" runs have no cudagraphify span
+    t = traceview.load(GPU / "hf_llama_generate_static_default_mode" / "trace", jobs=1)
+    assert t.cudagraphs.height == 0
+
+
 def test_a_run_without_cudagraphs_logs_has_an_empty_table_and_no_finding() -> None:
     t = load("timm_vit_train")
     assert t.cudagraphs.height == 0

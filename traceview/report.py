@@ -348,7 +348,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             t.label("next:", f["next_step"])
         if len(fgroups) > 10:
             t.add(f"… {len(fgroups) - 10} more (--json lists all)", "  ")
-    if cgf:
+    if cgf or report.get("cudagraphs", {}).get("cudagraphified_compiles"):
         _render_cudagraphs(t, report["cudagraphs"])
     if div:
         t.heading(f"RANK DIVERGENCE  {_plural(len(div), 'rank')} {'differs' if len(div) == 1 else 'differ'} from the majority")
@@ -361,10 +361,17 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
 
 def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
     found = cg["findings"]
-    t.heading(
-        f"CUDA GRAPHS  {_plural(len(found), 'finding')}; {_plural(cg['recorded_graphs'], 'graph')} recorded, "
-        f"{cg['non_cudagraphable_partitions']} of {_plural(cg['partitions'], 'partition')} not cudagraphable"
-    )
+    if not cg["text_log_rows"]:
+        t.heading(f"CUDA GRAPHS  {_plural(cg['cudagraphified_compiles'], 'compile')} handed to CUDA graphs (reduce-overhead)")
+        t.add("whether they were graphed is not in the trace: add TORCH_LOGS=cudagraphs to see the code left out "
+              "of CUDA graphs and why, the graphs recorded per shape, and the re-records", "  ", "  ")
+        if not found:
+            return
+    else:
+        t.heading(
+            f"CUDA GRAPHS  {_plural(len(found), 'finding')}; {_plural(cg['recorded_graphs'], 'graph')} recorded, "
+            f"{cg['non_cudagraphable_partitions']} of {_plural(cg['partitions'], 'partition')} not cudagraphable"
+        )
     for f in found[:10]:
         t.add(f"{ranks_text([f['rank']])}{f['headline']}", "  ", "      ")
         t.label("fix:", f["fix"])

@@ -340,11 +340,15 @@ def cudagraph_findings(trace: Trace) -> list[dict[str, Any]]:
 
 
 def cudagraph_counts(trace: Trace) -> dict[str, int]:
-    """How many graphs were recorded, partitions seen, and runs skipped (the summary's header)."""
+    """How many compiles went to CUDA graphs (trace), graphs were recorded, partitions seen,
+    and graphs skipped (the summary's header); `text_log_rows` 0 means no TORCH_LOGS=cudagraphs."""
     cg = trace.cudagraphs
     ev = cg["event"].to_list() if cg.height else []
     c = Counter(ev)
+    text = cg.filter(pl.col("source") == "text").height if cg.height else 0
     return {
+        "cudagraphified_compiles": c.get("cudagraphify", 0),
+        "text_log_rows": text,
         "recorded_graphs": c.get("recording", 0),
         "partitions": c.get("partition", 0),
         "non_cudagraphable_partitions": int(cg.filter((pl.col("event") == "partition") & ~pl.col("cudagraphable").fill_null(True)).height) if cg.height else 0,
