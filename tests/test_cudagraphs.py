@@ -20,7 +20,7 @@ import polars as pl
 import pytest
 
 import traceview
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, SHARED, needs_shared
 from traceview.analyze.cudagraphs import cudagraph_findings
 from traceview.report import build_report, render_text
 from traceview.tui.model import findings_from_report
@@ -118,6 +118,18 @@ def test_the_trace_alone_says_which_compiles_went_to_cuda_graphs_and_asks_for_th
     # mode="default" runs have no cudagraphify span
     t = traceview.load(GPU / "hf_llama_generate_static_default_mode" / "trace", jobs=1)
     assert t.cudagraphs.height == 0
+
+
+@needs_shared
+def test_shared_reduce_overhead_run_records_a_graph_per_sequence_length_and_has_nothing_to_fix() -> None:
+    path = SHARED / "gpu" / "reduce_overhead"
+    want = [m[1] for ln in (path / "torch_logs.txt").read_text().splitlines()
+            if (m := re.search(r"Recording function=\w+, cuda_graph_id=(\d+)", ln))]
+    t = traceview.load(path, jobs=1)
+    report = build_report(t)
+    assert report["cudagraphs"]["recorded_graphs"] == len(want) == 2
+    assert report["cudagraphs"]["findings"] == []  # 2 shapes: below the graph-per-shape threshold
+    assert "CUDA GRAPHS  nothing to fix; 2 graphs recorded" in render_text(report, width=100)
 
 
 def test_a_run_without_cudagraphs_logs_has_an_empty_table_and_no_finding() -> None:

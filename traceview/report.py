@@ -369,7 +369,8 @@ def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
             return
     else:
         t.heading(
-            f"CUDA GRAPHS  {_plural(len(found), 'finding')}; {_plural(cg['recorded_graphs'], 'graph')} recorded, "
+            f"CUDA GRAPHS  {_plural(len(found), 'finding') if found else 'nothing to fix'}; "
+            f"{_plural(cg['recorded_graphs'], 'graph')} recorded, "
             f"{cg['non_cudagraphable_partitions']} of {_plural(cg['partitions'], 'partition')} not cudagraphable"
         )
     for f in found[:10]:
