@@ -268,7 +268,12 @@ def test_compiled_optimizer_with_a_float_lr_is_one_finding_with_the_tensor_lr_fi
 
 @pytest.mark.parametrize("path", [GPU / "compiled_optimizer_lr_tensor", FIXTURES / "corpus" / "optimizer_lr_tensor"], ids=lambda p: p.name)
 def test_compiled_optimizer_with_a_tensor_lr_has_no_finding(path: Path) -> None:
-    assert build_report(traceview.load(path, jobs=1))["compiled_optimizer"] == []
+    report = build_report(traceview.load(path, jobs=1))
+    assert report["compiled_optimizer"] == []
+    # the break at opt.step() is the LR scheduler's wrapper (gb0007 naming lr_scheduler.py): expected
+    (wrapper,) = [g for g in report["graph_breaks"] if g["gb_id"] == "gb0007"]
+    assert wrapper["advice"].startswith("expected with a compiled optimizer step under an LR scheduler")
+    assert "Avoid calling the function" not in render_text(report, width=100)
 
 
 # -------------------------------------------------------------------- report and UI

@@ -28,7 +28,7 @@ from traceview.analyze.findings import (
     storm_key,
 )
 from traceview.analyze.hotspots import graph_break_hotspots
-from traceview.analyze.optimizer import compiled_optimizer_findings
+from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
 from traceview.analyze.storms import recompile_storms
 from traceview.printable import one_line, printable
 from traceview.trace import Trace
@@ -75,6 +75,17 @@ def _use_optimizer_fix(storms: list[dict[str, Any]], optimizer: list[dict[str, A
                 c["fix"] = o["fix"]
 
 
+def _with_scheduler_advice(hotspots: list[dict[str, Any]], graph_breaks: pl.DataFrame) -> list[dict[str, Any]]:
+    """The LR scheduler's step wrapper (gb0007 at `opt.step()`) gets its advice, not Dynamo's
+    "avoid calling the function `Adam.step`"."""
+    advice = scheduler_wrapper_advice(graph_breaks)
+    for g in hotspots:
+        a = advice.get((g["filename"], g["line"], g["function"]))
+        if a is not None:
+            g["advice"] = a
+    return hotspots
+
+
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
@@ -102,7 +113,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "compile_ids_in_text_logs": logged_ids.height,
         "recompile_storms": storms,
         "compiled_optimizer": optimizer,
-        "graph_breaks": graph_break_hotspots(trace),
+        "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace.graph_breaks),
         "failures": [
             {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"]}
             for r in _rows(fails)

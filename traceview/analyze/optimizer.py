@@ -8,13 +8,16 @@ until the recompile limit. Torch also writes the same guard as
 the same value, not another cause. The fix (torch tutorial "Running the compiled optimizer with
 an LR Scheduler"): create the optimizer with a tensor lr, which the scheduler updates in place.
 
-Pure function of the storms of ``traceview.analyze.storms.recompile_storms``.
+Pure functions of the storms of ``traceview.analyze.storms.recompile_storms`` and of the
+``graph_breaks`` table (the scheduler's step wrapper, which Dynamo does not trace).
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+import polars as pl
 
 _OPTIM_FILE = re.compile(r"(?:^|/)torch/optim/(?P<module>\w+)\.py$")
 _LR = re.compile(r"param_groups\[(?P<group>\d+)\]\[['\"]lr['\"]\]")
@@ -86,4 +89,32 @@ def compiled_optimizer_findings(storms: list[dict[str, Any]]) -> list[dict[str, 
             "fix": lr_fix(),
             "compile_id": s.get("compile_id"), "file": s.get("file"), "lineno": s.get("lineno"),
         })
+    return out
+
+
+_SCHEDULER_SKIP = re.compile(
+    r"function `(?P<qual>[\w.]+\.step)` in file `[^`]*torch/optim/lr_scheduler\.py` should not be traced"
+)
+
+
+def scheduler_wrapper_advice(graph_breaks: pl.DataFrame | None) -> dict[tuple, str]:
+    """Advice for the graph break at `opt.step()` under an LR scheduler, keyed by the break's
+    (filename, line, function): the scheduler replaces `step` with a wrapper defined in
+    torch/optim/lr_scheduler.py, which Dynamo does not trace (gb0007 "Attempted to call function
+    marked as skipped" naming `Adam.step` in lr_scheduler.py). Dynamo's own hint, "Avoid calling
+    the function `Adam.step`", is not advice anyone can follow here."""
+    if graph_breaks is None or graph_breaks.height == 0 or "explanation" not in graph_breaks.columns:
+        return {}
+    rows = graph_breaks.filter(pl.col("explanation").str.contains("lr_scheduler.py", literal=True))
+    out: dict[tuple, str] = {}
+    for r in rows.iter_rows(named=True):
+        m = _SCHEDULER_SKIP.search(r["explanation"] or "")
+        if m is None:
+            continue
+        out[(r["filename"], r["line"], r["function"])] = (
+            f"expected with a compiled optimizer step under an LR scheduler: the scheduler wraps "
+            f"{m['qual']} in a function Dynamo does not trace (torch/optim/lr_scheduler.py), so the "
+            "step is compiled as a frame of its own; nothing to fix (torch's tutorial compiles "
+            "opt.step() and sched.step() together with fullgraph=False)"
+        )
     return out
