@@ -183,6 +183,12 @@ def test_one_graph_per_shape_per_function_with_the_sizes() -> None:
     assert f"torch warned at {warned[0]} distinct sizes" in got["mlp_dynamic"]["headline"]
     assert got["mlp_static"]["compile_ids"] == [f"2/{i}" for i in range(6)]
     assert "cudagraph_skip_dynamic_graphs=True" in got["mlp_default"]["fix"]
+    # every function's recordings are in the report, finding or not
+    funcs = {f["function"]: f for f in build_report(load("ro_dynamic_batches"))["cudagraphs"]["functions"]}
+    assert {k: (f["graphs"], f["input"]) for k, f in funcs.items()} == {
+        "mlp_default": (7, 0), "mlp_dynamic": (10, 0), "mlp_static": (6, 0)
+    }
+    assert funcs["mlp_static"]["shapes"] == sizes["2"]
 
 
 def test_rerecords_count_new_graphs_not_rerecord_lines() -> None:

@@ -16,7 +16,7 @@ import polars as pl
 
 from parsers.compiles import STATUSES
 from traceview.analyze import compile_time as ct
-from traceview.analyze.cudagraphs import cudagraph_counts, cudagraph_findings
+from traceview.analyze.cudagraphs import cudagraph_counts, cudagraph_findings, recordings_per_function
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
 from traceview.analyze.findings import (
@@ -127,7 +127,11 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "autotuning": _rows(_round(_autotuning(trace, spans), 6)),
         },
         "cache": ct.cache_summary(compiles),
-        "cudagraphs": {**cudagraph_counts(trace), "findings": cudagraph_findings(trace)},
+        "cudagraphs": {
+            **cudagraph_counts(trace),
+            "findings": cudagraph_findings(trace),
+            "functions": recordings_per_function(trace),
+        },
         "rank_divergence": _rows(
             rank_divergence(compiles, trace.graph_breaks, log_records=trace.log_records, recompiles=trace.recompiles)
         ),
@@ -389,6 +393,11 @@ def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
         t.label("fix:", f["fix"])
     if len(found) > 10:
         t.add(f"… {len(found) - 10} more (--json lists all)", "  ")
+    funcs = cg.get("functions") or []
+    if funcs:
+        per = ", ".join(f"{ranks_text([r['rank']])}{r['function'] or '?'} {r['graphs']}" for r in funcs[:6])
+        more = f", … {len(funcs) - 6} more" if len(funcs) > 6 else ""
+        t.label("graphs per function:", per + more, "  ")
 
 
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:

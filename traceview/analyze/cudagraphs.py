@@ -236,13 +236,38 @@ def _varying(shapes: list[str]) -> tuple[int | None, list[str]]:
     return None, list(dict.fromkeys(shapes))
 
 
-def _per_shape(cg: pl.DataFrame, names: _Names) -> list[dict[str, Any]]:
+def _recordings_by_frame(cg: pl.DataFrame) -> Any:
     rec = cg.filter(pl.col("event") == "recording").with_columns(
         pl.col("compile_id").map_elements(frame_of, return_dtype=pl.Int64).alias("_frame")
     )
+    return rec.group_by("rank", "_frame", maintain_order=True)
+
+
+def recordings_per_function(trace: Trace) -> list[dict[str, Any]]:
+    """Every function that recorded CUDA graphs: how many, for which shapes (of the first input
+    whose shape varies; every recording's input shapes when none does), in which compiles."""
+    cg = trace.cudagraphs
+    if cg.height == 0:
+        return []
+    names = _Names(trace.compiles)
+    out = []
+    for (rank, _), g in _recordings_by_frame(cg):
+        shapes = list(dict.fromkeys(s or "" for s in g["input_shapes"].to_list()))
+        pos, sizes = _varying(shapes)
+        name = names.of(rank, g["compile_id"][0])
+        out.append({
+            "rank": rank, "function": name[0], "filename": name[1], "line": name[2],
+            "compile_ids": sorted(set(g["compile_id"].drop_nulls().to_list()), key=sort_key),
+            "graphs": g.height, "input": pos, "shapes": sizes,
+            "graph_ids": [int(x) for x in g["graph_id"].to_list() if x is not None],
+        })
+    return out
+
+
+def _per_shape(cg: pl.DataFrame, names: _Names) -> list[dict[str, Any]]:
     warn = cg.filter(pl.col("event") == "dynamic_shapes_warning")
     out = []
-    for (rank, _), g in rec.group_by("rank", "_frame", maintain_order=True):
+    for (rank, _), g in _recordings_by_frame(cg):
         shapes = [s or "" for s in g["input_shapes"].to_list()]
         distinct = list(dict.fromkeys(shapes))
         cids = g["compile_id"].to_list()
