@@ -16,7 +16,11 @@ import polars as pl
 
 from parsers.compiles import STATUSES
 from traceview.analyze import compile_time as ct
-from traceview.analyze.cudagraphs import cudagraph_counts, cudagraph_findings, recordings_per_function
+from traceview.analyze.cudagraphs import (
+    cudagraph_counts,
+    cudagraph_findings,
+    recordings_per_function,
+)
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
 from traceview.analyze.findings import (
