@@ -235,8 +235,20 @@ def cudagraphs_from_text(records: pl.DataFrame) -> pl.DataFrame:
     if has.height == 0:
         return pl.DataFrame(schema=CUDAGRAPHS_SCHEMA)
     builders: dict[tuple, _Builder] = {}
-    recs = records.filter(pl.col("compile_id").is_not_null() | (pl.col("artifact") == "cudagraphs"))
-    for rec in recs.sort("file", "lineno").iter_rows(named=True):
+    is_cg = pl.col("artifact") == "cudagraphs"
+    stream = ["file", "rank", "pid"]
+    # the other records only matter where the compile id changes, or right after a cudagraphs
+    # line (which may be waiting for one): a big log's other records are not walked in Python
+    recs = (
+        records.filter(pl.col("compile_id").is_not_null() | is_cg)
+        .sort("file", "lineno")
+        .filter(
+            is_cg
+            | is_cg.shift(1).over(stream).fill_null(False)
+            | pl.col("compile_id").ne_missing(pl.col("compile_id").shift(1).over(stream))
+        )
+    )
+    for rec in recs.iter_rows(named=True):
         b = builders.setdefault((rec["file"], rec["rank"], rec["pid"]), _Builder())
         if rec["artifact"] != "cudagraphs":
             b.seen(rec["compile_id"])
