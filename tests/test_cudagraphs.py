@@ -154,6 +154,16 @@ def test_code_left_out_of_cuda_graphs_names_the_reasons_and_the_user_line() -> N
     assert "1 of 2 graph partitions run outside CUDA graphs" in mixed["headline"]
 
 
+def test_partitions_of_a_run_without_cuda_graphs_are_no_finding() -> None:
+    # mode="default": Inductor still logs its graph partitions, "non-cudagraphable" included
+    lines = log_lines("hf_llama_generate_static_default_mode")
+    assert sum("non-cudagraphable," in msg for _, msg in lines) == 4
+    assert not any(msg.startswith(("Recording", "Running warmup")) for _, msg in lines)
+    t = load("hf_llama_generate_static_default_mode")
+    assert t.cudagraphs.filter(pl.col("event") == "partition").height == 4
+    assert cudagraph_findings(t) == []
+
+
 def test_device_copies_get_the_fix_for_their_direction() -> None:
     got = {f["function"]: f for f in findings(load("ro_device_copy"), "not_graphed")}
     assert got["add_bias"]["ops"][0]["fx"].startswith("prims.device_put.default(arg1_1, cuda:0")

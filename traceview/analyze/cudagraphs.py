@@ -2,7 +2,8 @@
 user, each with the fix torch's docs and messages give.
 
 * ``not_graphed``: a compile's graph has non-cudagraphable partitions (CPU ops, device copies,
-  ...): that code runs outside CUDA graphs on every call.
+  ...): that code runs outside CUDA graphs on every call. Only for compiles that CUDA graphs
+  were used for (``USED``): Inductor logs its partitions with mode="default" too.
 * ``skipped``: CUDA graphs skipped for a whole compiled graph (mutated inputs, a CPU input, ...):
   the function runs without CUDA graphs.
 * ``graph_per_shape``: one function recorded a CUDA graph per distinct input size (dynamic
@@ -196,12 +197,18 @@ def _skipped(cg: pl.DataFrame, names: _Names) -> list[dict[str, Any]]:
     return out
 
 
+# events that show a compile's code went to CUDA-graph trees (Inductor logs graph partitions
+# with mode="default" too: "non-cudagraphable" means nothing when no CUDA graph is used)
+USED = ("cudagraphify", "tree", "warmup", "eager", "recording", "rerecord", "skip")
+
+
 def _not_graphed(cg: pl.DataFrame, names: _Names) -> list[dict[str, Any]]:
     out = []
+    used = set(cg.filter(pl.col("event").is_in(USED)).select("rank", "compile_id").iter_rows())
     parts = cg.filter(pl.col("event").is_in(["partitions", "partition", "op"]))
     for (rank, cid), g in parts.group_by("rank", "compile_id", maintain_order=True):
         bad = g.filter((pl.col("event") == "partition") & ~pl.col("cudagraphable").fill_null(True))
-        if bad.height == 0:
+        if bad.height == 0 or (rank, cid) not in used:
             continue
         ops = [
             {"op": r["op"], "reason": r["reason"], "ir": r["ir"], "fx": r["fx"], "where": _where(r),
