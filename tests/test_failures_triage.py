@@ -300,3 +300,27 @@ def test_a_document_quoting_a_traceback_is_not_a_capture() -> None:
     inputs = discover(GPU / "triton_index_oob")
     assert inputs.text_logs == [str(GPU / "triton_index_oob" / "torch_logs.txt")]
     assert (str(GPU / "triton_index_oob" / "PROVENANCE.md"), "not a torch log") in inputs.stray
+
+
+def _oracle_uncaught(name: str) -> list[tuple[str, str]]:
+    import json
+
+    doc = json.loads((CORPUS / name / "oracle.json").read_text())
+    out = []
+    for p in doc["processes"]:
+        u = p["uncaught"]
+        if u:
+            qual = u["type"] if u["module"] == "builtins" else f"{u['module']}.{u['type']}"
+            out.append((qual, u["message"].strip().split("\n", 1)[0]))
+    return out
+
+
+CORPUS_NAMES = sorted(p.name for p in CORPUS.iterdir() if (p / "oracle.json").is_file())
+
+
+@pytest.mark.parametrize("name", CORPUS_NAMES)
+def test_crashes_match_torchs_uncaught_exception(name: str) -> None:
+    """torch's oracle (sys.excepthook in the corpus program) against the text log's crash:
+    every uncaught exception found, none invented (the caught ones the programs printed too)."""
+    got = [(c["exc_type"], c["message_full"].strip().split("\n", 1)[0]) for c in text_report(name)["crashes"]]
+    assert got == _oracle_uncaught(name)
