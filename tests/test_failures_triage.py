@@ -324,3 +324,14 @@ def test_crashes_match_torchs_uncaught_exception(name: str) -> None:
     every uncaught exception found, none invented (the caught ones the programs printed too)."""
     got = [(c["exc_type"], c["message_full"].strip().split("\n", 1)[0]) for c in text_report(name)["crashes"]]
     assert got == _oracle_uncaught(name)
+
+
+def test_ui_findings_show_the_occurrence() -> None:
+    from traceview.tui.model import findings_from_report
+
+    found = findings_from_report(trace_report("reset_same_id"))
+    titles = [f.title for f in found if "failure" in f.title]
+    assert titles == [
+        "[0/0] first: backend compiler failure (BackendCompilerFailed)",
+        "[0/0 #2] second: backend compiler failure (BackendCompilerFailed)",
+    ]
