@@ -335,3 +335,37 @@ def test_ui_findings_show_the_occurrence() -> None:
         "[0/0] first: backend compiler failure (BackendCompilerFailed)",
         "[0/0 #2] second: backend compiler failure (BackendCompilerFailed)",
     ]
+
+
+ERROR_ON_RECOMPILE = """
+import torch
+torch._dynamo.config.error_on_recompile = True
+
+@torch.compile(backend="eager", dynamic=False)
+def f(x):
+    return x * 2
+
+f(torch.randn(4))
+f(torch.randn(5))  # the planted recompile
+"""
+
+
+def test_error_on_recompile_is_the_recompile_category(tmp_path) -> None:
+    """A real run: error_on_recompile=True raises RecompileError at the second call."""
+    import subprocess
+    import sys
+
+    prog = tmp_path / "rec.py"
+    prog.write_text(ERROR_ON_RECOMPILE)
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_LOGS", "TORCH_TRACE")}
+    env.update(TORCH_TRACE=str(tmp_path / "trace"), TORCH_LOGS="recompiles")
+    with open(tmp_path / "torch_logs.txt", "wb") as err:
+        rc = subprocess.run([sys.executable, str(prog)], stderr=err, env=env, timeout=600).returncode
+    assert rc == 1
+    (f,) = build_report(traceview.load(tmp_path / "trace"))["failures"]
+    assert (f["compile_id"], f["function"], f["category"], f["fail_type"]) == ("0/1", "f", "recompile_limit", "RecompileError")
+    assert f["next_step"].startswith("torch._dynamo.config.error_on_recompile=True turned this recompile into an error")
+    (c,) = build_report(traceview.load(tmp_path / "torch_logs.txt"))["crashes"]
+    assert (c["exc_type"], c["category"], c["function"], c["line"], c["code"]) == (
+        "torch._dynamo.exc.RecompileError", "recompile_limit", "<module>", 10, "f(torch.randn(5))  # the planted recompile",
+    )

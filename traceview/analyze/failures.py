@@ -161,6 +161,7 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
         or "cache_size_limit" in reason
         or "RecompileLimit" in ft
         or "CacheLimitExceeded" in ft
+        or "RecompileError" in ft  # torch._dynamo.config.error_on_recompile=True
     ):
         return "recompile_limit"
     if "AccuracyError" in (fail_reason or ""):
@@ -252,6 +253,12 @@ def headline(reason: str | None, width: int = 300) -> str:
 def next_step(category: str, fail_type: str | None, reason: str | None, *, in_loop: bool = False) -> str:
     """What to do next for one failure (NEXT_STEPS, made specific where the reason allows)."""
     step = NEXT_STEPS[category]
+    if category == "recompile_limit" and "RecompileError" in (fail_type or ""):
+        step = (
+            "torch._dynamo.config.error_on_recompile=True turned this recompile into an error: "
+            "the reason names the guard that failed; fix that cause (see the recompile of this "
+            "function), or turn error_on_recompile off if the recompile is expected."
+        )
     if category == "graph_break" and in_loop:
         step = (
             "The break is inside a loop, where Dynamo cannot resume, so the whole frame ran "
