@@ -10,6 +10,11 @@ The forms (torch/_guards.py `CompileId.__str__` and `TraceId.__str__`):
     "!0/3/1"    frame 3, compile 1, compiled while compiled-autograd graph 0 ran
     "3/-"       frame 3 with no compile number in its envelope (parsers.tracelog writes it)
 
+One id is not one compile: `torch._dynamo.reset()` clears the frame counters, so the next
+compile of any function is `0/0` again. A compile is one `dynamo_start … compilation_metrics`
+span; its *occurrence* (1, 2, …) counts the spans of the same id in one process (file), and
+`label` shows it (`0/0`, then `0/0 #2`). `occurrence_expr` is that rule for the events table.
+
 `sort_key` is the one order of compile ids every table, finding and view uses: plain ids
 before compiled-autograd ones, then by frame, compile number and attempt, as numbers
 ("10/0" after "2/0"); anything unparsable last, by its text.
@@ -42,6 +47,55 @@ class CompileId:
         if self.compiled_autograd is None:
             return frame
         return f"!{self.compiled_autograd}" + (f"/{frame}" if frame else "")
+
+
+def with_attempt(compile_id: str | None, attempt: int | None) -> str | None:
+    """The id as torch and tlparse write a trace id: the attempt after `_` when not 0
+    ("0/0", 1 -> "0/0_1")."""
+    if compile_id is None:
+        return None
+    return f"{compile_id}_{attempt}" if attempt else compile_id
+
+
+def label(compile_id: str | None, occurrence: int | None = None) -> str:
+    """The id as findings show it: the occurrence after `#` when the same id names a second
+    compile in one process ("0/0", 2 -> "0/0 #2": the second `0/0`, after a
+    torch._dynamo.reset())."""
+    text = compile_id if compile_id is not None else "?"
+    return f"{text} #{occurrence}" if occurrence is not None and occurrence > 1 else text
+
+
+def occurrence_expr(
+    kind: str = "kind", group: tuple[str, ...] = ("file", "compile_id"), order: str = "lineno"
+) -> object:
+    """Which occurrence of its compile id an event belongs to (a polars expression over the
+    events table, 1 for the first): a `dynamo_start` that comes after a `compilation_metrics`
+    of the same id in the same file opens the next one (an attempt's restart has no metrics
+    before it, so it stays in its compile). Events before the first `dynamo_start` belong to
+    occurrence 1; the ones after a `compilation_metrics` (backward, runtime) to the compile
+    it closed."""
+    import polars as pl
+
+    closed = (pl.col(kind) == "compilation_metrics").cast(pl.Int32)
+    closed_before = closed.cum_sum().over(list(group), order_by=order) - closed
+    opened = pl.when(pl.col(kind) == "dynamo_start").then(closed_before).otherwise(None)
+    return (opened.forward_fill().over(list(group), order_by=order).fill_null(0) + 1).cast(pl.Int32)
+
+
+TEXT_START = "Step 1: torchdynamo start tracing "  # symbolic_convert.py, TORCH_LOGS=dynamo
+
+
+def text_occurrence_expr(
+    text: str = "text", attempt: str = "attempt", group: tuple[str, ...] = ("file", "compile_id"), order: str = "lineno"
+) -> object:
+    """`occurrence_expr` for a text log's records: a `Step 1: torchdynamo start tracing`
+    record of attempt 0 for an id that already had one opens the next occurrence (a restart
+    logs it again as `[0/0_1]`, attempt 1). Without TORCH_LOGS=dynamo there is no such line
+    and every record is occurrence 1."""
+    import polars as pl
+
+    start = (pl.col(text).str.starts_with(TEXT_START) & (pl.col(attempt).fill_null(0) == 0)).cast(pl.Int32)
+    return pl.max_horizontal(start.cum_sum().over(list(group), order_by=order), pl.lit(1)).cast(pl.Int32)
 
 
 def parse(text: str | None) -> CompileId | None:

@@ -11,6 +11,7 @@ import orjson
 import polars as pl
 
 from parsers.coerce import typed_frame
+from parsers.compile_ids import occurrence_expr
 
 METRICS_KINDS = (
     "compilation_metrics",
@@ -33,6 +34,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32,
     "pid": pl.Int32,
     "compile_id": pl.String,
+    "occurrence": pl.Int32,
     "frame_id": pl.Int32,
     "frame_compile_id": pl.Int32,
     "compiled_autograd_id": pl.Int32,
@@ -64,6 +66,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "cache_size": pl.Int64,
     "accumulated_cache_size": pl.Int64,
     "has_guarded_code": pl.Boolean,
+    "suppress_errors": pl.Boolean,
     "automatic_dynamic_shapes": pl.Boolean,
     "assume_static_by_default": pl.Boolean,
     "fx_cache_hits": pl.Int32,
@@ -132,15 +135,19 @@ def _stack(frames: object, strings: dict[int, str]) -> list[str]:
 
 def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     """One row per (file, compile_id): what the compile was, how it ended, what it cost."""
-    with_id = events.filter(pl.col("compile_id").is_not_null())
+    with_id = _attach_unnamed_metrics(events).filter(pl.col("compile_id").is_not_null())
     if with_id.height == 0:
         return pl.DataFrame(schema=COMPILES_SCHEMA)
-    base = with_id.group_by("file", "compile_id", maintain_order=True).agg(
+    # one row per compile: a compile id seen again after its compilation_metrics (after
+    # torch._dynamo.reset()) is another compile (parsers.compile_ids.occurrence_expr)
+    with_id = with_id.with_columns(occurrence_expr().alias("occurrence"))
+    key = ["file", "compile_id", "occurrence"]
+    base = with_id.group_by(*key, maintain_order=True).agg(
         pl.col("rank").drop_nulls().first(),
-        pl.col("pid").first(),
-        pl.col("frame_id").first(),
-        pl.col("frame_compile_id").first(),
-        pl.col("compiled_autograd_id").first(),
+        pl.col("pid").drop_nulls().first(),
+        pl.col("frame_id").drop_nulls().first(),
+        pl.col("frame_compile_id").drop_nulls().first(),
+        pl.col("compiled_autograd_id").drop_nulls().first(),
         (pl.col("attempt").max().fill_null(0) + 1).alias("attempts"),
         pl.col("lineno").min(),
         ((pl.col("kind") == "artifact") & (pl.col("name") == "dynamo_graph_break_reason"))
@@ -155,13 +162,13 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     recs = with_id.filter(
         pl.col("kind").is_in(("dynamo_start", *METRICS_KINDS))
         | ((pl.col("kind") == "artifact") & (pl.col("name") == "recompile_reasons"))
-    ).select("file", "compile_id", "lineno", "kind", "metadata", "payload")
+    ).select("file", "compile_id", "occurrence", "lineno", "kind", "metadata", "payload")
     str_tables: dict[str, dict[int, str]] = {}
     for f, i, s in strings.iter_rows():
         str_tables.setdefault(f, {})[i] = s
-    info: dict[tuple[str, str], dict] = {}
-    for file, cid, lineno, kind, meta_text, payload in recs.iter_rows():
-        row = info.setdefault((file, cid), {})
+    info: dict[tuple[str, str, int], dict] = {}
+    for file, cid, occ, lineno, kind, meta_text, payload in recs.iter_rows():
+        row = info.setdefault((file, cid, occ), {})
         meta = _loads(meta_text)
         if kind == "dynamo_start":
             stack = _stack(meta.get("stack"), str_tables.get(file, {}))
@@ -184,7 +191,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         elif kind == "bwd_compilation_metrics":
             row["bwd"] = meta
     rows = []
-    for (file, cid), r in info.items():
+    for (file, cid, occ), r in info.items():
         m = r.get("metrics", {})
         bwd = r.get("bwd", {})
         entire = _f(m.get("entire_frame_compile_time_s"))
@@ -206,6 +213,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
             {
                 "file": file,
                 "compile_id": cid,
+                "occurrence": occ,
                 "function": m.get("co_name") or r.get("start_function"),
                 "filename": m.get("co_filename") or r.get("start_filename"),
                 "line": _i(m.get("co_firstlineno")) or r.get("start_line"),
@@ -231,6 +239,8 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
                 "cache_size": _i(m.get("cache_size")),
                 "accumulated_cache_size": _i(m.get("accumulated_cache_size")),
                 "has_guarded_code": m.get("has_guarded_code") if isinstance(m.get("has_guarded_code"), bool) else None,
+                # torch._dynamo.config.suppress_errors: a failed frame runs eagerly (WON'T CONVERT)
+                "suppress_errors": _b(m.get("config_suppress_errors")),
                 # torch.compile(dynamic=False) turns automatic dynamic shapes off
                 "automatic_dynamic_shapes": _b(cfg.get("automatic_dynamic_shapes")),
                 "assume_static_by_default": _b(cfg.get("assume_static_by_default")),
@@ -241,6 +251,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     detail_schema = {
         "file": pl.String,
         "compile_id": pl.String,
+        "occurrence": pl.Int32,
         "function": pl.String,
         "filename": pl.String,
         "line": pl.Int32,
@@ -269,6 +280,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
                 "cache_size",
                 "accumulated_cache_size",
                 "has_guarded_code",
+                "suppress_errors",
                 "automatic_dynamic_shapes",
                 "assume_static_by_default",
                 "user_stack",
@@ -277,7 +289,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         },
     }
     detail = typed_frame(rows, detail_schema)  # (a field of an odd type is null, or text)
-    out = base.join(detail, on=["file", "compile_id"], how="left")
+    out = base.join(detail, on=key, how="left")
     # A compile whose metrics lack the code object (the one that hit the recompile limit
     # has co_name null): take it from another compile of the same frame in the same process.
     frame_fill = (
@@ -320,7 +332,48 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         pl.col("user_stack").fill_null(pl.lit([], dtype=pl.List(pl.String))),
     )
     return out.select([pl.col(c).cast(t) for c, t in COMPILES_SCHEMA.items()]).sort(
-        "rank", "file", "frame_id", "frame_compile_id", "compiled_autograd_id", nulls_last=True
+        "rank", "file", "frame_id", "frame_compile_id", "compiled_autograd_id", "occurrence", nulls_last=True
+    )
+
+
+def _attach_unnamed_metrics(events: pl.DataFrame) -> pl.DataFrame:
+    """Strict torch.export writes its failing `compilation_metrics` with compile id null
+    (and no frame ids), after events of the compile it ends (`describe_*`,
+    `dynamo_output_graph` carry 0/0): give it the id of the latest compile before it in the
+    same file that has no metrics yet. One with no such compile keeps its null id (left out)."""
+    unnamed = events.filter((pl.col("kind") == "compilation_metrics") & pl.col("compile_id").is_null())
+    if unnamed.height == 0:
+        return events
+    named = events.filter(pl.col("compile_id").is_not_null()).select(
+        "file", "lineno", "compile_id", "kind", "frame_id", "frame_compile_id", "compiled_autograd_id"
+    )
+    fix: dict[tuple[str, int], tuple] = {}
+    for file, lineno in unnamed.select("file", "lineno").iter_rows():
+        before = named.filter((pl.col("file") == file) & (pl.col("lineno") < lineno))
+        if before.height == 0:
+            continue
+        last = before.sort("lineno").tail(1).row(0, named=True)
+        since = before.filter(pl.col("compile_id") == last["compile_id"])
+        closed = since.filter(pl.col("kind") == "compilation_metrics")
+        starts = since.filter(pl.col("kind") == "dynamo_start")
+        if closed.height and (starts.height == 0 or closed["lineno"].max() > starts["lineno"].max()):
+            continue  # that compile already has its metrics
+        fix[(file, lineno)] = (last["compile_id"], last["frame_id"], last["frame_compile_id"], last["compiled_autograd_id"])
+    if not fix:
+        return events
+    keys = pl.DataFrame(
+        [{"file": f, "lineno": n, "_cid": v[0], "_fid": v[1], "_fcid": v[2], "_ca": v[3]} for (f, n), v in fix.items()],
+        schema={"file": pl.String, "lineno": pl.Int64, "_cid": pl.String, "_fid": pl.Int32, "_fcid": pl.Int32, "_ca": pl.Int32},
+    )
+    return (
+        events.join(keys, on=["file", "lineno"], how="left")
+        .with_columns(
+            pl.coalesce("compile_id", "_cid").alias("compile_id"),
+            pl.coalesce("frame_id", "_fid").alias("frame_id"),
+            pl.coalesce("frame_compile_id", "_fcid").alias("frame_compile_id"),
+            pl.coalesce("compiled_autograd_id", "_ca").alias("compiled_autograd_id"),
+        )
+        .drop("_cid", "_fid", "_fcid", "_ca")
     )
 
 

@@ -89,6 +89,25 @@ def sniff(path: str) -> tuple[str, str]:
     return kind, start
 
 
+# A stderr that holds only an uncaught exception's traceback (TORCH_LOGS printed nothing: a
+# graph break under fullgraph=True, a backend failure) is a capture too, when torch is in it:
+# a frame in torch's own files, or a torch exception type; or a faulthandler dump with one.
+_TRACEBACK = re.compile(rb"^(?:Traceback \(most recent call last\):|Fatal Python error: )", re.M)
+_TORCH_IN_TRACEBACK = re.compile(
+    rb'^(?:  File "[^"\n]*/torch/[^"\n]*", line \d+|torch\.(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failed|Unsupported)\b)',
+    re.M,
+)
+
+
+_QUOTED = re.compile(rb"^(?:```|~~~|>)", re.M)  # a document quoting a traceback (markdown)
+
+
+def is_torch_traceback(head: bytes) -> bool:
+    """Whether `head` holds a Python traceback (or faulthandler dump) that torch is part of,
+    as a process prints it (not quoted in a document: no markdown fence or quote lines)."""
+    return bool(_TRACEBACK.search(head)) and bool(_TORCH_IN_TRACEBACK.search(head)) and not _QUOTED.search(head)
+
+
 def _classify(head: bytes) -> tuple[str, str]:
     """By what most torch log lines in `head` are: trace records or text-log records (one
     damaged trace header, a flipped `{`, reads as a text-log line: the file stays a trace)."""
@@ -106,6 +125,8 @@ def _classify(head: bytes) -> tuple[str, str]:
         if trace + text >= 64:  # enough to tell
             break
     kind = "trace" if trace > text else "text" if text else "other"
+    if kind == "other" and is_torch_traceback(head):
+        kind = "text"
     return kind, start
 
 

@@ -65,6 +65,7 @@ PREFIX_FIELDS_RE = (
 # Unprefixed lines that are program output even in a legacy capture.
 _OUTPUT_LIKE = (
     r"^(?:\S.*:\d+: \w*Warning: "
+    r"|Traceback \(most recent call last\):$|Fatal Python error: "
     r"|\[(?:rank|default)\d+\]:"
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\S+:)"
 )

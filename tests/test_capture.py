@@ -72,3 +72,42 @@ def test_run_without_command() -> None:
     r = subprocess.run([sys.executable, "-m", "traceview", "run"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "nothing to run" in r.stderr
+
+
+FULLGRAPH = """
+import torch
+
+@torch.compile(backend="eager", fullgraph=True)
+def f(x):
+    y = x * 2
+    print("tracing", y.shape)  # the planted graph break
+    return y + 1
+
+f(torch.randn(4))
+"""
+
+
+def test_run_reports_the_uncaught_exception(tmp_path: Path) -> None:
+    """Issue 13 class 3: the program died of a graph break under fullgraph=True; the summary
+    after `traceview run` says so, from the traceback at the end of stderr."""
+    prog = tmp_path / "fg.py"
+    prog.write_text(FULLGRAPH)
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_LOGS", "TORCH_TRACE")}
+    r = subprocess.run(
+        [sys.executable, "-m", "traceview", "run", "-o", str(tmp_path / "cap"), "--", sys.executable, str(prog)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "findings: the program crashed, 1 graph break, 1 failed compile" in r.stdout
+    assert "torch._dynamo.exc.Unsupported at f (fg.py:7): graph break, raised in compiling" in r.stdout
+    assert "RAN EAGERLY" not in r.stdout
+
+
+def test_run_names_a_fatal_signal(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "traceview", "run", "-o", str(tmp_path / "cap"), "--", sys.executable, "-c",
+         "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 139
+    assert "traceview: the command was killed by SIGSEGV: a crash in native code (segmentation fault)" in r.stderr

@@ -52,14 +52,9 @@ def _xfail(reason: str) -> pytest.MarkDecorator:
 
 
 # What traceview gets wrong today, per test and situation (issue 13 classes).
-_MERGED = "issue 13 class 1: the two failed compiles with id 0/0 (before and after torch._dynamo.reset()) are merged into one compiles row"
 _EVERY_ENTRY = "issue 13 class 4: the failed guards of every cache entry are counted, not one primary cause per recompile"
-_TRACEBACK_ONLY = (
-    "issue 13 class 3: a stderr holding only the uncaught exception's traceback is refused "
-    "('not a TORCH_TRACE log or a TORCH_LOGS text log')"
-)
 KNOWN_WRONG: dict[str, dict[str, str]] = {
-    "compiles_trace": {"reset_same_id": _MERGED},
+    "compiles_trace": {},
     "storms_trace": {
         "recompile_mixed_causes": _EVERY_ENTRY + " (1 size + 2 dtype + 1 bool = 4 for 3 recompiles)",
         "kwargs_change": _EVERY_ENTRY + " (`len(extras) != 0` 2 + `!= 1` 1 = 3 for 2 recompiles; class 5: len guard not parsed)",
@@ -67,17 +62,8 @@ KNOWN_WRONG: dict[str, dict[str, str]] = {
     "storms_text": {
         "recompile_mixed_causes": _EVERY_ENTRY + " (1 size + 2 dtype + 1 bool = 4 for 3 recompiles)",
         "kwargs_change": _EVERY_ENTRY + " (`len(extras) != 0` 2 + `!= 1` 1 = 3 for 2 recompiles; class 5: len guard not parsed)",
-        "fullgraph_break": _TRACEBACK_ONLY,
-        "inductor_only_failure": _TRACEBACK_ONLY,
-        "custom_backend_failure": _TRACEBACK_ONLY,
     },
-    "failures_trace": {
-        "reset_same_id": _MERGED + ": one failure is reported, torch recorded two",
-        "export_strict_failure": (
-            "issue 13 class 2: strict export's failed compilation_metrics (compile_id null, "
-            "ConstraintViolationError) is not reported as a failure"
-        ),
-    },
+    "failures_trace": {},
 }
 
 

@@ -181,7 +181,7 @@ META_FIELDS = [
     "dynamo_config", "start_time", "start_time_us", "duration_us", "entire_frame_compile_time_s",
     "backend_compile_time_s", "inductor_compile_time_s", "code_gen_time_s", "guard_count",
     "shape_env_guard_count", "graph_op_count", "graph_node_count", "graph_input_count",
-    "cache_size", "accumulated_cache_size", "has_guarded_code", "automatic_dynamic_shapes",
+    "cache_size", "accumulated_cache_size", "has_guarded_code", "automatic_dynamic_shapes", "config_suppress_errors",
     "assume_static_by_default",
 ]
 

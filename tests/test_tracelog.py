@@ -209,9 +209,14 @@ def test_compile_ids_match_tlparse() -> None:
         ids = p.events.filter(pl.col("trace_id").is_not_null())["trace_id"].unique().to_list()
         got = sorted(i.strip("[]") for i in ids)
         assert got == sorted(exp["compile_ids"]), rel
-        # and the compiles table has one row per compile id without the attempt
+        # and the compiles table has one row per compile id without the attempt, per
+        # occurrence: an id used again after torch._dynamo.reset() (a new dynamo_start after
+        # the id's compilation_metrics) is another compile (issue 13 class 1)
         comp = build_compiles(p.events, p.strings)
-        assert sorted(comp["compile_id"].to_list()) == sorted({c.split("_")[0] for c in exp["compile_ids"]}), rel
+        assert sorted(comp["compile_id"].unique().to_list()) == sorted({c.split("_")[0] for c in exp["compile_ids"]}), rel
+        starts = p.events.filter(pl.col("kind") == "dynamo_start").group_by("compile_id").len()
+        for cid, n in starts.iter_rows():
+            assert sorted(comp.filter(pl.col("compile_id") == cid)["occurrence"].to_list()) == list(range(1, n + 1)), (rel, cid)
         checked += 1
     assert checked >= 30
 

@@ -36,7 +36,15 @@ MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagrap
 # Failure categories (traceview.analyze.failures) that make a rung fail even when the program
 # exits 0 (the program caught the error, or suppress_errors ran the frame eagerly). Graph
 # breaks, user exceptions and recompile limits are how programs normally run, not failures.
-COMPILER_FAILURES = ("backend_compiler_failure", "internal_dynamo_error", "export_guard_data_dependent", "other")
+COMPILER_FAILURES = (
+    "backend_compiler_failure",
+    "accuracy",
+    "internal_dynamo_error",
+    "user_error",
+    "constraint_violation",
+    "export_guard_data_dependent",
+    "other",
+)
 
 RUNG_HELP = (
     "comma-separated rungs: eager, aot_eager, aot_eager_decomp_partition, inductor, as-written "

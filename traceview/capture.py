@@ -44,6 +44,29 @@ def _tee(src: object, sinks: list) -> None:
                 pass
 
 
+# What a fatal signal means for a torch.compile run (PyTorch's triage of a segfault).
+_SIGNAL_STEPS = {
+    "SIGSEGV": (
+        "a crash in native code (segmentation fault): rerun with PYTHONFAULTHANDLER=1 for the "
+        "Python stack; then mode='default' (no CUDA graphs), backend='aot_eager' (no Inductor), "
+        "backend='eager' (Dynamo only): the first that runs names the culprit"
+    ),
+    "SIGBUS": "a crash in native code (bus error): rerun with PYTHONFAULTHANDLER=1 for the Python stack",
+    "SIGABRT": "the process aborted (a C++ assertion or std::terminate): the lines before this in stderr say why",
+    "SIGKILL": "killed from outside (often the out-of-memory killer: check dmesg)",
+}
+
+
+def killed_by(rc: int) -> str | None:
+    """What an exit status above 128 (a signal; `run_capture` maps -N to 128+N) says."""
+    try:
+        name = signal.Signals(rc - 128).name
+    except ValueError:
+        return None
+    step = _SIGNAL_STEPS.get(name)
+    return f"the command was killed by {name}" + (f": {step}" if step else "")
+
+
 @dataclass(frozen=True)
 class Capture:
     """What `run_capture` captured: where, the command's exit code, and whether it logged."""
@@ -89,6 +112,8 @@ def run_capture(command: list[str], *, output: str | None = None, torch_logs: st
     if rc < 0:
         rc = 128 - rc
     sys.stderr.write(f"traceview: command exited with {rc}; trace and logs in {out}\n")
+    if rc > 128 and (why := killed_by(rc)):
+        sys.stderr.write(f"traceview: {why}\n")
     logged = any(trace_dir.iterdir()) or log_path.stat().st_size > 0
     if not logged:
         sys.stderr.write("traceview: the command logged nothing (did it call torch.compile?)\n")

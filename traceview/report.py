@@ -14,8 +14,13 @@ from typing import Any
 
 import polars as pl
 
+from parsers.compile_ids import label as id_label
+from parsers.compile_ids import text_occurrence_expr
 from parsers.compiles import STATUSES
+from parsers.tracebacks import tracebacks_from_text, uncaught_from_text, wont_convert_from_text
 from traceview.analyze import compile_time as ct
+from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
+from traceview.analyze.crashes import crash_findings
 from traceview.analyze.cudagraphs import (
     cudagraph_counts,
     cudagraph_findings,
@@ -94,7 +99,17 @@ def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
     spans = trace.spans
-    fails = failures(compiles, limit_hits=trace.limit_hits, graph_breaks=trace.graph_breaks)
+    uncaught = uncaught_from_text(trace.other_lines, trace.log_records)
+    printed = tracebacks_from_text(trace.other_lines).join(uncaught.select("file", "lineno"), on=["file", "lineno"], how="anti")
+    fails = failures(
+        compiles,
+        limit_hits=trace.limit_hits,
+        graph_breaks=trace.graph_breaks,
+        wont_convert=wont_convert_from_text(trace.log_records),
+        printed=printed,
+        log_records=trace.log_records,
+    )
+    crashes = crash_findings(uncaught, trace.other_lines)
     per_rank = (
         compiles.group_by("rank")
         .agg(
@@ -104,7 +119,13 @@ def build_report(trace: Trace) -> dict[str, Any]:
         )
         .sort("rank", nulls_last=False)
     )
-    logged_ids = trace.log_records.filter(pl.col("compile_id").is_not_null()).select("rank", "compile_id").unique()
+    # a compile id used again after torch._dynamo.reset() is another compile
+    logged_ids = (
+        trace.log_records.filter(pl.col("compile_id").is_not_null())
+        .with_columns(text_occurrence_expr().alias("occurrence"))
+        .select("rank", "compile_id", "occurrence")
+        .unique()
+    )
     inp = trace.inputs
     problems = trace.problems
     storms = recompile_storms(trace)
@@ -122,6 +143,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"]}
             for r in _rows(fails)
         ],
+        "crashes": crashes,
         "compile_time": {
             "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
             "phases_s": ct.phase_totals(compiles, spans),
@@ -168,7 +190,11 @@ _CATEGORY_WORDS = {
     "internal_dynamo_error": "internal Dynamo error",
     "export_guard_data_dependent": "export / guard / data-dependent error",
     "user_exception": "user exception",
+    "accuracy": "accuracy failure",
+    "user_error": "error in your code (fails in eager too)",
+    "constraint_violation": "constraint violation",
     "other": "other failure",
+    **CRASH_WORDS,
 }
 
 
@@ -187,7 +213,7 @@ class _Paths:
             names.add(s.get("filename") or "")
         for g in report["graph_breaks"]:
             names.update((g.get("filename") or "", g.get("frame_filename") or ""))
-        for f in report["failures"]:
+        for f in report["failures"] + report.get("crashes", []):
             names.add(f.get("filename") or "")
         for t in report["compile_time"]["top"] + report["compile_time"]["by_function"]:
             names.add(t.get("filename") or "")
@@ -270,7 +296,10 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     ranks = report["ranks"]
     inp = report["inputs"]
     nfiles = len(inp["trace_files"]) + len(inp["text_logs"])
-    text_only = report["compiles"] == 0 and report.get("compile_ids_in_text_logs", 0) > 0
+    crashes = report.get("crashes") or []
+    text_only = report["compiles"] == 0 and (
+        report.get("compile_ids_in_text_logs", 0) > 0 or (inp["text_logs"] and not inp["trace_files"])
+    )
     if text_only:
         head = f"traceview: {_plural(report['compile_ids_in_text_logs'], 'compile id')} in the text log"
     else:
@@ -282,6 +311,8 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     t.add(head, "", "    ")
     t.lines.append("=" * min(max(len(x) for x in t.lines), w))
     found = []
+    if crashes:
+        found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
     if storms:
         limit = sum(1 for s in storms if s["hit_recompile_limit"])
         code_objects = {(s["function"], s["filename"], s["line"]) for s in storms}
@@ -302,6 +333,23 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     t.add("findings: " + (", ".join(found) if found else "none (no recompiles, graph breaks or failures)"), "", "    ")
     if text_only:
         t.add("text log only: no compile times, cache or status (add the TORCH_TRACE directory)", "", "    ")
+
+    if crashes:
+        t.heading("CRASHED  the program ended with an uncaught error")
+        for c in crashes:
+            where = f"{c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "?"
+            t.add(
+                f"{_rank(c['rank'])}{c['exc_type']} at {where}: "
+                f"{_CATEGORY_WORDS.get(c['category'], c['category'])}, raised in {c['raised_in']}",
+                "  ",
+                "      ",
+            )
+            if c.get("code"):
+                t.add(c["code"], "    ", "      ")
+            t.add(c["message"] or "", "    ", "      ")
+            if c.get("certainty") != "certain":
+                t.label("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})")
+            t.label("next:", c["next_step"])
 
     optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer", [])}
     if storms:
@@ -358,12 +406,21 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         for f, franks in fgroups[:10]:
             ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
             t.add(
-                f"{ranks_text(franks)}[{f['compile_id']}] {f.get('function') or '?'} "
+                f"{ranks_text(franks)}[{id_label(f['compile_id'], f.get('occurrence'))}] {f.get('function') or '?'} "
                 f"({paths.show(f['filename'], f['line'])}): {_CATEGORY_WORDS.get(f['category'], f['category'])}{ft}",
                 "  ",
                 "      ",
             )
             t.add(f["reason"] or "", "    ", "      ")
+            if f.get("occurrence") and f["occurrence"] > 1:
+                t.add(
+                    f"(#{f['occurrence']}: compile id {f['compile_id']} was used again in this process after "
+                    "an earlier compile with that id ended: torch._dynamo.reset() restarts the ids)",
+                    "    ",
+                    "      ",
+                )
+            if f.get("certainty") and f["certainty"] != "certain":
+                t.label("how sure:", f"{f['certainty']} ({f.get('evidence') or 'indirect evidence'})")
             t.label("next:", f["next_step"])
         if len(fgroups) > 10:
             t.add(f"… {len(fgroups) - 10} more (--json lists all)", "  ")

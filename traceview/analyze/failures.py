@@ -1,8 +1,17 @@
 """Failure triage: each failed compile in the category people triage by, with the next step.
 
 Failed compiles come from `compilation_metrics` (`fail_type` / `fail_reason`). A text log
-without a trace still shows two kinds of failure: the recompile-limit warning and a graph break
-that made Dynamo skip the whole frame; those are added when no trace row covers them.
+without a trace still shows three kinds of failure: the recompile-limit warning, a graph break
+that made Dynamo skip the whole frame, and the `WON'T CONVERT` warning of
+`suppress_errors=True`; those are added when no trace row covers them.
+
+The categories are the ones PyTorch's developers triage by (graph break / Unsupported, backend
+compiler failure, recompile limit, accuracy, internal Dynamo error, export and guard errors),
+plus the user's own errors torch reports as compile failures: a fake-tensor error
+(TorchRuntimeError "RuntimeError when making fake tensor call": the code fails in eager too), a
+constraint violation (a dim marked dynamic that the code specializes), an exception the
+compiled function raised. Each row says how sure it is (`certainty`): `certain` when a record
+says so, `likely` when it is read from indirect evidence (`evidence` says which).
 """
 
 from __future__ import annotations
@@ -11,13 +20,16 @@ import re
 
 import polars as pl
 
-from parsers.compile_ids import sort_key
+from parsers.compile_ids import TEXT_START, sort_key, text_occurrence_expr
 
 CATEGORIES = (
     "graph_break",
     "backend_compiler_failure",
     "recompile_limit",
+    "accuracy",
     "internal_dynamo_error",
+    "user_error",
+    "constraint_violation",
     "export_guard_data_dependent",
     "user_exception",
     "other",
@@ -25,8 +37,11 @@ CATEGORIES = (
 
 # Order of failures in the report: what breaks the program or hides a torch bug first.
 SEVERITY = (
+    "accuracy",
     "backend_compiler_failure",
     "internal_dynamo_error",
+    "user_error",
+    "constraint_violation",
     "export_guard_data_dependent",
     "recompile_limit",
     "graph_break",
@@ -49,6 +64,9 @@ SCHEMA: dict[str, pl.DataType] = {
     "source": pl.String,
     "file": pl.String,
     "lineno": pl.Int64,
+    "occurrence": pl.Int32,
+    "certainty": pl.String,
+    "evidence": pl.String,
 }
 
 _MINIFY = (
@@ -87,6 +105,23 @@ NEXT_STEPS: dict[str, str] = {
         "of one; add torch._check(...) / torch._check_is_size(...) on the value or mark it "
         "unbacked; for export, torch.export.draft_export lists every such issue."
     ),
+    "accuracy": (
+        "The compiled code gives wrong results: run the minifier script torch wrote "
+        "(minifier_launcher.py, its path is in the log) for a small repro; "
+        "TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4 python <script> checks accuracy "
+        "after AOTAutograd (Inductor), REPRO_AFTER=dynamo for a custom backend."
+    ),
+    "user_error": (
+        "A bug in your code, not in torch.compile: Dynamo ran the operation on fake tensors and "
+        "it failed, so it fails in eager too (check by removing torch.compile or with "
+        "torch.compiler.set_stance('force_eager')). Fix the shapes/dtypes at the user line."
+    ),
+    "constraint_violation": (
+        "A dim you marked dynamic (mark_dynamic, or an export Dim) was specialized to a constant "
+        "by the code at the user line: if you're using mark_dynamic, remove it or use "
+        "torch._dynamo.maybe_mark_dynamic; for export, use Dim.AUTO / Dim.STATIC or apply the "
+        "suggested fix the message gives; or remove the branch on the size."
+    ),
     "user_exception": (
         "The compiled function raised an exception of its own (torch records it as 'Observed "
         "exception'); the frame ran eagerly and the exception reached the caller. Fix the "
@@ -102,10 +137,15 @@ _INTERNAL = ("InternalTorchDynamoError", "AssertionError", "TorchRuntimeError", 
 _DATA_DEP = (
     "GuardOnDataDependentSymNode",
     "DataDependentOutputException",
-    "ConstraintViolationError",
     "UserError",
     "PendingUnbackedSymbolNotFound",
 )
+_FAKE_TENSOR = "runtimeerror when making fake tensor call"
+_FAKE_SHAPES = re.compile(r"size=\(([^)]*)\)")
+_FAKE_GOT = re.compile(r"got (\w+)\((['\"])(.*?)\2\)", re.S)
+_USER_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)$', re.M)
+_YOU_MARKED = re.compile(r"^\s*- (You marked .*)$", re.M)
+_SUGGESTED = re.compile(r"Suggested fixes:\s*\n((?:[ \t]+\S.*\n?)+)")
 _GB = re.compile(r"\b(gb\d{4})\b")
 _LOOP_GB = "gb7000"
 _BACKEND = re.compile(r"backend='([^']+)'")
@@ -121,8 +161,11 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
         or "cache_size_limit" in reason
         or "RecompileLimit" in ft
         or "CacheLimitExceeded" in ft
+        or "RecompileError" in ft  # torch._dynamo.config.error_on_recompile=True
     ):
         return "recompile_limit"
+    if "AccuracyError" in (fail_reason or ""):
+        return "accuracy"
     if (
         "BackendCompilerFailed" in ft
         or "InductorError" in ft  # torch 2.13 raises Inductor's failures as InductorError
@@ -132,6 +175,12 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
         return "backend_compiler_failure"
     if "observed exception" in reason or "ObservedException" in ft or "ObservedUserStopIteration" in ft:
         return "user_exception"
+    if "accuracy failed" in reason:
+        return "accuracy"
+    if ("TorchRuntimeError" in ft or not ft) and reason.startswith(_FAKE_TENSOR):
+        return "user_error"
+    if "ConstraintViolationError" in ft or reason.startswith("constraints violated"):
+        return "constraint_violation"
     if any(t in ft for t in _DATA_DEP):
         return "export_guard_data_dependent"
     if ft == "Unsupported" or ft.endswith(".Unsupported") or "UncapturedHigherOrderOp" in ft:
@@ -143,6 +192,50 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
     if "graph break" in reason:
         return "graph_break"
     return "other"
+
+
+def user_frame_of(reason: str | None) -> tuple[str, int, str, str] | None:
+    """The innermost frame of the user's code a torch error names in its message ("User
+    stack:" / "from user code:"): (filename, line, function, source line); None without one."""
+    frames = [m for m in _USER_FRAME.finditer(reason or "") if not re.search(r"site-packages[/\\]torch[/\\]", m.group(1))]
+    if not frames:
+        return None
+    m = frames[-1]
+    return m.group(1), int(m.group(2)), m.group(3), m.group(4).strip()
+
+
+def detail_of(category: str, reason: str | None) -> str | None:
+    """What the message says that matters for its category: the fake tensors' shapes and
+    the eager error of a user error; the `You marked …` line and the suggested fixes of a
+    constraint violation."""
+    text = reason or ""
+    if category == "user_error":
+        shapes = _FAKE_SHAPES.findall(text)
+        got = _FAKE_GOT.search(text)
+        parts = []
+        if shapes:
+            parts.append("shapes " + " and ".join(f"[{s}]" for s in shapes))
+        if got:
+            parts.append(f"{got.group(1)}: {got.group(3)}")
+        return "; ".join(parts) or None
+    if category == "constraint_violation":
+        parts = [m.group(1).strip() for m in _YOU_MARKED.finditer(text)]
+        sug = _SUGGESTED.search(text)
+        if sug:
+            parts.append("suggested fix: " + "; ".join(x.strip() for x in sug.group(1).splitlines() if x.strip()))
+        return " ".join(parts) or None
+    return None
+
+
+def fullgraph_likely(fail_type: str | None, fail_reason: str | None, graph_breaks: int | None, attempts: int | None) -> bool:
+    """Whether a failed compile is a graph break under fullgraph=True (indirect: Unsupported
+    with no dynamo_graph_break_reason artifact and no restart attempt; without fullgraph,
+    Dynamo logs the break and restarts, or skips the frame with a logged reason)."""
+    return (
+        categorize(fail_type, fail_reason) == "graph_break"
+        and not (graph_breaks or 0)
+        and (attempts or 1) <= 1
+    )
 
 
 def headline(reason: str | None, width: int = 300) -> str:
@@ -160,6 +253,12 @@ def headline(reason: str | None, width: int = 300) -> str:
 def next_step(category: str, fail_type: str | None, reason: str | None, *, in_loop: bool = False) -> str:
     """What to do next for one failure (NEXT_STEPS, made specific where the reason allows)."""
     step = NEXT_STEPS[category]
+    if category == "recompile_limit" and "RecompileError" in (fail_type or ""):
+        step = (
+            "torch._dynamo.config.error_on_recompile=True turned this recompile into an error: "
+            "the reason names the guard that failed; fix that cause (see the recompile of this "
+            "function), or turn error_on_recompile off if the recompile is expected."
+        )
     if category == "graph_break" and in_loop:
         step = (
             "The break is inside a loop, where Dynamo cannot resume, so the whole frame ran "
@@ -193,11 +292,18 @@ def failures(
     *,
     limit_hits: pl.DataFrame | None = None,
     graph_breaks: pl.DataFrame | None = None,
+    wont_convert: pl.DataFrame | None = None,
+    printed: pl.DataFrame | None = None,
+    log_records: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """One row per failed compile: category and next step, keeping rank/compile_id/file/lineno.
 
-    `limit_hits` and `graph_breaks` (the fact tables) add failures a text log shows for
-    compiles the trace does not have: recompile-limit warnings and skipped frames."""
+    `limit_hits` and `graph_breaks` (the fact tables) and `wont_convert`
+    (parsers.tracebacks.wont_convert_from_text) add failures a text log shows for compiles the
+    trace does not have: recompile-limit warnings, skipped frames, WON'T CONVERT warnings.
+    `printed` (parsers.tracebacks.tracebacks_from_text, without the uncaught one) adds the
+    torch.compile errors a program caught and printed, each given the compile id (and its
+    occurrence) of the last log record before it in `log_records`."""
     failed = compiles.filter(pl.col("status") == "failed")
     in_loop: set[tuple] = set()
     if graph_breaks is not None and graph_breaks.height:
@@ -209,6 +315,29 @@ def failures(
     for r in failed.iter_rows(named=True):
         cat = categorize(r["fail_type"], r["fail_reason"])
         m = _GB.search(r["fail_reason"] or "")
+        step = next_step(cat, r["fail_type"], r["fail_reason"], in_loop=(r["rank"], r["compile_id"]) in in_loop)
+        certainty, evidence = "certain", None
+        filename = r["fail_user_filename"] or r["filename"]
+        line = r["fail_user_line"] if r["fail_user_line"] is not None else r["line"]
+        if r["fail_user_line"] is None and (uf := user_frame_of(r["fail_reason"])) is not None:
+            filename, line = uf[0], uf[1]  # the message's user stack, not the def line
+        if r.get("suppress_errors"):
+            step = (
+                "torch._dynamo.config.suppress_errors=True hid this failure: the frame runs eagerly "
+                "on every call (the WON'T CONVERT warning), nothing of it is compiled. Fix the cause, "
+                "then turn suppress_errors off to see failures. " + step
+            )
+        elif cat == "graph_break" and fullgraph_likely(r["fail_type"], r["fail_reason"], r["graph_breaks"], r["attempts"]):
+            certainty = "likely"
+            evidence = "Unsupported with no dynamo_graph_break_reason and no restart: fullgraph=True"
+            step = (
+                "Under fullgraph=True (likely: the compile failed as Unsupported with no logged graph "
+                "break and no restart) the break raised to the caller; nothing ran eagerly. Fix the "
+                "construct at the user line (the hint says how), or drop fullgraph=True to let Dynamo "
+                "split the graph there."
+                + (f" {m.group(1)}: https://meta-pytorch.github.io/compile-graph-break-site/gb/{m.group(1)}.html" if m else "")
+            )
+        detail = detail_of(cat, r["fail_reason"])
         rows.append(
             {
                 "rank": r["rank"],
@@ -217,14 +346,17 @@ def failures(
                 "category": cat,
                 "fail_type": r["fail_type"],
                 "reason": r["fail_reason"],
-                "headline": headline(r["fail_reason"]),
+                "headline": headline(r["fail_reason"]) + (f" ({detail})" if detail else ""),
                 "gb_id": m.group(1) if m else None,
-                "filename": r["fail_user_filename"] or r["filename"],
-                "line": r["fail_user_line"] if r["fail_user_line"] is not None else r["line"],
-                "next_step": next_step(cat, r["fail_type"], r["fail_reason"], in_loop=(r["rank"], r["compile_id"]) in in_loop),
+                "filename": filename,
+                "line": line,
+                "next_step": step,
                 "source": "trace",
                 "file": r["file"],
                 "lineno": r["metrics_lineno"] if r["metrics_lineno"] is not None else r["lineno"],
+                "occurrence": r["occurrence"],
+                "certainty": certainty,
+                "evidence": evidence,
             }
         )
     known = {(r["rank"], r["compile_id"]) for r in compiles.select("rank", "compile_id").iter_rows(named=True)}
@@ -252,6 +384,9 @@ def failures(
                     "source": "text",
                     "file": r["file"],
                     "lineno": r["lineno"],
+                    "occurrence": None,
+                    "certainty": "certain",
+                    "evidence": None,
                 }
             )
     if graph_breaks is not None and graph_breaks.height:
@@ -280,8 +415,104 @@ def failures(
                     "source": "text",
                     "file": r["file"],
                     "lineno": r["lineno"],
+                    "occurrence": None,
+                    "certainty": "certain",
+                    "evidence": None,
                 }
             )
+    if wont_convert is not None and wont_convert.height:
+        traced = {(r["rank"], r["function"]) for r in failed.select("rank", "function").iter_rows(named=True)}
+        for r in wont_convert.sort("file", "lineno").iter_rows(named=True):
+            if (r["rank"], r["function"]) in traced:
+                continue  # the trace's failed compile of the same function
+            short = (r["exc_type"] or "").rsplit(".", 1)[-1] or None
+            reason = r["message"] or ""
+            cat = categorize(short, reason)
+            detail = detail_of(cat, reason)
+            rows.append(
+                {
+                    "rank": r["rank"],
+                    "compile_id": r["compile_id"],
+                    "function": r["function"],
+                    "category": cat,
+                    "fail_type": short,
+                    "reason": reason,
+                    "headline": headline(reason) + (f" ({detail})" if detail else ""),
+                    "gb_id": (m.group(1) if (m := _GB.search(reason)) else None),
+                    "filename": r["filename"],
+                    "line": r["line"],
+                    "next_step": (
+                        "WON'T CONVERT: torch._dynamo.config.suppress_errors=True ran this frame eagerly "
+                        "(every call, nothing compiled) instead of raising. Fix the cause, then turn "
+                        "suppress_errors off to see failures. " + next_step(cat, short, reason)
+                    ),
+                    "source": "text",
+                    "file": r["file"],
+                    "lineno": r["lineno"],
+                    "occurrence": None,
+                    "certainty": "certain",
+                    "evidence": None,
+                }
+            )
+    if printed is not None and printed.height and log_records is not None:
+        rows.extend(_printed_rows(printed, log_records, failed))
     order = {c: i for i, c in enumerate(SEVERITY)}
     rows.sort(key=lambda r: (order[r["category"]], r["rank"] if r["rank"] is not None else -1, sort_key(r["compile_id"])))
     return pl.DataFrame(rows, schema=SCHEMA)
+
+
+_COMPILE_ERROR = re.compile(r"^torch\.(?:_dynamo\.exc|_inductor\.exc)\.|ConstraintViolationError$")
+
+
+def _printed_rows(printed: pl.DataFrame, log_records: pl.DataFrame, failed: pl.DataFrame) -> list[dict]:
+    """Failed compiles from tracebacks of torch.compile errors the program printed (see
+    `failures`); the compile is the one of the last log record before the traceback, the
+    function the one its `Step 1: torchdynamo start tracing` line names."""
+    recs = (
+        log_records.filter(pl.col("compile_id").is_not_null())
+        .with_columns(text_occurrence_expr().alias("occurrence"))
+        .sort("file", "lineno")
+    )
+    starts = recs.filter(pl.col("text").str.starts_with(TEXT_START))
+    traced = {(r["rank"], r["compile_id"], r["occurrence"]) for r in failed.select("rank", "compile_id", "occurrence").iter_rows(named=True)}
+    rows = []
+    for p in printed.filter(pl.col("exc_type").str.contains(_COMPILE_ERROR.pattern)).iter_rows(named=True):
+        before = recs.filter((pl.col("file") == p["file"]) & (pl.col("lineno") < p["lineno"])).tail(1)
+        cid = occ = function = filename = line = None
+        if before.height:
+            cid, occ = before["compile_id"][0], before["occurrence"][0]
+            st = starts.filter((pl.col("file") == p["file"]) & (pl.col("compile_id") == cid) & (pl.col("occurrence") == occ)).head(1)
+            if st.height:
+                m = re.match(r"^(\S+) (.+):(\d+)\s*$", st["text"][0][len(TEXT_START):].split("\n", 1)[0])
+                if m:
+                    function, filename, line = m.group(1), m.group(2), int(m.group(3))
+        if (p["rank"], cid, occ) in traced:
+            continue
+        short = p["exc_type"].rsplit(".", 1)[-1]
+        reason = p["message"] or ""
+        cat = categorize(short, reason)
+        detail = detail_of(cat, reason)
+        uf = user_frame_of(reason)
+        m = _GB.search(reason)
+        rows.append(
+            {
+                "rank": p["rank"],
+                "compile_id": cid,
+                "function": function,
+                "category": cat,
+                "fail_type": short,
+                "reason": reason,
+                "headline": headline(reason) + (f" ({detail})" if detail else ""),
+                "gb_id": m.group(1) if m else None,
+                "filename": uf[0] if uf else filename,
+                "line": uf[1] if uf else line,
+                "next_step": next_step(cat, short, reason),
+                "source": "text",
+                "file": p["file"],
+                "lineno": p["lineno"],
+                "occurrence": occ,
+                "certainty": "certain" if cid is not None else "likely",
+                "evidence": None if cid is not None else "a printed traceback with no compile id logged before it",
+            }
+        )
+    return rows

@@ -19,7 +19,7 @@ def storm_key(s: dict[str, Any]) -> tuple:
 
 def failure_key(f: dict[str, Any]) -> tuple:
     """What makes two ranks' failed compiles the same finding."""
-    return (f["compile_id"], f.get("function"), f["filename"], f["line"], f["category"], f["reason"])
+    return (f["compile_id"], f.get("occurrence"), f.get("function"), f["filename"], f["line"], f["category"], f["reason"])
 
 
 def slow_compile_key(r: dict[str, Any]) -> tuple:

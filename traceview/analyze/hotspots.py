@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from parsers.sources import prefer_trace
+from traceview.analyze.failures import fullgraph_likely
 from traceview.trace import Trace
 
 HOTSPOT_SCHEMA_KEYS = (
@@ -135,7 +136,8 @@ def _compile_rows(trace: Trace, covered: pl.DataFrame) -> pl.DataFrame:
                 "function": r["function"] if r["fail_user_filename"] in (None, r["filename"]) else None,
                 **p,
                 "reason_line": reason.strip().split("\n", 1)[0] or None,
-                "frame_skipped": True,
+                # under fullgraph=True the break raised to the caller: nothing ran eagerly
+                "frame_skipped": not fullgraph_likely(r["fail_type"], reason, r["graph_breaks"], r["attempts"]),
                 "skipped_function": r["function"],
                 "skipped_filename": r["filename"],
                 "skipped_line": r["line"],
@@ -163,10 +165,16 @@ def graph_break_rows(trace: Trace) -> pl.DataFrame:
         pl.col("line").alias("_fline"),
         pl.col("status").alias("_status"),
         pl.col("fail_type").alias("_fail_type"),
+        ((pl.col("graph_breaks").fill_null(0) == 0) & (pl.col("attempts").fill_null(1) <= 1)).alias("_fullgraph"),
     )
     rows = rows.join(comp, on=["file", "compile_id"], how="left", nulls_equal=True)
-    # a compile that failed as Unsupported ran its whole frame eagerly
-    failed_here = (pl.col("_status") == "failed") & pl.col("_fail_type").fill_null("").str.contains("Unsupported")
+    # a compile that failed as Unsupported ran its whole frame eagerly (unless fullgraph=True
+    # raised it: analyze.failures.fullgraph_likely; the break rows from its metrics say so)
+    failed_here = (
+        (pl.col("_status") == "failed")
+        & pl.col("_fail_type").fill_null("").str.contains("Unsupported")
+        & ~(pl.col("_fullgraph").fill_null(False) & (pl.col("origin") == "failure"))
+    )
     skipped = pl.col("frame_skipped").fill_null(False) | failed_here.fill_null(False)
     return rows.with_columns(
         skipped.alias("frame_skipped"),
@@ -174,7 +182,7 @@ def graph_break_rows(trace: Trace) -> pl.DataFrame:
         pl.coalesce("_ffn", "skipped_function").alias("frame_function"),
         pl.coalesce("_ffile", "skipped_filename").alias("frame_filename"),
         pl.coalesce("_fline", "skipped_line").alias("frame_line"),
-    ).drop("_ffn", "_ffile", "_fline", "_status", "_fail_type")
+    ).drop("_ffn", "_ffile", "_fline", "_status", "_fail_type", "_fullgraph")
 
 
 def _why(frame_skipped: bool, reason: str | None, gb_id: str | None, inner_reason: str | None, inner_gb: str | None) -> str | None:

@@ -16,6 +16,7 @@ import orjson
 import polars as pl
 
 from parsers.compile_ids import frame_group, sort_exprs
+from parsers.compile_ids import label as compile_label
 from parsers.compile_ids import parse as parse_compile_id
 from parsers.facts import user_name
 from parsers.sources import prefer_trace
@@ -140,7 +141,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             Finding("graph_break", title, summary, detail, rank, ids[0] if ids else None, None, "frames", g.get("file"), g.get("lineno"))
         )
     for f, ranks in group_ranks(report.get("failures", []), failure_key):
-        title = f"{ranks_text(ranks)}[{f['compile_id']}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
+        title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'))}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
         summary = [one_line(f.get("reason") or "", 160)]
         detail = [
             ("category", f["category"]),

@@ -1,0 +1,257 @@
+"""Python tracebacks in a TORCH_LOGS capture (stderr): the uncaught exception that ended the
+program, a faulthandler dump (`Fatal Python error: Segmentation fault`), and the tracebacks
+inside `WON'T CONVERT` warnings (`suppress_errors=True`).
+
+Only reading: which lines, which exception, which frames. What they mean (category, next step)
+is traceview.analyze.crashes'.
+
+An uncaught exception is told from a traceback the program printed itself
+(`traceback.print_exc()` after catching it) by where it starts: Python's excepthook prints the
+whole stack from the script's `<module>` frame (or runpy's, under `python -m`), a caught one
+starts at the frame that caught it. It must be the last traceback of the file, and no record
+of a compile may follow it (the atexit lines of TORCH_LOGS=dynamo may).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import polars as pl
+
+_FRAME = re.compile(r'^ {2}File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<fn>.+)$')
+_START = "Traceback (most recent call last):"
+_FATAL = re.compile(r"^Fatal Python error: (?P<what>.+)$")
+_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_TRAILER = "Set TORCHDYNAMO_VERBOSE=1"
+_CHAINED = ("The above exception was the direct cause", "During handling of the above exception")
+_WONT = re.compile(r"^WON'T CONVERT (?P<fn>\S+) (?P<path>.+) line (?P<line>\d+)\s*$")
+
+CRASHES_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "rank": pl.Int32,
+    "lineno": pl.Int64,
+    "end_lineno": pl.Int64,
+    "kind": pl.String,  # "exception" (uncaught) or "fatal" (faulthandler: a signal)
+    "exc_type": pl.String,
+    "message": pl.String,
+    "frames": pl.List(pl.String),  # "path:line in fn", outermost first
+    "sources": pl.List(pl.String),  # the source line under each frame ("" when none)
+    "certainty": pl.String,
+    "evidence": pl.String,
+}
+
+
+@dataclass
+class Traceback:
+    """One traceback as printed: its frames (outermost first) and the exception."""
+
+    lineno: int
+    end_lineno: int
+    frames: list[tuple[str, int, str, str]] = field(default_factory=list)  # path, line, fn, source
+    exc_type: str | None = None
+    message: str = ""
+    fatal: str | None = None  # faulthandler's "Segmentation fault", ...
+
+
+def parse_traceback(lines: list[str], first_lineno: int = 1) -> Traceback | None:
+    """The first traceback (or faulthandler dump) in `lines`: frames, exception type and its
+    whole message (up to torch's `Set TORCHDYNAMO_VERBOSE=1` trailer, a blank line followed by
+    an unindented line that is not part of it, or the end)."""
+    start = next((i for i, x in enumerate(lines) if x.startswith(_START) or _FATAL.match(x)), None)
+    if start is None:
+        return None
+    tb = Traceback(first_lineno + start, first_lineno + start)
+    m = _FATAL.match(lines[start])
+    if m:
+        tb.fatal = m["what"].strip()
+    i = start + 1
+    # faulthandler dumps every thread; the crashed one is "Current thread …"
+    keep = True
+    while i < len(lines):
+        x = lines[i]
+        if tb.fatal is not None and x.startswith(("Thread 0x", "Current thread")):
+            keep = x.startswith("Current thread")
+        fm = _FRAME.match(x)
+        if fm and not keep:
+            i += 1
+            continue
+        if fm:
+            src = lines[i + 1].strip() if i + 1 < len(lines) and lines[i + 1].startswith("    ") else ""
+            tb.frames.append((fm["path"], int(fm["line"]), fm["fn"].strip(), src))
+            i += 1
+            continue
+        if tb.fatal is not None:
+            if x.startswith("Extension modules:"):
+                break
+            i += 1
+            continue
+        if x.startswith("    ") or (x.strip() == "" and not tb.frames):
+            i += 1
+            continue
+        em = _EXC.match(x)
+        if em and tb.frames:
+            tb.exc_type = em["type"]
+            msg = [em["msg"] or ""]
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith(_TRAILER) and not lines[j].startswith(_START):
+                if lines[j].strip() == "" and j + 1 < len(lines) and lines[j + 1].startswith(_TRAILER):
+                    break
+                msg.append(lines[j])
+                j += 1
+            tb.message = "\n".join(msg).strip()
+            i = j
+            break
+        i += 1
+    tb.end_lineno = first_lineno + max(i - 1, start)
+    # faulthandler prints the innermost frame first
+    if tb.fatal is not None:
+        tb.frames.reverse()
+    return tb
+
+
+def _starts_at_top(tb: Traceback) -> bool:
+    if not tb.frames:
+        return False
+    path, _, fn, _ = tb.frames[0]
+    return fn == "<module>" or "runpy" in path
+
+
+def _traceback_at(texts: list[str], linenos: list[int], k: int) -> Traceback | None:
+    """The traceback starting at other line `k`: its block is the consecutive other lines
+    (a log record in between ends it)."""
+    end = k
+    while end + 1 < len(texts) and linenos[end + 1] == linenos[end] + 1:
+        end += 1
+    return parse_traceback(texts[k : end + 1], linenos[k])
+
+
+PRINTED_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "rank": pl.Int32,
+    "lineno": pl.Int64,
+    "exc_type": pl.String,
+    "message": pl.String,
+    "top_frame": pl.String,  # "path:line in fn" of the outermost frame
+}
+
+
+def tracebacks_from_text(other_lines: pl.DataFrame) -> pl.DataFrame:
+    """Every Python traceback of a capture (a chain counts once, as its last traceback), the
+    ones a program printed after catching the exception (traceback.print_exc) included."""
+    rows: list[dict] = []
+    for (file,), part in other_lines.sort("file", "lineno").group_by(["file"], maintain_order=True):
+        texts = part["text"].to_list()
+        linenos = part["lineno"].to_list()
+        ranks = part["rank"].to_list()
+        starts = [k for k, x in enumerate(texts) if x.startswith(_START)]
+        for n, k in enumerate(starts):
+            nxt = starts[n + 1] if n + 1 < len(starts) else None
+            if nxt is not None and any(x.startswith(_CHAINED) for x in texts[k:nxt]):
+                continue  # chained: the last of the chain stands for it
+            tb = _traceback_at(texts, linenos, k)
+            if tb is None or tb.exc_type is None:
+                continue
+            top = tb.frames[0] if tb.frames else None
+            rows.append(
+                {
+                    "file": file,
+                    "rank": ranks[k],
+                    "lineno": tb.lineno,
+                    "exc_type": tb.exc_type,
+                    "message": tb.message,
+                    "top_frame": f"{top[0]}:{top[1]} in {top[2]}" if top else None,
+                }
+            )
+    return pl.DataFrame(rows, schema=PRINTED_SCHEMA)
+
+
+def uncaught_from_text(other_lines: pl.DataFrame, log_records: pl.DataFrame) -> pl.DataFrame:
+    """The uncaught exception (or fatal signal) that ended each captured process: the last
+    traceback of each text file when it starts at the script's top frame and no compile is
+    logged after it (see the module doc)."""
+    rows: list[dict] = []
+    if other_lines.height == 0:
+        return pl.DataFrame(schema=CRASHES_SCHEMA)
+    for (file,), part in other_lines.sort("file", "lineno").group_by(["file"], maintain_order=True):
+        texts = part["text"].to_list()
+        linenos = part["lineno"].to_list()
+        starts = [k for k, x in enumerate(texts) if x.startswith(_START) or _FATAL.match(x)]
+        if not starts:
+            continue
+        # a chain ("The above exception was the direct cause …") ends in its last traceback;
+        # a faulthandler dump is the first thing of a dying process
+        fatal = [k for k in starts if _FATAL.match(texts[k])]
+        k = fatal[0] if fatal else starts[-1]
+        tb = _traceback_at(texts, linenos, k)
+        if tb is None or (tb.exc_type is None and tb.fatal is None):
+            continue
+        later = log_records.filter((pl.col("file") == file) & (pl.col("lineno") > tb.lineno))
+        if tb.fatal is None and (later.filter(pl.col("compile_id").is_not_null()).height or not _starts_at_top(tb)):
+            continue  # printed by the program after catching it, or the program went on
+        rank = part["rank"].drop_nulls()
+        # nothing after it: the end of stderr; log lines after it (TORCH_LOGS=dynamo's atexit
+        # summary) leave a program that printed a caught exception from <module> possible
+        last = tb.fatal is not None or later.height == 0
+        evidence = (
+            f"faulthandler: Fatal Python error: {tb.fatal}"
+            if tb.fatal
+            else "the last traceback of the capture, printed from the script's top frame"
+            + ("" if last else ", with log lines after it")
+        )
+        rows.append(
+            {
+                "file": file,
+                "rank": rank[0] if rank.len() else None,
+                "lineno": tb.lineno,
+                "end_lineno": tb.end_lineno,
+                "kind": "fatal" if tb.fatal else "exception",
+                "exc_type": tb.exc_type or tb.fatal,
+                "message": tb.message if tb.exc_type else tb.fatal,
+                "frames": [f"{p}:{n} in {fn}" for p, n, fn, _ in tb.frames],
+                "sources": [src for *_, src in tb.frames],
+                "certainty": "certain" if last else "likely",
+                "evidence": evidence,
+            }
+        )
+    return pl.DataFrame(rows, schema=CRASHES_SCHEMA)
+
+
+WONT_CONVERT_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "rank": pl.Int32,
+    "lineno": pl.Int64,
+    "compile_id": pl.String,
+    "function": pl.String,
+    "filename": pl.String,
+    "line": pl.Int32,
+    "exc_type": pl.String,
+    "message": pl.String,
+}
+
+
+def wont_convert_from_text(log_records: pl.DataFrame) -> pl.DataFrame:
+    """`WON'T CONVERT fn path line N` warnings (convert_frame.py, suppress_errors=True: the
+    frame runs eagerly) with the exception of the traceback they carry."""
+    recs = log_records.filter(pl.col("text").str.starts_with("WON'T CONVERT "))
+    rows = []
+    for r in recs.iter_rows(named=True):
+        lines = (r["text"] or "").split("\n")
+        m = _WONT.match(lines[0])
+        if not m:
+            continue
+        tb = parse_traceback(lines[1:])
+        rows.append(
+            {
+                "file": r["file"],
+                "rank": r["rank"],
+                "lineno": r["lineno"],
+                "compile_id": r["compile_id"],
+                "function": m["fn"],
+                "filename": m["path"],
+                "line": int(m["line"]),
+                "exc_type": tb.exc_type if tb else None,
+                "message": tb.message if tb else None,
+            }
+        )
+    return pl.DataFrame(rows, schema=WONT_CONVERT_SCHEMA)

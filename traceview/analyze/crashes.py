@@ -1,0 +1,173 @@
+"""The program crashed: the uncaught exception (or fatal signal) at the end of a TORCH_LOGS
+capture, as a finding: its type and message, the user frame, the triage category PyTorch's
+developers use, and their next step.
+
+Input: `parsers.tracebacks.uncaught_from_text` rows. The user frame is the innermost frame
+outside torch, Python and site-packages (the program's own code); where the exception came from
+(`raised_in`) is read from the frames: torch.compile compiling the function (Dynamo/Inductor
+frames under `compile_wrapper`), compiled code running (`<eval_with_key>`, Inductor's generated
+module, AOTAutograd's runtime wrapper), or the program's own code after compiling.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import polars as pl
+
+from traceview.analyze.failures import categorize, detail_of, headline, next_step, user_frame_of
+
+_SITE = re.compile(r"(?:site-packages|dist-packages)[/\\]|^/usr/lib/python|^<frozen |^<string>")
+_COMPILED = re.compile(r"<eval_with_key>|torchinductor|/tv_gpu_cache_|[/\\][a-z0-9]{2}[/\\]c[a-z0-9]{50,}\.py")
+_RUNTIME = re.compile(r"_aot_autograd[/\\]runtime_wrappers\.py|_inductor[/\\]output_code\.py|cudagraph_trees\.py")
+_COMPILING = re.compile(r"_dynamo[/\\](?:convert_frame|output_graph|symbolic_convert)\.py|_inductor[/\\]compile_fx\.py")
+
+CRASH_STEPS: dict[str, str] = {
+    "cuda_graphs": (
+        "A CUDA-graphs output was read after a later replay overwrote it (mode='reduce-overhead'): "
+        "call torch.compiler.cudagraph_mark_step_begin() before each model invocation, or "
+        "clone the output (out.clone()) when you keep it across calls."
+    ),
+    "cuda_illegal_memory_access": (
+        "CUDA illegal memory access: rerun with CUDA_LAUNCH_BLOCKING=1 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
+        "for the kernel that faults; TORCHINDUCTOR_NAN_ASSERTS=1 checks Inductor kernels' outputs; "
+        "backend='aot_eager' tells a compiled-kernel bug from one in the program."
+    ),
+    "triton_assert": (
+        "A compiled (Triton) kernel's device-side assert fired: Inductor's index bounds check "
+        "(`index out of bounds: 0 <= tmpN < size`): an index in your data is out of range (eager "
+        "raises an IndexError for it too). CUDA_LAUNCH_BLOCKING=1 gives the right stack; "
+        "TORCH_LOGS=output_code,schedule shows the kernel and the op it came from."
+    ),
+    "triton": (
+        "Triton (a compiled kernel's launch or compile) failed: TORCH_LOGS=output_code,schedule "
+        "shows the generated kernels; backend='aot_eager' runs without Inductor meanwhile; "
+        "TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=2 minifies it."
+    ),
+    "segfault": (
+        "The process died of a signal inside native code: the Python stack (faulthandler) shows "
+        "where; rerun with PYTHONFAULTHANDLER=1 if there is none. Narrow it down: mode='default' "
+        "(no CUDA graphs), backend='aot_eager' (no Inductor), backend='eager' (Dynamo only); the "
+        "first that runs names the culprit."
+    ),
+    "runtime_error_in_compiled_code": (
+        "The compiled function raised while it ran. Run it without torch.compile (or under "
+        "torch.compiler.set_stance('force_eager')): if eager raises too, the bug is in the "
+        "program (the inputs); if not, minify with TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4."
+    ),
+    "user_error_after_compile": (
+        "The program's own code raised after compiling (no torch.compile frame in the traceback): "
+        "fix it at the user line; torch.compile is not involved."
+    ),
+}
+
+CATEGORY_WORDS = {
+    "cuda_graphs": "CUDA-graphs error",
+    "cuda_illegal_memory_access": "CUDA illegal memory access",
+    "triton_assert": "Triton device-side assert (index out of bounds)",
+    "triton": "Triton failure",
+    "segfault": "segmentation fault",
+    "runtime_error_in_compiled_code": "runtime error in compiled code",
+    "user_error_after_compile": "error in the program after compiling",
+}
+
+
+def _frame_parts(frame: str) -> tuple[str, int | None, str]:
+    m = re.match(r"^(.*):(\d+) in (.*)$", frame)
+    if not m:
+        return frame, None, ""
+    return m.group(1), int(m.group(2)), m.group(3)
+
+
+def _user_frame(frames: list[str], sources: list[str]) -> tuple[str | None, int | None, str | None, str | None]:
+    """The innermost frame of the program's own code (not torch, Python or site-packages)."""
+    for k in range(len(frames) - 1, -1, -1):
+        path, line, fn = _frame_parts(frames[k])
+        if not _SITE.search(path) and not _COMPILED.search(path) and "/torch/" not in path:
+            return path, line, fn, (sources[k] if k < len(sources) else "") or None
+    return None, None, None, None
+
+
+def _category(exc_type: str, message: str, frames: list[str], other_text: str) -> tuple[str, str]:
+    """(category, raised_in)."""
+    low = message.lower()
+    joined = "\n".join(frames)
+    if "tensor output of cudagraphs that has been overwritten" in low:
+        return "cuda_graphs", "program"
+    if "illegal memory access" in low:
+        return "cuda_illegal_memory_access", "compiled code"
+    if "device-side assert triggered" in low and "Assertion `index out of bounds" in other_text:
+        return "triton_assert", "compiled code"
+    if exc_type == "Segmentation fault" or exc_type.startswith(("Bus error", "Aborted", "Floating point")):
+        return "segfault", _where(frames)
+    if "/triton/" in joined and _where(frames) != "program":
+        return "triton", "compiled code"
+    short = exc_type.rsplit(".", 1)[-1]
+    if exc_type.startswith("torch.") and short not in ("AcceleratorError", "OutOfMemoryError"):
+        if "._dynamo." in exc_type or "._inductor." in exc_type or short in ("ConstraintViolationError", "UserError"):
+            return categorize(short, message), "compiling"
+    where = _where(frames)
+    if where == "compiled code":
+        return "runtime_error_in_compiled_code", where
+    if where == "compiling":
+        return categorize(short, message), where
+    return "user_error_after_compile", where
+
+
+def _where(frames: list[str]) -> str:
+    joined = "\n".join(frames)
+    if _COMPILED.search(joined) or _RUNTIME.search(joined):
+        return "compiled code"
+    if _COMPILING.search(joined):
+        return "compiling"
+    return "program"
+
+
+def crash_findings(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> list[dict[str, Any]]:
+    """One finding per crashed process (see the module doc)."""
+    out: list[dict[str, Any]] = []
+    for r in crashes.iter_rows(named=True):
+        others = ""
+        if other_lines is not None and other_lines.height:
+            others = "\n".join(other_lines.filter(pl.col("file") == r["file"])["text"].to_list())
+        frames = r["frames"] or []
+        sources = r["sources"] or []
+        message = r["message"] or ""
+        cat, raised_in = _category(r["exc_type"] or "", message, frames, others)
+        filename, line, function, code = _user_frame(frames, sources)
+        # a torch.compile error names the user line in its message ("from user code:", "User stack:")
+        if raised_in == "compiling":
+            uf = user_frame_of(message)
+            if uf is not None:
+                filename, line, function, code = uf
+        step = CRASH_STEPS.get(cat) or next_step(cat, (r["exc_type"] or "").rsplit(".", 1)[-1], message)
+        if cat == "graph_break":
+            step = (
+                "Unsupported reached the caller: the function is compiled with fullgraph=True (or "
+                "error_on_graph_break), so the graph break raised instead of running eagerly. Remove "
+                "the construct at the user line (the message's hints say how), or drop fullgraph=True "
+                "to let Dynamo split the graph there."
+            )
+        detail = detail_of(cat, message)
+        out.append(
+            {
+                "rank": r["rank"],
+                "kind": r["kind"],
+                "exc_type": r["exc_type"],
+                "message": headline(message) + (f" ({detail})" if detail else ""),
+                "message_full": message,
+                "category": cat,
+                "raised_in": raised_in,
+                "function": function,
+                "filename": filename,
+                "line": line,
+                "code": code,
+                "next_step": step,
+                "certainty": r["certainty"],
+                "evidence": r["evidence"],
+                "file": r["file"],
+                "lineno": r["lineno"],
+            }
+        )
+    return out
