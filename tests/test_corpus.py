@@ -52,17 +52,10 @@ def _xfail(reason: str) -> pytest.MarkDecorator:
 
 
 # What traceview gets wrong today, per test and situation (issue 13 classes).
-_EVERY_ENTRY = "issue 13 class 4: the failed guards of every cache entry are counted, not one primary cause per recompile"
 KNOWN_WRONG: dict[str, dict[str, str]] = {
     "compiles_trace": {},
-    "storms_trace": {
-        "recompile_mixed_causes": _EVERY_ENTRY + " (1 size + 2 dtype + 1 bool = 4 for 3 recompiles)",
-        "kwargs_change": _EVERY_ENTRY + " (`len(extras) != 0` 2 + `!= 1` 1 = 3 for 2 recompiles; class 5: len guard not parsed)",
-    },
-    "storms_text": {
-        "recompile_mixed_causes": _EVERY_ENTRY + " (1 size + 2 dtype + 1 bool = 4 for 3 recompiles)",
-        "kwargs_change": _EVERY_ENTRY + " (`len(extras) != 0` 2 + `!= 1` 1 = 3 for 2 recompiles; class 5: len guard not parsed)",
-    },
+    "storms_trace": {},
+    "storms_text": {},
     "failures_trace": {},
 }
 

@@ -49,6 +49,9 @@ STORM_SCHEMA_KEYS = (
     "forced_dynamic_false_from",
     "compile_ids",
     "causes",
+    "recompiles",
+    "secondary_guards",
+    "expected",
     "compile_id",
     "file",
     "lineno",
@@ -69,6 +72,13 @@ CAUSE_KINDS = (
     "dtype",
     "device",
     "ndim",
+    "signature",
+    "training",
+    "module_int",
+    "range",
+    "backend",
+    "resume_value",
+    "optimizer_lr",
     "other",
 )
 
@@ -114,8 +124,28 @@ def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> 
         return f"{what} changes between calls{compiled_for}"
     if kind == "value:bool":
         return f"the bool flag {src} changes between calls{compiled_for}"
+    seen = f" ({', '.join(values[:8])}{', …' if len(values) > 8 else ''})" if values else ""
+    if kind == "signature":
+        return f"call-signature change: {src} differs between calls{seen} (a different set of keyword arguments, or a container of another length)"
+    if kind == "training":
+        owner = src.removesuffix(".training")
+        return f"the module's training flag {owner}.training changes between calls (train/eval){compiled_for}"
+    if kind == "module_int":
+        return (
+            f"the int attribute {src} of an nn.Module takes a new value{seen}: Dynamo specializes int "
+            f"attributes of nn.Modules even under automatic dynamic shapes, so one code object "
+            f"(forward) compiles once per module instance"
+        )
+    if kind == "optimizer_lr":
+        return f"the learning rate {src} (a Python float, changed by the LR scheduler) is specialized{seen}"
+    if kind == "range":
+        return f"a branch on dimension {dim} of {src} (range guard {values[0] if values else ''}) took the other side"
+    if kind == "backend":
+        return "the function was called through another torch.compile wrapper with a different backend (BACKEND_MATCH)"
+    if kind == "resume_value":
+        return f"a Python value carried across the graph break ({src}, e.g. the result of .item()) changed{seen}"
     if kind == "value":
-        return f"the Python value {src} changes between calls{compiled_for}"
+        return f"the Python value {src} changes between calls{seen}"
     if kind == "type":
         return f"the type of {src} changes between calls{_seen(values)}"
     if kind == "id":
@@ -132,9 +162,57 @@ def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> 
     return guard or "a guard failed"
 
 
-def cause_fix(kind: str, src: str, dim: Any, *, forced_static: bool | None, count: int) -> str:
+def cause_fix(
+    kind: str,
+    src: str,
+    dim: Any,
+    *,
+    forced_static: bool | None,
+    count: int,
+    dynamic_true: bool = False,
+    values: list[str] | None = None,
+) -> str:
     """The fix people apply for this cause today (torch 2.x). `forced_static` is None when the
-    logs do not say whether the code compiled with dynamic=False."""
+    logs do not say whether the code compiled with dynamic=False; `dynamic_true` when the
+    compile's config shows dynamic=True (assume_static_by_default off)."""
+    if kind == "signature":
+        return (
+            "one compile per call signature is expected for a few fixed signatures; if they keep "
+            "changing, call the function with the same keyword arguments every time (pass None or "
+            "the defaults explicitly)"
+        )
+    if kind == "training":
+        return "nothing to fix: one compile per mode (train and eval) is expected; later switches are cache hits"
+    if kind == "module_int":
+        return (
+            "compile the parent once (torch.compile(model) instead of one torch.compile per layer), "
+            "or set torch._dynamo.config.allow_unspec_int_on_nn_module = True (the int becomes "
+            "symbolic), or raise torch._dynamo.config.recompile_limit to at least the number of "
+            "module instances"
+        )
+    if kind == "optimizer_lr":
+        return (
+            "create the optimizer with a tensor learning rate (lr=torch.tensor(1e-3), with "
+            "capturable=True for foreach/fused) so the scheduler's new values do not recompile "
+            "the step"
+        )
+    if kind == "range":
+        return (
+            "one compile per branch of a condition on a size is expected; if one graph is wanted, "
+            "use torch.cond for the branch, or torch._dynamo.decorators.mark_unbacked(tensor, dim) "
+            "so no range guard is installed"
+        )
+    if kind == "backend":
+        return (
+            "expected when one function really is compiled with two backends; otherwise reuse one "
+            "torch.compile wrapper (or functools.partial the backend, as the message says)"
+        )
+    if kind == "resume_value":
+        return (
+            "the graph break passes this value to the rest of the function as a Python number: "
+            "fix the break (keep the value a tensor, or torch._dynamo.config.capture_scalar_outputs "
+            "= True for .item()); one recompile, then it is symbolic"
+        )
     if kind in ("size", "stride"):
         mark = f"torch._dynamo.mark_dynamic({src}, {dim})"
         if forced_static:
@@ -146,27 +224,42 @@ def cause_fix(kind: str, src: str, dim: Any, *, forced_static: bool | None, coun
             )
         if kind == "stride":
             return f"pass contiguous inputs ({src}.contiguous()) or call {mark} before the call"
+        if forced_static is None and count <= 1:
+            return (
+                f"nothing to fix if the code uses the default dynamic=None: automatic dynamic "
+                f"shapes recompile once and make the dimension dynamic; {mark} on the input before "
+                f"the first call avoids even that recompile"
+            )
         if forced_static is None:
             return (
-                f"call {mark} on the input before the call; if the code compiles with "
-                f"dynamic=False every new size compiles again (drop it: the default dynamic=None "
-                f"makes the dimension dynamic after one recompile)"
+                f"call {mark} on the input before the call; if you compile with dynamic=False, "
+                f"every new size compiles again (drop it: the default dynamic=None makes the "
+                f"dimension dynamic after one recompile)"
             )
         if count <= 1:
             return (
-                f"automatic dynamic shapes (dynamic=None) recompiled it once as dynamic; to avoid "
-                f"even that recompile, call {mark} on the input before the first call, or "
-                f"compile with dynamic=True"
+                f"nothing to fix: automatic dynamic shapes recompiled it once and made the dimension "
+                f"dynamic; {mark} on the input before the first call avoids even that recompile"
+            )
+        if dynamic_true:
+            return (
+                f"the function already compiles with dynamic=True, yet dimension {dim} was "
+                f"specialized: TORCH_LOGS=dynamic shows the guard that specializes it"
             )
         return (
             f"call {mark} on the input before the call, or compile with dynamic=True; if it "
             f"still recompiles, TORCH_LOGS=dynamic shows the guard that specializes it"
         )
+    if kind in ("value:float", "value:int") and forced_static is not True and count <= 1:
+        return (
+            f"nothing to fix: automatic dynamic made {src} symbolic after this one recompile; a "
+            f"0-d tensor argument avoids even that"
+        )
     if kind == "value:float":
         tail = {
-            True: "dynamic=False specializes every float, so each new value compiles again",
-            False: "with dynamic=None Dynamo makes a float that changed dynamic after one recompile",
-            None: "with dynamic=False every new value compiles again",
+            True: "dynamic=False specializes every float, so each new value compiles again (or drop dynamic=False)",
+            False: "this float stayed specialized across several recompiles (TORCH_LOGS=dynamic shows why)",
+            None: "if you compile with dynamic=False, every new value compiles again",
         }[forced_static]
         return (
             f"pass {src} as a tensor (torch.tensor({src}), a 0-d tensor the compiled code reads) "
@@ -174,9 +267,9 @@ def cause_fix(kind: str, src: str, dim: Any, *, forced_static: bool | None, coun
         )
     if kind == "value:int":
         tail = {
-            True: "dynamic=False specializes every int, so each new value compiles again",
-            False: "with dynamic=None a changing int becomes a symbolic int after one recompile",
-            None: "with dynamic=False every new value compiles again",
+            True: "dynamic=False specializes every int, so each new value compiles again (or drop dynamic=False)",
+            False: "this int stayed specialized across several recompiles (TORCH_LOGS=dynamic shows why)",
+            None: "if you compile with dynamic=False, every new value compiles again",
         }[forced_static]
         return f"pass {src} as a tensor if it changes often, or keep it constant; {tail}"
     if kind == "value:bool":
@@ -186,7 +279,13 @@ def cause_fix(kind: str, src: str, dim: Any, *, forced_static: bool | None, coun
             "make the flag a tensor and use torch.where / torch.cond"
         )
     if kind == "value":
-        return f"pass {src} as a tensor if it changes, or keep it constant between calls"
+        n = len(values or [])
+        many = f" ({n} here)" if n else ""
+        return (
+            f"one compile per distinct value of {src}{many} is how Dynamo works: expected for a small "
+            f"fixed set; if the set grows, choose outside the compiled function (one compiled "
+            f"function per value) instead of passing it in"
+        )
     if kind == "type":
         return f"pass {src} with one consistent type every call (always a tensor, never sometimes a list, a number or None)"
     if kind == "id":
@@ -250,6 +349,8 @@ def _new_frame(rank: Any, proc: str) -> dict[str, Any]:
         "forced_static": False,
         "has_config": False,
         "guards": [],
+        "dynamic_true": False,
+        "user_exceptions": {},  # compile id -> the exception the user's code raised in it
         "records": {},  # compile id -> (file, lineno) of its first trace record
     }
 
@@ -288,6 +389,10 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             f["forced_static"] = f["forced_static"] or config[(r["file"], r["compile_id"])]
         if r["status"] == "failed":
             f["failed"].add(r["compile_id"])
+            if exc := user_exception(r.get("fail_reason")):
+                f["user_exceptions"][r["compile_id"]] = exc
+        if r.get("assume_static_by_default") is False:
+            f["dynamic_true"] = True
 
     def key_for(rank: Any, file: str, compile_id: str | None, source: str | None) -> tuple:
         fid = frame_of(compile_id)
@@ -333,7 +438,15 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             # no compilation_metrics for this frame (text log only): only what the guards show
             forced_static = True if _static_sizes_evident(guards) else None
             known_from = "guards" if forced_static else None
-        causes = _causes(guards, forced_static)
+        for cid, exc in _user_exceptions_from_graph_breaks(trace, f["rank"]).items():
+            if cid in ids:
+                f["user_exceptions"].setdefault(cid, exc)
+        causes, n_secondary = _causes(
+            guards, forced_static, dynamic_true=f["dynamic_true"], limit=bool(f["limit"]),
+            user_exceptions=f["user_exceptions"],
+        )
+        _add_latest_values(causes, trace, f, ids)
+        recompiles = n - 1
         first = guards[0] if guards else None
         if first is None:
             # no failed guard logged: point at the first recompile's own record
@@ -357,6 +470,9 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 "forced_dynamic_false_from": known_from,
                 "compile_ids": sorted(ids, key=sort_key),
                 "causes": causes,
+                "recompiles": recompiles,
+                "secondary_guards": n_secondary,
+                "expected": bool(causes) and all(c["expected"] for c in causes) and not f["limit"],
                 "compile_id": first["compile_id"],
                 "file": first["file"],
                 "lineno": first["lineno"],
@@ -366,6 +482,59 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         key=lambda s: (not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"]), s["rank"] or -1)
     )
     return storms
+
+
+def user_exception(reason: str | None) -> str | None:
+    """The exception the user's own code raised while Dynamo traced it ("Observed exception",
+    gb0088: Dynamo found no handler and the exception propagates to the caller), as
+    `ValueError('...')`, or None."""
+    if not reason or not reason.startswith("Observed exception"):
+        return None
+    m = re.search(r"raised exception (\w+\(.*\))", reason)
+    return m.group(1) if m else "an exception"
+
+
+def _user_exceptions_from_graph_breaks(trace: Trace, rank: Any) -> dict[str, str]:
+    """compile id -> the user's exception, from "Observed exception" graph-break records (text
+    logs have no compilation metrics)."""
+    gbs = trace.graph_breaks
+    if gbs.is_empty() or "reason" not in gbs.columns or "debug_context" not in gbs.columns:
+        return {}
+    out: dict[str, str] = {}
+    for r in gbs.filter(pl.col("reason").str.starts_with("Observed exception")).iter_rows(named=True):
+        if r.get("rank") == rank and r.get("compile_id"):
+            out[r["compile_id"]] = user_exception(r["reason"] + "\n" + (r.get("debug_context") or "")) or "an exception"
+    return out
+
+
+_GUARD_VALUE = re.compile(r"^(?P<src>.+?)\s*(?:==\s*(?P<v>.+)|is None)$")
+
+
+def _add_latest_values(causes: list[dict[str, Any]], trace: Trace, f: dict[str, Any], ids: set[str]) -> None:
+    """The value that triggered the newest recompile is in no failed guard, only in the guards
+    of the newest compile (trace `dynamo_cpp_guards_str`, text `guards`): add it to the values
+    of value-like causes."""
+    kinds = ("value", "value:int", "value:float", "module_int", "optimizer_lr")
+    want = {c["source"]: c for c in causes if c["kind"] in kinds}
+    g = trace.guards
+    if not want or g.is_empty() or not ids:
+        return
+    newest = max(ids, key=sort_key)
+    rows = g.filter(
+        (pl.col("compile_id") == newest) & pl.col("kind").is_in(["EQUALS_MATCH", "NONE_MATCH"])
+        & (pl.col("rank").is_null() if f["rank"] is None else pl.col("rank") == f["rank"])
+    )
+    for code, gsrc in rows.select("code", "guard_source").iter_rows():
+        c = want.get(user_name(gsrc))
+        m = _GUARD_VALUE.match((code or "").strip())
+        if c is None or m is None:
+            continue
+        v = m["v"].strip() if m["v"] is not None else "None"
+        if v not in c["values"]:
+            c["values"].append(v)
+            c["text"] = cause_text(c["kind"], c["source"], c["dim"], c["values"], c["guard"])
+            if c["kind"] == "value":
+                c["fix"] = cause_fix(c["kind"], c["source"], c["dim"], forced_static=None, count=c["count"], values=c["values"])
 
 
 def _static_sizes_evident(guards: list[dict[str, Any]]) -> bool:
@@ -382,44 +551,114 @@ def _static_sizes_evident(guards: list[dict[str, Any]]) -> bool:
     return False
 
 
-def _causes(guards: list[dict[str, Any]], forced_static: bool | None) -> list[dict[str, Any]]:
-    clusters: dict[tuple, dict[str, Any]] = {}
+_LEN_GUARD = re.compile(r"^len\((?P<src>[^()]+)\)\s*(?:==|!=)\s*(?P<n>\d+)$")
+_STACK_GUARD = re.compile(r"^(?P<src>___stack\d+)\s*==\s*(?P<v>.+)$")
+_RANGE_GUARD = re.compile(r"(?:<=|>=|<|>)")
+_MODULE_ATTR = re.compile(r"^self(?:\._modules\['[^']*'\])*\.[A-Za-z_]\w*$")
+_USER_EXCEPTION = re.compile(r"^Observed exception|raised exception (?P<exc>\w+\(.*\))")
+
+
+def refine_kind(kind: str, src: str | None, guard: str, expected: str | None) -> tuple[str, str | None, str | None]:
+    """(kind, source, value) of one failed guard, refined by where the guarded value comes from
+    (the parser classifies the guard's form; the advice depends on its origin)."""
+    g = guard.strip()
+    if g.startswith("BACKEND_MATCH"):
+        return "backend", None, None
+    if m := _LEN_GUARD.match(g):
+        # torch logs the failing check (`len(extras) != 0`): the cache entry was compiled for 0
+        return "signature", user_name(m["src"]), m["n"]
+    if m := _STACK_GUARD.match(g):
+        return "resume_value", m["src"], m["v"].strip()
+    if kind == "size" and "size mismatch" not in g and _RANGE_GUARD.search(g.split("  #")[0]):
+        return "range", src, g.split("  #")[0].strip()
+    if kind == "value":
+        kind = _value_kind(expected, g)
+    if kind == "value:bool" and src and src.endswith(".training"):
+        return "training", src, expected
+    if kind in ("value:int", "value:float") and src and "param_groups" in src and "'lr'" in src:
+        return "optimizer_lr", src, expected
+    if kind == "value:int" and src and _MODULE_ATTR.match(src):
+        return "module_int", src, expected
+    return kind, src, expected
+
+
+def _recompile_groups(guards: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The failed guards of each recompile (one record: one trace artifact or one text
+    message), in torch's order: cache entries newest first (guards.py
+    get_and_maybe_log_recompilation_reasons walks the frame's cache entry list, newest first),
+    and within one entry the guards in the order they failed."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
     for g in guards:
-        kind = g.get("kind") or "other"
-        src = user_name(g.get("guard_source"))
-        guard = g.get("guard") or ""
-        if kind == "value":
-            kind = _value_kind(g.get("expected"), guard)
-        dim = g.get("dim") if kind in ("size", "stride") else None
-        key = (kind, src, dim, guard if kind == "other" else None)
-        c = clusters.get(key)
-        if c is None:
-            c = clusters[key] = {
-                "kind": kind,
-                "src": src,
-                "dim": dim,
-                "compiles": set(),
-                "values": [],
-                "guard": guard,
-                "compile_id": g.get("compile_id"),
-                "file": g.get("file"),
-                "lineno": g.get("lineno"),
-            }
-        c["compiles"].add(g.get("compile_id"))
-        vals = (g.get("expected"),) if kind.startswith("value") else (g.get("expected"), g.get("actual"))
-        for v in vals:
-            if v is not None and str(v) not in c["values"]:
-                c["values"].append(str(v))
+        groups.setdefault((g.get("file"), g.get("lineno"), g.get("compile_id")), []).append(g)
+    return [sorted(rows, key=lambda r: r.get("reason_index") or 0) for rows in groups.values()]
+
+
+def _causes(
+    guards: list[dict[str, Any]],
+    forced_static: bool | None,
+    *,
+    dynamic_true: bool = False,
+    limit: bool = False,
+    user_exceptions: dict[str, str] | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """One primary cause per recompile: the first failed guard of the newest cache entry, the
+    reason torch itself stores as the compile's `recompile_reason` (convert_frame.py:
+    `reasons[0]`). The failures of older entries are secondary: counted per cause in
+    `secondary`, never in `count`, so the counts add up to the recompiles. Returns the causes
+    and the number of secondary failed guards."""
+    user_exceptions = user_exceptions or {}
+    clusters: dict[tuple, dict[str, Any]] = {}
+    secondary_rows: list[tuple[tuple, dict[str, Any]]] = []
+    n_secondary = 0
+    for rows in _recompile_groups(guards):
+        for i, g in enumerate(rows):
+            kind, src, value = refine_kind(g.get("kind") or "other", user_name(g.get("guard_source")) or None,
+                                           g.get("guard") or "", g.get("expected"))
+            dim = g.get("dim") if kind in ("size", "stride", "range") else None
+            guard = g.get("guard") or ""
+            key = (kind, src, dim, guard if kind == "other" else None)
+            if i > 0:
+                n_secondary += 1
+                secondary_rows.append((key, {**g, "_value": value}))
+                continue
+            c = clusters.get(key)
+            if c is None:
+                c = clusters[key] = {
+                    "kind": kind, "src": src, "dim": dim, "compiles": [], "values": [], "guard": guard,
+                    "secondary": 0, "compile_id": g.get("compile_id"), "file": g.get("file"),
+                    "lineno": g.get("lineno"),
+                }
+            c["compiles"].append(g.get("compile_id"))
+            _add_values(c["values"], kind, value, g.get("actual"))
+    for key, g in secondary_rows:
+        if key in clusters:
+            clusters[key]["secondary"] += 1
+            _add_values(clusters[key]["values"], key[0], g["_value"], g.get("actual"))
     out = []
     for c in clusters.values():
         src = c["src"] or "the input"
         count = len(c["compiles"])
+        failed = [user_exceptions[cid] for cid in c["compiles"] if cid in user_exceptions]
+        expected = _is_expected(c["kind"], count, forced_static=forced_static, limit=limit) and not failed
+        if failed:
+            text = cause_text(c["kind"], src, c["dim"], c["values"], c["guard"])
+            fix = (
+                f"the recompile ({', '.join(cid for cid in c['compiles'] if cid in user_exceptions)}) ended in an "
+                f"exception raised by your own code ({failed[0]}): the call with the new input fails in eager too; "
+                f"fix the input (or the check), not the compile"
+            )
+        else:
+            text = cause_text(c["kind"], src, c["dim"], c["values"], c["guard"])
+            fix = cause_fix(c["kind"], src, c["dim"], forced_static=forced_static, count=count,
+                            dynamic_true=dynamic_true, values=c["values"])
         out.append(
             {
                 "kind": c["kind"],
-                "text": cause_text(c["kind"], src, c["dim"], c["values"], c["guard"]),
+                "text": text,
                 "count": count,
-                "fix": cause_fix(c["kind"], src, c["dim"], forced_static=forced_static, count=count),
+                "secondary": c["secondary"],
+                "expected": expected,
+                "fix": fix,
                 "guard": c["guard"],
                 "source": src,
                 "dim": c["dim"],
@@ -429,5 +668,28 @@ def _causes(guards: list[dict[str, Any]], forced_static: bool | None) -> list[di
                 "lineno": c["lineno"],
             }
         )
-    out.sort(key=lambda c: -c["count"])
-    return out
+    out.sort(key=lambda c: (c["expected"], -c["count"]))
+    return out, n_secondary
+
+
+def _add_values(values: list[str], kind: str, value: str | None, actual: str | None) -> None:
+    vals = (value,) if kind not in ("size", "stride", "dtype", "device", "requires_grad", "ndim", "type") else (value, actual)
+    for v in vals:
+        if v is not None and str(v) not in values:
+            values.append(str(v))
+
+
+def _is_expected(kind: str, count: int, *, forced_static: bool | None, limit: bool) -> bool:
+    """Whether this many recompiles for this cause is how torch.compile works (nothing to fix)."""
+    if limit:
+        return False
+    if kind in ("training", "backend", "range", "resume_value", "value:bool"):
+        return True
+    if kind == "signature":
+        return count <= 2
+    if kind == "value":
+        return count <= 3  # one compile per value of a small fixed set (a mode string, None)
+    if kind in ("size", "value:int", "value:float"):
+        # automatic dynamic shapes: one recompile, then the dimension / number is symbolic
+        return count <= 1 and forced_static is not True
+    return False
