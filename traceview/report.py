@@ -313,10 +313,12 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     found = []
     if crashes:
         found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
-    if storms:
-        limit = sum(1 for s in storms if s["hit_recompile_limit"])
-        code_objects = {(s["function"], s["filename"], s["line"]) for s in storms}
-        on = f" on {_plural(len({s['rank'] for s in storms}), 'rank')}" if len(storms) > len(code_objects) else ""
+    act = [s for s in storms if not s.get("expected")]
+    expected = [s for s in storms if s.get("expected")]
+    if act:
+        limit = sum(1 for s in act if s["hit_recompile_limit"])
+        code_objects = {(s["function"], s["filename"], s["line"]) for s in act}
+        on = f" on {_plural(len({s['rank'] for s in act}), 'rank')}" if len(act) > len(code_objects) else ""
         found.append(
             _plural(len(code_objects), "recompiling function") + on + (f" ({limit} hit the limit)" if limit else "")
         )
@@ -330,7 +332,11 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         found.append(_plural(len(cgf), "CUDA-graph finding"))
     if div:
         found.append(_plural(len(div), "diverging rank"))
-    t.add("findings: " + (", ".join(found) if found else "none (no recompiles, graph breaks or failures)"), "", "    ")
+    none = "none that needs action" if expected else "none (no recompiles, graph breaks or failures)"
+    t.add("findings: " + (", ".join(found) if found else none), "", "    ")
+    if expected:
+        n = len({(s["function"], s["filename"], s["line"]) for s in expected})
+        t.add(f"expected: {_plural(n, 'function')} recompiled by design (nothing to fix)", "", "    ")
     if text_only:
         t.add("text log only: no compile times, cache or status (add the TORCH_TRACE directory)", "", "    ")
 
@@ -352,35 +358,10 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             t.label("next:", c["next_step"])
 
     optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer", [])}
-    if storms:
-        groups = group_ranks(storms, storm_key)
-        t.heading(f"RECOMPILES  {_plural(len(groups), 'function')}, most costly first")
-        for s, rs in groups[:8]:
-            line = f"{ranks_text(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}): {s['compiles']} compiles"
-            failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
-            if failed > 0:
-                line += f" ({failed} failed)"
-            if s["compile_seconds"]:
-                line += f", {_s(s['compile_seconds'])}"
-            if s["hit_recompile_limit"]:
-                lim = f" ({s['recompile_limit']})" if s.get("recompile_limit") else ""
-                at = f" at [{s['limit_compile_id']}]" if s.get("limit_compile_id") else ""
-                line += f"; HIT THE RECOMPILE LIMIT{lim}{at}, runs eagerly from then on"
-            if s.get("forced_dynamic_false"):
-                line += "; compiled with dynamic=False"
-            t.add(line, "  ", "      ")
-            opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
-            if opt:  # the compiled-optimizer + LR-scheduler pattern: one cause, the float lr
-                t.label("cause:", f"{opt['headline']} ({opt['explanation']})")
-                t.label("fix:  ", opt["fix"])
-                continue
-            for c in s["causes"][:3]:
-                t.label("cause:", f"{c['text']}, {_plural(c['count'], 'recompile')}")
-                t.label("fix:  ", c["fix"])
-            if not s["causes"]:
-                t.label("cause:", "no failed guard logged (TORCH_LOGS=recompiles_verbose prints them)")
-        if len(groups) > 8:
-            t.add(f"… {len(groups) - 8} more (--json lists all)", "  ")
+    if act:
+        _render_storms(t, paths, act, "RECOMPILES", "most costly first", optim)
+    if expected:
+        _render_storms(t, paths, expected, "EXPECTED RECOMPILES", "nothing to fix", optim)
     if gbs:
         total = sum(g["count"] for g in gbs)
         t.heading(f"GRAPH BREAKS  {len(gbs)} distinct, {total} in all, most impact first")
@@ -459,6 +440,51 @@ def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
         per = ", ".join(f"{ranks_text([r['rank']])}{r['function'] or '?'} {r['graphs']}" for r in funcs[:6])
         more = f", … {len(funcs) - 6} more" if len(funcs) > 6 else ""
         t.label("graphs per function:", per + more, "  ")
+
+
+def _render_storms(
+    t: _Text, paths: _Paths, storms: list[dict[str, Any]], title: str, order: str, optim: dict[tuple, dict[str, Any]]
+) -> None:
+    """One block per recompiling function: the count, then one line per primary cause with its
+    fix (secondary failed guards are counted, not listed)."""
+    groups = group_ranks(storms, storm_key)
+    t.heading(f"{title}  {_plural(len(groups), 'function')}, {order}")
+    for s, rs in groups[:8]:
+        line = f"{ranks_text(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}): {s['compiles']} compiles"
+        failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
+        if failed > 0:
+            line += f" ({failed} failed)"
+        if s["compile_seconds"]:
+            line += f", {_s(s['compile_seconds'])}"
+        if s["hit_recompile_limit"]:
+            lim = f" ({s['recompile_limit']})" if s.get("recompile_limit") else ""
+            at = f" at [{s['limit_compile_id']}]" if s.get("limit_compile_id") else ""
+            line += f"; HIT THE RECOMPILE LIMIT{lim}{at}, runs eagerly from then on"
+        if s.get("forced_dynamic_false"):
+            line += "; compiled with dynamic=False"
+        t.add(line, "  ", "      ")
+        opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
+        if opt:  # the compiled-optimizer + LR-scheduler pattern: one cause, the float lr
+            t.label("cause:", f"{opt['headline']} ({opt['explanation']})")
+            t.label("fix:  ", opt["fix"])
+            continue
+        for c in s["causes"][:3]:
+            tag = "expected: " if c.get("expected") and not s.get("expected") else ""
+            t.label("cause:", f"{tag}{c['text']}, {_plural(c['count'], 'recompile')}")
+            t.label("fix:  ", c["fix"])
+        if len(s["causes"]) > 3:
+            t.add(f"… {len(s['causes']) - 3} more causes (--json lists all)", "    ")
+        if s.get("secondary_guards"):
+            t.add(
+                f"({_plural(s['secondary_guards'], 'more failed guard')} against older cache entries, "
+                f"secondary: one primary cause per recompile is counted)",
+                "    ",
+                "      ",
+            )
+        if not s["causes"]:
+            t.label("cause:", "no failed guard logged (TORCH_LOGS=recompiles_verbose prints them)")
+    if len(groups) > 8:
+        t.add(f"… {len(groups) - 8} more (--json lists all)", "  ")
 
 
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:

@@ -126,10 +126,14 @@ def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> 
         return f"the bool flag {src} changes between calls{compiled_for}"
     seen = f" ({', '.join(values[:8])}{', …' if len(values) > 8 else ''})" if values else ""
     if kind == "signature":
-        return f"call-signature change: {src} differs between calls{seen} (a different set of keyword arguments, or a container of another length)"
+        was = f" (compiled for {', '.join(values)}; each recompile saw another length)" if values else ""
+        return (
+            f"call-signature change: {src} differs between calls{was}: a different set of keyword "
+            f"arguments (**kwargs), or a container of another length"
+        )
     if kind == "training":
-        owner = src.removesuffix(".training")
-        return f"the module's training flag {owner}.training changes between calls (train/eval){compiled_for}"
+        owner = _SUBMODULE.sub(r".\1", src.removesuffix(".training"))
+        return f"the module's training flag ({owner}.training) changes between calls: model.train() / model.eval()"
     if kind == "module_int":
         return (
             f"the int attribute {src} of an nn.Module takes a new value{seen}: Dynamo specializes int "
@@ -226,9 +230,10 @@ def cause_fix(
             return f"pass contiguous inputs ({src}.contiguous()) or call {mark} before the call"
         if forced_static is None and count <= 1:
             return (
-                f"nothing to fix if the code uses the default dynamic=None: automatic dynamic "
-                f"shapes recompile once and make the dimension dynamic; {mark} on the input before "
-                f"the first call avoids even that recompile"
+                f"the text log does not say whether the code compiles with dynamic=False: if so, "
+                f"every new size compiles again ({mark} on the input, or drop dynamic=False); with "
+                f"the default dynamic=None this one recompile is automatic dynamic shapes at work "
+                f"(expected; TORCH_LOGS=dynamic would show it)"
             )
         if forced_static is None:
             return (
@@ -250,7 +255,7 @@ def cause_fix(
             f"call {mark} on the input before the call, or compile with dynamic=True; if it "
             f"still recompiles, TORCH_LOGS=dynamic shows the guard that specializes it"
         )
-    if kind in ("value:float", "value:int") and forced_static is not True and count <= 1:
+    if kind in ("value:float", "value:int") and forced_static is False and count <= 1:
         return (
             f"nothing to fix: automatic dynamic made {src} symbolic after this one recompile; a "
             f"0-d tensor argument avoids even that"
@@ -259,7 +264,11 @@ def cause_fix(
         tail = {
             True: "dynamic=False specializes every float, so each new value compiles again (or drop dynamic=False)",
             False: "this float stayed specialized across several recompiles (TORCH_LOGS=dynamic shows why)",
-            None: "if you compile with dynamic=False, every new value compiles again",
+            None: (
+                "the text log does not say whether the code compiles with dynamic=False: if so, every "
+                "new value compiles again; with the default dynamic=None one recompile is expected "
+                "(the number is symbolic after it)"
+            ),
         }[forced_static]
         return (
             f"pass {src} as a tensor (torch.tensor({src}), a 0-d tensor the compiled code reads) "
@@ -269,7 +278,11 @@ def cause_fix(
         tail = {
             True: "dynamic=False specializes every int, so each new value compiles again (or drop dynamic=False)",
             False: "this int stayed specialized across several recompiles (TORCH_LOGS=dynamic shows why)",
-            None: "if you compile with dynamic=False, every new value compiles again",
+            None: (
+                "the text log does not say whether the code compiles with dynamic=False: if so, every "
+                "new value compiles again; with the default dynamic=None one recompile is expected "
+                "(the number is symbolic after it)"
+            ),
         }[forced_static]
         return f"pass {src} as a tensor if it changes often, or keep it constant; {tail}"
     if kind == "value:bool":
@@ -435,9 +448,12 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         forced_static: bool | None = f["forced_static"]
         known_from: str | None = "config" if f["has_config"] else None
         if not f["has_config"] and not forced_static:
-            # no compilation_metrics for this frame (text log only): only what the guards show
+            # no compilation_metrics for this frame (text log only): only what the guards show,
+            # or the `dynamic` log's "marking L['x'] as dynamic (from automatic dynamic/PGO)"
             forced_static = True if _static_sizes_evident(guards) else None
             known_from = "guards" if forced_static else None
+            if forced_static is None and _automatic_dynamic_logged(trace, f["rank"], ids):
+                forced_static = False
         for cid, exc in _user_exceptions_from_graph_breaks(trace, f["rank"]).items():
             if cid in ids:
                 f["user_exceptions"].setdefault(cid, exc)
@@ -482,6 +498,19 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         key=lambda s: (not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"]), s["rank"] or -1)
     )
     return storms
+
+
+def _automatic_dynamic_logged(trace: Trace, rank: Any, ids: set[str]) -> bool:
+    """A text log (TORCH_LOGS=dynamic) shows automatic dynamic shapes at work in one of these
+    compiles: `marking L['x'] as dynamic (from automatic dynamic/PGO)`."""
+    lr = trace.log_records
+    if lr.is_empty() or not ids or "text" not in lr.columns:
+        return False
+    hits = lr.filter(
+        pl.col("compile_id").is_in(sorted(ids)) & pl.col("text").str.contains("(from automatic dynamic", literal=True)
+        & (pl.col("rank").is_null() if rank is None else pl.col("rank") == rank)
+    )
+    return not hits.is_empty()
 
 
 def user_exception(reason: str | None) -> str | None:
@@ -551,6 +580,7 @@ def _static_sizes_evident(guards: list[dict[str, Any]]) -> bool:
     return False
 
 
+_SUBMODULE = re.compile(r"\._modules\['(\w+)'\]")
 _LEN_GUARD = re.compile(r"^len\((?P<src>[^()]+)\)\s*(?:==|!=)\s*(?P<n>\d+)$")
 _STACK_GUARD = re.compile(r"^(?P<src>___stack\d+)\s*==\s*(?P<v>.+)$")
 _RANGE_GUARD = re.compile(r"(?:<=|>=|<|>)")
@@ -691,5 +721,6 @@ def _is_expected(kind: str, count: int, *, forced_static: bool | None, limit: bo
         return count <= 3  # one compile per value of a small fixed set (a mode string, None)
     if kind in ("size", "value:int", "value:float"):
         # automatic dynamic shapes: one recompile, then the dimension / number is symbolic
-        return count <= 1 and forced_static is not True
+        # (only where the logs show that automatic dynamic shapes were on)
+        return count <= 1 and forced_static is False
     return False
