@@ -128,7 +128,7 @@ def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> 
     if kind == "signature":
         was = f" (compiled for {', '.join(values)}; each recompile saw another length)" if values else ""
         return (
-            f"call-signature change: {src} differs between calls{was}: a different set of keyword "
+            f"call-signature change: len({src}) differs between calls{was}: a different set of keyword "
             f"arguments (**kwargs), or a container of another length"
         )
     if kind == "training":
