@@ -370,6 +370,9 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             where = f"{ranks_text(g['ranks'])}{g['count']}x" if g["ranks"] else f"{g['count']}x"
             t.add(f"{paths.show(g['filename'], g['line'])} in {g['function'] or '?'}{gb}, {where}", "  ", "      ")
             t.add(one_line(g["reason"], 400), "    ", "      ")
+            if g.get("explanation") and g["explanation"] != g["reason"]:
+                src = " (torch's graph-break registry)" if g.get("explanation_from") == "registry" else ""
+                t.label("why:", one_line(g["explanation"], 300) + src)
             if g["frame_skipped"]:
                 frame = f"{g.get('frame_function') or '?'} ({paths.show(g.get('frame_filename'), g.get('frame_line'))})"
                 why = f": {g['frame_skipped_why']}" if g.get("frame_skipped_why") else ""

@@ -22,6 +22,7 @@ import polars as pl
 
 from parsers.sources import prefer_trace
 from traceview.analyze.failures import fullgraph_likely
+from traceview.analyze.registry import has_placeholders, registry_entry
 from traceview.trace import Trace
 
 HOTSPOT_SCHEMA_KEYS = (
@@ -40,6 +41,8 @@ HOTSPOT_SCHEMA_KEYS = (
     "frame_line",
     "reason_line",
     "hint",
+    "explanation",
+    "explanation_from",
     "advice",
     "origin",
     "rank",
@@ -49,6 +52,9 @@ HOTSPOT_SCHEMA_KEYS = (
 )
 
 _GB = re.compile(r"\b(gb\d{4})\b")
+# restarts Dynamo does for its own analyses (exc.py: TensorifyScalarRestartAnalysis,
+# SpeculationRestartAnalysis), logged as a bare class in restart_reasons
+_INTERNAL_RESTART = re.compile(r"^\s*<class 'torch\._dynamo\.exc\.\w*RestartAnalysis'>\s*$")
 _LOOP_GB = "gb7000"
 _EXCEPTION_GB = "gb0088"
 
@@ -62,6 +68,8 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
     "reason_line": pl.String,
     "gb_id": pl.String,
     "hint": pl.String,
+    "explanation": pl.String,
+    "debug_context": pl.String,
     "frame_skipped": pl.Boolean,
     "inner_reason": pl.String,
     "inner_gb_id": pl.String,
@@ -82,7 +90,13 @@ def parse_reason(text: str | None) -> dict[str, Any]:
         title = title[1:-1]
     m = _GB.search(text or "")
     hints = [s[len("Hint:") :].strip() for s in lines if s.startswith("Hint:")]
-    return {"reason": title or None, "gb_id": m.group(1) if m else None, "hint": "\n".join(hints) or None}
+    expl = next((s[len("Explanation:") :].strip() for s in lines if s.startswith("Explanation:")), None)
+    return {
+        "reason": title or None,
+        "gb_id": m.group(1) if m else None,
+        "hint": "\n".join(hints) or None,
+        "explanation": expl or None,
+    }
 
 
 def _message_rows(trace: Trace) -> pl.DataFrame:
@@ -104,6 +118,8 @@ def _compile_rows(trace: Trace, covered: pl.DataFrame) -> pl.DataFrame:
     rows: list[dict[str, Any]] = []
     for r in comp.filter(pl.col("restart_reasons").list.len() > 0).iter_rows(named=True):
         for text in r["restart_reasons"]:
+            if _INTERNAL_RESTART.search(text or ""):
+                continue  # Dynamo re-tracing the frame for its own analysis, not a graph break
             p = parse_reason(text)
             rows.append(
                 {
@@ -199,6 +215,50 @@ def _in_torch(filename: str | None) -> bool:
     return bool(re.search(r"site-packages[/\\]torch[/\\]", filename or ""))
 
 
+def _explain_from_registry(r: dict[str, Any]) -> None:
+    """The explanation the log carries (torch fills the registry's fields in), else the
+    installed torch's registry entry for the gb id; the registry's hints where the log has
+    none (older torch, a restart reason or a failure without hints)."""
+    if r.get("gb_id") == "gb0025" and _in_torch(r.get("filename")):
+        r["explanation"] = None  # "User-inserted graph break": torch's own, said by the advice
+    entry = registry_entry(r.get("gb_id"), r.get("reason"))
+    r["explanation_from"] = "log" if r.get("explanation") else None
+    if entry is None:
+        return
+    if not r.get("explanation") and entry["explanation"] and not has_placeholders(entry["explanation"]):
+        r["explanation"] = entry["explanation"]
+        r["explanation_from"] = "registry"
+    if not r.get("hint"):
+        hints = [h for h in entry["hints"] if not has_placeholders(h)]
+        r["hint"] = "\n".join(hints) or None
+
+
+_SKIPPED_TORCH_FN = re.compile(r"qualname: (?P<fn>[\w.<>]+),.*skip reason: (?P<why>[^\n]*)", re.S)
+_ISSUE_HINT = re.compile(r"^Please (?:report|file) an issue", re.I)
+
+
+def _torch_skipped(r: dict[str, Any]) -> tuple[str, str] | None:
+    """(qualname, skip reason) when the break is a call into a function torch itself marks as
+    not traceable (gb0007/gb0008 with a skip reason naming torch's files)."""
+    m = _SKIPPED_TORCH_FN.search(r.get("debug_context") or "")
+    if m is None:
+        return None
+    why = m["why"].strip()
+    if "MOD_SKIPLIST" in why or _in_torch(why) or re.search(r"[/\\]torch[/\\]", why):
+        return m["fn"], why
+    return None
+
+
+def _hint_advice(hint: str | None) -> str | None:
+    """The first hint, plus a later one that names a torch._dynamo.config setting (the
+    print/logging one of gb0059); "please report an issue" lines left out."""
+    lines = [x.strip() for x in (hint or "").split("\n") if x.strip() and not _ISSUE_HINT.match(x.strip())]
+    if not lines:
+        return None
+    extra = next((x for x in lines[1:] if "torch._dynamo.config." in x), None)
+    return lines[0] + (f" {extra}" if extra else "")
+
+
 def _advice(why: str | None, hint: str | None, function: str | None, r: dict[str, Any] | None = None) -> str | None:
     if why == "graph break inside a loop":
         return (
@@ -218,8 +278,14 @@ def _advice(why: str | None, hint: str | None, function: str | None, r: dict[str
                 "not a bug in your code; compile around it rather than into it if the split costs too much"
             )
         return f"the break is inside torch's own code{origin}: look at the user line that calls into it"
-    first = (hint or "").split("\n", 1)[0].strip()
-    return first or None
+    if r is not None and (skipped := _torch_skipped(r)):
+        fn, reason = skipped
+        return (
+            f"torch marks `{fn}` as not traceable ({reason.split(' (', 1)[0]}): torch's decision, not "
+            f"code of yours to avoid; the graph splits at this call. Compile the model (or the "
+            f"step) without it if the split costs too much"
+        )
+    return _hint_advice(hint)
 
 
 def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
@@ -244,6 +310,8 @@ def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
             pl.col("frame_line").drop_nulls().first(),
             pl.col("reason_line").drop_nulls().first(),
             pl.col("hint").drop_nulls().first(),
+            pl.col("explanation").drop_nulls().first(),
+            pl.col("debug_context").drop_nulls().first(),
             pl.col("inner_reason").drop_nulls().first(),
             pl.col("inner_gb_id").drop_nulls().first(),
             pl.col("origin").first(),
@@ -266,6 +334,7 @@ def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
     for r in grouped.iter_rows(named=True):
         why = _why(r["frame_skipped"], r["reason"], r["gb_id"], r["inner_reason"], r["inner_gb_id"])
         r["frame_skipped_why"] = why
+        _explain_from_registry(r)
         r["advice"] = _advice(why, r["hint"], r["frame_function"], r)
         out.append({k: r[k] for k in HOTSPOT_SCHEMA_KEYS})
     return out
