@@ -19,6 +19,7 @@ from parsers.compile_ids import text_occurrence_expr
 from parsers.compiles import STATUSES
 from parsers.tracebacks import tracebacks_from_text, uncaught_from_text, wont_convert_from_text
 from traceview.analyze import compile_time as ct
+from traceview.analyze.compile_facts import compile_facts
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
 from traceview.analyze.crashes import crash_findings
 from traceview.analyze.cudagraphs import (
@@ -158,6 +159,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "findings": cudagraph_findings(trace),
             "functions": recordings_per_function(trace),
         },
+        "facts": compile_facts(trace),
         "rank_divergence": _rows(
             rank_divergence(compiles, trace.graph_breaks, log_records=trace.log_records, recompiles=trace.recompiles)
         ),
@@ -414,6 +416,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         t.heading(f"RANK DIVERGENCE  {_plural(len(div), 'rank')} {'differs' if len(div) == 1 else 'differ'} from the majority")
         for d in div[:16]:
             t.add(f"rank {d['rank']}: {d['detail']}", "  ", "    ")
+    _render_facts(t, report, paths)
     _render_time(t, report, paths, text_only)
     _render_ranks_and_inputs(t, report)
     return "\n".join(t.lines) + "\n"
@@ -488,6 +491,54 @@ def _render_storms(
             t.label("cause:", "no failed guard logged (TORCH_LOGS=recompiles_verbose prints them)")
     if len(groups) > 8:
         t.add(f"… {len(groups) - 8} more (--json lists all)", "  ")
+
+
+def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
+    """How torch compiled: not problems by themselves, but they explain the rest."""
+    f = report.get("facts") or {}
+    lines: list[str] = []
+    for sp in f.get("specializations", []):
+        at = f" at {paths.show(sp['user_file'], sp['user_line'])}" if sp.get("user_file") else ""
+        code = f" ({sp['user_code']})" if sp.get("user_code") else ""
+        lines.append(
+            f"[{sp['compile_id']}] {sp.get('source') or sp['symbol']} specialized to {sp['value']}{at}{code}: "
+            f"a dynamic dimension forced to a constant ({sp['reason']}); another size will recompile"
+        )
+    for p in f.get("pgo", []):
+        if p["action"] == "get":
+            dyn = f": starts with {p['detail']}" if p.get("detail") and "?" in p["detail"] else ""
+            lines.append(
+                f"[{p['compile_id']}] PGO profile read ({p.get('where') or 'local'} code state){dyn}: this run "
+                "starts with the dimensions an earlier run found dynamic, so it recompiles less"
+            )
+        else:
+            lines.append(f"[{p['compile_id']}] PGO profile written" + (f" ({p['detail']})" if p.get("detail") else ""))
+    cag = f.get("compiled_autograd_graphs", [])
+    if cag:
+        ids = ", ".join(g["id"] + (f" (compiled as {', '.join(g['compiles'])})" if g["compiles"] else "") for g in cag)
+        lines.append(f"{_plural(len(cag), 'compiled-autograd graph')} (backward captured by compiled autograd): {ids}")
+    for h in f.get("higher_order_ops", []):
+        n = f" x{h['count']}" if h["count"] > 1 else ""
+        lines.append(f"[{h['compile_id']}] higher-order op {h['op']}{n} in the captured graph")
+    bypass = {(c["cache"], c["reason"]) for c in f.get("cache_events", []) if c["event"] == "bypass"}
+    for cache, why in sorted(bypass, key=str):
+        name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}.get(cache, cache)
+        lines.append(f"{name} cache bypassed: {why or 'no reason logged'}: every run compiles this graph from scratch (make it cacheable if compile time matters)")
+    text_hits = [c for c in f.get("cache_events", []) if c["source"] == "text" and c["event"] in ("hit", "miss")]
+    if text_hits and not (report.get("cache") or {}).get("fx_graph_hits") and not (report.get("cache") or {}).get("fx_graph_misses"):
+        for cache in ("fx_graph", "aot_autograd"):
+            hits = sum(1 for c in text_hits if c["cache"] == cache and c["event"] == "hit")
+            miss = sum(1 for c in text_hits if c["cache"] == cache and c["event"] == "miss")
+            if hits or miss:
+                name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}[cache]
+                lines.append(f"{name} cache (text log): {hits} hits / {miss} misses")
+    if not lines:
+        return
+    t.heading("FACTS  how torch compiled (not problems by themselves)")
+    for line in lines[:16]:
+        t.add(line, "  ", "      ")
+    if len(lines) > 16:
+        t.add(f"… {len(lines) - 16} more (--json lists all)", "  ")
 
 
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:

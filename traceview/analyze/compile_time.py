@@ -115,7 +115,11 @@ def top_compiles(compiles: pl.DataFrame, n: int = 10, spans: pl.DataFrame | None
 
 
 def by_function(compiles: pl.DataFrame) -> pl.DataFrame:
-    """Compile seconds per code object and rank, most first."""
+    """Compile seconds per code object and rank, most first. Compiled-autograd graphs (`!N`,
+    no code object of their own) are not functions: they are left out."""
+    if "compiled_autograd_id" in compiles.columns:
+        ca_graph = pl.col("compiled_autograd_id").is_not_null() & pl.col("frame_id").is_null()
+        compiles = compiles.filter(~ca_graph.fill_null(False))
     return (
         compiles.group_by("rank", "function", "filename", "line")
         .agg(pl.len().alias("compiles"), pl.col("total_time_s").sum().alias("seconds"))
