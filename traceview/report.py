@@ -476,7 +476,8 @@ def _render_storms(
             continue
         for c in s["causes"][:3]:
             tag = "expected: " if c.get("expected") and not s.get("expected") else ""
-            t.label("cause:", f"{tag}{c['text']}, {_plural(c['count'], 'recompile')}")
+            sure = " (likely: read indirectly)" if c.get("certainty") == "likely" else ""
+            t.label("cause:", f"{tag}{c['text']}, {_plural(c['count'], 'recompile')}{sure}")
             t.label("fix:  ", c["fix"])
         if len(s["causes"]) > 3:
             t.add(f"… {len(s['causes']) - 3} more causes (--json lists all)", "    ")

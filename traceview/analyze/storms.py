@@ -688,6 +688,7 @@ def _causes(
                 "count": count,
                 "secondary": c["secondary"],
                 "expected": expected,
+                "certainty": _certainty(c["kind"], forced_static),
                 "fix": fix,
                 "guard": c["guard"],
                 "source": src,
@@ -707,6 +708,17 @@ def _add_values(values: list[str], kind: str, value: str | None, actual: str | N
     for v in vals:
         if v is not None and str(v) not in values:
             values.append(str(v))
+
+
+def _certainty(kind: str, forced_static: bool | None) -> str:
+    """`certain` where the guard says it all; `likely` where the reading is indirect: an int
+    attribute of `self` taken for an nn.Module's, a `len()` guard taken for **kwargs, a size or
+    number whose compile config the logs do not show (text log without TORCH_LOGS=dynamic)."""
+    if kind in ("module_int", "signature"):
+        return "likely"
+    if kind in ("size", "stride", "value:int", "value:float") and forced_static is None:
+        return "likely"
+    return "certain"
 
 
 def _is_expected(kind: str, count: int, *, forced_static: bool | None, limit: bool) -> bool:
