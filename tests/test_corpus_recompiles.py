@@ -53,7 +53,7 @@ def test_mixed_causes_one_primary_per_recompile(source: str) -> None:
     assert s["secondary_guards"] == 3
     assert {c["kind"]: c["secondary"] for c in s["causes"]} == {"size": 0, "dtype": 3, "value:bool": 0}
     dtype = next(c for c in s["causes"] if c["kind"] == "dtype")
-    assert not dtype["expected"] and not s["expected"]
+    assert not dtype["expected"] and not s["expected"] and dtype["certainty"] == "certain"
     size = next(c for c in s["causes"] if c["kind"] == "size")
     # the trace's config says automatic dynamic shapes were on; this text log does not say
     assert size["expected"] is (source == "trace")
@@ -90,6 +90,7 @@ def test_per_layer_int_attribute_of_a_module(source: str) -> None:
     [c] = s["causes"]
     assert c["values"] == [str(i) for i in range(8)]
     assert "compiles once per module instance" in c["text"]
+    assert c["certainty"] == "likely"  # an int attribute of `self`, read as an nn.Module's
     for fix in ("torch.compile(model)", "allow_unspec_int_on_nn_module = True", "recompile_limit"):
         assert fix in c["fix"]
     assert "after one recompile" not in c["fix"] and "dynamic=False" not in c["fix"]
@@ -173,3 +174,31 @@ def test_rank_that_recompiled_from_text_alone_is_not_called_expected() -> None:
     assert "does not say whether the code compiles with dynamic=False" in s["causes"][0]["fix"]
     [t] = storms("multirank4", "trace")
     assert t["forced_dynamic_false"] and not t["expected"]
+
+
+# ------------------------------------------------------------------ real GPU runs (torch 2.11)
+
+GPU = FIXTURES / "gpu"
+
+
+def gpu_storms(name: str) -> list[dict[str, Any]]:
+    return recompile_storms(traceview.load(GPU / name / "trace"))
+
+
+def test_gpu_compiled_optimizer_lr_read_through_as_tensor() -> None:
+    """torch 2.11 logs the lr guard as `___as_tensor(self.param_groups[0]['lr']).item() == v`."""
+    [s] = gpu_storms("compiled_optimizer_lr")
+    assert s["hit_recompile_limit"] and s["recompiles"] == 8
+    assert causes(s) == [("optimizer_lr", "self.param_groups[0]['lr']", 8, False)]
+    assert s["causes"][0]["values"][0] == "0.003333333333333333"
+
+
+def test_gpu_ddp_wrapper_is_torchs_own_code() -> None:
+    [s] = gpu_storms("ddp2")
+    assert (s["rank"], s["function"]) == (1, "inner")
+    assert s["causes"][0]["fix"].startswith("inner is torch's own code (torch/_dynamo/external_utils.py")
+
+
+def test_gpu_llama_static_cache_kwargs_signature() -> None:
+    [s] = gpu_storms("hf_llama_generate_static")
+    assert [(c["kind"], c["source"], c["count"]) for c in s["causes"]] == [("signature", "kwargs", 1)]

@@ -462,6 +462,13 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             user_exceptions=f["user_exceptions"],
         )
         _add_latest_values(causes, trace, f, ids)
+        if _torch_wrapper(f["filename"]):
+            for c in causes:
+                c["fix"] = (
+                    f"{f['function']} is torch's own code ({_short(f['filename'])}, e.g. the DDP/compiled "
+                    f"autograd wrapper), recompiled because what your code passes through it changed: act on "
+                    f"your code, not on it. " + c["fix"][:1].upper() + c["fix"][1:]
+                )
         recompiles = n - 1
         first = guards[0] if guards else None
         if first is None:
@@ -498,6 +505,18 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         key=lambda s: (not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"]), s["rank"] or -1)
     )
     return storms
+
+
+def _torch_wrapper(filename: str | None) -> bool:
+    """A frame of torch's own code other than torch.optim (whose lr has its own cause)."""
+    f = (filename or "").replace("\\", "/")
+    return bool(re.search(r"(^|/)torch/", f)) and "/torch/optim/" not in f and not f.startswith("torch/optim/")
+
+
+def _short(filename: str | None) -> str:
+    f = (filename or "").replace("\\", "/")
+    i = f.rfind("torch/")
+    return f[i:] if i >= 0 else f
 
 
 def _automatic_dynamic_logged(trace: Trace, rank: Any, ids: set[str]) -> bool:
@@ -582,6 +601,7 @@ def _static_sizes_evident(guards: list[dict[str, Any]]) -> bool:
 
 _SUBMODULE = re.compile(r"\._modules\['(\w+)'\]")
 _LEN_GUARD = re.compile(r"^len\((?P<src>[^()]+)\)\s*(?:==|!=)\s*(?P<n>\d+)$")
+_LR_TENSORIFIED = re.compile(r"^___as_tensor\((?P<src>[^()]*param_groups\[\d+\]\['lr'\])\)\.item\(\)\s*==\s*(?P<v>[^\s#]+)")
 _STACK_GUARD = re.compile(r"^(?P<src>___stack\d+)\s*==\s*(?P<v>.+)$")
 _RANGE_GUARD = re.compile(r"(?:<=|>=|<|>)")
 _MODULE_ATTR = re.compile(r"^self(?:\._modules\['[^']*'\])*\.[A-Za-z_]\w*$")
@@ -599,6 +619,9 @@ def refine_kind(kind: str, src: str | None, guard: str, expected: str | None) ->
         return "signature", user_name(m["src"]), m["n"]
     if m := _STACK_GUARD.match(g):
         return "resume_value", m["src"], m["v"].strip()
+    if m := _LR_TENSORIFIED.match(g):
+        # torch 2.11: the lr read through ___as_tensor(...).item() (a float tensorified, then specialized)
+        return "optimizer_lr", user_name(m["src"]), m["v"].strip()
     if kind == "size" and "size mismatch" not in g and _RANGE_GUARD.search(g.split("  #")[0]):
         return "range", src, g.split("  #")[0].strip()
     if kind == "value":
