@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 import traceview
-from traceview.analyze.storms import recompile_storms
+from parsers.facts import user_name
+from parsers.messages import parse_recompile_reasons
+from traceview.analyze.storms import recompile_storms, refine_kind
 
 from .conftest import FIXTURES
 
@@ -36,6 +38,44 @@ def torch_recompiles(name: str, function: str) -> int:
     doc = json.loads((CORPUS / name / "oracle.json").read_text())
     [row] = [r for p in doc["processes"] for r in p["per_code"] if r["function"] == function]
     return row["recompiles"]
+
+
+def _recompile_reasons(name: str) -> dict[tuple, str]:
+    """(rank, function, compile id) -> the recompile_reason torch stored (convert_frame.py:
+    `reasons[0]`), from oracle.json's CompilationMetrics."""
+    doc = json.loads((CORPUS / name / "oracle.json").read_text())
+    out = {}
+    for p in doc["processes"]:
+        for e in p["epochs"]:
+            for m in e["compilation_metrics"]:
+                if m.get("recompile_reason"):
+                    out[(p["rank"], m["function"], m["compile_id"])] = m["recompile_reason"]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CORPUS.iterdir() if (p / "oracle.json").is_file()))
+def test_primary_cause_is_torchs_own_recompile_reason(name: str) -> None:
+    """The primary failed guard traceview picks for each recompile (trace alone) is the one torch
+    stored as that compile's recompile_reason, and each recompile is counted under one cause."""
+    reasons = _recompile_reasons(name)
+    t = traceview.load(CORPUS / name / "trace")
+    checked = 0
+    for s in recompile_storms(t):
+        counted = [cid for c in s["causes"] for cid in c["compile_ids"]]
+        assert len(counted) == len(set(counted)) == sum(c["count"] for c in s["causes"])
+        for c in s["causes"]:
+            for cid in c["compile_ids"]:
+                # the compile refused at the recompile limit has no function name in its metrics
+                torch_reason = reasons.get((s["rank"], s["function"], cid)) or reasons.get((s["rank"], None, cid))
+                if torch_reason is None:
+                    continue
+                # torch's reason, classified the same way: the cause this recompile is counted under
+                [g, *_] = parse_recompile_reasons(torch_reason)
+                kind, src, _ = refine_kind(g["kind"], user_name(g["guard_source"]) or None, g["guard"], g["expected"])
+                assert (kind, src or "the input") == (c["kind"], c["source"]), (cid, torch_reason)
+                checked += 1
+    # every recompile torch recorded a reason for was checked
+    assert checked == len(reasons)
 
 
 def causes(s: dict[str, Any]) -> list[tuple]:

@@ -712,6 +712,7 @@ def _causes(
                 "secondary": c["secondary"],
                 "expected": expected,
                 "certainty": _certainty(c["kind"], forced_static),
+                "compile_ids": c["compiles"],
                 "fix": fix,
                 "guard": c["guard"],
                 "source": src,
