@@ -711,7 +711,7 @@ def _causes(
                 "count": count,
                 "secondary": c["secondary"],
                 "expected": expected,
-                "certainty": _certainty(c["kind"], forced_static),
+                "certainty": "certain" if failed else _certainty(c["kind"], forced_static),
                 "compile_ids": c["compiles"],
                 "fix": fix,
                 "guard": c["guard"],
