@@ -75,4 +75,19 @@ def is_known_kind(kind: str) -> bool:
 # (traceview.pipeline) materializes only these, decodes chromium events straight into the
 # `chromium` rows that spans are built from, and reads every other payload from the input
 # file when something asks for it (`parsers.tracelog.hydrate`).
-SUMMARY_PAYLOAD_ARTIFACTS: frozenset[str] = frozenset({"recompile_reasons", "dynamo_graph_break_reason"})
+SUMMARY_PAYLOAD_ARTIFACTS: frozenset[str] = frozenset(
+    {
+        "recompile_reasons",
+        "dynamo_graph_break_reason",
+        # small payloads the summary's facts read (traceview.analyze.compile_facts)
+        "get_local_code_state",
+        "put_local_code_state",
+        "get_remote_code_state",
+        "put_remote_code_state",
+        "fx_graph_cache_bypass",
+        "aotautograd_cache_bypass",
+    }
+)
+# A Dynamo graph (`dynamo_output_graph`) whose payload names a higher-order op is kept too:
+# the summary lists the higher-order ops each compile captured.
+SUMMARY_PAYLOAD_GRAPH_MARK = "torch.ops.higher_order."

@@ -29,6 +29,7 @@ from parsers.kinds import (
     CONTEXT_KEYS,
     NAMED_KINDS,
     SUMMARY_PAYLOAD_ARTIFACTS,
+    SUMMARY_PAYLOAD_GRAPH_MARK,
     is_known_kind,
 )
 
@@ -43,6 +44,7 @@ PREFIX_PATTERN = (
 )
 FILE_RANK_RE = re.compile(r"rank_(\d+)")
 _CHUNK = 1 << 26  # newline search in 64 MiB pieces keeps the temporary mask small
+_GRAPH_MARK = SUMMARY_PAYLOAD_GRAPH_MARK.encode()
 
 EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String,
@@ -926,6 +928,8 @@ def _summary_payloads(
     nl = n_lines.tolist()
     for i, kind in enumerate(kinds):
         if nl[i] and kind == "artifact" and names[i] in SUMMARY_PAYLOAD_ARTIFACTS:
+            blocks[i] = _raw_payload(data, rs[i], re_[i])
+        elif nl[i] and kind == "dynamo_output_graph" and data.find(_GRAPH_MARK, rs[i], re_[i]) >= 0:
             blocks[i] = _raw_payload(data, rs[i], re_[i])
     return _strings(blocks, cand + 1, problems)
 

@@ -49,6 +49,30 @@ def test_lazy_parse_reads_only_summary_payloads() -> None:
     assert lazy["payload_ok"].null_count() == lazy.height  # md5 not checked yet
 
 
+@pytest.mark.parametrize(
+    ("situation", "fact"),
+    [
+        ("hop_cond", lambda r: [h["op"] for h in r["facts"]["higher_order_ops"]] == ["cond"]),
+        ("pgo_warm_start", lambda r: r["facts"]["pgo"][0]["detail"] == "L['x']: tensor size=[?, 8] stride=[S(1), 1]"),
+        ("cache_bypass", lambda r: {c["reason"] for c in r["facts"]["cache_events"]} == {"Unsupported post grad custom pass"}),
+        # the newest value (2.0) is only in the guards of the newest compile
+        ("float_changes_dynamic_false", lambda r: r["recompile_storms"][0]["causes"][0]["values"] == ["1.0", "0.5", "0.25", "2.0"]),
+    ],
+)
+def test_summary_facts_come_from_parse_time_payloads(tmp_path: Path, situation: str, fact: object) -> None:
+    # the facts and the newest value of a value guard are read without building the events,
+    # guards or graphs tables of the whole trace (each would read every payload of a big log)
+    from traceview.report import build_report
+    from traceview.trace import GRAPH_TABLES
+
+    shutil.copytree(FIXTURES / "corpus" / situation / "trace", tmp_path / "trace")
+    t = traceview.load(tmp_path / "trace")
+    report = build_report(t)
+    assert fact(report)  # type: ignore[operator]
+    assert not t.is_loaded("events")
+    assert not [n for n in GRAPH_TABLES if t.is_loaded(n)]
+
+
 def test_summary_never_reads_graph_payloads(tmp_path: Path) -> None:
     src = FIXTURES / "graph_breaks" / "trace"
     shutil.copytree(src, tmp_path / "trace")

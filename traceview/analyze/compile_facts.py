@@ -28,6 +28,8 @@ import polars as pl
 
 from parsers.compile_ids import sort_key
 from parsers.facts import user_name
+from parsers.fxgraph import split_traced_graphs
+from parsers.kinds import SUMMARY_PAYLOAD_GRAPH_MARK
 from traceview.trace import Trace
 
 FACT_KEYS = ("specializations", "pgo", "compiled_autograd_graphs", "higher_order_ops", "cache_events")
@@ -80,7 +82,7 @@ def _user_frame(stack: Any, file: str, strings: dict[tuple[str, int], str]) -> t
 
 
 def specializations(trace: Trace) -> list[dict[str, Any]]:
-    ev = trace.events
+    ev = trace.index_events()  # the payloads read here are parse-time ones (parsers.kinds)
     out: list[dict[str, Any]] = []
     rows = ev.filter(pl.col("kind") == "symbolic_shape_specialization")
     strings = _strings(ev) if rows.height else {}
@@ -129,7 +131,7 @@ def specializations(trace: Trace) -> list[dict[str, Any]]:
 
 
 def pgo(trace: Trace) -> list[dict[str, Any]]:
-    ev = trace.events
+    ev = trace.index_events()  # the payloads read here are parse-time ones (parsers.kinds)
     out: list[dict[str, Any]] = []
     names = ["get_local_code_state", "put_local_code_state", "get_remote_code_state", "put_remote_code_state"]
     for r in ev.filter((pl.col("kind") == "artifact") & pl.col("name").is_in(names)).iter_rows(named=True):
@@ -180,25 +182,35 @@ def compiled_autograd_graphs(trace: Trace) -> list[dict[str, Any]]:
 
 
 def higher_order_ops(trace: Trace) -> list[dict[str, Any]]:
-    """Higher-order ops per captured Dynamo graph (each op once per compile, with its count)."""
-    g = trace.graphs
-    if g.is_empty():
-        return []
+    """Higher-order ops per captured Dynamo graph (each op once per compile, with its count).
+    Read from the Dynamo graphs that name one (a lazy parse keeps those payloads, see
+    parsers.kinds.SUMMARY_PAYLOAD_GRAPH_MARK) and from the text log's Dynamo graphs."""
     out: dict[tuple, dict[str, Any]] = {}
-    rows = g.filter((pl.col("kind") == "dynamo") & pl.col("text").str.contains("torch.ops.higher_order.", literal=True))
-    for r in rows.iter_rows(named=True):
-        for op in _HOP.findall(r["text"] or ""):
+
+    def add(text: str, r: dict[str, Any]) -> None:
+        for op in _HOP.findall(text):
             k = (r["rank"], r["compile_id"], op)
             h = out.setdefault(k, {"op": op, "count": 0, "compile_id": r["compile_id"], "rank": r["rank"],
                                    "file": r["file"], "lineno": r["lineno"]})
             h["count"] += 1
+
+    ev = trace.index_events()
+    hop = pl.col("payload").str.contains(SUMMARY_PAYLOAD_GRAPH_MARK, literal=True)
+    for r in ev.filter((pl.col("kind") == "dynamo_output_graph") & hop).iter_rows(named=True):
+        add(r["payload"], r)
+    lr = trace.log_records
+    if not lr.is_empty():
+        for r in lr.filter(pl.col("text").str.contains(SUMMARY_PAYLOAD_GRAPH_MARK, literal=True)).iter_rows(named=True):
+            for d in split_traced_graphs(r["text"]):
+                if d.kind == "dynamo":
+                    add(d.text, r)
     return list(out.values())
 
 
 def cache_events(trace: Trace) -> list[dict[str, Any]]:
     """Cache bypasses with their reason (trace and text), and hits/misses from text logs."""
     out: list[dict[str, Any]] = []
-    ev = trace.events
+    ev = trace.index_events()  # the payloads read here are parse-time ones (parsers.kinds)
     for r in ev.filter((pl.col("kind") == "artifact") & pl.col("name").is_in(list(_TRACE_BYPASS))).iter_rows(named=True):
         m = _meta(r["payload"])
         why = m.get("cache_bypass_reason") if isinstance(m, dict) else None

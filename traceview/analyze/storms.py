@@ -30,8 +30,9 @@ import orjson
 import polars as pl
 
 from parsers.compile_ids import compile_number, frame_of, sort_key
-from parsers.facts import user_name
+from parsers.facts import guards_from_text, guards_from_trace, user_name
 from parsers.sources import prefer_trace
+from parsers.tracelog import InputChanged, hydrate
 from traceview.trace import Trace
 
 STORM_SCHEMA_KEYS = (
@@ -381,7 +382,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             for f, c, a, st in known.select("file", "compile_id", "automatic_dynamic_shapes", "assume_static_by_default").iter_rows()
         }
     else:  # tables from before the compiles table carried the config
-        config = dynamic_config(trace.events)
+        config = dynamic_config(trace.index_events())
     frames: dict[tuple, dict[str, Any]] = {}
     by_rank_frame: dict[tuple, tuple] = {}  # (rank, frame id) -> key of the trace frame
 
@@ -564,14 +565,11 @@ def _add_latest_values(causes: list[dict[str, Any]], trace: Trace, f: dict[str, 
     of value-like causes."""
     kinds = ("value", "value:int", "value:float", "module_int", "optimizer_lr")
     want = {c["source"]: c for c in causes if c["kind"] in kinds}
-    g = trace.guards
-    if not want or g.is_empty() or not ids:
+    if not want or not ids:
         return
     newest = max(ids, key=sort_key)
-    rows = g.filter(
-        (pl.col("compile_id") == newest) & pl.col("kind").is_in(["EQUALS_MATCH", "NONE_MATCH"])
-        & (pl.col("rank").is_null() if f["rank"] is None else pl.col("rank") == f["rank"])
-    )
+    rank = pl.col("rank").is_null() if f["rank"] is None else pl.col("rank") == f["rank"]
+    rows = _guards_of(trace, newest, rank).filter(pl.col("kind").is_in(["EQUALS_MATCH", "NONE_MATCH"]))
     for code, gsrc in rows.select("code", "guard_source").iter_rows():
         c = want.get(user_name(gsrc))
         m = _GUARD_VALUE.match((code or "").strip())
@@ -583,6 +581,23 @@ def _add_latest_values(causes: list[dict[str, Any]], trace: Trace, f: dict[str, 
             c["text"] = cause_text(c["kind"], c["source"], c["dim"], c["values"], c["guard"])
             if c["kind"] == "value":
                 c["fix"] = cause_fix(c["kind"], c["source"], c["dim"], forced_static=None, count=c["count"], values=c["values"])
+
+
+def _guards_of(trace: Trace, compile_id: str, rank: pl.Expr) -> pl.DataFrame:
+    """The guards of one compile. The summary does not build the guards table of the whole
+    trace for this (it would read every payload of a big log): it reads that compile's
+    `dynamo_cpp_guards_str` payload alone, and the text log's guard records."""
+    if trace.is_loaded("guards"):
+        return trace.guards.filter((pl.col("compile_id") == compile_id) & rank)
+    ev = trace.index_events().filter((pl.col("kind") == "dynamo_cpp_guards_str") & (pl.col("compile_id") == compile_id) & rank)
+    try:
+        parts = [guards_from_trace(hydrate(ev)[0] if ev.height else ev)]
+    except (InputChanged, OSError):  # the log changed or went away since it was parsed
+        parts = [guards_from_trace(ev.clear())]
+    lr = trace.log_records
+    if not lr.is_empty():
+        parts.append(guards_from_text(lr.filter((pl.col("compile_id") == compile_id) & rank)))
+    return pl.concat(parts, how="vertical_relaxed")
 
 
 def _static_sizes_evident(guards: list[dict[str, Any]]) -> bool:
