@@ -15,13 +15,14 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from parsers.glog import HEAD, PREFIX, as_bytes, plain
 from parsers.gzipped import is_gzip, read_all
 
 TRACE_NAME_RE = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_?)?.*\.log(?:\.gz)?$")
-_PREFIX = rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\]]+:\d+\] "
-TRACE_LINE_RE = re.compile(rb"^" + _PREFIX + rb"\{\"")
-TEXT_LINE_RE = re.compile(rb"^" + _PREFIX)
-TS_RE = re.compile(rb"^(?:\[rank\d+\]:)?[VIWEC](\d{4}) (\d\d:\d\d:\d\d\.\d{6})")
+_PREFIX = as_bytes("^" + plain(PREFIX) + " ")
+TRACE_LINE_RE = re.compile(_PREFIX + rb"\{\"")
+TEXT_LINE_RE = re.compile(_PREFIX)
+TS_RE = re.compile(as_bytes("^" + HEAD))
 _RANK_KEY = re.compile(rb', "rank": (\d+)')
 RUN_GAP_S = 600.0
 _SNIFF = 64 * 1024
@@ -121,7 +122,7 @@ def _classify(head: bytes) -> tuple[str, str]:
         else:
             continue
         if not start and (m := TS_RE.match(line)):
-            start = f"{m.group(1).decode()} {m.group(2).decode()}"
+            start = f"{m['md'].decode()} {m['time'].decode()}"
         if trace + text >= 64:  # enough to tell
             break
     kind = "trace" if trace > text else "text" if text else "other"

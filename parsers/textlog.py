@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from parsers.compile_ids import TRACE_ID_RE
-from parsers.glog import timestamp, year_and_month
+from parsers.glog import PREFIX, TEXT_TAGS, plain, timestamp, year_and_month
 from parsers.gzipped import is_gzip, read_all
 
 if TYPE_CHECKING:
@@ -50,18 +50,9 @@ __all__ = [
 ]
 
 # The prefix of a torch log line (matched on every line; no capture groups, for speed)...
-PREFIX_RE = (
-    r"^(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\]]+:\d+\]"
-    r"(?: \[!?\d+(?:/\d+){0,2}(?:_\d+)?\])?(?: \[__[^\]\s]+\])?"
-)
+PREFIX_RE = "^" + plain(PREFIX + TEXT_TAGS)
 # ... and its fields (parsed once per distinct prefix).
-PREFIX_FIELDS_RE = (
-    r"^(?:\[rank(?P<rank>\d+)\]:)?"
-    r"(?P<level>[VIWEC])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d{6}) +(?P<pid>\d+) "
-    r"(?P<src_file>[^\]]+):(?P<src_line>\d+)\]"
-    r"(?: \[(?P<tid>!?\d+(?:/\d+){0,2}(?:_\d+)?)\])?"
-    r"(?: \[__(?P<artifact>[^\]\s]+)\])?$"
-)
+PREFIX_FIELDS_RE = "^" + PREFIX + TEXT_TAGS + "$"
 # Unprefixed lines that are program output even in a legacy capture.
 _OUTPUT_LIKE = (
     r"^(?:\S.*:\d+: \w*Warning: "

@@ -23,7 +23,7 @@ import orjson
 import polars as pl
 
 from parsers.discover import InputError, rank_number
-from parsers.glog import timestamp, year_and_month
+from parsers.glog import PREFIX, renamed, timestamp, year_and_month
 from parsers.gzipped import GzipStream, is_gzip, read_all
 from parsers.kinds import (
     CONTEXT_KEYS,
@@ -38,10 +38,7 @@ if TYPE_CHECKING:
 # pyarrow is imported where a full parse or a payload read needs it: a lazy parse (what
 # the summary runs) does without, which saves ~0.1 s of start-up in every process.
 
-PREFIX_PATTERN = (
-    r"^(?P<prefix>(?:\[rank(?P<prefix_rank>\d+)\]:)?(?P<level>[VIWEC])(?P<md>\d{4}) "
-    r"(?P<time>\d\d:\d\d:\d\d\.\d{6}) +(?P<pid>\d+) (?P<src>[^\]]+):(?P<srcline>\d+)\] )"
-)
+PREFIX_PATTERN = "^(?P<prefix>" + renamed(PREFIX, rank="prefix_rank", src_file="src", src_line="srcline") + " )"
 FILE_RANK_RE = re.compile(r"rank_(\d+)")
 _CHUNK = 1 << 26  # newline search in 64 MiB pieces keeps the temporary mask small
 _GRAPH_MARK = SUMMARY_PAYLOAD_GRAPH_MARK.encode()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from parsers.glog import PREFIX, as_bytes, plain
 from traceview.capture import capture_env
 from traceview.errors import UserError
 from traceview.printable import one_line, printable
@@ -446,4 +447,7 @@ def _is_torch_log(path: Path) -> bool:
             head = f.read(1 << 20)
     except OSError:
         return False
-    return re.search(rb"(^|\n)(\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ ", head) is not None
+    return _RECORD.search(head) is not None
+
+
+_RECORD = re.compile(as_bytes("(?m)^" + plain(PREFIX)))

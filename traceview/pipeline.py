@@ -29,6 +29,7 @@ import orjson
 import polars as pl
 
 from parsers.discover import Inputs
+from parsers.glog import HEAD, as_bytes, plain
 from traceview import timing
 from traceview.trace import GRAPH_TABLES, Trace
 from traceview.versions import PART_FORMAT_VERSION
@@ -239,7 +240,7 @@ def _replace(path: Path, df: pl.DataFrame, compression: str = "uncompressed") ->
     os.rename(tmp, path)
 
 
-_RECORD_START = re.compile(rb"(?:\[rank\d+\]:)?[VIWEC]\d{4} \d\d:")
+_RECORD_START = re.compile(as_bytes(plain(HEAD)))
 
 
 def split_points(path: str, pieces: int) -> list[tuple[int, int]]:
@@ -253,7 +254,7 @@ def split_points(path: str, pieces: int) -> list[tuple[int, int]]:
             fh.seek(pos)
             window = fh.read(1 << 20)
             p = window.find(b"\n")
-            while p != -1 and not _RECORD_START.match(window[p + 1 : p + 24]):
+            while p != -1 and not _RECORD_START.match(window[p + 1 : p + 64]):
                 p = window.find(b"\n", p + 1)
             if p == -1 or pos + p + 1 >= size:
                 continue  # no record start within 1 MiB of the cut: the piece grows
