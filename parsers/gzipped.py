@@ -9,6 +9,7 @@ after another, as gzip does.
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
@@ -122,8 +123,12 @@ def _up_to_damage(z: zlib._Decompress, src: bytes, want: int) -> bytes:
     return b"".join(got)
 
 
-def is_gzip(fh: BinaryIO) -> bool:
-    """Whether the open file starts with the gzip magic number (the position is kept)."""
+def is_gzip(fh: BinaryIO | str | os.PathLike[str]) -> bool:
+    """Whether the file starts with the gzip magic number: an open binary file (its position
+    is kept) or a path."""
+    if isinstance(fh, (str, os.PathLike)):
+        with open(fh, "rb") as f:
+            return f.read(2) == MAGIC
     at = fh.tell()
     head = fh.read(2)
     fh.seek(at)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 
 import traceview
 from parsers.discover import discover
+from parsers.gzipped import is_gzip
 from tests.conftest import FIXTURES, GPU, needs_shared
 from traceview import pipeline
 from traceview.cache import cache_dir, clear_cache
@@ -40,6 +42,18 @@ def test_big_file_in_pieces_equals_whole(monkeypatch: pytest.MonkeyPatch) -> Non
     pieces.ensure_graph_tables()
     for name in ("graphs", "graph_nodes", "kernels", "guards"):
         assert _sorted(pieces.table(name)).equals(_sorted(whole.table(name))), name
+
+
+def test_big_gzipped_file_is_parsed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a gzip stream cannot be entered at a byte offset: however big, it is one job, never
+    # pieces, and every record of it is an event
+    f = max((FIXTURES / "gpu").rglob("dedicated_log_torch_trace_*.log.gz"), key=lambda p: p.stat().st_size)
+    assert is_gzip(str(f)) and is_gzip(f)
+    monkeypatch.setattr(pipeline, "CHUNK_BYTES", 100_000)
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
+    t = pipeline.load_parsed(discover(f), jobs=2)
+    assert [p.name for p in pipeline._parts(t.workdir)] == ["t00000"]
+    assert t.events.height == sum(1 for line in gzip.open(f) if not line.startswith(b"\t"))
 
 
 @needs_shared

@@ -30,6 +30,7 @@ import polars as pl
 
 from parsers.discover import Inputs
 from parsers.glog import HEAD, as_bytes, plain
+from parsers.gzipped import is_gzip
 from traceview import timing
 from traceview.trace import GRAPH_TABLES, Trace
 from traceview.versions import PART_FORMAT_VERSION
@@ -678,7 +679,7 @@ def parse_to_dir(
     todo: list[Job] = []
     finish: list[Job] = []
     sizes = {p: os.path.getsize(p) for p in [*inputs.trace_paths, *inputs.text_logs]}
-    small = [p for p in inputs.trace_paths if not (workers > 1 and sizes[p] >= CHUNK_BYTES and not _is_gzip(p))]
+    small = [p for p in inputs.trace_paths if not (workers > 1 and sizes[p] >= CHUNK_BYTES and not is_gzip(p))]
     parallel = workers > 1 and sum(sizes.values()) >= (HEAVY_PARALLEL_MIN_BYTES if heavy else PARALLEL_MIN_BYTES)
     batches = _batches(small, sizes, workers if parallel else 1, even=heavy)
     for i, b in enumerate(batches):
@@ -743,11 +744,6 @@ def _batches(paths: list[str], sizes: dict[str, int], workers: int, *, even: boo
     if batch:
         batches.append(batch)
     return batches
-
-
-def _is_gzip(path: str) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
 
 
 def _read(path: Path) -> pl.DataFrame:
