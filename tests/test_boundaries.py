@@ -172,7 +172,14 @@ def _in(module: str, *prefixes: str) -> bool:
 UTILITIES = ("traceview.errors", "traceview.timing", "traceview.versions", "traceview.printable")
 MODEL = ("traceview.trace",)
 ANALYZERS = ("traceview.analyze",)
-LOADING = ("traceview.loading", "traceview.cache", "traceview.pipeline", "traceview.worker_pool", "traceview.worker_process")
+LOADING = (
+    "traceview.loading",
+    "traceview.cache",
+    "traceview.pipeline",
+    "traceview.parts",
+    "traceview.worker_pool",
+    "traceview.worker_process",
+)
 
 
 def violations(graph: dict[str, set[str]]) -> list[str]:
@@ -242,4 +249,58 @@ def test_the_checks_catch_a_cycle_and_an_upward_import() -> None:
         "parsers.graphs -> traceview.analyze.origin: parsers import nothing of traceview",
         "traceview.analyze.storms -> traceview.report: analyzers import only parsers, utilities, the model and each other",
         "traceview.trace -> traceview.pipeline: the Trace model imports only parsers and utilities",
+    ]
+
+
+# ------------------------------------------------------------------------ private names stay home
+def private_uses(modules: dict[str, Path] | None = None) -> list[str]:
+    """Where a module uses another project module's private name: `from m import _x`, or
+    `m._x` through a name bound to a project module by an import (what another module needs
+    gets a public name in the module that owns it)."""
+    modules = modules if modules is not None else _project_modules()
+    out = []
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        bound: dict[str, str] = {}  # local name -> project module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in modules:
+                        bound[a.asname or a.name] = a.name
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    target = f"{node.module}.{a.name}"
+                    if target in modules:
+                        bound[a.asname or a.name] = target
+                    elif node.module in modules and a.name.startswith("_") and not a.name.startswith("__"):
+                        out.append(f"{name}: from {node.module} import {a.name}")
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and bound.get(node.value.id, name) != name
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                out.append(f"{name}: {bound[node.value.id]}.{node.attr}")
+    return sorted(set(out))
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    assert private_uses() == []
+
+
+def test_the_private_name_check_finds_both_forms(tmp_path: Path) -> None:
+    # hand-written modules: the two ways export.py used to reach into the pipeline
+    (tmp_path / "owner.py").write_text("def _parts():\n    return []\n")
+    (tmp_path / "user.py").write_text(
+        "from traceview.owner import _parts\n"
+        "from traceview import owner\n"
+        "def f():\n"
+        "    return owner._parts(), _parts()\n"
+    )
+    mods = {"traceview.owner": tmp_path / "owner.py", "traceview.user": tmp_path / "user.py"}
+    assert private_uses(mods) == [
+        "traceview.user: from traceview.owner import _parts",
+        "traceview.user: traceview.owner._parts",
     ]

@@ -15,7 +15,7 @@ import traceview
 from parsers.discover import discover
 from parsers.gzipped import is_gzip
 from tests.conftest import FIXTURES, GPU, needs_shared
-from traceview import pipeline
+from traceview import parts, pipeline
 from traceview.cache import cache_dir, clear_cache
 from traceview.loading import LoadOptions, load_trace
 
@@ -34,7 +34,7 @@ def test_big_file_in_pieces_equals_whole(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(pipeline, "CHUNK_BYTES", 1_500_000)
     monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
     pieces = pipeline.load_parsed(discover(f), jobs=2)
-    assert len(pipeline._parts(pieces.workdir)) > 4
+    assert len(parts.part_dirs(pieces.workdir)) > 4
     for name in PIECE_TABLES:
         assert _sorted(pieces.table(name)).equals(_sorted(whole.table(name))), name
     assert pieces.stats.equals(whole.stats)
@@ -52,7 +52,7 @@ def test_big_gzipped_file_is_parsed_whole(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(pipeline, "CHUNK_BYTES", 100_000)
     monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
     t = pipeline.load_parsed(discover(f), jobs=2)
-    assert [p.name for p in pipeline._parts(t.workdir)] == ["t00000"]
+    assert [p.name for p in parts.part_dirs(t.workdir)] == ["t00000"]
     assert t.events.height == sum(1 for line in gzip.open(f) if not line.startswith(b"\t"))
 
 
@@ -71,7 +71,7 @@ def test_big_file_in_pieces_keeps_line_numbers_of_problems(monkeypatch: pytest.M
     monkeypatch.setattr(pipeline, "CHUNK_BYTES", 1_500_000)
     monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
     pieces = pipeline.load_parsed(discover(broken), jobs=2)
-    assert len(pipeline._parts(pieces.workdir)) > 4
+    assert len(parts.part_dirs(pieces.workdir)) > 4
     assert (bad + 1, "bad_json") in whole.problems.select("lineno", "problem").rows()
     assert pieces.problems.equals(whole.problems)
     assert _sorted(pieces.events).equals(_sorted(whole.events))
@@ -125,10 +125,10 @@ def test_graph_tables_are_stored_compressed(tmp_path: Path) -> None:
     trace = pipeline.load_parsed(discover(str(FIXTURES / "training" / "trace")), jobs=1)
     trace.ensure_graph_tables()
     assert trace.workdir is not None
-    part = pipeline._parts(trace.workdir)[0]
+    part = parts.part_dirs(trace.workdir)[0]
     for name in ("graphs", "graph_nodes", "kernels"):
         stored = part / f"{name}.arrow"
-        df = pipeline._read(stored)
+        df = parts.read_ipc(stored)
         assert df.height > 0
         df.write_ipc(tmp_path / "plain.arrow", compression="uncompressed")
         assert stored.stat().st_size * 2 < (tmp_path / "plain.arrow").stat().st_size, name
@@ -155,7 +155,7 @@ def test_big_file_export_overlaps_graph_tables_and_events(monkeypatch: pytest.Mo
     monkeypatch.setattr(pipeline, "CHUNK_BYTES", 1_500_000)
     monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
     monkeypatch.setattr(pipeline, "HEAVY_PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(pipeline, "GROUP_BYTES", 1_000_000)
+    monkeypatch.setattr(parts, "GROUP_BYTES", 1_000_000)
     overlapped: list[bool] = []
     real = export.graph_tables_in_workers
     monkeypatch.setattr(export, "graph_tables_in_workers", lambda w: overlapped.append(real(w)) or overlapped[-1])

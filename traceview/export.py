@@ -21,16 +21,16 @@ import polars as pl
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from parsers.schemas import empty_table
 from traceview.errors import ExportError
+from traceview.parts import event_chunks, part_dirs, read_part_table
 from traceview.pipeline import (
-    GRAPH_TABLES,
     PARQUET_OPTIONS,
-    _empty,
     conform,
     graph_tables_in_workers,
     write_rank_partitions,
 )
-from traceview.trace import TABLES, Trace
+from traceview.trace import GRAPH_TABLES, TABLES, Trace
 from traceview.versions import SCHEMA_VERSION
 
 
@@ -71,7 +71,7 @@ def write_export(
             rows = export_parts(trace.workdir, tmp)  # type: ignore[arg-type]
             trace.ensure_graph_tables()  # built by the workers: now only opened, for seq_links
             for name in EXPORT_PART_TABLES:
-                schema = _empty(name).schema
+                schema = empty_table(name).schema
                 meta = {"rows": rows.get(name, 0), "columns": {c: _dtype_str(t) for c, t in schema.items()}}
                 if rows.get(name):
                     meta["path"] = f"{name}/"
@@ -104,7 +104,7 @@ def write_export(
                 # streamed part by part: only one part (a batch of files) is in memory at a
                 # time (the whole table is never opened: the graph tables of a big trace
                 # are bigger than its events' index)
-                schema = _empty(name).schema
+                schema = empty_table(name).schema
                 tables_meta[name] = _write_parts(parts, name, schema, tmp, bool(partition_by_rank) and "rank" in schema)
                 continue
             df = trace.table(name)
@@ -206,24 +206,18 @@ def _inputs_meta(trace: Trace) -> dict:
 
 
 def _parts(trace: Trace) -> list[Path]:
-    from traceview.pipeline import _parts as parts_of
-
     if trace.workdir is None or not (trace.workdir / "parts.json").exists():
         return []
-    return parts_of(trace.workdir)
+    return part_dirs(trace.workdir)
 
 
 def _write_events(parts: list[Path], tmp: Path, partition: bool, *, verify: bool) -> dict:
     """The events, streamed: a chunk of about GROUP_BYTES of payload at a time."""
-    from traceview.pipeline import event_chunks
-
     chunks = ((f"{p.name}c{i}", df) for p in parts for i, df in enumerate(event_chunks(p, verify=verify)))
-    return _write_frames(chunks, "events", _empty("events").schema, tmp, partition)
+    return _write_frames(chunks, "events", empty_table("events").schema, tmp, partition)
 
 
 def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, partition: bool) -> dict:
-    from traceview.pipeline import read_part_table
-
     return _write_frames(((p.name, read_part_table(p, name)) for p in parts), name, schema, tmp, partition)
 
 
@@ -336,4 +330,4 @@ def _restore(df: pl.DataFrame, meta: dict, name: str, file_order: dict[str, int]
 
 def _schema_of(name: str) -> dict[str, pl.DataType]:
     """The declared schema of a table (the one every parser and builder produces)."""
-    return dict(_empty(name).schema)
+    return dict(empty_table(name).schema)

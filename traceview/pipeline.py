@@ -5,7 +5,7 @@ per piece plus one for the whole file), a text log on its own; above PARALLEL_MI
 jobs run in worker processes (`python -m traceview.worker_process`, plain subprocesses) and in this one.
 A worker also derives the tables the summary needs (`compiles`, `spans`, `recompiles`,
 `graph_breaks`, `limit_hits`, `annotations`) and writes everything as uncompressed Arrow IPC
-into `<workdir>/<part>/<table>.arrow`; nothing large travels between processes. Guards,
+into `<workdir>/<part>/<table>.arrow` (the part format: traceview.parts); nothing large travels between processes. Guards,
 graphs, kernels and seq_nr links (GRAPH_TABLES) are built per part later, on demand (UI,
 export). Trace logs are parsed lazily (parsers.tracelog.parse_trace_bytes): the parts hold
 no payload text, which `events` reads from the input files when it is opened. Opening
@@ -21,7 +21,7 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,28 +31,34 @@ import polars as pl
 from parsers.discover import Inputs
 from parsers.glog import HEAD, as_bytes, plain
 from parsers.gzipped import is_gzip
+from parsers.schemas import empty_table
 from traceview import timing
+from traceview.parts import (
+    PART_TABLES,
+    concat_table,
+    event_chunks,
+    event_parts,
+    file_groups,
+    index_events,
+    input_bytes,
+    lazy_concat,
+    merge_small_tables,
+    part_dirs,
+    part_events,
+    read_ipc,
+    read_or_empty,
+    read_part_table,
+    replace_table,
+    shift_lines,
+    write_part,
+    write_part_list,
+)
 from traceview.trace import GRAPH_TABLES, Trace
-from traceview.versions import PART_FORMAT_VERSION
 from traceview.worker_pool import HEAVY_PARALLEL_MIN_BYTES, PARALLEL_MIN_BYTES
 
 if TYPE_CHECKING:
     from parsers.tracelog import ParsedFile
 
-PART_TABLES = (
-    "events",
-    "strings",
-    "stats",
-    "problems",
-    "log_records",
-    "other_lines",
-    "compiles",
-    "spans",
-    "recompiles",
-    "graph_breaks",
-    "limit_hits",
-    "annotations",
-)
 # What `python -m traceview.worker_process` may run.
 WORKER_FUNCTIONS = frozenset(
     {
@@ -67,60 +73,11 @@ WORKER_FUNCTIONS = frozenset(
 # Tables written part by part by `export_part` (stats is written whole: its columns differ
 # between trace and text parts).
 EXPORT_PART_TABLES = tuple(n for n in PART_TABLES if n != "stats") + GRAPH_TABLES
-# Tables small enough to keep as one file per trace (everything but records and payloads).
-SMALL_TABLES = tuple(n for n in PART_TABLES if n not in ("events", "log_records", "other_lines"))
 CHUNK_BYTES = 32 * 1024 * 1024  # a trace log this big is parsed in pieces, in parallel
 BATCH_MIN_BYTES = 4 * 1024 * 1024  # smaller trace logs are parsed together, up to BATCH_MAX_BYTES
 # a batch pays a fixed ~20 ms for its table operations; a lazy parse holds no payloads, so
 # big batches cost little memory
 BATCH_MAX_BYTES = 96 * 1024 * 1024
-
-
-
-# where each table's schema is defined (imported only for the table asked for)
-_SCHEMAS = {
-    "seq_links": ("parsers.seq_links", "SEQ_LINKS_SCHEMA"),
-    "graphs": ("parsers.graphs", "GRAPHS_SCHEMA"),
-    "graph_nodes": ("parsers.graphs", "GRAPH_NODES_SCHEMA"),
-    "kernels": ("parsers.graphs", "KERNELS_SCHEMA"),
-    "kernel_calls": ("parsers.graphs", "KERNEL_CALLS_SCHEMA"),
-    "provenance": ("parsers.graphs", "PROVENANCE_TABLE_SCHEMA"),
-    "events": ("parsers.tracelog", "EVENTS_SCHEMA"),
-    "strings": ("parsers.tracelog", "STRINGS_SCHEMA"),
-    "stats": ("parsers.tracelog", "STATS_SCHEMA"),
-    "problems": ("parsers.tracelog", "PROBLEMS_SCHEMA"),
-    "log_records": ("parsers.textlog", "LOG_RECORDS_SCHEMA"),
-    "other_lines": ("parsers.textlog", "OTHER_LINES_SCHEMA"),
-    "compiles": ("parsers.compiles", "COMPILES_SCHEMA"),
-    "spans": ("parsers.compiles", "SPANS_SCHEMA"),
-    "cudagraphs": ("parsers.cudagraphs", "CUDAGRAPHS_SCHEMA"),
-}
-
-
-def _empty(name: str) -> pl.DataFrame:
-    import importlib
-
-    if name in _SCHEMAS:
-        module, attr = _SCHEMAS[name]
-        schema = getattr(importlib.import_module(module), attr)
-    else:  # recompiles, graph_breaks, limit_hits, annotations, ...
-        from parsers import facts
-
-        schema = facts.SCHEMAS[name]
-    return pl.DataFrame(schema=dict(schema))
-
-
-def _write(outdir: Path, tables: dict[str, pl.DataFrame], extra: dict[str, bytes] | None = None) -> None:
-    """Write a part's tables (an empty small table is left out: readers treat a missing one
-    as empty, and every file costs a read when the parts are merged)."""
-    tmp = Path(tempfile.mkdtemp(prefix=".part-", dir=outdir.parent))
-    for name, df in tables.items():
-        if df.height == 0 and name in SMALL_TABLES and name != "stats":
-            continue
-        df.write_ipc(tmp / f"{name}.arrow", compression="uncompressed")
-    for name, data in (extra or {}).items():
-        (tmp / name).write_bytes(data)
-    os.rename(tmp, outdir)
 
 
 def process_trace_files(paths: list[str], outdir: str) -> None:
@@ -137,7 +94,7 @@ def process_trace_files(paths: list[str], outdir: str) -> None:
         "problems": parsed.problems,
         **_derive_trace_tables(parsed.events, parsed.strings, _chromium(parsed)),
     }
-    _write(Path(outdir), tables)
+    write_part(Path(outdir), tables)
 
 
 def _chromium(parsed: ParsedFile) -> pl.DataFrame:
@@ -158,7 +115,7 @@ def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.D
         "recompiles": facts.recompiles_from_trace(ev, compiles),
         "graph_breaks": facts.graph_breaks_from_trace(ev),
         "limit_hits": facts.limit_hits_from_trace(ev, compiles),
-        "annotations": _empty("annotations"),
+        "annotations": empty_table("annotations"),
     }
 
 
@@ -177,7 +134,7 @@ def process_trace_chunk(path: str, start: int, end: int, outdir: str) -> None:
     )
     if len(data) < end - start:
         parsed.problems = file_changed(parsed.problems, path, int(parsed.stats["lines"][0]), end - start, len(data))
-    _write(
+    write_part(
         Path(outdir),
         {
             "events": parsed.events,
@@ -195,17 +152,17 @@ def finish_trace_file(pieces: list[str], outdir: str) -> None:
     its lines from its own start: the lines before it are known only now that all pieces are
     parsed (which spares a counting pass over the file before the parse). Its problems are
     rewritten with the file's line numbers; its events keep theirs, and `pieces.json` holds
-    each piece's offset for `_part_events` to add when reading them."""
-    st = pl.concat([_read(Path(p) / "stats_piece.arrow") for p in pieces])
+    each piece's offset for `part_events` to add when reading them."""
+    st = pl.concat([read_ipc(Path(p) / "stats_piece.arrow") for p in pieces])
     offsets = [0, *itertools.accumulate(st["lines"].to_list()[:-1])]
     events, chromium = [], []
     for p, off in zip(pieces, offsets):
-        events.append(_shift(_read(Path(p) / "events.arrow"), off))
-        chromium.append(_shift(_read(Path(p) / "chromium.arrow"), off))
+        events.append(shift_lines(read_ipc(Path(p) / "events.arrow"), off))
+        chromium.append(shift_lines(read_ipc(Path(p) / "chromium.arrow"), off))
         if off and (Path(p) / "problems.arrow").exists():  # rare: most pieces have none
-            _replace(Path(p) / "problems.arrow", _shift(_read(Path(p) / "problems.arrow"), off))
+            replace_table(Path(p) / "problems.arrow", shift_lines(read_ipc(Path(p) / "problems.arrow"), off))
     ev = pl.concat(events, rechunk=False)
-    strings = pl.concat([_read_or_empty(Path(p), "strings") for p in pieces])
+    strings = pl.concat([read_or_empty(Path(p), "strings") for p in pieces])
     sums = [c for c, t in st.schema.items() if t == pl.Int64 and c != "bytes"]
     stats = st.select(
         pl.col("file").first(),
@@ -225,20 +182,7 @@ def finish_trace_file(pieces: list[str], outdir: str) -> None:
     }
     # piece names, relative to the workdir (a cache entry is renamed into place after parsing)
     meta = {"pieces": [Path(p).name for p in pieces], "line_offsets": offsets}
-    _write(Path(outdir), tables, {"pieces.json": orjson.dumps(meta)})
-
-
-def _shift(df: pl.DataFrame, lines: int) -> pl.DataFrame:
-    """`df` with its line numbers `lines` further down the file."""
-    if not lines:
-        return df
-    return df.with_columns(pl.col(c) + lines for c in ("lineno", "end_lineno") if c in df.columns)
-
-
-def _replace(path: Path, df: pl.DataFrame, compression: str = "uncompressed") -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    df.write_ipc(tmp, compression=compression)  # type: ignore[arg-type]
-    os.rename(tmp, path)
+    write_part(Path(outdir), tables, {"pieces.json": orjson.dumps(meta)})
 
 
 _RECORD_START = re.compile(as_bytes(plain(HEAD)))
@@ -280,97 +224,14 @@ def process_text_log(path: str, outdir: str) -> None:
         lines = int(log.stats["lines"][0])
         tables["problems"] = pl.DataFrame(
             {"file": [path], "lineno": [lines + 1], "problem": ["gzip_damaged"], "detail": [log.damage]},
-            schema=_empty("problems").schema,
+            schema=empty_table("problems").schema,
         )
-    _write(Path(outdir), tables)
+    write_part(Path(outdir), tables)
 
 
 def process_graph_tables(partdir: str) -> None:
     """Worker: build the graph and kernel tables of one part from its events / log records."""
     _graph_tables(Path(partdir))
-
-
-def _part_events(part: Path) -> pl.DataFrame:
-    """The events of one part as parsed (payloads of SUMMARY_PAYLOAD_ARTIFACTS only, the
-    others' byte ranges in `payload_start`/`payload_end`)."""
-    if (part / "stats_piece.arrow").exists():  # a piece of a big file: its whole-file part has them
-        return _empty("events")
-    if (part / "pieces.json").exists():  # the whole-file part of a big file: all its pieces
-        meta = orjson.loads((part / "pieces.json").read_bytes())
-        return pl.concat(
-            [_shift(_read(part.parent / p / "events.arrow"), off) for p, off in zip(meta["pieces"], meta["line_offsets"])],
-            rechunk=False,
-        )
-    return _read_or_empty(part, "events")
-
-
-def hydrated_events(part: Path) -> pl.DataFrame:
-    """The events of one part with every payload (read from the input files), and
-    `payload_ok` as checked by `_graph_tables` when it has run."""
-    return _with_checks(_hydrate(_part_events(part)), _checks(part))
-
-
-def _hydrate(index: pl.DataFrame) -> pl.DataFrame:
-    from parsers.tracelog import hydrate
-
-    return hydrate(index)[0]
-
-
-def event_chunks(part: Path, *, verify: bool = False) -> Iterator[pl.DataFrame]:
-    """The events of one part with every payload, in line order, in chunks of about
-    GROUP_BYTES of payload (a big file's payloads are never all in memory at once).
-    `verify`: check every payload's md5 here (for when the graph tables, which check them
-    too, are being built at the same time); else `payload_ok` as `_graph_tables` found it."""
-    from parsers.tracelog import hydrate
-
-    index = _part_events(part)
-    if index.height == 0:
-        return
-    checks = None if verify else _checks(part)  # read once for all the chunks
-    size = (pl.col("payload_end") - pl.col("payload_start")).fill_null(0)
-    chunk = (size.cum_sum() // GROUP_BYTES).alias("_chunk")
-    for (_,), sub in index.with_columns(chunk).group_by("_chunk", maintain_order=True):
-        events = hydrate(sub.drop("_chunk"), verify=verify)[0]
-        yield events if verify else _with_checks(events, checks)
-
-
-def _checks(part: Path) -> pl.DataFrame | None:
-    """The md5 checks `_graph_tables` made of a part's payloads (None before it has run)."""
-    f = part / "checks.arrow"
-    return _read(f) if f.exists() else None
-
-
-def _with_checks(events: pl.DataFrame, checks: pl.DataFrame | None) -> pl.DataFrame:
-    """`events` with `payload_ok` as `checks` found it."""
-    if checks is not None and events.height:
-        events = events.join(checks, on=["file", "lineno"], how="left", suffix="_checked", maintain_order="left").with_columns(
-            pl.coalesce("payload_ok_checked", "payload_ok").alias("payload_ok")
-        ).drop("payload_ok_checked")
-    return events
-
-
-GROUP_BYTES = 32 * 1024 * 1024  # payload bytes held in memory at once when building graph tables
-
-
-def _file_groups(index: pl.DataFrame) -> list[list[str]]:
-    """The files of a part in groups of about GROUP_BYTES of payload, in order."""
-    if index.height == 0:
-        return [[]]
-    # a part's non-empty events come from a lazy parse: they always carry the byte ranges
-    sizes = (
-        index.group_by("file", maintain_order=True)
-        .agg((pl.col("payload_end") - pl.col("payload_start")).sum().alias("b"))
-        .rows()
-    )
-    groups: list[list[str]] = [[]]
-    total = 0
-    for file, b in sizes:
-        if groups[-1] and total + (b or 0) > GROUP_BYTES:
-            groups.append([])
-            total = 0
-        groups[-1].append(file)
-        total += b or 0
-    return groups
 
 
 GroupSink = Callable[[str, pl.DataFrame, dict[str, pl.DataFrame]], None]
@@ -398,13 +259,13 @@ def _graph_tables(part: Path, on_group: GroupSink | None = None) -> dict[str, pl
     from parsers.seq_links import seq_links
     from parsers.tracelog import hydrate
 
-    records = _read(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
+    records = read_ipc(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
     # forward/backward pairs never span two files, so the links are built per group,
     # against the annotations (seq_nr) of the whole trace
     ann_file = part.parent / "merged" / "annotations.arrow"
-    annotations = _read(ann_file) if ann_file.exists() else _concat(part.parent, "annotations")
-    index = _part_events(part)
-    groups = _file_groups(index)
+    annotations = read_ipc(ann_file) if ann_file.exists() else concat_table(part.parent, "annotations")
+    index = part_events(part)
+    groups = file_groups(index)
     acc: dict[str, list[pl.DataFrame]] = {}
     for gi, files in enumerate(groups):
         sub = index if len(groups) == 1 else index.filter(pl.col("file").is_in(files))
@@ -431,27 +292,8 @@ def _graph_tables(part: Path, on_group: GroupSink | None = None) -> dict[str, pl
             acc.setdefault(name, []).append(df)
     out = {name: frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed") for name, frames in acc.items()}
     for name, df in out.items():
-        _replace(part / f"{name}.arrow", df, "zstd")
+        replace_table(part / f"{name}.arrow", df, "zstd")
     return out
-
-
-def read_part_table(part: Path, name: str) -> pl.DataFrame | None:
-    """Table `name` of one part as a user sees it (None when the part has none): events with
-    their payloads, problems with those found when the payloads were checked."""
-    if name == "events":
-        return hydrated_events(part) if part in _event_parts(part.parent) else None
-    f = part / f"{name}.arrow"
-    df = _read(f) if f.exists() else None
-    if name == "problems" and (part / "payload_problems.arrow").exists():
-        extra = _read(part / "payload_problems.arrow")
-        df = extra if df is None else _merge_problems([df, extra])
-    return df
-
-
-def _merge_problems(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """Problems of several sources, a (file, line, problem) found twice kept once."""
-    df = pl.concat([f for f in frames if f.height] or frames[:1], how="vertical_relaxed")
-    return df.unique(["file", "lineno", "problem"], keep="first", maintain_order=True).sort("file", "lineno")
 
 
 NULL_RANK_DIR = "__HIVE_DEFAULT_PARTITION__"
@@ -475,7 +317,7 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
     def write(name: str, df: pl.DataFrame | None, file_name: str) -> None:
         if df is None or df.height == 0:
             return
-        df = conform(df, _empty(name).schema)
+        df = conform(df, empty_table(name).schema)
         rows[name] = rows.get(name, 0) + df.height
         if "rank" not in df.columns:  # e.g. strings: one file per part, no partition directory
             import pyarrow.parquet as pq
@@ -491,7 +333,7 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
     built: dict[str, pl.DataFrame] = {}
     if not (part / "graphs.arrow").exists():
         built = _graph_tables(part, sink)  # events a group at a time: only they hold payloads
-    elif part in _event_parts(part.parent):
+    elif part in event_parts(part.parent):
         for i, events in enumerate(event_chunks(part)):
             write("events", events, f"{part.name}c{i}")
     # the graph tables once for the whole part (a parquet write has a fixed cost)
@@ -523,8 +365,8 @@ def write_rank_partitions(df: pl.DataFrame, table_dir: Path, part_name: str) -> 
 def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dict[str, int]:
     """Write every part's tables under `outdir` in parallel; total rows per table."""
     todo = []
-    for part in _parts(workdir):
-        todo.append((export_part, (str(part), str(outdir)), _input_bytes(part)))
+    for part in part_dirs(workdir):
+        todo.append((export_part, (str(part), str(outdir)), input_bytes(part)))
     total: dict[str, int] = {}
     # not in this process: the payloads of a part would stay in its memory (peak RSS)
     for rows in _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES, here=False):
@@ -533,24 +375,11 @@ def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dic
     return total
 
 
-def _input_bytes(part: Path) -> int:
-    """The size of the input a part was parsed from: what its graph tables and export cost
-    grows with (its own files are a fraction of it: a lazy parse keeps no payloads). A piece
-    of a big file counts its own files only: its file's whole-file part does that work."""
-    stats = part / "stats.arrow"
-    if not stats.exists():
-        return sum(f.stat().st_size for f in part.glob("*.arrow"))
-    df = _read(stats)
-    return int(df["bytes"].sum() or 0) if "bytes" in df.columns else stats.stat().st_size
-
-
 def _graph_jobs(workdir: Path) -> list[Job]:
-    meta = orjson.loads((workdir / "parts.json").read_bytes())
     todo = []
-    for p in meta["parts"]:
-        part = workdir / p
+    for part in part_dirs(workdir):
         if not (part / "graphs.arrow").exists():
-            todo.append((process_graph_tables, (str(part),), _input_bytes(part)))
+            todo.append((process_graph_tables, (str(part),), input_bytes(part)))
     return todo
 
 
@@ -705,7 +534,7 @@ def parse_to_dir(
             todo.append((process_text_log, (path, str(out)), sizes[path]))
     _run(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES if heavy else None)
     _run(finish, jobs, isolate=True)
-    (workdir / "parts.json").write_bytes(orjson.dumps({"format": PART_FORMAT_VERSION, "parts": parts}))
+    write_part_list(workdir, parts)
     t = timing.now()
     merge_small_tables(workdir)
     timing.mark("merge", t)
@@ -746,101 +575,6 @@ def _batches(paths: list[str], sizes: dict[str, int], workers: int, *, even: boo
     return batches
 
 
-def _read(path: Path) -> pl.DataFrame:
-    """Memory-mapped read of one IPC file (string columns stay views into the mapping);
-    pyarrow's reader, which takes a third of the time polars' does for the small tables a
-    summary reads by the dozen."""
-    import pyarrow as pa
-
-    with pa.memory_map(str(path)) as src:
-        table = pa.ipc.open_file(src).read_all()
-    df = pl.from_arrow(table, rechunk=False)
-    assert isinstance(df, pl.DataFrame)
-    return df
-
-
-def _read_or_empty(part: Path, name: str) -> pl.DataFrame:
-    """Table `name` of one part (`_write` leaves an empty small table out)."""
-    f = part / f"{name}.arrow"
-    return _read(f) if f.exists() else _empty(name)
-
-
-def _parts(workdir: Path) -> list[Path]:
-    meta = orjson.loads((workdir / "parts.json").read_bytes())
-    return [workdir / p for p in meta["parts"]]
-
-
-def _concat(workdir: Path, name: str) -> pl.DataFrame:
-    frames = [_read(f) for p in _parts(workdir) if (f := p / f"{name}.arrow").exists()]
-    nonempty = [f for f in frames if f.height] or frames[:1] or [_empty(name)]
-    if len(nonempty) == 1:
-        return nonempty[0]
-    return pl.concat(nonempty, how="diagonal_relaxed", rechunk=False)
-
-
-def lazy_concat(workdir: Path, name: str) -> Callable[[], pl.DataFrame]:
-    """A loader for one table over every part (memory-mapped, opened when first called)."""
-    if name == "events":
-        return lambda: _all_events(workdir)
-    if name == "problems":
-        return lambda: _all_problems(workdir)
-    merged = workdir / "merged" / f"{name}.arrow"
-    if merged.exists():
-        return lambda: _read(merged)
-    return lambda: _concat(workdir, name)
-
-
-def _event_parts(workdir: Path) -> list[Path]:
-    """Parts whose events `_part_events` gives (a big file's whole-file part, not its pieces)."""
-    return [
-        p
-        for p in _parts(workdir)
-        if (p / "pieces.json").exists() or ((p / "events.arrow").exists() and not (p / "stats_piece.arrow").exists())
-    ]
-
-
-def _events_of_parts(workdir: Path, read: Callable[[Path], pl.DataFrame]) -> pl.DataFrame:
-    frames = [read(p) for p in _event_parts(workdir)]
-    frames = [f for f in frames if f.height] or [_empty("events")]
-    return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=False)
-
-
-def _all_events(workdir: Path) -> pl.DataFrame:
-    return _events_of_parts(workdir, hydrated_events)
-
-
-def _all_problems(workdir: Path) -> pl.DataFrame:
-    merged = workdir / "merged" / "problems.arrow"
-    base = _read(merged) if merged.exists() else _concat(workdir, "problems")
-    extra = [_read(f) for p in _parts(workdir) if (f := p / "payload_problems.arrow").exists()]
-    return _merge_problems([base, *extra]) if any(e.height for e in extra) else base
-
-
-def index_events(workdir: Path) -> pl.DataFrame:
-    """The events as parsed: payloads of SUMMARY_PAYLOAD_ARTIFACTS only (see parsers.tracelog)."""
-    return _events_of_parts(workdir, _part_events)
-
-
-def merge_small_tables(workdir: Path) -> None:
-    """One file per small table, so that opening a many-rank trace reads a handful of files."""
-    out = workdir / "merged"
-    if out.exists():
-        return
-    tmp = Path(tempfile.mkdtemp(prefix=".merged-", dir=workdir))
-    parts = _parts(workdir)
-    for name in PART_TABLES:
-        if name in SMALL_TABLES:
-            df = _concat(workdir, name)
-        elif not any((p / f"{name}.arrow").exists() for p in parts):
-            df = _empty(name)  # e.g. no text log: an empty table, opened without a parser import
-        else:
-            continue
-        if name == "stats":
-            df = _stats_order(df)
-        df.write_ipc(tmp / f"{name}.arrow", compression="uncompressed")
-    os.rename(tmp, out)
-
-
 class Parts:
     """The parsed parts in one directory, as a Trace's part store (traceview.trace.PartStore)."""
 
@@ -859,13 +593,8 @@ class Parts:
 
 def open_dir(workdir: Path, inputs: Inputs | None = None) -> Trace:
     """A Trace over the parts in `workdir`; each table is opened (memory-mapped) on first use."""
-    names = PART_TABLES + tuple(n for n in GRAPH_TABLES if all((p / "graphs.arrow").exists() for p in _parts(workdir)))
+    names = PART_TABLES + tuple(n for n in GRAPH_TABLES if all((p / "graphs.arrow").exists() for p in part_dirs(workdir)))
     return Trace({n: lazy_concat(workdir, n) for n in names}, inputs=inputs, parts=Parts(workdir))
-
-
-def _stats_order(stats: pl.DataFrame) -> pl.DataFrame:
-    front = [c for c in ("file", "format") if c in stats.columns]
-    return stats.select(front + [c for c in stats.columns if c not in front])
 
 
 def load_parsed(
