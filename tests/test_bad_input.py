@@ -97,7 +97,7 @@ def test_file_shrinking_during_the_parse_does_not_kill_the_process(tmp_path: Pat
 
 
 def test_piece_of_a_file_that_shrank_is_a_problem(tmp_path: Path) -> None:
-    from traceview.pipeline import process_trace_chunk
+    from traceview.parse_jobs import process_trace_chunk
 
     f = tmp_path / "dedicated_log_torch_trace_x.log"
     data = RECOMPILES.read_bytes()

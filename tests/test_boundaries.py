@@ -177,6 +177,11 @@ LOADING = (
     "traceview.cache",
     "traceview.pipeline",
     "traceview.parts",
+    "traceview.scheduler",
+    "traceview.parse_jobs",
+    "traceview.graph_tables",
+    "traceview.export_parts",
+    "traceview.worker_jobs",
     "traceview.worker_pool",
     "traceview.worker_process",
 )

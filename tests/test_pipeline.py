@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pytest
 
@@ -15,7 +16,7 @@ import traceview
 from parsers.discover import discover
 from parsers.gzipped import is_gzip
 from tests.conftest import FIXTURES, GPU, needs_shared
-from traceview import parts, pipeline
+from traceview import graph_tables, parts, pipeline
 from traceview.cache import cache_dir, clear_cache
 from traceview.loading import LoadOptions, load_trace
 
@@ -155,6 +156,7 @@ def test_big_file_export_overlaps_graph_tables_and_events(monkeypatch: pytest.Mo
     monkeypatch.setattr(pipeline, "CHUNK_BYTES", 1_500_000)
     monkeypatch.setattr(pipeline, "PARALLEL_MIN_BYTES", 1)
     monkeypatch.setattr(pipeline, "HEAVY_PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(graph_tables, "HEAVY_PARALLEL_MIN_BYTES", 1)
     monkeypatch.setattr(parts, "GROUP_BYTES", 1_000_000)
     overlapped: list[bool] = []
     real = export.graph_tables_in_workers
@@ -180,7 +182,7 @@ def test_graph_and_export_jobs_are_sized_by_their_input() -> None:
     trace = pipeline.load_parsed(discover(d), jobs=1)
     assert trace.workdir is not None
     inputs = sum(f.stat().st_size for f in d.glob("*.log"))
-    jobs = pipeline._graph_jobs(trace.workdir)
+    jobs = graph_tables.graph_jobs(trace.workdir)
     assert jobs and sum(size for _, _, size in jobs) == inputs
 
 
@@ -192,3 +194,19 @@ def test_cache_entry_names_files_as_they_were_given(monkeypatch: pytest.MonkeyPa
     relative = load_trace(LoadOptions.of("fixtures/simple/trace"))
     assert absolute.stats["file"].to_list()[0].startswith(str(FIXTURES))
     assert relative.stats["file"].to_list()[0].startswith("fixtures/simple/trace/")
+
+
+def test_a_worker_runs_only_worker_functions() -> None:
+    # the parent names the function; a name that is not a worker job (here a pipeline
+    # function that is not one) is refused with an error answer, and the worker goes on
+    jobs = [{"fn": "load_parsed", "args": []}, {"fn": "process_graph_tables", "args": ["/nonexistent/part"]}]
+    r = subprocess.run(
+        [sys.executable, "-m", "traceview.worker_process"],
+        input=b"".join(orjson.dumps(j) + b"\n" for j in jobs),
+        capture_output=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    answers = [orjson.loads(line) for line in r.stdout.splitlines()]
+    assert answers[0] == {"error": "ValueError: not a worker function: load_parsed"}
+    assert "error" in answers[1] and "not a worker function" not in answers[1]["error"]

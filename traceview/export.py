@@ -23,13 +23,15 @@ import pyarrow.parquet as pq
 
 from parsers.schemas import empty_table
 from traceview.errors import ExportError
-from traceview.parts import event_chunks, part_dirs, read_part_table
-from traceview.pipeline import (
+from traceview.export_parts import (
+    EXPORT_PART_TABLES,
     PARQUET_OPTIONS,
     conform,
-    graph_tables_in_workers,
+    export_parts,
     write_rank_partitions,
 )
+from traceview.graph_tables import graph_tables_in_workers
+from traceview.parts import event_chunks, part_dirs, read_part_table
 from traceview.trace import GRAPH_TABLES, TABLES, Trace
 from traceview.versions import SCHEMA_VERSION
 
@@ -66,8 +68,6 @@ def write_export(
         done: set[str] = set()
         if parts and partition_by_rank:
             # many ranks: every part is written by a worker process, in parallel
-            from traceview.pipeline import EXPORT_PART_TABLES, export_parts
-
             rows = export_parts(trace.workdir, tmp)  # type: ignore[arg-type]
             trace.ensure_graph_tables()  # built by the workers: now only opened, for seq_links
             for name in EXPORT_PART_TABLES:

@@ -4,7 +4,7 @@
 - REPORT_SCHEMA_VERSION: the JSON report of `summary --json` (traceview/schemas/report.schema.json);
 - PARSER_VERSION: what the parse cache's entries hold (part of the cache key: a bump makes
   every older entry a miss);
-- PART_FORMAT_VERSION: the layout of a parse directory (`parts.json`, traceview.pipeline).
+- PART_FORMAT_VERSION: the layout of a parse directory (`parts.json`, traceview.parts).
 """
 
 SCHEMA_VERSION = 1

@@ -1,6 +1,6 @@
 """Worker processes for the parse pipeline, without heavy imports.
 
-`traceview.pipeline._run` drives `python -m traceview.worker_process` subprocesses. Starting one costs
+`traceview.scheduler.run_jobs` drives `python -m traceview.worker_process` subprocesses. Starting one costs
 about a quarter of a second (importing polars and pyarrow), so the command line starts them
 (`prestart`) before it imports anything heavy itself when it knows that a big, uncached
 input is about to be parsed: the workers' start-up then overlaps the main process's.

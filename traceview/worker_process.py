@@ -1,8 +1,8 @@
 """Worker process of the parse pipeline: `python -m traceview.worker_process`.
 
-Reads one job per line on stdin (JSON: the name of a function in traceview.pipeline and its
+Reads one job per line on stdin (JSON: the name of a function in traceview.worker_jobs and its
 arguments), runs it, and answers one line per job on stdout (`{"ok": true, "value": ...}` or
-`{"error": "..."}`). Started by `traceview.pipeline._run` with a plain subprocess rather than
+`{"error": "..."}`). Started by `traceview.scheduler.run_jobs` with a plain subprocess rather than
 multiprocessing, so that a user script calling `traceview.load` needs no `__main__` guard.
 """
 
@@ -18,7 +18,8 @@ def main() -> int:
     from traceview import timing
 
     t = timing.now()
-    from traceview import pipeline
+    from traceview.scheduler import timed_call
+    from traceview.worker_jobs import WORKER_FUNCTIONS
 
     timing.mark("worker imports", t)
     from traceview.errors import first_line
@@ -29,10 +30,10 @@ def main() -> int:
             continue
         job = orjson.loads(line)
         try:
-            fn = getattr(pipeline, job["fn"])
-            if job["fn"] not in pipeline.WORKER_FUNCTIONS:
+            fn = WORKER_FUNCTIONS.get(job["fn"])
+            if fn is None:
                 raise ValueError(f"not a worker function: {job['fn']}")
-            answer = {"ok": True, "value": pipeline.timed_call(fn, job["args"])}
+            answer = {"ok": True, "value": timed_call(fn, job["args"])}
         except Exception as exc:  # reported to the parent, which raises it there
             answer = {"error": f"{type(exc).__name__}: {first_line(exc)}"}
         out.write(orjson.dumps(answer) + b"\n")
