@@ -65,6 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int, help="restrict to one rank")
     p.add_argument("--json", action="store_true", help="print the chains as JSON")
 
+    p = sub.add_parser("sql", help="SQL (DuckDB) over the tables: traceview sql PATH \"SELECT ...\"")
+    p.add_argument("path", help="TORCH_TRACE directory or file, text log, export, or directory of exports")
+    p.add_argument("query", help="the SQL query; every table (compiles, events, spans, ...) is a view of its name")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output (json: a list of row objects)")
+    p.add_argument("--latest", action="store_true", help="keep only the newest run when a directory holds several")
+    p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: all cores)")
+
+    p = sub.add_parser("timeline", help="compile phases of every rank as a Chrome Trace (Perfetto, chrome://tracing)")
+    _add_input_args(p)
+    p.add_argument("-o", "--output", required=True, help="JSON file to write (replaced atomically)")
+
     p = sub.add_parser("run", help="run a command with TORCH_TRACE and TORCH_LOGS set, then summarise")
     p.add_argument("-o", "--output", help="directory for the trace and logs (default: ./traceview-run-<time>)")
     p.add_argument("--open", action="store_true", help="open the UI afterwards instead of printing the summary")
@@ -99,7 +111,7 @@ def _options(args: argparse.Namespace, *, heavy: bool = False):  # -> traceview.
     from traceview.loading import LoadOptions
 
     return LoadOptions.of(
-        args.path, logs=args.logs, latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache,
+        args.path, logs=getattr(args, "logs", ()), latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache,
         heavy=heavy, prestart=True,
     )
 
@@ -179,6 +191,24 @@ def cmd_origin(args: argparse.Namespace) -> int:
     return 0 if chains else 1
 
 
+def cmd_sql(args: argparse.Namespace) -> int:
+    from traceview.sql import check_available, render, run_query
+
+    check_available()  # before the parse: a missing DuckDB is said at once
+    result = run_query(_load(args), args.query)
+    sys.stdout.write(render(result, args.format))
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    trace = _load(args)
+    from traceview.timeline import write_timeline
+
+    path, n = write_timeline(trace, args.output)
+    sys.stderr.write(f"traceview: wrote {n} events of {len(trace.ranks) or 1} processes to {path} (open it in ui.perfetto.dev)\n")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from traceview.capture import run_capture
     from traceview.loading import LoadOptions
@@ -251,6 +281,8 @@ COMMANDS = {
     "export": cmd_export,
     "open": cmd_open,
     "origin": cmd_origin,
+    "sql": cmd_sql,
+    "timeline": cmd_timeline,
     "run": cmd_run,
     "ablate": cmd_ablate,
     "repro": cmd_repro,

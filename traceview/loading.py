@@ -7,6 +7,10 @@ their start-up overlaps its own), then opens the parse cache entry of the inputs
 them into one (traceview.cache), or, without the cache, into a temporary directory removed
 with the Trace (traceview.pipeline).
 
+A traceview export (a directory whose manifest.json carries traceview's mark), or a
+directory of several exports (one per host: `run/host-017/`), is an input too: its tables are
+read instead of parsed, several exports merged into one Trace (traceview.export.read_exports).
+
 (The module is not called `load`: `traceview.load` is the library function.)
 """
 
@@ -17,7 +21,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from parsers.discover import Inputs, discover
+from parsers.discover import InputError, Inputs, discover
+from traceview.manifest import export_dirs, inputs_of_exports, read_manifest
 
 if TYPE_CHECKING:  # imported before polars (see traceview.worker_pool)
     from traceview.trace import Trace
@@ -64,7 +69,22 @@ class LoadOptions:
 
 def discover_inputs(opts: LoadOptions) -> Inputs:
     """What `opts` points at (raises parsers.discover.InputError for a bad path)."""
+    exports = exports_of(opts)
+    if exports:
+        manifests = [read_manifest(d) or {} for d in exports]
+        return inputs_of_exports(exports, manifests, where=opts.paths[0])
     return discover(opts.paths[0], latest=opts.latest, extra_logs=opts.all_logs)
+
+
+def exports_of(opts: LoadOptions) -> list:  # list[Path]
+    """The traceview exports `opts` points at (empty: logs, to be parsed). Exports are read
+    as they are: more logs beside them, or `--latest`, are refused rather than ignored."""
+    exports = export_dirs(opts.paths[0])
+    if exports and opts.all_logs:
+        raise InputError(f"{opts.paths[0]}: is a traceview export; more logs cannot be merged into it (export them too)")
+    if exports and opts.latest:
+        raise InputError(f"{opts.paths[0]}: is a traceview export; --latest applies when the logs are parsed (export with it)")
+    return exports
 
 
 def load_trace(opts: LoadOptions, inputs: Inputs | None = None) -> Trace:
@@ -72,6 +92,11 @@ def load_trace(opts: LoadOptions, inputs: Inputs | None = None) -> Trace:
     looked already, e.g. to offer a choice of runs)."""
     from traceview import cache
 
+    exports = exports_of(opts)
+    if exports:
+        from traceview.export import read_exports
+
+        return read_exports(exports, where=opts.paths[0])
     if inputs is None:
         inputs = discover_inputs(opts)
     cached = opts.use_cache and cache.is_cached(inputs)
@@ -106,7 +131,8 @@ def load(
     jobs: int | None = None,
     cache: bool = False,
 ) -> Trace:
-    """Load a TORCH_TRACE directory or file, a TORCH_LOGS text log, or a directory of both.
+    """Load a TORCH_TRACE directory or file, a TORCH_LOGS text log, or a directory of both;
+    or a traceview export, or a directory of exports (one per host), merged into one Trace.
 
     `latest` keeps only the newest run when a directory holds several; `logs` adds text logs;
     `cache` reads and writes the parse cache (as the command line does)."""

@@ -1,0 +1,170 @@
+"""`traceview timeline PATH -o compile_trace.json`: every rank's compiles on one time axis.
+
+Chrome Trace Event format (JSON object form), for Perfetto (ui.perfetto.dev) and
+chrome://tracing: one process per rank (per input file when a rank has several, e.g. two runs),
+named by metadata events. Each compile is a complete ("X") event from its
+`compilation_metrics` (start, forward compile time) on the process's "compiles" track; the
+compile phases of its `chromium_event`s (`dynamo`, `inductor_compile`, autotuning, ...) are
+"X" events on the "phases" tracks. Every event's args carry the compile id and the compiled
+function. A phase whose end was never logged (the process died while compiling) is an instant
+("i") event: its length is not known, and is not made up.
+
+Events that overlap without nesting (a backward compile logged inside another compile's
+span, clocks of different records) go to another track of the process, so that every track
+nests properly, as the format requires.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+from traceview.trace import Trace
+
+
+def timeline_events(trace: Trace) -> list[dict[str, Any]]:
+    """The trace's compiles and compile phases as Chrome Trace Events (metadata first)."""
+    compiles = trace.compiles.select(
+        "file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status",
+        pl.col("start").dt.epoch("us").alias("start_us"), "compile_time_s",
+    )
+    spans = _spans_with_function(trace.spans, compiles)
+    processes = _processes(compiles, spans)
+    events: list[dict[str, Any]] = []
+    # per process and track kind: each track's stack of open events' ends
+    lanes: dict[tuple[int, str], list[list[int]]] = {}
+    body: list[dict[str, Any]] = []
+    for row in compiles.filter(pl.col("start_us").is_not_null()).sort("start_us").iter_rows(named=True):
+        pid = processes[(row["rank"], row["file"])]
+        args = _args(row)
+        args.update(status=row["status"], occurrence=row["occurrence"])
+        if row["filename"]:
+            args["source"] = f"{row['filename']}:{row['line']}"
+        dur = row["compile_time_s"]
+        name = f"compile {row['compile_id']} {row['function'] or '?'}"
+        if dur is None:  # no metrics: the compile's length is unknown
+            lanes.setdefault((pid, "compiles"), [])
+            body.append(_instant(name + " (no compilation_metrics)", "compile", row["start_us"], pid, 0, args))
+            continue
+        tid = _lane(lanes.setdefault((pid, "compiles"), []), row["start_us"], _us(dur), base=0)
+        body.append(_complete(name, "compile", row["start_us"], _us(dur), pid, tid, args))
+    phase_rows = spans.filter(pl.col("start_us").is_not_null()).sort("start_us", pl.col("duration_s").neg())
+    for row in phase_rows.iter_rows(named=True):
+        pid = processes[(row["rank"], row["file"])]
+        args = _args(row)
+        if row["duration_s"] is None:
+            lanes.setdefault((pid, "phases"), [])
+            body.append(_instant(f"{row['name']} (no end logged)", row["cat"] or "phase", row["start_us"], pid, 100, args))
+            continue
+        tid = _lane(lanes.setdefault((pid, "phases"), []), row["start_us"], _us(row["duration_s"]), base=100)
+        body.append(_complete(row["name"], row["cat"] or "phase", row["start_us"], _us(row["duration_s"]), pid, tid, args))
+    for (rank, file), pid in processes.items():
+        label = f"rank {rank}" if rank is not None else "process without a rank"
+        if sum(1 for r, _ in processes if r == rank) > 1:
+            label += f" ({Path(file).name})"
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+    for (pid, kind), stacks in sorted(lanes.items()):
+        base = 0 if kind == "compiles" else 100
+        for i in range(max(len(stacks), 1)):
+            name = kind if i == 0 else f"{kind} ({i + 1})"
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": base + i, "args": {"name": name}})
+    return events + body
+
+
+def write_timeline(trace: Trace, out: str | os.PathLike[str]) -> tuple[Path, int]:
+    """Write the timeline to `out` atomically (a temporary sibling renamed into place);
+    returns the path and the number of non-metadata events."""
+    events = timeline_events(trace)
+    data = orjson.dumps({"traceEvents": events, "displayTimeUnit": "ms"})
+    path = Path(out)
+    parent = path.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path, sum(1 for e in events if e["ph"] != "M")
+
+
+def _spans_with_function(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
+    """Each phase with the function of its compile: the latest compile of that id in that
+    process that started before it (a compile id used again after a reset is another compile)."""
+    s = spans.select("file", "rank", "compile_id", "name", "cat", "start_us", "duration_s")
+    s = s.with_columns(pl.col("start_us").cast(pl.Int64))
+    c = (
+        compiles.filter(pl.col("start_us").is_not_null() & pl.col("compile_id").is_not_null())
+        .select("file", "compile_id", "function", pl.col("start_us").alias("compile_start_us"))
+        .sort("compile_start_us")
+    )
+    known = s.filter(pl.col("start_us").is_not_null() & pl.col("compile_id").is_not_null()).sort("start_us")
+    joined = known.join_asof(
+        c, left_on="start_us", right_on="compile_start_us", by=["file", "compile_id"], strategy="backward",
+        check_sortedness=False,  # sorted by start overall, so within every group
+    ).drop("compile_start_us")
+    rest = s.filter(pl.col("start_us").is_null() | pl.col("compile_id").is_null()).with_columns(
+        pl.lit(None, pl.Utf8).alias("function")
+    )
+    return pl.concat([joined, rest], how="vertical_relaxed")
+
+
+def _processes(compiles: pl.DataFrame, spans: pl.DataFrame) -> dict[tuple[int | None, str], int]:
+    """A process id per (rank, file): the rank itself when the rank has one file, else
+    numbers past the highest rank (Perfetto sorts processes by id)."""
+    keys = pl.concat([compiles.select("rank", "file"), spans.select("rank", "file")], how="vertical_relaxed").unique()
+    keys = keys.sort("rank", "file", nulls_last=True)
+    per_rank = keys.group_by("rank").len()
+    single = {r for r, n in per_rank.iter_rows() if r is not None and n == 1}
+    top = max([r for r in keys["rank"].to_list() if r is not None], default=-1)
+    out: dict[tuple[int | None, str], int] = {}
+    extra = top + 1
+    for rank, file in keys.iter_rows():
+        if rank in single:
+            out[(rank, file)] = int(rank)
+        else:
+            out[(rank, file)] = extra
+            extra += 1
+    return out
+
+
+def _lane(stacks: list[list[int]], start: int, dur: int, *, base: int) -> int:
+    """The first track whose open events this one nests in or follows (events come in
+    start order, longer first); a new track when none. `stacks`: each track's stack of
+    open events' ends."""
+    end = start + dur
+    for i, stack in enumerate(stacks):
+        while stack and stack[-1] <= start:
+            stack.pop()
+        if not stack or end <= stack[-1]:
+            stack.append(end)
+            return base + i
+    stacks.append([end])
+    return base + len(stacks) - 1
+
+
+def _us(seconds: float) -> int:
+    return max(round(seconds * 1e6), 0)
+
+
+def _args(row: dict[str, Any]) -> dict[str, Any]:
+    return {"compile_id": row["compile_id"], "function": row["function"], "rank": row["rank"], "file": row["file"]}
+
+
+def _complete(name: str, cat: str, ts: int, dur: int, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "cat": cat, "ph": "X", "ts": int(ts), "dur": dur, "pid": pid, "tid": tid, "args": args}
+
+
+def _instant(name: str, cat: str, ts: int, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "cat": cat, "ph": "i", "s": "t", "ts": int(ts), "pid": pid, "tid": tid, "args": args}
