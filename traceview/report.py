@@ -30,6 +30,7 @@ from traceview.analyze.cudagraphs import (
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
 from traceview.analyze.findings import (
+    divergence_key,
     failure_key,
     group_ranks,
     per_rank_key,
@@ -414,8 +415,11 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         _render_cudagraphs(t, report["cudagraphs"])
     if div:
         t.heading(f"RANK DIVERGENCE  {_plural(len(div), 'rank')} {'differs' if len(div) == 1 else 'differ'} from the majority")
-        for d in div[:16]:
-            t.add(f"rank {d['rank']}: {d['detail']}", "  ", "    ")
+        dgroups = group_ranks(div, divergence_key)  # 1,000 ranks that differ alike: one line
+        for d, ranks in dgroups[:16]:
+            t.add(f"{ranks_text(ranks).strip()}: {d['detail']}", "  ", "    ")
+        if len(dgroups) > 16:
+            t.add(f"… {len(dgroups) - 16} more (--json lists all)", "  ")
     _render_facts(t, report, paths)
     _render_time(t, report, paths, text_only)
     _render_ranks_and_inputs(t, report)

@@ -47,13 +47,33 @@ def per_rank_key(r: dict[str, Any]) -> tuple:
     return (r["compiles"], *(r[k] for k in STATUSES), r["compile_time_s"])
 
 
+def divergence_key(d: dict[str, Any]) -> tuple:
+    """What makes two ranks' divergence the same line (they differ from the majority alike)."""
+    return (tuple(d["extra_compile_ids"]), tuple(d["missing_compile_ids"]), tuple(d["different"]), d["detail"])
+
+
+# Pieces of a rank list shown before it is cut ("… 812 ranks in all"): one screen line.
+_MAX_RANK_PIECES = 12
+
+
 def ranks_text(ranks: list[Any]) -> str:
-    """"rank 3 ", "ranks 0-47 ", "ranks 1,5 " (empty for a process without a rank)."""
-    rs = sorted(r for r in ranks if r is not None)
+    """"rank 3 ", "ranks 0-47 ", "ranks 1,5 ", "ranks 0-99,120-1023 " (runs of three or more
+    as ranges; a long list cut, with the count); empty for a process without a rank."""
+    rs = sorted({r for r in ranks if r is not None})
     if not rs:
         return ""
     if len(rs) == 1:
         return f"rank {rs[0]} "
     if rs == list(range(rs[0], rs[-1] + 1)):
         return f"ranks {rs[0]}-{rs[-1]} "
-    return f"ranks {','.join(map(str, rs))} "
+    pieces: list[str] = []
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        pieces += [f"{rs[i]}-{rs[j]}"] if j - i >= 2 else [str(r) for r in rs[i : j + 1]]
+        i = j + 1
+    if len(pieces) > _MAX_RANK_PIECES:
+        return f"ranks {','.join(pieces[:_MAX_RANK_PIECES])},… ({len(rs)} ranks) "
+    return f"ranks {','.join(pieces)} "

@@ -1,0 +1,156 @@
+"""Exports are inputs: one export, or a directory of exports (one per host), loads as one
+Trace with the same findings as the logs parsed at once; colliding ranks are refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceview
+from tests.conftest import FIXTURES
+from traceview.cli import main
+from traceview.errors import ExportError
+from traceview.export import write_export
+from traceview.report import build_report
+
+MULTIRANK = FIXTURES / "multirank" / "trace"
+
+
+def _findings(report: dict) -> dict:
+    """The report with input files named by their base name (the hosts' copies of a rank log
+    live in other directories than the fixture's), without the input root."""
+
+    def base(v: object, key: str = "") -> object:
+        if isinstance(v, dict):
+            return {k: base(x, k) for k, x in v.items() if k != "root"}
+        if isinstance(v, list):
+            return [base(x, key) for x in v]
+        return Path(v).name if key in ("file", "path") and isinstance(v, str) else v
+
+    out = base(report)
+    assert isinstance(out, dict)
+    return out
+
+
+def _host_exports(tmp_path: Path) -> Path:
+    """The multirank fixture's two rank logs, each parsed and exported on its own "host",
+    as `run/host-0` and `run/host-1`."""
+    run = tmp_path / "run"
+    for i, log in enumerate(sorted(MULTIRANK.glob("*.log"))):
+        host = tmp_path / f"host-{i}-logs"
+        host.mkdir()
+        shutil.copy(log, host / log.name)
+        write_export(traceview.load(host), run / f"host-{i}")
+    return run
+
+
+def test_two_host_exports_give_the_findings_of_the_whole_directory(tmp_path: Path) -> None:
+    run = _host_exports(tmp_path)
+    merged = traceview.load(run)
+    whole = traceview.load(MULTIRANK)
+    assert merged.ranks == [0, 1]
+    got, want = build_report(merged), build_report(whole)
+    assert _findings(got) == _findings(want)
+    # the finding that needs both ranks at once: rank 1 compiled 0/1, rank 0 did not
+    assert [(d["rank"], d["extra_compile_ids"]) for d in got["rank_divergence"]] == [(1, ["0/1"])]
+    # the tables are the same rows (the file column names each host's copy)
+    for name in ("compiles", "recompiles", "graph_breaks", "spans"):
+        a = merged.table(name).drop("file").sort(pl.all())
+        b = whole.table(name).drop("file").sort(pl.all())
+        assert a.equals(b), name
+    # the inputs and parse stats of both manifests, combined
+    assert sorted(t.rank for t in merged.inputs.traces) == [0, 1]
+    assert merged.stats.height == 2
+    assert int(merged.stats["envelopes"].sum()) == int(whole.stats["envelopes"].sum())
+    assert merged.inputs.root == str(run)
+
+
+def test_tables_are_read_when_asked_for(tmp_path: Path) -> None:
+    merged = traceview.load(_host_exports(tmp_path))
+    build_report(merged)
+    # the summary does not need the graph text or guard trees of any host
+    assert not merged.is_loaded("graph_nodes")
+    assert not merged.is_loaded("guards")
+
+
+def test_summary_of_a_directory_of_exports_matches_the_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _host_exports(tmp_path)
+    assert main(["summary", str(run), "--json"]) == 0
+    merged = json.loads(capsys.readouterr().out)
+    assert main(["summary", str(MULTIRANK), "--json", "--no-cache"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert _findings(merged) == _findings(whole)
+    assert merged["ranks"] == whole["ranks"]
+    # one export alone is an input too
+    assert main(["summary", str(run / "host-1"), "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["compiles"] == 4 and one["per_rank"][0]["rank"] == 1
+
+
+def test_the_same_export_twice_is_a_rank_collision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _host_exports(tmp_path)
+    shutil.copytree(run / "host-0", run / "host-0-again")
+    with pytest.raises(ExportError, match="holds rank 0, and so does"):
+        traceview.load(run)
+    assert main(["summary", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rank 0" in err and "host-0" in err and "Traceback" not in err
+
+
+def test_an_export_of_both_ranks_collides_with_a_host_export(tmp_path: Path) -> None:
+    run = _host_exports(tmp_path)
+    write_export(traceview.load(MULTIRANK), run / "all")
+    with pytest.raises(ExportError, match="rank 0"):
+        traceview.load(run)
+
+
+def test_more_logs_beside_an_export_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _host_exports(tmp_path)
+    assert main(["summary", str(run), "--logs", str(FIXTURES / "multirank" / "torch_logs.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "is a traceview export" in err and err.count("\n") == 1
+
+
+def test_an_export_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    run = _host_exports(tmp_path)
+    mpath = run / "host-1" / "manifest.json"
+    manifest = json.loads(mpath.read_text())
+    manifest["traceview_schema_version"] = 999
+    mpath.write_text(json.dumps(manifest))  # a hand-edited manifest: the version check
+    with pytest.raises(ExportError, match="schema version 999"):
+        traceview.load(run)
+
+
+def test_origin_and_sql_read_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _host_exports(tmp_path)
+    assert main(["origin", str(run), "--node", "add", "--json"]) in (0, 1)
+    capsys.readouterr()
+    assert main(["sql", str(run), "select rank, compile_id from compiles where compile_id = '0/1'", "--format", "csv"]) == 0
+    assert capsys.readouterr().out == "rank,compile_id\n1,0/1\n"
+
+
+def test_many_ranks_over_four_hosts_diverge_on_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 32 ranks on 4 "hosts" of 8, copies of the fixture's real rank logs (each renamed
+    # rank_N: the file name's rank wins): the ranks that are copies of rank 1 compiled 0/1,
+    # which the majority (copies of rank 0) did not
+    logs = sorted(MULTIRANK.glob("*.log"))
+    diverging = {3, 4, 5, 6, 11, 17, 18, 19, 30}
+    run = tmp_path / "run"
+    for host in range(4):
+        d = tmp_path / f"host-{host}-logs"
+        d.mkdir()
+        for r in range(host * 8, host * 8 + 8):
+            src = logs[1] if r in diverging else logs[0]
+            shutil.copy(src, d / f"dedicated_log_torch_trace_rank_{r}_copy.log")
+        assert main(["export", str(d), "-o", str(run / f"host-{host:03d}"), "--no-cache"]) == 0
+    capsys.readouterr()
+    assert main(["summary", str(run), "--width", "100"]) == 0
+    out = capsys.readouterr().out
+    block = out.split("RANK DIVERGENCE", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert block[0].strip() == f"{len(diverging)} ranks differ from the majority"
+    assert block[1].startswith("  ranks 3-6,11,17-19,30: compiles 0/1 (forward")
+    assert "32 ranks" in out.splitlines()[0] or "on 32 ranks" in out
