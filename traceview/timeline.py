@@ -100,8 +100,9 @@ def write_timeline(trace: Trace, out: str | os.PathLike[str]) -> tuple[Path, int
 
 
 def _spans_with_function(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
-    """Each phase with the function of its compile: the latest compile of that id in that
-    process that started before it (a compile id used again after a reset is another compile)."""
+    """Each phase with the function of its compile: the compile of that id in that process
+    that started nearest to it (a compile id used again after a reset is another compile;
+    the `dynamo` phase starts a little before the metrics' start time)."""
     s = spans.select("file", "rank", "compile_id", "name", "cat", "start_us", "duration_s")
     s = s.with_columns(pl.col("start_us").cast(pl.Int64))
     c = (
@@ -111,7 +112,7 @@ def _spans_with_function(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.Data
     )
     known = s.filter(pl.col("start_us").is_not_null() & pl.col("compile_id").is_not_null()).sort("start_us")
     joined = known.join_asof(
-        c, left_on="start_us", right_on="compile_start_us", by=["file", "compile_id"], strategy="backward",
+        c, left_on="start_us", right_on="compile_start_us", by=["file", "compile_id"], strategy="nearest",
         check_sortedness=False,  # sorted by start overall, so within every group
     ).drop("compile_start_us")
     rest = s.filter(pl.col("start_us").is_null() | pl.col("compile_id").is_null()).with_columns(
