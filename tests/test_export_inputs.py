@@ -154,3 +154,24 @@ def test_many_ranks_over_four_hosts_diverge_on_one_line(tmp_path: Path, capsys: 
     assert block[0].strip() == f"{len(diverging)} ranks differ from the majority"
     assert block[1].startswith("  ranks 3-6,11,17-19,30: compiles 0/1 (forward")
     assert "32 ranks" in out.splitlines()[0] or "on 32 ranks" in out
+
+
+def test_open_a_directory_of_exports(tmp_path: Path) -> None:
+    import asyncio
+
+    from tests.test_tui import SIZE, open_args, press, ready, screen_text
+    from traceview.tui.app import build_app
+
+    run = _host_exports(tmp_path)
+
+    async def go() -> None:
+        app = build_app(open_args(run))
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot)
+            text = screen_text(app)
+            assert "RECOMPILE STORM" in text or "RECOMPILES" in text
+            await press(pilot, "2")
+            text = screen_text(app)
+            assert "rank 0" in text and "rank 1" in text
+
+    asyncio.run(go())

@@ -19,7 +19,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from traceview.errors import EXIT_CANCELLED, EXIT_USAGE, debugging, error_line
-from traceview.loading import LoadOptions, discover_inputs, load_trace
+from traceview.loading import LoadOptions, discover_inputs, exports_of, load_trace
 from traceview.trace import Trace
 from traceview.tui.loading_screen import LoadingScreen
 from traceview.tui.main_screen import MainScreen
@@ -194,7 +194,9 @@ def build_app(options: LoadOptions) -> TraceviewApp:
         text = [p for p in inputs.text_logs if p not in run.paths[1:]]
         return load_trace(options.with_run(run.paths, text))
 
-    runs = runs_of(inputs) if inputs.runs > 1 and not options.latest else None
+    # an export holds the runs it was written with: there is no log of one run to pick
+    picking = inputs.runs > 1 and not options.latest and not exports_of(options)
+    runs = runs_of(inputs) if picking else None
     return TraceviewApp(loader, runs=runs, load_run=load_run, where=" ".join(options.paths))
 
 
