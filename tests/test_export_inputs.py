@@ -72,9 +72,9 @@ def test_two_host_exports_give_the_findings_of_the_whole_directory(tmp_path: Pat
 def test_tables_are_read_when_asked_for(tmp_path: Path) -> None:
     merged = traceview.load(_host_exports(tmp_path))
     build_report(merged)
-    # the summary does not need the graph text or guard trees of any host
+    # the summary does not need the graph text of any host (it reads the guards only to name
+    # the newest value of a value-guard recompile, which this run has)
     assert not merged.is_loaded("graph_nodes")
-    assert not merged.is_loaded("guards")
 
 
 def test_summary_of_a_directory_of_exports_matches_the_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
