@@ -181,6 +181,8 @@ LOADING = (
     "traceview.parse_jobs",
     "traceview.graph_tables",
     "traceview.export_parts",
+    "traceview.export_reading",
+    "traceview.manifest",
     "traceview.worker_jobs",
     "traceview.worker_pool",
     "traceview.worker_process",

@@ -9,7 +9,7 @@ with the Trace (traceview.pipeline).
 
 A traceview export (a directory whose manifest.json carries traceview's mark), or a
 directory of several exports (one per host: `run/host-017/`), is an input too: its tables are
-read instead of parsed, several exports merged into one Trace (traceview.export.read_exports).
+read instead of parsed, several exports merged into one Trace (traceview.export_reading.read_exports).
 
 (The module is not called `load`: `traceview.load` is the library function.)
 """
@@ -94,7 +94,7 @@ def load_trace(opts: LoadOptions, inputs: Inputs | None = None) -> Trace:
 
     exports = exports_of(opts)
     if exports:
-        from traceview.export import read_exports
+        from traceview.export_reading import read_exports
 
         return read_exports(exports, where=opts.paths[0])
     if inputs is None:

@@ -458,7 +458,9 @@ def _render_storms(
     """One block per recompiling function: the count, then one line per primary cause with its
     fix (secondary failed guards are counted, not listed)."""
     groups = group_ranks(storms, storm_key)
-    t.heading(f"{title}  {_plural(len(groups), 'function')}, {order}")
+    # a function that recompiled differently on two rank groups is two blocks, one function
+    functions = {(s["function"], s["filename"], s["line"]) for s in storms}
+    t.heading(f"{title}  {_plural(len(functions), 'function')}, {order}")
     for s, rs in groups[:8]:
         line = f"{ranks_text(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}): {s['compiles']} compiles"
         failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
