@@ -77,6 +77,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_args(p)
     p.add_argument("-o", "--output", required=True, help="JSON file to write (replaced atomically)")
 
+    p = sub.add_parser("diff", help="what changed between two runs (or two ranks); --fail-on makes it a CI gate")
+    p.add_argument("a", metavar="A", help="the baseline: trace directory or file, text log, or export")
+    p.add_argument("b", metavar="B", help="the run compared with it")
+    p.add_argument("--json", action="store_true", help="print the diff as JSON (docs/diff.md)")
+    p.add_argument("--rank", type=int, help="compare this rank of A (with the same rank of B unless --against-rank)")
+    p.add_argument("--against-rank", type=int, metavar="R2", help="the rank of B to compare with A's --rank")
+    p.add_argument(
+        "--fail-on",
+        metavar="RULES",
+        help="exit 1 when a rule is violated: new-graph-breaks,new-recompiles,new-failures,new-eager-frames,compile-time:+N%%",
+    )
+    p.add_argument("--noise-pct", type=float, default=10.0, help="compile-time changes below this percentage are noise (default 10)")
+    p.add_argument("--noise-s", type=float, default=0.2, help="compile-time changes below these seconds are noise (default 0.2)")
+    p.add_argument("--latest", action="store_true", help="keep only the newest run of a directory that holds several")
+    p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: all cores)")
+    p.add_argument("--width", type=int, default=None, help="text width (default: terminal width, max 120)")
+
     p = sub.add_parser("run", help="run a command with TORCH_TRACE and TORCH_LOGS set, then summarise")
     p.add_argument("-o", "--output", help="directory for the trace and logs (default: ./traceview-run-<time>)")
     p.add_argument("--open", action="store_true", help="open the UI afterwards instead of printing the summary")
@@ -209,6 +227,24 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from traceview.loading import LoadOptions, load_trace
+
+    def load(path: str):  # -> Trace
+        return load_trace(
+            LoadOptions.of(path, latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache, prestart=True)
+        )
+
+    a, b = load(args.a), load(args.b)
+    from traceview.diff import Noise, report_diff
+
+    return report_diff(
+        a, b, names=(args.a, args.b), rank=args.rank, against_rank=args.against_rank,
+        noise=Noise(pct=args.noise_pct, seconds=args.noise_s), fail_on=args.fail_on, as_json=args.json,
+        width=args.width or min(max(_term_width(), 60), 120),
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from traceview.capture import run_capture
     from traceview.loading import LoadOptions
@@ -283,6 +319,7 @@ COMMANDS = {
     "origin": cmd_origin,
     "sql": cmd_sql,
     "timeline": cmd_timeline,
+    "diff": cmd_diff,
     "run": cmd_run,
     "ablate": cmd_ablate,
     "repro": cmd_repro,

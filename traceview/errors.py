@@ -7,6 +7,7 @@ import os
 
 EXIT_OK = 0
 EXIT_CANCELLED = 1  # the UI: loading cancelled, no run picked
+EXIT_GATE = 1  # traceview diff --fail-on: a rule was violated (one line per rule on stderr)
 EXIT_USAGE = 2  # a problem with the input or the arguments
 EXIT_INTERNAL = 3  # a bug in traceview (or out of memory)
 EXIT_INTERRUPTED = 130  # Ctrl-C

@@ -1,0 +1,232 @@
+"""`traceview diff`: pairs of real torch 2.13 runs (fixtures/diff, made by
+fixtures/make_diff_fixtures.py: the same program before and after a one-line change, a cold and
+a warm cache, a rerun) and one rank against another (fixtures/corpus/multirank4). Each diff must
+state exactly the planted change and nothing else."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import pytest
+
+import traceview
+from tests.conftest import FIXTURES
+from traceview.cli import main
+from traceview.diff import (
+    SECTIONS,
+    Noise,
+    build_diff,
+    file_tail,
+    gate,
+    kernel_key,
+    normalize_guard,
+    parse_fail_on,
+    render_diff,
+)
+from traceview.errors import UserError
+
+PAIRS = FIXTURES / "diff"
+MULTIRANK = FIXTURES / "corpus" / "multirank4" / "trace"
+
+
+@cache
+def run(name: str) -> traceview.Trace:
+    path = MULTIRANK if name == "multirank4" else PAIRS / name / "trace"
+    return traceview.load(path)
+
+
+def diff(a: str, b: str, **kw: object) -> dict:
+    return build_diff(run(a), run(b), **kw)
+
+
+def changed_sections(d: dict) -> set[str]:
+    return {s for s in SECTIONS if d[s]}
+
+
+def test_graph_break_added() -> None:
+    d = diff("graph_break/a", "graph_break/b")
+    assert changed_sections(d) == {"functions", "graph_breaks", "graphs", "guards", "kernels", "cache"}
+    assert [(f["change"], f["function"], f["file"], f["line_b"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("new", "torch_dynamo_resume_in_step_at_7", "train.py", 7, 0, 1)
+    ]
+    assert [(g["change"], g["reason"], g["gb_id"], g["function"], g["file"], g["line"]) for g in d["graph_breaks"]] == [
+        ("new", "Call to `torch._dynamo.graph_break()`", "gb0025", "step", "train.py", 7)
+    ]
+    # the graph of `step` now ends before the sum: its op and its share of the fused kernel left
+    [g] = d["graphs"]
+    assert (g["function"], g["compile_id_a"], g["compile_id_b"], g["ops_added"], g["ops_removed"]) == (
+        "step", "0/0", "0/0", {}, {"sum": 1}
+    )
+    [k] = d["kernels"]
+    assert (k["kernels_added"], k["kernels_removed"]) == ({"cpp_fused_mul_relu_sin": 1}, {"cpp_fused_mul_relu_sin_sum": 1})
+    # calling torch._dynamo.graph_break guards on the module and the function (ids blanked)
+    [gd] = d["guards"]
+    assert gd["guards_removed"] == {}
+    assert sorted(gd["guards_added"]) == [
+        "ID_MATCH: ___check_obj_id(G['torch']._dynamo, #), type=<class 'module'>",
+        "ID_MATCH: ___check_obj_id(G['torch']._dynamo.graph_break.__code__, #), type=<class 'code'>",
+    ]
+    assert [(c["counter"], c["a"], c["b"]) for c in d["cache"]] == [("fx_graph_misses", 1, 2), ("aot_autograd_misses", 1, 2)]
+    assert d["recompile_causes"] == d["failures"] == d["frames_eager"] == []
+
+
+def test_graph_break_fixed_is_the_mirror() -> None:
+    d = diff("graph_break/b", "graph_break/a")
+    assert [(g["change"], g["file"], g["line"]) for g in d["graph_breaks"]] == [("fixed", "train.py", 7)]
+    assert [(f["change"], f["function"]) for f in d["functions"]] == [("gone", "torch_dynamo_resume_in_step_at_7")]
+    assert d["graphs"][0]["ops_added"] == {"sum": 1}
+
+
+def test_recompile_storm_fixed() -> None:
+    d = diff("recompile_fix/a", "recompile_fix/b")
+    assert changed_sections(d) == {"functions", "recompile_causes", "guards"}
+    assert [(f["change"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("fewer", "scale", 5, 1)
+    ]
+    assert [(c["change"], c["kind"], c["source"], c["dim"], c["count_a"], c["count_b"]) for c in d["recompile_causes"]] == [
+        ("gone", "size", "x", 0, 4, 0)
+    ]
+    assert d["recompile_causes"][0]["text_a"] == "dimension 0 of x varies (seen: 2, 3, 4, 5, 6)"
+    # dynamic=True: the size guard of the first compile became a symbolic bound
+    [g] = d["guards"]
+    assert "LAMBDA_GUARD: 2 <= L['x'].size()[0]" in g["guards_added"]
+    assert any("size=[2]" in x for x in g["guards_removed"])
+
+
+def test_new_recompiles_fail_the_gate(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = PAIRS / "recompile_fix" / "b" / "trace", PAIRS / "recompile_fix" / "a" / "trace"
+    rc = main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-graph-breaks,new-recompiles,new-failures"])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 1
+    assert err == [
+        "traceview: fail-on new-recompiles: 1 function(s) compile more often, 1 new recompile cause(s), "
+        "first: scale (train.py:4)"
+    ]
+
+
+def test_new_failure_and_its_gate(capsys: pytest.CaptureFixture[str]) -> None:
+    d = diff("fullgraph/a", "fullgraph/b")
+    assert changed_sections(d) == {"functions", "failures", "cache"}
+    assert [(f["change"], f["function"], f["category"], f["reason"]) for f in d["failures"]] == [
+        ("new", "step", "graph_break", "Call to `torch._dynamo.graph_break()`")
+    ]
+    assert [(f["change"], f["function"]) for f in d["functions"]] == [("gone", "torch_dynamo_resume_in_step_at_7")]
+    assert [f["change"] for f in diff("fullgraph/b", "fullgraph/a")["failures"]] == ["fixed"]
+    a, b = PAIRS / "fullgraph" / "a" / "trace", PAIRS / "fullgraph" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-failures,new-graph-breaks"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "traceview: fail-on new-failures: 1 new failure(s), first: step (train.py:7) Call to `torch._dynamo.graph_break()`"
+    ]
+
+
+def test_new_graph_break_gate(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = PAIRS / "graph_break" / "a" / "trace", PAIRS / "graph_break" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-graph-breaks,new-recompiles,new-failures"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "traceview: fail-on new-graph-breaks: 1 new graph break site(s), first: train.py:7 "
+        "Call to `torch._dynamo.graph_break()`"
+    ]
+
+
+def test_warm_cache_changes_only_the_cache() -> None:
+    d = diff("cache/a", "cache/b")
+    assert changed_sections(d) == {"cache"}
+    assert [(c["counter"], c["a"], c["b"]) for c in d["cache"]] == [
+        ("fx_graph_hits", 0, 1), ("fx_graph_misses", 1, 0), ("aot_autograd_hits", 0, 1), ("aot_autograd_misses", 1, 0)
+    ]
+
+
+def test_rerun_has_no_changes_beyond_time(capsys: pytest.CaptureFixture[str]) -> None:
+    d = diff("rerun/a", "rerun/b")
+    assert d["changes"] == 0 and changed_sections(d) == set()
+    a, b = PAIRS / "rerun" / "a" / "trace", PAIRS / "rerun" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-graph-breaks,new-recompiles,new-failures,new-eager-frames"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("name", ["graph_break/b", "recompile_fix/a", "multirank4"])
+def test_a_run_against_itself(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    d = diff(name, name)
+    assert d["no_changes"] and d["compile_time"]["within_noise"] == []
+    path = MULTIRANK if name == "multirank4" else PAIRS / name / "trace"
+    assert main(["diff", str(path), str(path), "--no-cache", "--fail-on", "new-recompiles,compile-time:+0%"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "no changes"
+
+
+def test_rank_against_rank() -> None:
+    # rank 2 was fed a smaller batch: its forward recompiled (dynamic=False); ranks 0 and 3 did not
+    d = diff("multirank4", "multirank4", rank=0, against_rank=2)
+    assert [(f["change"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("more", "forward", 1, 2)
+    ]
+    assert [(c["change"], c["kind"], c["source"], c["dim"]) for c in d["recompile_causes"]] == [("new", "size", "x", 0)]
+    assert (d["a"]["rank"], d["b"]["rank"]) == (0, 2)
+    # ranks 0 and 3 compiled alike but for the guard on the rank argument of `report`
+    d = diff("multirank4", "multirank4", rank=0, against_rank=3)
+    assert changed_sections(d) == {"guards"}
+    [g] = d["guards"]
+    assert (g["function"], g["guards_added"], g["guards_removed"]) == (
+        "report", {"EQUALS_MATCH: L['rank'] == 3": 1}, {"EQUALS_MATCH: L['rank'] == 0": 1}
+    )
+    # --rank alone: the same rank on both sides
+    assert diff("multirank4", "multirank4", rank=2)["no_changes"]
+
+
+def test_bad_arguments_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(MULTIRANK)
+    assert main(["diff", path, path, "--no-cache", "--rank", "7"]) == 2
+    assert capsys.readouterr().err.strip() == f"traceview: error: {path} has no rank 7 (ranks: 0, 1, 2, 3)"
+    assert main(["diff", path, path, "--no-cache", "--against-rank", "1"]) == 2
+    assert "--against-rank needs --rank" in capsys.readouterr().err
+    assert main(["diff", path, path, "--no-cache", "--fail-on", "new-graph-breaks,slower"]) == 2
+    assert capsys.readouterr().err.strip().startswith("traceview: error: --fail-on: unknown rule 'slower'")
+    assert main(["diff", path, str(PAIRS / "nowhere"), "--no-cache"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = PAIRS / "graph_break" / "a" / "trace", PAIRS / "graph_break" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["diff_schema_version"] == 1 and d["changes"] == 7 and not d["no_changes"]
+    assert set(d) == {"diff_schema_version", "a", "b", *SECTIONS, "compile_time", "changes", "no_changes"}
+
+
+def test_text_most_important_first() -> None:
+    text = render_diff(diff("graph_break/a", "graph_break/b"), width=80)
+    lines = text.splitlines()
+    assert all(len(x) <= 80 for x in lines)
+    order = [next(i for i, x in enumerate(lines) if x.startswith(h))
+             for h in ("compiles per function:", "graph breaks:", "Dynamo graphs:", "guards:", "kernels:", "cache:", "compile time:")]
+    assert order == sorted(order)
+    assert "  new: train.py:7 Call to `torch._dynamo.graph_break()` [gb0025]" in lines
+
+
+def test_fail_on_parsing_and_compile_time_rule() -> None:
+    assert [str(r) for r in parse_fail_on("new-graph-breaks, compile-time:+20%")] == ["new-graph-breaks", "compile-time:+20%"]
+    with pytest.raises(UserError):
+        parse_fail_on("compile-time:20s")
+    with pytest.raises(UserError):
+        parse_fail_on("new-failures:3")
+    # the compile-time rule on the real totals of two runs: fewer seconds never fail it
+    d = diff("cache/a", "cache/b")
+    assert d["compile_time"]["total_b_s"] < d["compile_time"]["total_a_s"]
+    assert gate(d, parse_fail_on("compile-time:+0%")) == []
+    back = diff("cache/b", "cache/a")
+    [line] = gate(back, parse_fail_on("compile-time:+20%"))
+    assert line.startswith("compile-time:+20%: compile time ")
+
+
+def test_helpers() -> None:
+    assert file_tail("/home/u/proj/train.py") == file_tail("/ci/checkout/train.py") == "train.py"
+    assert file_tail("/usr/lib/python3/site-packages/torch/nn/modules/module.py") == "torch/nn/modules/module.py"
+    assert kernel_key("cpp_fused_mul_relu_sin_3", "cpp") == "cpp_fused_mul_relu_sin"
+    assert kernel_key("extern_kernels.mm", "extern") == "extern_kernels.mm"
+    assert normalize_guard("___check_obj_id(L['m'], 140234577)  # y = m(x)  # a/train.py:3 in f") == "___check_obj_id(L['m'], #)"
+    n = Noise()
+    assert not n.significant(10.0, 10.9)  # 9%
+    assert not n.significant(1.0, 1.15)  # 15% but 0.15 s
+    assert n.significant(1.0, 1.3)
+    assert Noise(pct=50).significant(1.0, 1.3) is False

@@ -1,0 +1,651 @@
+"""`traceview diff A B`: what changed between two runs (or two ranks), by what things are.
+
+Compiles are matched by their code object, not by compile id: (function, file name, first
+line), file paths compared by their last component so runs from different machines (or
+checkouts) match; a code object whose line moved is matched by (function, file name) when that
+is unambiguous. The compiles of one code object are paired in compile-id order. Dynamo graphs
+are compared by structure (the ops they call, counted by target), guards by their code (object
+ids and addresses blanked out: they differ between processes), kernels by the ops they fuse
+(`cpp_fused_relu_sin_1` -> `cpp_fused_relu_sin`).
+
+`build_diff(a, b)` returns plain data (docs/diff.md documents it); `render_diff` lays it out,
+most important first; `parse_fail_on` and `gate` are the CI gate of `--fail-on`.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from parsers.compile_ids import sort_key
+from traceview.analyze import compile_time as ct
+from traceview.analyze.divergence import rank_divergence
+from traceview.analyze.failures import failures
+from traceview.analyze.hotspots import graph_break_hotspots
+from traceview.analyze.storms import recompile_storms
+from traceview.errors import UserError
+from traceview.printable import one_line, printable
+from traceview.trace import Trace
+from traceview.versions import DIFF_SCHEMA_VERSION
+
+# Sections that count as changes, most important first (compile time is apart: see `noise`).
+SECTIONS = (
+    "functions",
+    "recompile_causes",
+    "graph_breaks",
+    "frames_eager",
+    "failures",
+    "graphs",
+    "guards",
+    "kernels",
+    "cache",
+    "rank_divergence",
+)
+_ANY_RANK = object()  # no --rank: every rank, each matched with the same rank on the other side
+
+
+@dataclass(frozen=True)
+class Noise:
+    """A compile-time change is noise unless it is at least `pct` percent AND `seconds` long."""
+
+    pct: float = 10.0
+    seconds: float = 0.2
+
+    def significant(self, a: float, b: float) -> bool:
+        d = abs(b - a)
+        return d >= self.seconds and (a == 0 or d * 100.0 >= self.pct * abs(a))
+
+
+def file_tail(path: str | None) -> str:
+    """The part of a file path compared between runs: after `site-packages/` for installed
+    code, else the file name."""
+    if not path:
+        return ""
+    if "site-packages/" in path:
+        return path.rsplit("site-packages/", 1)[1]
+    return re.split(r"[/\\]", path)[-1]
+
+
+def code_object(function: Any, filename: Any, line: Any) -> str:
+    """How a code object is shown: `step (train.py:4)`."""
+    where = file_tail(filename) + (f":{line}" if line is not None else "")
+    return f"{function or '?'} ({where})" if where else str(function or "?")
+
+
+_IDS = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d{7,}\b")
+
+
+def normalize_guard(code: str | None) -> str:
+    """A guard's code without its `# user code  # file:line` comment (paths differ between
+    checkouts), object ids and addresses blanked (they differ between processes)."""
+    return _IDS.sub("#", (code or "").split("  # ", 1)[0].rstrip())
+
+
+_KERNEL_SUFFIX = re.compile(r"_\d+$")
+
+
+def kernel_key(name: str | None, kind: str | None) -> str:
+    """A kernel by the ops it fuses: its generated name without the trailing counter."""
+    name = name or "?"
+    return _KERNEL_SUFFIX.sub("", name) if kind in ("triton", "template", "cpp") else name
+
+
+# ------------------------------------------------------------------------------ one side
+class _Side:
+    """What one run (or one rank of it) compiled, keyed by code object."""
+
+    def __init__(self, trace: Trace, rank: Any) -> None:
+        self.trace = trace
+        self.rank = rank
+        comp = trace.compiles
+        if rank is not _ANY_RANK:
+            comp = comp.filter(pl.col("rank").eq_missing(rank))
+        self.all_compiles = comp
+        self.compiles = comp.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
+
+    def keep(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows of an analyzer (each with `rank`) of this side's rank."""
+        if self.rank is _ANY_RANK:
+            return rows
+        return [r for r in rows if r.get("rank") == self.rank]
+
+    def rank_of(self, r: dict[str, Any]) -> Any:
+        """The rank a row is matched under: its own without --rank, none with it."""
+        return r.get("rank") if self.rank is _ANY_RANK else None
+
+    def failed(self) -> set[tuple]:
+        """(rank, compile_id) of the compiles that failed."""
+        f = self.compiles.filter(pl.col("status") == "failed")
+        return {(self.rank_of(r), r["compile_id"]) for r in f.select("rank", "compile_id").iter_rows(named=True)}
+
+    def frames(self) -> dict[tuple, list[str]]:
+        """(rank, function, file tail, line) -> compile ids in order."""
+        out: dict[tuple, list[str]] = {}
+        for r in self.compiles.select("rank", "function", "filename", "line", "compile_id").iter_rows(named=True):
+            k = (self.rank_of(r), r["function"], file_tail(r["filename"]), r["line"])
+            out.setdefault(k, []).append(r["compile_id"])
+        return {k: sorted(v, key=sort_key) for k, v in out.items()}
+
+    def table(self, name: str) -> pl.DataFrame:
+        df = self.trace.table(name)
+        if self.rank is not _ANY_RANK and "rank" in df.columns:
+            df = df.filter(pl.col("rank").eq_missing(self.rank))
+        return df
+
+    def per_compile(self, name: str, key: Any) -> dict[tuple, Counter]:
+        """(rank, compile_id) -> Counter of `key(row)` over table `name`."""
+        out: dict[tuple, Counter] = {}
+        for r in self.table(name).iter_rows(named=True):
+            k = key(r)
+            if k is not None:
+                out.setdefault((self.rank_of(r), r["compile_id"]), Counter())[k] += 1
+        return out
+
+
+def _match_frames(fa: dict[tuple, list[str]], fb: dict[tuple, list[str]]) -> list[tuple[tuple | None, tuple | None]]:
+    """Code objects of A and B paired: the same (rank, function, file, line), then the same
+    (rank, function, file) where each side has exactly one left; the rest unmatched."""
+    pairs = [(k, k) for k in fa if k in fb]
+    left_a = [k for k in fa if k not in fb]
+    left_b = [k for k in fb if k not in fa]
+    by_name_a: dict[tuple, list[tuple]] = {}
+    by_name_b: dict[tuple, list[tuple]] = {}
+    for k in left_a:
+        by_name_a.setdefault(k[:3], []).append(k)
+    for k in left_b:
+        by_name_b.setdefault(k[:3], []).append(k)
+    for name, ks in by_name_a.items():
+        if len(ks) == 1 and len(by_name_b.get(name, [])) == 1:
+            pairs.append((ks[0], by_name_b[name][0]))
+            left_a.remove(ks[0])
+            left_b.remove(by_name_b[name][0])
+    pairs += [(k, None) for k in left_a] + [(None, k) for k in left_b]
+    return pairs
+
+
+def _counter_change(ca: Counter, cb: Counter) -> tuple[dict[str, int], dict[str, int]]:
+    added = {k: cb[k] - ca[k] for k in sorted(cb) if cb[k] > ca[k]}
+    removed = {k: ca[k] - cb[k] for k in sorted(ca) if ca[k] > cb[k]}
+    return added, removed
+
+
+# ------------------------------------------------------------------------------ sections
+def _functions(pairs: list, fa: dict, fb: dict) -> list[dict[str, Any]]:
+    out = []
+    for ka, kb in pairs:
+        na = len(fa[ka]) if ka else 0
+        nb = len(fb[kb]) if kb else 0
+        k = ka or kb
+        moved = ka is not None and kb is not None and ka != kb
+        if na == nb and not moved:
+            continue
+        change = "new" if not na else "gone" if not nb else "more" if nb > na else "fewer" if nb < na else "moved"
+        out.append({
+            "change": change, "rank": k[0], "function": k[1], "file": k[2],
+            "line_a": ka[3] if ka else None, "line_b": kb[3] if kb else None,
+            "compiles_a": na, "compiles_b": nb,
+            "compile_ids_a": fa.get(ka, []) if ka else [], "compile_ids_b": fb.get(kb, []) if kb else [],
+        })
+    order = {"new": 0, "more": 1, "gone": 2, "fewer": 3, "moved": 4}
+    return sorted(out, key=lambda r: (order[r["change"]], -abs(r["compiles_b"] - r["compiles_a"])))
+
+
+def _causes(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+    def collect(side: _Side) -> dict[tuple, dict[str, Any]]:
+        out = {}
+        for s in side.keep(recompile_storms(side.trace)):
+            for c in s["causes"]:
+                k = (side.rank_of(s), s["function"], file_tail(s["filename"]), c["kind"], c["source"], c["dim"])
+                out[k] = {**c, "function": s["function"], "filename": s["filename"], "line": s["line"]}
+        return out
+
+    ca, cb = collect(sa), collect(sb)
+    out = []
+    for k in [*ca, *(k for k in cb if k not in ca)]:
+        a, b = ca.get(k), cb.get(k)
+        if a and b and a["count"] == b["count"] and a["text"] == b["text"]:
+            continue
+        change = "new" if not a else "gone" if not b else "changed"
+        c = b or a
+        out.append({
+            "change": change, "rank": k[0], "function": c["function"], "file": k[2], "line": c["line"],
+            "kind": k[3], "source": k[4], "dim": k[5],
+            "count_a": a["count"] if a else 0, "count_b": b["count"] if b else 0,
+            "text_a": a["text"] if a else None, "text_b": b["text"] if b else None,
+            "fix": c.get("fix"),
+        })
+    return sorted(out, key=lambda r: ["new", "changed", "gone"].index(r["change"]))
+
+
+def _breaks(sa: _Side, sb: _Side) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def collect(side: _Side) -> dict[tuple, dict[str, Any]]:
+        out = {}
+        for g in graph_break_hotspots(side.trace):
+            ranks = g.get("ranks") or [None]
+            for r in ranks:
+                if side.rank is not _ANY_RANK and r != side.rank:
+                    continue
+                k = (r if side.rank is _ANY_RANK else None, g["reason"], file_tail(g["filename"]), g["line"])
+                out[k] = {**g, "rank": k[0]}
+        return out
+
+    ba, bb = collect(sa), collect(sb)
+    new = [k for k in bb if k not in ba]
+    fixed = [k for k in ba if k not in bb]
+    out: list[dict[str, Any]] = []
+    for k in list(new):  # the same reason in the same file at another line: moved
+        twin = next((f for f in fixed if f[:3] == k[:3]), None)
+        if twin is not None:
+            new.remove(k)
+            fixed.remove(twin)
+            out.append(_break_row("moved", bb[k], line_a=twin[3]))
+    out = [_break_row("new", bb[k]) for k in new] + [_break_row("fixed", ba[k]) for k in fixed] + out
+    for k in ba.keys() & bb.keys():
+        if ba[k]["count"] != bb[k]["count"]:
+            out.append(_break_row("count", bb[k], count_a=ba[k]["count"]))
+    eager = []
+    skip_a, skip_b = _skipped(ba), _skipped(bb)
+    for change, src, other in (("new", skip_b, skip_a), ("fixed", skip_a, skip_b)):
+        for k, g in src.items():
+            if k not in other:
+                eager.append({"change": change, "rank": k[0], "function": k[1], "file": k[2],
+                              "line": g["frame_line"], "why": g.get("frame_skipped_why")})
+    return out, eager
+
+
+def _skipped(breaks: dict[tuple, dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    """(rank, function, file tail) of the frames a graph break sent back to eager."""
+    return {(k[0], g["frame_function"], file_tail(g["frame_filename"])): g for k, g in breaks.items() if g["frame_skipped"]}
+
+
+def _break_row(change: str, g: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "change": change, "rank": g["rank"], "reason": g["reason"], "gb_id": g.get("gb_id"),
+        "function": g.get("function"), "file": file_tail(g["filename"]), "line": g["line"],
+        "count": g["count"], "line_a": None, "count_a": None, **extra,
+    }
+
+
+def _failures(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+    def collect(side: _Side) -> dict[tuple, dict[str, Any]]:
+        rows = failures(side.all_compiles, limit_hits=side.table("limit_hits"), graph_breaks=side.table("graph_breaks"))
+        out = {}
+        for r in rows.iter_rows(named=True):
+            k = (side.rank_of(r), r.get("function"), file_tail(r.get("filename")), r["category"])
+            out.setdefault(k, r)
+        return out
+
+    fa, fb = collect(sa), collect(sb)
+    out = []
+    for change, src, other in (("new", fb, fa), ("fixed", fa, fb)):
+        for k, r in src.items():
+            if k not in other:
+                out.append({"change": change, "rank": k[0], "function": k[1], "file": k[2], "line": r.get("line"),
+                            "category": k[3], "reason": one_line(r.get("headline"), 300),
+                            "compile_id": r["compile_id"]})
+    return out
+
+
+def _per_compile(
+    pairs: list, fa: dict, fb: dict, ca: dict, cb: dict, what: str, failed: set[tuple]
+) -> list[dict[str, Any]]:
+    """Added/removed items (`what`: ops, guards, kernels) of each pair of matched compiles
+    (not of a compile that failed on either side: the failures section says so)."""
+    out = []
+    for ka, kb in pairs:
+        if ka is None or kb is None:
+            continue
+        ids_a, ids_b = fa[ka], fb[kb]
+        for i in range(max(len(ids_a), len(ids_b))):
+            ia = ids_a[i] if i < len(ids_a) else None
+            ib = ids_b[i] if i < len(ids_b) else None
+            if ia is None or ib is None or ("a", ka[0], ia) in failed or ("b", kb[0], ib) in failed:
+                continue  # a compile only one side has: the functions section says so
+            added, removed = _counter_change(ca.get((ka[0], ia), Counter()), cb.get((kb[0], ib), Counter()))
+            if added or removed:
+                out.append({"rank": ka[0], "function": ka[1], "file": ka[2], "line": kb[3], "nth": i,
+                            "compile_id_a": ia, "compile_id_b": ib, f"{what}_added": added,
+                            f"{what}_removed": removed})
+    return out
+
+
+_CALLS = ("call_function", "call_method", "call_module")
+
+
+def _graph_ops(side: _Side) -> dict[tuple, Counter]:
+    return side.per_compile(
+        "graph_nodes", lambda r: r["target"] if r["graph_kind"] == "dynamo" and r["op"] in _CALLS else None
+    )
+
+
+def _guards(side: _Side) -> dict[tuple, Counter]:
+    return side.per_compile("guards", lambda r: f"{r['kind']}: {normalize_guard(r['code'])}" if r["code"] else r["kind"])
+
+
+def _kernels(side: _Side) -> dict[tuple, Counter]:
+    return side.per_compile("kernels", lambda r: kernel_key(r["name"], r["kind"]))
+
+
+def _time_rows(a: dict[str, float], b: dict[str, float], noise: Noise, label: str) -> list[dict[str, Any]]:
+    rows = []
+    for k in [*a, *(k for k in b if k not in a)]:
+        va, vb = float(a.get(k) or 0.0), float(b.get(k) or 0.0)
+        if va == vb:
+            continue
+        rows.append({label: k, "seconds_a": round(va, 3), "seconds_b": round(vb, 3), "delta_s": round(vb - va, 3),
+                     "pct": round((vb - va) * 100.0 / va, 1) if va else None,
+                     "significant": noise.significant(va, vb)})
+    return sorted(rows, key=lambda r: -abs(r["delta_s"]))
+
+
+def _compile_time(sa: _Side, sb: _Side, noise: Noise) -> dict[str, Any]:
+    def total(s: _Side) -> float:
+        return float(s.all_compiles["total_time_s"].fill_null(0).sum())
+
+    def by_fn(s: _Side) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for r in ct.by_function(s.compiles).iter_rows(named=True):
+            k = code_object(r["function"], r["filename"], r["line"])
+            if s.rank is _ANY_RANK and r["rank"] is not None:
+                k = f"rank {r['rank']} {k}"
+            out[k] = out.get(k, 0.0) + float(r["seconds"] or 0.0)
+        return out
+
+    ta, tb = total(sa), total(sb)
+    phases = _time_rows(ct.phase_totals(sa.all_compiles, sa.table("spans")),
+                        ct.phase_totals(sb.all_compiles, sb.table("spans")), noise, "phase")
+    fns = _time_rows(by_fn(sa), by_fn(sb), noise, "function")
+    return {
+        "noise": {"pct": noise.pct, "seconds": noise.seconds},
+        "total_a_s": round(ta, 3), "total_b_s": round(tb, 3),
+        "total_pct": round((tb - ta) * 100.0 / ta, 1) if ta else None,
+        "total_significant": noise.significant(ta, tb),
+        "phases": [r for r in phases if r["significant"]],
+        "functions": [r for r in fns if r["significant"]],
+        "within_noise": [{**r, "what": "phase"} for r in phases if not r["significant"]]
+        + [{**r, "what": "function"} for r in fns if not r["significant"]],
+    }
+
+
+def _cache(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+    a, b = ct.cache_summary(sa.all_compiles), ct.cache_summary(sb.all_compiles)
+    return [{"counter": k, "a": a.get(k), "b": b.get(k)} for k in a if not k.endswith("_ratio") and a.get(k) != b.get(k)]
+
+
+def _divergence(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+    if sa.rank is not _ANY_RANK or sb.rank is not _ANY_RANK:
+        return []  # one rank against another: the whole diff is their divergence
+
+    def collect(s: _Side) -> dict[int, dict[str, Any]]:
+        t = s.trace
+        rows = rank_divergence(t.compiles, t.graph_breaks, log_records=t.log_records, recompiles=t.recompiles)
+        return {r["rank"]: r for r in rows.iter_rows(named=True)}
+
+    da, db = collect(sa), collect(sb)
+    out = []
+    for rank in sorted(da.keys() | db.keys()):
+        a, b = da.get(rank), db.get(rank)
+        if a and b and sorted(a["different"] or []) == sorted(b["different"] or []):
+            continue
+        out.append({"change": "new" if not a else "gone" if not b else "changed", "rank": rank,
+                    "detail": one_line((b or a)["detail"], 300)})
+    return out
+
+
+# ------------------------------------------------------------------------------ the diff
+def build_diff(
+    a: Trace,
+    b: Trace,
+    *,
+    rank: int | None = None,
+    against_rank: int | None = None,
+    noise: Noise | None = None,
+    names: tuple[str, str] = ("A", "B"),
+) -> dict[str, Any]:
+    """What changed from `a` to `b` (see docs/diff.md for the schema). `rank` picks one rank
+    of `a` (and the same of `b` unless `against_rank` names another); without, every rank of
+    `a` is compared with the same rank of `b`."""
+    noise = noise or Noise()
+    if against_rank is not None and rank is None:
+        raise UserError("--against-rank needs --rank (the rank of A to compare it with)")
+    ra = _ANY_RANK if rank is None else rank
+    rb = ra if against_rank is None else against_rank
+    for trace, r, name in ((a, ra, names[0]), (b, rb, names[1])):
+        if r is not _ANY_RANK and r not in trace.ranks:
+            have = ", ".join(map(str, trace.ranks)) or "none"
+            raise UserError(f"{name} has no rank {r} (ranks: {have})")
+    sa, sb = _Side(a, ra), _Side(b, rb)
+    fa, fb = sa.frames(), sb.frames()
+    pairs = _match_frames(fa, fb)
+    breaks, eager = _breaks(sa, sb)
+    failed = {("a", *k) for k in sa.failed()} | {("b", *k) for k in sb.failed()}
+    fails = _failures(sa, sb)
+    # a frame whose compile newly fails (fixed) is in `failures`; whether it then ran eagerly
+    # depends on the program (suppress_errors), not on the trace: not said twice
+    failing = {(f["change"], f["rank"], f["function"], f["file"]) for f in fails}
+    eager = [e for e in eager if (e["change"], e["rank"], e["function"], e["file"]) not in failing]
+    result: dict[str, Any] = {
+        "diff_schema_version": DIFF_SCHEMA_VERSION,
+        "a": _about(sa, names[0], fa),
+        "b": _about(sb, names[1], fb),
+        "functions": _functions(pairs, fa, fb),
+        "recompile_causes": _causes(sa, sb),
+        "graph_breaks": breaks,
+        "frames_eager": eager,
+        "failures": fails,
+        "graphs": _per_compile(pairs, fa, fb, _graph_ops(sa), _graph_ops(sb), "ops", failed),
+        "guards": _per_compile(pairs, fa, fb, _guards(sa), _guards(sb), "guards", failed),
+        "kernels": _per_compile(pairs, fa, fb, _kernels(sa), _kernels(sb), "kernels", failed),
+        "cache": _cache(sa, sb),
+        "rank_divergence": _divergence(sa, sb),
+        "compile_time": _compile_time(sa, sb, noise),
+    }
+    result["changes"] = sum(len(result[s]) for s in SECTIONS)
+    ctime = result["compile_time"]
+    result["no_changes"] = result["changes"] == 0 and not (
+        ctime["total_significant"] or ctime["phases"] or ctime["functions"]
+    )
+    return result
+
+
+def _about(side: _Side, name: str, frames: dict) -> dict[str, Any]:
+    inp = side.trace.inputs
+    return {
+        "name": name,
+        "root": inp.root if inp else None,
+        "rank": None if side.rank is _ANY_RANK else side.rank,
+        "compiles": side.all_compiles.height,
+        "code_objects": len(frames),
+    }
+
+
+# ------------------------------------------------------------------------------ CI gate
+@dataclass(frozen=True)
+class Rule:
+    """One `--fail-on` rule: `name` (new-graph-breaks, ...), `pct` for compile-time."""
+
+    name: str
+    pct: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name}:+{self.pct:g}%" if self.pct is not None else self.name
+
+
+RULES = ("new-graph-breaks", "new-recompiles", "new-failures", "new-eager-frames", "compile-time")
+
+
+def parse_fail_on(spec: str) -> list[Rule]:
+    """`new-graph-breaks,new-recompiles,new-failures,compile-time:+20%` -> rules."""
+    rules = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        name, _, arg = part.partition(":")
+        if name not in RULES:
+            raise UserError(f"--fail-on: unknown rule {name!r}; rules: {', '.join(RULES)}")
+        if name == "compile-time":
+            m = re.fullmatch(r"\+?(\d+(?:\.\d+)?)%", arg.strip())
+            if not m:
+                raise UserError(f"--fail-on: {part!r}: give the allowed growth as compile-time:+N%")
+            rules.append(Rule(name, float(m.group(1))))
+        elif arg:
+            raise UserError(f"--fail-on: rule {name!r} takes no argument")
+        else:
+            rules.append(Rule(name))
+    return rules
+
+
+def gate(diff: dict[str, Any], rules: list[Rule]) -> list[str]:
+    """One line per violated rule (empty: the gate passes)."""
+    lines = []
+    for rule in rules:
+        if rule.name == "new-graph-breaks":
+            new = [g for g in diff["graph_breaks"] if g["change"] == "new"]
+            if new:
+                lines.append(f"{rule}: {len(new)} new graph break site(s), first: {_where(new[0])} {new[0]['reason']}")
+        elif rule.name == "new-recompiles":
+            more = [f for f in diff["functions"] if f["compiles_b"] > max(f["compiles_a"], 1)]
+            causes = [c for c in diff["recompile_causes"] if c["change"] == "new"]
+            if more or causes:
+                first = more[0] if more else causes[0]
+                lines.append(f"{rule}: {len(more)} function(s) compile more often, {len(causes)} new recompile "
+                             f"cause(s), first: {code_object(first['function'], first['file'], first.get('line_b', first.get('line')))}")
+        elif rule.name == "new-failures":
+            new = [f for f in diff["failures"] if f["change"] == "new"]
+            if new:
+                lines.append(f"{rule}: {len(new)} new failure(s), first: {code_object(new[0]['function'], new[0]['file'], new[0]['line'])} {new[0]['reason']}")
+        elif rule.name == "new-eager-frames":
+            new = [f for f in diff["frames_eager"] if f["change"] == "new"]
+            if new:
+                lines.append(f"{rule}: {len(new)} frame(s) newly run eagerly, first: {code_object(new[0]['function'], new[0]['file'], new[0]['line'])}")
+        elif rule.name == "compile-time":
+            c = diff["compile_time"]
+            grew = c["total_b_s"] - c["total_a_s"]
+            pct = c["total_pct"]
+            if c["total_significant"] and grew > 0 and (pct is None or pct > (rule.pct or 0.0)):
+                shown = f"+{pct:g}%" if pct is not None else "from 0"
+                lines.append(f"{rule}: compile time {c['total_a_s']:.2f}s -> {c['total_b_s']:.2f}s ({shown})")
+    return [one_line(x, 400) for x in lines]
+
+
+def _where(r: dict[str, Any]) -> str:
+    return f"{r['file']}:{r['line']}" if r.get("line") is not None else r.get("file") or "?"
+
+
+# ------------------------------------------------------------------------------ text
+def _rank(r: dict[str, Any]) -> str:
+    return f"rank {r['rank']} " if r.get("rank") is not None else ""
+
+
+def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
+    """The diff for a terminal, most important first (every line printable, cut to `width`)."""
+    a, b = diff["a"], diff["b"]
+    out: list[str] = []
+
+    def add(text: str, indent: str = "") -> None:
+        out.extend(textwrap.wrap(printable(text).replace("\n", " "), width=max(width, 40), initial_indent=indent,
+                                 subsequent_indent=indent + "    ", break_long_words=True, break_on_hyphens=False))
+
+    def side(s: dict[str, Any]) -> str:
+        return f"{s['root'] or s['name']}" + (f" rank {s['rank']}" if s["rank"] is not None else "") + f" ({s['compiles']} compiles)"
+
+    add(f"traceview diff: A = {side(a)}")
+    add(f"            -> B = {side(b)}")
+    ctime = diff["compile_time"]
+    if diff["no_changes"]:
+        add("no changes" + (" (compile time within noise)" if ctime["within_noise"] else ""))
+        return "\n".join(out) + "\n"
+    if diff["changes"] == 0:
+        add("no changes in what compiled; compile time changed beyond noise:")
+    if diff["functions"]:
+        add("compiles per function:")
+    for r in diff["functions"]:
+        what = {"new": "now compiles", "gone": "no longer compiles", "more": "compiles more often",
+                "fewer": "compiles less often", "moved": "moved"}[r["change"]]
+        co = code_object(r["function"], r["file"], r["line_b"] if r["line_b"] is not None else r["line_a"])
+        moved = f" (was line {r['line_a']})" if r["line_a"] is not None and r["line_b"] is not None and r["line_a"] != r["line_b"] else ""
+        add(f"{_rank(r)}{co} {what}: {r['compiles_a']} -> {r['compiles_b']} compiles{moved}", "  ")
+    if diff["recompile_causes"]:
+        add("recompile causes:")
+    for r in diff["recompile_causes"]:
+        text = r["text_b"] if r["change"] != "gone" else r["text_a"]
+        add(f"{r['change']}: {_rank(r)}{r['function']}: {text} ({r['count_a']} -> {r['count_b']} recompiles)", "  ")
+    if diff["graph_breaks"]:
+        add("graph breaks:")
+    for r in diff["graph_breaks"]:
+        gb = f" [{r['gb_id']}]" if r.get("gb_id") else ""
+        if r["change"] == "moved":
+            add(f"moved: {_rank(r)}{r['reason']}{gb} {r['file']}:{r['line_a']} -> {r['line']}", "  ")
+        elif r["change"] == "count":
+            add(f"seen {r['count_a']} -> {r['count']} times: {_rank(r)}{_where(r)} {r['reason']}{gb}", "  ")
+        else:
+            add(f"{r['change']}: {_rank(r)}{_where(r)} {r['reason']}{gb}", "  ")
+    for r in diff["frames_eager"]:
+        what = "now runs eagerly (whole frame skipped)" if r["change"] == "new" else "compiles again (was run eagerly)"
+        add(f"{_rank(r)}{code_object(r['function'], r['file'], r['line'])} {what}", "  ")
+    if diff["failures"]:
+        add("failures:")
+    for r in diff["failures"]:
+        add(f"{r['change']}: {_rank(r)}{code_object(r['function'], r['file'], r['line'])} {r['category']}: {r['reason']}", "  ")
+    for name, what in (("graphs", "ops"), ("guards", "guards"), ("kernels", "kernels")):
+        rows = diff[name]
+        if rows:
+            add({"graphs": "Dynamo graphs:", "guards": "guards:", "kernels": "kernels:"}[name])
+        for r in rows:
+            co = code_object(r["function"], r["file"], r["line"])
+            add(f"{_rank(r)}{co} compile #{r['nth'] + 1} ({r['compile_id_a']} -> {r['compile_id_b']}):", "  ")
+            for sign, items in (("+", r[f"{what}_added"]), ("-", r[f"{what}_removed"])):
+                for item, n in items.items():
+                    add(f"{sign} {item}" + (f" (x{n})" if n > 1 else ""), "    ")
+    if diff["cache"]:
+        add("cache: " + ", ".join(f"{r['counter']} {r['a']} -> {r['b']}" for r in diff["cache"]))
+    for r in diff["rank_divergence"]:
+        add(f"rank divergence {r['change']}: rank {r['rank']}: {r['detail']}", "  ")
+    add(f"compile time: {ctime['total_a_s']:.2f}s -> {ctime['total_b_s']:.2f}s"
+        + (f" ({ctime['total_pct']:+g}%)" if ctime["total_pct"] is not None else "")
+        + ("" if ctime["total_significant"] else " (within noise)"))
+    for r in ctime["phases"] + ctime["functions"]:
+        label = r.get("phase") or r.get("function")
+        add(f"{label}: {r['seconds_a']:.2f}s -> {r['seconds_b']:.2f}s", "  ")
+    if ctime["within_noise"]:
+        n = ctime["noise"]
+        add(f"({len(ctime['within_noise'])} time changes below the noise threshold of {n['pct']:g}% or {n['seconds']:g}s)", "  ")
+    return "\n".join(out) + "\n"
+
+
+def report_diff(
+    a: Trace,
+    b: Trace,
+    *,
+    names: tuple[str, str] = ("A", "B"),
+    rank: int | None = None,
+    against_rank: int | None = None,
+    noise: Noise | None = None,
+    fail_on: str | None = None,
+    as_json: bool = False,
+    width: int = 100,
+) -> int:
+    """`traceview diff`: print the diff (text or JSON) and, with `fail_on`, one line per
+    violated rule on stderr. Returns the exit code: 0, or EXIT_GATE when a rule is violated."""
+    import sys
+
+    from traceview.errors import EXIT_GATE, EXIT_OK
+
+    rules = parse_fail_on(fail_on) if fail_on else []
+    d = build_diff(a, b, rank=rank, against_rank=against_rank, noise=noise, names=names)
+    if as_json:
+        import orjson
+
+        sys.stdout.buffer.write(orjson.dumps(d, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        sys.stdout.write(render_diff(d, width=width))
+    sys.stdout.flush()
+    violated = gate(d, rules)
+    for line in violated:
+        sys.stderr.write(f"traceview: fail-on {line}\n")
+    return EXIT_GATE if violated else EXIT_OK
