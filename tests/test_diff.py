@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 
 import traceview
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, GPU, needs_shared
 from traceview.cli import main
 from traceview.diff import (
     SECTIONS,
@@ -230,3 +230,28 @@ def test_helpers() -> None:
     assert not n.significant(1.0, 1.15)  # 15% but 0.15 s
     assert n.significant(1.0, 1.3)
     assert Noise(pct=50).significant(1.0, 1.3) is False
+
+
+def test_pgo_warm_start() -> None:
+    # the corpus's PGO situation: the first run wrote a profile (x's dimension 0 dynamic), the
+    # second read it and compiled dynamic from the start: one compile instead of two
+    first = traceview.load(FIXTURES / "corpus" / "pgo_warm_start" / "first_run" / "trace")
+    d = build_diff(first, traceview.load(FIXTURES / "corpus" / "pgo_warm_start" / "trace"))
+    assert [(r["artifact"], r["a"], r["b"]) for r in d["pgo"]] == [
+        ("get_local_code_state", 0, 1), ("put_local_code_state", 2, 0)
+    ]
+    assert [(f["change"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("fewer", "project", 2, 1)
+    ]
+    assert [(c["change"], c["kind"], c["source"], c["dim"]) for c in d["recompile_causes"]] == [("gone", "size", "x", 0)]
+
+
+@needs_shared
+def test_autotuning_choices() -> None:
+    # real GPU runs (torch 2.11): max-autotune tuned two addmm templates; reduce-overhead none
+    d = build_diff(traceview.load(GPU / "max_autotune"), traceview.load(GPU / "reduce_overhead"))
+    assert [(r["change"], r["op"], r["shape"], r["best_a"], r["choices_a"]) for r in d["autotuning"]] == [
+        ("gone", "addmm", "512x4096, 512x1024, 1024x4096", "bias_addmm", 21),
+        ("gone", "addmm", "512x1024, 512x4096, 4096x1024", "bias_addmm", 21),
+    ]
+    assert build_diff(traceview.load(GPU / "max_autotune"), traceview.load(GPU / "max_autotune"))["no_changes"]

@@ -43,7 +43,9 @@ SECTIONS = (
     "graphs",
     "guards",
     "kernels",
+    "autotuning",
     "cache",
+    "pgo",
     "rank_divergence",
 )
 _ANY_RANK = object()  # no --rank: every rank, each matched with the same rank on the other side
@@ -377,6 +379,51 @@ def _cache(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     return [{"counter": k, "a": a.get(k), "b": b.get(k)} for k in a if not k.endswith("_ratio") and a.get(k) != b.get(k)]
 
 
+def _autotuning(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+    """Autotuned template ops (by op, input shapes and dtypes, in order) whose winner or
+    number of choices changed, or that one side only autotuned."""
+    from traceview.report import autotuning_of
+
+    def collect(s: _Side) -> dict[tuple, dict[str, Any]]:
+        out: dict[tuple, dict[str, Any]] = {}
+        seen: Counter = Counter()
+        rows = autotuning_of(s.trace, s.trace.spans).to_dicts()
+        for r in s.keep(rows):
+            k = (s.rank_of(r), r["op"], r["shape"], r["dtypes"])
+            seen[k] += 1
+            out[(*k, seen[k])] = r
+        return out
+
+    aa, ab = collect(sa), collect(sb)
+    out = []
+    for k in [*aa, *(k for k in ab if k not in aa)]:
+        a, b = aa.get(k), ab.get(k)
+        if a and b and (a["best_kernel"], a["choices"]) == (b["best_kernel"], b["choices"]):
+            continue
+        out.append({"change": "new" if not a else "gone" if not b else "changed", "rank": k[0], "op": k[1],
+                    "shape": k[2], "dtypes": k[3], "best_a": a and a["best_kernel"], "best_b": b and b["best_kernel"],
+                    "choices_a": a and a["choices"], "choices_b": b and b["choices"]})
+    return out
+
+
+_PGO = re.compile(r"^(get|put)_(local|remote)_code_state$")
+
+
+def _pgo(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+    """Profile-guided dynamic shapes: how often each side read (`get_*_code_state`) or
+    wrote (`put_*_code_state`) a PGO profile, where the counts differ."""
+
+    def count(s: _Side) -> Counter:
+        ev = s.trace.index_events().select("rank", "kind", "name")
+        ev = ev.filter((pl.col("kind") == "artifact") & pl.col("name").str.contains(_PGO.pattern))
+        if s.rank is not _ANY_RANK:
+            ev = ev.filter(pl.col("rank").eq_missing(s.rank))
+        return Counter(ev["name"].to_list())
+
+    ca, cb = count(sa), count(sb)
+    return [{"artifact": k, "a": ca[k], "b": cb[k]} for k in sorted(ca.keys() | cb.keys()) if ca[k] != cb[k]]
+
+
 def _divergence(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     if sa.rank is not _ANY_RANK or sb.rank is not _ANY_RANK:
         return []  # one rank against another: the whole diff is their divergence
@@ -441,7 +488,9 @@ def build_diff(
         "graphs": _per_compile(pairs, fa, fb, _graph_ops(sa), _graph_ops(sb), "ops", failed),
         "guards": _per_compile(pairs, fa, fb, _guards(sa), _guards(sb), "guards", failed),
         "kernels": _per_compile(pairs, fa, fb, _kernels(sa), _kernels(sb), "kernels", failed),
+        "autotuning": _autotuning(sa, sb),
         "cache": _cache(sa, sb),
+        "pgo": _pgo(sa, sb),
         "rank_divergence": _divergence(sa, sb),
         "compile_time": _compile_time(sa, sb, noise),
     }
@@ -602,6 +651,17 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
             for sign, items in (("+", r[f"{what}_added"]), ("-", r[f"{what}_removed"])):
                 for item, n in items.items():
                     add(f"{sign} {item}" + (f" (x{n})" if n > 1 else ""), "    ")
+    if diff["autotuning"]:
+        add("autotuning:")
+    for r in diff["autotuning"]:
+        if r["change"] == "changed":
+            won = f"best {r['best_a']} -> {r['best_b']} of {r['choices_a']} -> {r['choices_b']} choices"
+        else:
+            side = "b" if r["change"] == "new" else "a"
+            won = f"best {r['best_' + side]} of {r['choices_' + side]} choices"
+        add(f"{r['change']}: {_rank(r)}{r['op']} {r['shape']} ({r['dtypes']}): {won}", "  ")
+    if diff["pgo"]:
+        add("PGO profile: " + ", ".join(f"{r['artifact']} {r['a']} -> {r['b']}" for r in diff["pgo"]))
     if diff["cache"]:
         add("cache: " + ", ".join(f"{r['counter']} {r['a']} -> {r['b']}" for r in diff["cache"]))
     for r in diff["rank_divergence"]:

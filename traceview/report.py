@@ -66,7 +66,8 @@ def ranks_of(trace: Trace) -> list[int]:
     return sorted(int(x) for x in pl.concat(cols)["rank"].drop_nulls().unique().to_list())
 
 
-def _autotuning(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
+def autotuning_of(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
+    """The autotuned template ops of `trace` (traceview.analyze.compile_time.autotuning)."""
     # the payloads (events) only when the trace autotuned, the text's other lines only when not
     if ct.has_template_autotuning(spans):
         return ct.autotuning(trace.index_events(), spans)
@@ -152,7 +153,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "top": _rows(_round(ct.top_compiles(compiles, spans=spans))),
             "by_function": _rows(_round(ct.by_function(compiles).head(10))),
             "spans": _rows(_round(ct.span_totals(spans))),
-            "autotuning": _rows(_round(_autotuning(trace, spans), 6)),
+            "autotuning": _rows(_round(autotuning_of(trace, spans), 6)),
         },
         "cache": ct.cache_summary(compiles),
         "cudagraphs": {
