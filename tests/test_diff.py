@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 from functools import cache
 
+import jsonschema
+import orjson
 import pytest
 
 import traceview
-from tests.conftest import FIXTURES, GPU, needs_shared
+from tests.conftest import FIXTURES, GPU, PEER, ROOT, needs_shared
 from traceview.cli import main
 from traceview.diff import (
     SECTIONS,
@@ -25,6 +27,7 @@ from traceview.diff import (
     render_diff,
 )
 from traceview.errors import UserError
+from traceview.versions import DIFF_SCHEMA_VERSION
 
 PAIRS = FIXTURES / "diff"
 MULTIRANK = FIXTURES / "corpus" / "multirank4" / "trace"
@@ -255,3 +258,31 @@ def test_autotuning_choices() -> None:
         ("gone", "addmm", "512x1024, 512x4096, 4096x1024", "bias_addmm", 21),
     ]
     assert build_diff(traceview.load(GPU / "max_autotune"), traceview.load(GPU / "max_autotune"))["no_changes"]
+
+
+@needs_shared
+def test_ranks_of_a_real_multi_gpu_run() -> None:
+    # tlparse's multi_rank_runtime (real, 8 GPUs): ranks 0 and 1 compiled alike; each guards on
+    # its own device index, which is not a change between ranks
+    runtime = traceview.load(PEER / "multi_rank_runtime")
+    assert build_diff(runtime, runtime, rank=0, against_rank=1)["no_changes"]
+    d = build_diff(runtime, runtime, rank=0, against_rank=5)
+    assert [(f["change"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("fewer", "inner", 4, 2)
+    ]
+
+
+SCHEMA = json.loads((ROOT / "traceview" / "schemas" / "diff.schema.json").read_text())
+
+
+@pytest.mark.parametrize("pair", ["graph_break", "recompile_fix", "fullgraph", "cache", "rerun"])
+def test_json_validates_against_the_schema(pair: str) -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["properties"]["diff_schema_version"]["const"] == DIFF_SCHEMA_VERSION
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    diffs = [diff(f"{pair}/a", f"{pair}/b"), diff(f"{pair}/b", f"{pair}/a")]
+    if pair == "rerun":
+        diffs += [diff("multirank4", "multirank4", rank=0, against_rank=2), diff("multirank4", "multirank4")]
+    for d in diffs:
+        printed = json.loads(orjson.dumps(d))
+        assert [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(printed)] == []

@@ -325,8 +325,22 @@ def _graph_ops(side: _Side) -> dict[tuple, Counter]:
     )
 
 
-def _guards(side: _Side) -> dict[tuple, Counter]:
-    return side.per_compile("guards", lambda r: f"{r['kind']}: {normalize_guard(r['code'])}" if r["code"] else r["kind"])
+_DEVICE = re.compile(r"\b(device=|cuda:)\d+\b")
+
+
+def _guards(side: _Side, *, other_rank: bool) -> dict[tuple, Counter]:
+    """Guards per compile; against another rank, device indices blanked too (each rank drives
+    its own device: `device=0` on rank 0 is `device=1` on rank 1)."""
+
+    def key(r: dict[str, Any]) -> str:
+        if not r["code"]:
+            return r["kind"]
+        code = normalize_guard(r["code"])
+        if other_rank:
+            code = _DEVICE.sub(r"\1#", code)
+        return f"{r['kind']}: {code}"
+
+    return side.per_compile("guards", key)
 
 
 def _kernels(side: _Side) -> dict[tuple, Counter]:
@@ -486,7 +500,9 @@ def build_diff(
         "frames_eager": eager,
         "failures": fails,
         "graphs": _per_compile(pairs, fa, fb, _graph_ops(sa), _graph_ops(sb), "ops", failed),
-        "guards": _per_compile(pairs, fa, fb, _guards(sa), _guards(sb), "guards", failed),
+        "guards": _per_compile(
+            pairs, fa, fb, _guards(sa, other_rank=ra != rb), _guards(sb, other_rank=ra != rb), "guards", failed
+        ),
         "kernels": _per_compile(pairs, fa, fb, _kernels(sa), _kernels(sb), "kernels", failed),
         "autotuning": _autotuning(sa, sb),
         "cache": _cache(sa, sb),
