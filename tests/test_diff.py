@@ -81,6 +81,26 @@ def test_graph_break_fixed_is_the_mirror() -> None:
     assert d["graphs"][0]["ops_added"] == {"sum": 1}
 
 
+def test_graph_break_moved(capsys: pytest.CaptureFixture[str]) -> None:
+    d = diff("break_moved/a", "break_moved/b")
+    assert changed_sections(d) == {"functions", "graph_breaks", "graphs", "guards"}
+    assert [(g["change"], g["reason"], g["file"], g["line_a"], g["line"]) for g in d["graph_breaks"]] == [
+        ("moved", "Call to `torch._dynamo.graph_break()`", "train.py", 7, 6)
+    ]
+    # the resume function is named after the break's line: matched as the same code object, moved
+    assert [(f["change"], f["function"], f["line_a"], f["line_b"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("moved", "torch_dynamo_resume_in_step_at_6", 7, 6, 1, 1)
+    ]
+    # sin and mul went from the graph before the break to the resume function's graph
+    assert [(g["function"], g["ops_added"], g["ops_removed"]) for g in d["graphs"]] == [
+        ("step", {}, {"operator.mul": 1, "sin": 1}),
+        ("torch_dynamo_resume_in_step_at_6", {"operator.mul": 1, "sin": 1}, {}),
+    ]
+    a, b = PAIRS / "break_moved" / "a" / "trace", PAIRS / "break_moved" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-graph-breaks,new-recompiles,new-failures"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_recompile_storm_fixed() -> None:
     d = diff("recompile_fix/a", "recompile_fix/b")
     assert changed_sections(d) == {"functions", "recompile_causes", "guards"}
@@ -275,7 +295,7 @@ def test_ranks_of_a_real_multi_gpu_run() -> None:
 SCHEMA = json.loads((ROOT / "traceview" / "schemas" / "diff.schema.json").read_text())
 
 
-@pytest.mark.parametrize("pair", ["graph_break", "recompile_fix", "fullgraph", "cache", "rerun"])
+@pytest.mark.parametrize("pair", ["graph_break", "break_moved", "recompile_fix", "fullgraph", "cache", "rerun"])
 def test_json_validates_against_the_schema(pair: str) -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     assert SCHEMA["properties"]["diff_schema_version"]["const"] == DIFF_SCHEMA_VERSION

@@ -151,23 +151,29 @@ class _Side:
 
 def _match_frames(fa: dict[tuple, list[str]], fb: dict[tuple, list[str]]) -> list[tuple[tuple | None, tuple | None]]:
     """Code objects of A and B paired: the same (rank, function, file, line), then the same
-    (rank, function, file) where each side has exactly one left; the rest unmatched."""
+    (rank, function, file) where each side has exactly one left, then Dynamo's resume
+    functions by the function they resume (`torch_dynamo_resume_in_step_at_7` and `..._at_6`:
+    the break moved) where each side has exactly one; the rest unmatched."""
     pairs = [(k, k) for k in fa if k in fb]
     left_a = [k for k in fa if k not in fb]
     left_b = [k for k in fb if k not in fa]
-    by_name_a: dict[tuple, list[tuple]] = {}
-    by_name_b: dict[tuple, list[tuple]] = {}
-    for k in left_a:
-        by_name_a.setdefault(k[:3], []).append(k)
-    for k in left_b:
-        by_name_b.setdefault(k[:3], []).append(k)
-    for name, ks in by_name_a.items():
-        if len(ks) == 1 and len(by_name_b.get(name, [])) == 1:
-            pairs.append((ks[0], by_name_b[name][0]))
-            left_a.remove(ks[0])
-            left_b.remove(by_name_b[name][0])
+    for name_of in (lambda k: k[:3], lambda k: (k[0], _RESUME_AT.sub(r"\1", k[1] or ""), k[2])):
+        by_name_a: dict[tuple, list[tuple]] = {}
+        by_name_b: dict[tuple, list[tuple]] = {}
+        for k in left_a:
+            by_name_a.setdefault(name_of(k), []).append(k)
+        for k in left_b:
+            by_name_b.setdefault(name_of(k), []).append(k)
+        for name, ks in by_name_a.items():
+            if len(ks) == 1 and len(by_name_b.get(name, [])) == 1:
+                pairs.append((ks[0], by_name_b[name][0]))
+                left_a.remove(ks[0])
+                left_b.remove(by_name_b[name][0])
     pairs += [(k, None) for k in left_a] + [(None, k) for k in left_b]
     return pairs
+
+
+_RESUME_AT = re.compile(r"^(torch_dynamo_resume_in_.*)_at_\d+$")
 
 
 def _counter_change(ca: Counter, cb: Counter) -> tuple[dict[str, int], dict[str, int]]:
@@ -182,7 +188,7 @@ def _functions(pairs: list, fa: dict, fb: dict) -> list[dict[str, Any]]:
     for ka, kb in pairs:
         na = len(fa[ka]) if ka else 0
         nb = len(fb[kb]) if kb else 0
-        k = ka or kb
+        k = kb or ka  # B's name: a moved resume function is named after its new line
         moved = ka is not None and kb is not None and ka != kb
         if na == nb and not moved:
             continue
@@ -310,7 +316,7 @@ def _per_compile(
                 continue  # a compile only one side has: the functions section says so
             added, removed = _counter_change(ca.get((ka[0], ia), Counter()), cb.get((kb[0], ib), Counter()))
             if added or removed:
-                out.append({"rank": ka[0], "function": ka[1], "file": ka[2], "line": kb[3], "nth": i,
+                out.append({"rank": kb[0], "function": kb[1], "file": kb[2], "line": kb[3], "nth": i,
                             "compile_id_a": ia, "compile_id_b": ib, f"{what}_added": added,
                             f"{what}_removed": removed})
     return out
@@ -633,8 +639,12 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         what = {"new": "now compiles", "gone": "no longer compiles", "more": "compiles more often",
                 "fewer": "compiles less often", "moved": "moved"}[r["change"]]
         co = code_object(r["function"], r["file"], r["line_b"] if r["line_b"] is not None else r["line_a"])
-        moved = f" (was line {r['line_a']})" if r["line_a"] is not None and r["line_b"] is not None and r["line_a"] != r["line_b"] else ""
-        add(f"{_rank(r)}{co} {what}: {r['compiles_a']} -> {r['compiles_b']} compiles{moved}", "  ")
+        moved = r["line_a"] is not None and r["line_b"] is not None and r["line_a"] != r["line_b"]
+        if r["change"] == "moved":
+            add(f"{_rank(r)}{co} moved from line {r['line_a']} ({r['compiles_b']} compiles)", "  ")
+        else:
+            was = f" (was line {r['line_a']})" if moved else ""
+            add(f"{_rank(r)}{co} {what}: {r['compiles_a']} -> {r['compiles_b']} compiles{was}", "  ")
     if diff["recompile_causes"]:
         add("recompile causes:")
     for r in diff["recompile_causes"]:
