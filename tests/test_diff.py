@@ -197,6 +197,22 @@ def test_rank_against_rank() -> None:
     assert diff("multirank4", "multirank4", rank=2)["no_changes"]
 
 
+def test_rank_divergence_fixed() -> None:
+    # two gloo ranks; in a, rank 1 alone got a smaller batch once and recompiled; b fixed it
+    d = diff("rank_divergence/a", "rank_divergence/b")
+    assert changed_sections(d) == {"functions", "recompile_causes", "rank_divergence"}
+    assert [(f["change"], f["rank"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("fewer", 1, "step_fn", 2, 1)
+    ]
+    assert [(r["change"], r["rank"]) for r in d["rank_divergence"]] == [("gone", 1)]
+    assert d["rank_divergence"][0]["detail"].startswith("compiles 0/1 (step_fn, recompiled because 0/0: tensor 'x' size mismatch")
+    assert [(r["change"], r["rank"]) for r in diff("rank_divergence/b", "rank_divergence/a")["rank_divergence"]] == [("new", 1)]
+    # within run a: rank 1 against rank 0
+    d = diff("rank_divergence/a", "rank_divergence/a", rank=0, against_rank=1)
+    assert [(f["change"], f["rank"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [("more", None, 1, 2)]
+    assert d["rank_divergence"] == []
+
+
 def test_bad_arguments_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     path = str(MULTIRANK)
     assert main(["diff", path, path, "--no-cache", "--rank", "7"]) == 2
@@ -295,7 +311,7 @@ def test_ranks_of_a_real_multi_gpu_run() -> None:
 SCHEMA = json.loads((ROOT / "traceview" / "schemas" / "diff.schema.json").read_text())
 
 
-@pytest.mark.parametrize("pair", ["graph_break", "break_moved", "recompile_fix", "fullgraph", "cache", "rerun"])
+@pytest.mark.parametrize("pair", ["graph_break", "break_moved", "recompile_fix", "fullgraph", "rank_divergence", "cache", "rerun"])
 def test_json_validates_against_the_schema(pair: str) -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     assert SCHEMA["properties"]["diff_schema_version"]["const"] == DIFF_SCHEMA_VERSION

@@ -690,8 +690,10 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         add("PGO profile: " + ", ".join(f"{r['artifact']} {r['a']} -> {r['b']}" for r in diff["pgo"]))
     if diff["cache"]:
         add("cache: " + ", ".join(f"{r['counter']} {r['a']} -> {r['b']}" for r in diff["cache"]))
+    if diff["rank_divergence"]:
+        add("rank divergence (a rank that compiled differently from the majority):")
     for r in diff["rank_divergence"]:
-        add(f"rank divergence {r['change']}: rank {r['rank']}: {r['detail']}", "  ")
+        add(f"{r['change']}: rank {r['rank']}: {r['detail']}", "  ")
     add(f"compile time: {ctime['total_a_s']:.2f}s -> {ctime['total_b_s']:.2f}s"
         + (f" ({ctime['total_pct']:+g}%)" if ctime["total_pct"] is not None else "")
         + ("" if ctime["total_significant"] else " (within noise)"))
