@@ -10,6 +10,7 @@ from functools import cache
 
 import jsonschema
 import orjson
+import polars as pl
 import pytest
 
 import traceview
@@ -21,8 +22,8 @@ from traceview.diff import (
     build_diff,
     file_tail,
     gate,
+    guard_key,
     kernel_key,
-    normalize_guard,
     parse_fail_on,
     render_diff,
 )
@@ -261,9 +262,17 @@ def test_fail_on_parsing_and_compile_time_rule() -> None:
 def test_helpers() -> None:
     assert file_tail("/home/u/proj/train.py") == file_tail("/ci/checkout/train.py") == "train.py"
     assert file_tail("/usr/lib/python3/site-packages/torch/nn/modules/module.py") == "torch/nn/modules/module.py"
-    assert kernel_key("cpp_fused_mul_relu_sin_3", "cpp") == "cpp_fused_mul_relu_sin"
-    assert kernel_key("extern_kernels.mm", "extern") == "extern_kernels.mm"
-    assert normalize_guard("___check_obj_id(L['m'], 140234577)  # y = m(x)  # a/train.py:3 in f") == "___check_obj_id(L['m'], #)"
+    kernels = pl.DataFrame({"name": ["cpp_fused_mul_relu_sin_3", "extern_kernels.mm"], "kind": ["cpp", "extern"]})
+    assert kernels.select(kernel_key(pl.col("name"), pl.col("kind")))["name"].to_list() == [
+        "cpp_fused_mul_relu_sin", "extern_kernels.mm"
+    ]
+    guards = pl.DataFrame({
+        "kind": ["ID_MATCH", "TENSOR_MATCH", "NO_TENSOR_ALIASING"],
+        "code": ["___check_obj_id(L['m'], 140234577)  # y = m(x)  # a/train.py:3 in f", "check_tensor(L['x'], device=1)", None],
+    })
+    assert guards.select(guard_key(pl.col("kind"), pl.col("code"), blank_device=True))["kind"].to_list() == [
+        "ID_MATCH: ___check_obj_id(L['m'], #)", "TENSOR_MATCH: check_tensor(L['x'], device=#)", "NO_TENSOR_ALIASING"
+    ]
     n = Noise()
     assert not n.significant(10.0, 10.9)  # 9%
     assert not n.significant(1.0, 1.15)  # 15% but 0.15 s

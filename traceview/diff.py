@@ -79,22 +79,27 @@ def code_object(function: Any, filename: Any, line: Any) -> str:
     return f"{function or '?'} ({where})" if where else str(function or "?")
 
 
-_IDS = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d{7,}\b")
+_IDS = r"\b0x[0-9a-fA-F]+\b|\b\d{7,}\b"
+_DEVICE = r"\b(device=|cuda:)\d+\b"
+_KERNEL_SUFFIX = r"_\d+$"
+_FUSED_KINDS = ("triton", "template", "cpp")
 
 
-def normalize_guard(code: str | None) -> str:
-    """A guard's code without its `# user code  # file:line` comment (paths differ between
-    checkouts), object ids and addresses blanked (they differ between processes)."""
-    return _IDS.sub("#", (code or "").split("  # ", 1)[0].rstrip())
+def guard_key(kind: pl.Expr, code: pl.Expr, *, blank_device: bool = False) -> pl.Expr:
+    """A guard as compared: `KIND: code`, the code without its `# user code  # file:line`
+    comment (paths differ between checkouts), object ids and addresses blanked to `#` (they
+    differ between processes), and with `blank_device` device indices too."""
+    c = code.str.split("  # ").list.first().str.strip_chars_end().str.replace_all(_IDS, "#")
+    if blank_device:
+        c = c.str.replace_all(_DEVICE, "${1}#")
+    return pl.when(code.is_null() | (code == "")).then(kind).otherwise(pl.concat_str(kind, pl.lit(": "), c))
 
 
-_KERNEL_SUFFIX = re.compile(r"_\d+$")
-
-
-def kernel_key(name: str | None, kind: str | None) -> str:
-    """A kernel by the ops it fuses: its generated name without the trailing counter."""
-    name = name or "?"
-    return _KERNEL_SUFFIX.sub("", name) if kind in ("triton", "template", "cpp") else name
+def kernel_key(name: pl.Expr, kind: pl.Expr) -> pl.Expr:
+    """A kernel by the ops it fuses: a generated kernel's name without its trailing counter
+    (`cpp_fused_relu_sin_1` -> `cpp_fused_relu_sin`); extern and fallback calls by name."""
+    name = name.fill_null("?")
+    return pl.when(kind.is_in(_FUSED_KINDS)).then(name.str.replace(_KERNEL_SUFFIX, "")).otherwise(name)
 
 
 # ------------------------------------------------------------------------------ one side
@@ -139,13 +144,18 @@ class _Side:
             df = df.filter(pl.col("rank").eq_missing(self.rank))
         return df
 
-    def per_compile(self, name: str, key: Any) -> dict[tuple, Counter]:
-        """(rank, compile_id) -> Counter of `key(row)` over table `name`."""
+    def per_compile(self, name: str, key: pl.Expr) -> dict[tuple, Counter]:
+        """(rank, compile_id) -> Counter of `key` (null: not counted) over table `name`."""
+        counts = (
+            self.table(name)
+            .select("rank", "compile_id", key.alias("_key"))
+            .filter(pl.col("_key").is_not_null())
+            .group_by("rank", "compile_id", "_key")
+            .len()
+        )
         out: dict[tuple, Counter] = {}
-        for r in self.table(name).iter_rows(named=True):
-            k = key(r)
-            if k is not None:
-                out.setdefault((self.rank_of(r), r["compile_id"]), Counter())[k] += 1
+        for r in counts.iter_rows(named=True):
+            out.setdefault((self.rank_of(r), r["compile_id"]), Counter())[r["_key"]] += r["len"]
         return out
 
 
@@ -326,31 +336,18 @@ _CALLS = ("call_function", "call_method", "call_module")
 
 
 def _graph_ops(side: _Side) -> dict[tuple, Counter]:
-    return side.per_compile(
-        "graph_nodes", lambda r: r["target"] if r["graph_kind"] == "dynamo" and r["op"] in _CALLS else None
-    )
-
-
-_DEVICE = re.compile(r"\b(device=|cuda:)\d+\b")
+    dynamo_call = (pl.col("graph_kind") == "dynamo") & pl.col("op").is_in(_CALLS)
+    return side.per_compile("graph_nodes", pl.when(dynamo_call).then(pl.col("target")))
 
 
 def _guards(side: _Side, *, other_rank: bool) -> dict[tuple, Counter]:
     """Guards per compile; against another rank, device indices blanked too (each rank drives
     its own device: `device=0` on rank 0 is `device=1` on rank 1)."""
-
-    def key(r: dict[str, Any]) -> str:
-        if not r["code"]:
-            return r["kind"]
-        code = normalize_guard(r["code"])
-        if other_rank:
-            code = _DEVICE.sub(r"\1#", code)
-        return f"{r['kind']}: {code}"
-
-    return side.per_compile("guards", key)
+    return side.per_compile("guards", guard_key(pl.col("kind"), pl.col("code"), blank_device=other_rank))
 
 
 def _kernels(side: _Side) -> dict[tuple, Counter]:
-    return side.per_compile("kernels", lambda r: kernel_key(r["name"], r["kind"]))
+    return side.per_compile("kernels", kernel_key(pl.col("name"), pl.col("kind")))
 
 
 def _time_rows(a: dict[str, float], b: dict[str, float], noise: Noise, label: str) -> list[dict[str, Any]]:
