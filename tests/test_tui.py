@@ -277,21 +277,39 @@ async def test_raw_records_filter_by_kind_and_clear() -> None:
 
 @sync
 async def test_raw_records_filter_by_compile_and_rank() -> None:
+    # every filter field reached with Tab and edited by typing, as a user does (issue 16.1:
+    # Tab used to jump to the payload, "1" switched to the findings view, "q" quit)
     app = build_app(open_args("fixtures/multirank"))
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot)
         await press(pilot, "5")
         records = main.query_one(RecordsView)
         table = records.query_one("#records-table", LazyTable)
-        records.query_one("#filter-compile").value = "0/1"
-        await pilot.pause()
+        await press(pilot, "f")
+        assert app.focused is records.query_one("#filter-kind")
+        await press(pilot, "tab")
+        assert app.focused is records.query_one("#filter-compile")
+        await press(pilot, *"0/1")
+        assert main.view.view_id == "records"  # "1" typed into the field, not a view switch
+        assert records.compile == "0/1"
         assert table.row_count > 0
         assert set(table.frame["compile_id"].to_list()) == {"0/1"}
         assert set(table.frame["rank"].to_list()) == {1}  # only rank 1 recompiled
-        records.query_one("#filter-rank").value = 0
-        await pilot.pause()
+        await press(pilot, "tab")
+        assert app.focused is records.query_one("#filter-rank")
+        await press(pilot, "enter", "down", "enter")  # open the rank list, pick the first rank
+        assert records.rank == 0
         assert table.row_count == 0
         assert "no record matches the filters" in screen_text(app)
+        await press(pilot, "shift+tab", "backspace", "backspace", "backspace")
+        assert records.compile is None
+        assert table.row_count > 0 and set(table.frame["rank"].to_list()) == {0}
+        await press(pilot, "tab", "tab")
+        assert app.focused is records.query_one("#filter-text")
+        await press(pilot, *"quiet")  # q and x are letters here, not quit / clear
+        assert app.is_running and records.contains == "quiet"
+        await press(pilot, "tab")
+        assert app.focused is table
         await press(pilot, "x")
         assert records.active_filters == []
 
@@ -477,6 +495,39 @@ async def test_command_palette_goes_to_a_compile() -> None:
         await press(pilot, "enter")
         await until(pilot, lambda: main.view.view_id == "frames", "the frames view opens")
         assert main.query_one(FramesView).compile_ref() == (None, "2/1")
+
+
+@sync
+async def test_guards_keep_the_focus_after_d_hides_the_comparison() -> None:
+    # issue 16.2: d hid the pane that had the focus; d , . did nothing until Tab
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        await press(pilot, "enter")  # the storm: guards of 0/1 compared with 0/0
+        guards = main.query_one(GuardsView)
+        assert guards.comparing and app.focused is guards.query_one("#guards-right")
+        await press(pilot, "d")
+        assert not guards.comparing
+        assert app.focused is guards.query_one("#guards-left")
+        assert "d Compare" in screen_text(app)  # the footer still offers it
+        await press(pilot, "d")  # and it works again at once
+        assert guards.comparing
+        await press(pilot, "full_stop")
+        assert guards.key == (None, "0/2")
+
+
+@sync
+async def test_ctrl_c_twice_quits() -> None:
+    # help says "Quit (press twice)"; the first press only says how
+    app = build_app(open_args("fixtures/simple"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await press(pilot, "ctrl+c")
+        assert app.is_running
+        await until(pilot, lambda: any("press ctrl+c again" in n.message for n in app._notifications), "a hint")
+        await press(pilot, "ctrl+c")
+    assert app.return_code == 0
 
 
 @sync

@@ -39,6 +39,7 @@ def _few_colours() -> bool:
 
 
 FIRST_PAINT_S = 0.4  # head start of the first screen over the background table build
+QUIT_AGAIN_S = 3.0  # ctrl+c quits when pressed again within this many seconds
 
 class TraceviewApp(App[int]):
     """Browse one trace: findings first, then frames, guards, graphs & kernels, raw records."""
@@ -48,6 +49,7 @@ class TraceviewApp(App[int]):
     CURSOR_BLINK: ClassVar[bool] = True  # False: text inputs show a steady cursor (snapshot tests)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", id="quit"),
+        Binding("ctrl+c", "quit_twice", "Quit (press twice)", id="quit_twice", show=False, priority=True),
         Binding("ctrl+p", "command_palette", "Command palette", id="command_palette", show=False, priority=True),
     ]
 
@@ -72,6 +74,7 @@ class TraceviewApp(App[int]):
         self.timings: dict[str, float] = {}
         self._t0 = time.monotonic()
         self._loader_thread: threading.Thread | None = None
+        self._ctrl_c_at: float | None = None
         theme = os.environ.get("TRACEVIEW_THEME")
         if theme:
             self.theme = theme
@@ -172,6 +175,15 @@ class TraceviewApp(App[int]):
         if self.model is None:
             self.cancelled = True  # the loader thread stops reporting
         self.exit(return_code=0)
+
+    def action_quit_twice(self) -> None:
+        """ctrl+c: the first press says how to quit, a second one within QUIT_AGAIN_S quits."""
+        now = time.monotonic()
+        if self._ctrl_c_at is not None and now - self._ctrl_c_at <= QUIT_AGAIN_S:
+            self.action_quit()
+            return
+        self._ctrl_c_at = now
+        self.notify("press ctrl+c again to quit (or q)", timeout=QUIT_AGAIN_S)
 
     @property
     def loader_running(self) -> bool:

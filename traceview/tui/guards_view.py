@@ -237,6 +237,9 @@ class GuardsView(View):
             self.app.notify("no earlier compile of this frame to compare with", severity="warning")
             return
         self.load(*self.key, self.compare_id, compare=not self.comparing)
+        # the right pane may have held the focus: give it to the table still shown (else the
+        # view's keys, d , . among them, stop working until Tab)
+        self.focus_main()
 
     def action_step(self, delta: int) -> None:
         if self.key is None:

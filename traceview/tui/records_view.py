@@ -42,7 +42,8 @@ class RecordsView(View):
         Binding("x", "clear_filters", "Clear filters", id="records.clear_filters"),
         Binding("t", "filter_this('kind')", "Filter: this kind", id="records.filter_kind", show=False),
         Binding("i", "filter_this('compile')", "Filter: this compile", id="records.filter_compile", show=False),
-        Binding("tab", "switch_pane", "List/payload", id="records.switch_pane", show=False),
+        Binding("tab", "switch_pane", "List/payload; in the filters, the next field", id="records.switch_pane", show=False),
+        Binding("shift+tab", "switch_pane(-1)", "Previous filter field", id="records.previous_field", show=False),
     ]
 
     def __init__(self, model: TraceModel, **kwargs: object) -> None:
@@ -222,7 +223,20 @@ class RecordsView(View):
         self._sync_widgets()
         self._apply((row["file"], int(row["lineno"])))
 
-    def action_switch_pane(self) -> None:
+    def _in_filters(self) -> bool:
+        focused = self.screen.focused
+        bar = self.query_one("#records-filters")
+        return focused is not None and (focused is bar or bar in focused.ancestors)
+
+    def action_switch_pane(self, direction: int = 1) -> None:
+        """Tab: in the filter fields, the next field (kind, compile id, rank, text, then the
+        list); elsewhere, between the list and the payload."""
+        if self._in_filters() or direction < 0:
+            if direction > 0:
+                self.screen.focus_next()
+            else:
+                self.screen.focus_previous()
+            return
         if self._payload_focused:
             self.query_one("#records-table", LazyTable).focus()
         else:
