@@ -34,7 +34,7 @@ from traceview.tui.lazy_table import Column, LazyTable
 from traceview.tui.main_screen import MainScreen, binding_groups
 from traceview.tui.records_view import RecordsView
 from traceview.tui.run_picker import RunPicker
-from traceview.tui.text import FAILED_MARK
+from traceview.tui.text import FAILED_MARK, mark
 
 SIZE = (120, 40)
 
@@ -131,8 +131,15 @@ async def test_findings_first_is_the_shape_storm_and_enter_shows_the_failing_gua
         assert "RECOMPILE STORM" in text
         assert "shape_storm (recompiles.py:12) compiled 9 times" in text
         assert cause["text"] in text
-        # the storm comes before every other finding on screen
-        assert text.index("shape_storm (recompiles.py:12)") < text.index("FAILED COMPILE")
+        # the storm comes before every other finding on screen; its recompile-limit hit (0/8)
+        # is one root cause with it, in its detail rather than a FAILED COMPILE of its own;
+        # scaled's single float recompile is expected, not a storm
+        assert text.index("shape_storm (recompiles.py:12)") < text.index("RECOMPILED ONCE")
+        assert "FAILED COMPILE" not in text
+        assert "[0/8] refused at the recompile limit" in first.as_text()
+        assert [f.kind for f in findings.model.findings] == ["storm", "recompile", "recompile"]
+        assert "RECOMPILED ONCE" in text and "scaled (recompiles.py:16) compiled 2 times" in text
+        assert "(expected: automatic dynamic shapes recompile once)" in findings.model.findings[1].title
 
         await press(pilot, "enter")
         assert main.view.view_id == "guards"
@@ -507,6 +514,9 @@ async def test_guards_keep_the_focus_after_d_hides_the_comparison() -> None:
         await press(pilot, "enter")  # the storm: guards of 0/1 compared with 0/0
         guards = main.query_one(GuardsView)
         assert guards.comparing and app.focused is guards.query_one("#guards-right")
+        # issue 16.4: the two guard counts say what each counts (12 logged, metrics 10)
+        title = static_text(guards.query_one("#guards-title"))
+        assert "12 guards logged (from the trace); Dynamo's metrics count 10 before building the guard tree" in title
         await press(pilot, "d")
         assert not guards.comparing
         assert app.focused is guards.query_one("#guards-left")
@@ -528,6 +538,35 @@ async def test_ctrl_c_twice_quits() -> None:
         await until(pilot, lambda: any("press ctrl+c again" in n.message for n in app._notifications), "a hint")
         await press(pilot, "ctrl+c")
     assert app.return_code == 0
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=lambda s: f"{s[0]}x{s[1]}")
+@sync
+async def test_multirank_first_screen_names_the_diverging_rank(size: tuple[int, int]) -> None:
+    # 4 gloo ranks, rank 2 fed a batch of 6 once (issue 16.6, 16.5, 16.10): the first screen
+    # names rank 2; Frames marks it and calls no healthy compile a failure (each rank's
+    # report() restarts after its print() graph break, which is normal)
+    app = build_app(open_args("fixtures/corpus/multirank4"))
+    async with app.run_test(size=size) as pilot:
+        main = await ready(pilot)
+        text = screen_text(app)
+        assert "rank 2 diverges" in text
+        assert "RANK DIVERGENCE" in text and "rank 2 compiled differently from ranks 0,1,3" in text
+        await press(pilot, "2")
+        frames = main.query_one(FramesView)
+        tree = frames.query_one("#frames-tree")
+        labels = {n.data[1]: n.label.plain for n in tree.root.children}
+        assert "DIVERGES" in labels[2] and not any("DIVERGES" in labels[r] for r in (0, 1, 3))
+        everything = "\n".join(n.label.plain for n in _walk(tree.root))
+        assert "failed" not in everything and "not ok" not in everything
+        assert all(f"{mark('restarted')} 1 restarted" in labels[r] for r in range(4))
+        assert "restarted after a graph break (normal)" in static_text(frames.query_one("#frames-title"))
+
+
+def _walk(node):
+    for c in node.children:
+        yield c
+        yield from _walk(c)
 
 
 @sync
@@ -754,16 +793,16 @@ def test_a_finding_the_same_on_every_rank_is_listed_once(tmp_path: Path) -> None
     for r in range(4):
         (tmp_path / f"dedicated_log_torch_trace_rank_{r}_copy.log").write_bytes(src.read_bytes())
     report = build_report(traceview.load(tmp_path))
-    per_rank = [f for f in one if f.kind == "storm"]
+    # shape_storm, then scaled's and flagged's single recompiles
+    per_rank = [f for f in one if f.kind in ("storm", "recompile")]
     assert len(per_rank) == 3 and len(report["recompile_storms"]) == 4 * 3
     findings = findings_from_report(report)
-    storms = [f for f in findings if f.kind == "storm"]
+    storms = [f for f in findings if f.kind in ("storm", "recompile")]
     assert [f.title for f in storms] == [f"ranks 0-3 {f.title}" for f in per_rank]
     assert all(f.rank == 0 for f in storms)
     assert ("ranks", "ranks 0-3, the same on each (Enter opens rank 0)") in storms[0].detail
-    slow = [f for f in findings if f.kind == "compile_time"]
-    slow_one = [f for f in one if f.kind == "compile_time"]
-    assert slow_one and [f.title for f in slow] == [f.title.replace("s [", "s ranks 0-3 [", 1) for f in slow_one]
+    # no compile of this run is slow relative to it (all under a second)
+    assert [f for f in findings if f.kind == "compile_time"] == []
     # the report's slowest compiles keep every rank of each (the summary said "ranks 0-1"
     # for some when its top 10 rows ran out)
     from traceview.report import render_text

@@ -9,6 +9,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from parsers.compiles import STATUSES  # the compile statuses counted per rank
+from traceview.analyze.failures import categorize
 
 
 def storm_key(s: dict[str, Any]) -> tuple:
@@ -77,3 +78,97 @@ def ranks_text(ranks: list[Any]) -> str:
     if len(pieces) > _MAX_RANK_PIECES:
         return f"ranks {','.join(pieces[:_MAX_RANK_PIECES])},… ({len(rs)} ranks) "
     return f"ranks {','.join(pieces)} "
+
+
+# -------------------------------------------------------- what a finding costs (its order)
+# Kinds of findings, most costly first: the order the UI lists them in. A rank that compiled
+# differently from the others is the classic cause of a collective hang; a storm recompiles
+# every step; a failed compile runs its frame eagerly; a graph break splits a graph; one
+# recompile is what automatic dynamic shapes (or a bool / int that changed) do by design;
+# compile time is a cost paid once. A compiled optimizer that recompiles on every LR step is
+# a storm of its own; CUDA-graph findings (re-records, code left out of graphs) cost each step.
+COST_ORDER = ("divergence", "storm", "optimizer", "failure", "cudagraphs", "graph_break", "recompile", "compile_time")
+
+SLOW_COMPILE_MIN_S = 1.0  # no compile under this is called slow, whatever the run
+SLOW_COMPILE_SHARE = 0.10  # ... and it must take this share of its rank's compile time
+
+
+def is_storm(s: dict[str, Any]) -> bool:
+    """A recompiling function that keeps recompiling (3 compiles or more, or the recompile
+    limit hit). Two compiles, one recompile, is not a storm: automatic dynamic shapes
+    recompile once on purpose to make a size, int or float dynamic, a bool compiles once per
+    value."""
+    return bool(s["hit_recompile_limit"]) or s["compiles"] > 2
+
+
+def expected_recompile(s: dict[str, Any]) -> bool:
+    """One recompile that Dynamo makes by design: not a storm, and automatic dynamic shapes
+    were on (with dynamic=False every new size or value compiles again)."""
+    return not is_storm(s) and not s.get("forced_dynamic_false")
+
+
+def storm_failure(s: dict[str, Any], f: dict[str, Any]) -> bool:
+    """A failed compile that is the storm's own recompile-limit hit (one root cause)."""
+    return (
+        f["category"] == "recompile_limit"
+        and f["rank"] == s["rank"]
+        and f["compile_id"] == s.get("limit_compile_id")
+    )
+
+
+def recompile_behind(d: dict[str, Any], s: dict[str, Any]) -> bool:
+    """A recompile (not a storm) that is why rank `d['rank']` diverges: the recompiled ids
+    are the compiles that rank has and the others do not."""
+    ids = set(d.get("extra_compile_ids") or []) | set(d.get("different") or [])
+    return not is_storm(s) and s["rank"] == d["rank"] and bool(ids & set((s.get("compile_ids") or [])[1:]))
+
+
+def compile_key(r: dict[str, Any]) -> tuple:
+    """The same compile on several ranks: compile id and code object, whatever its seconds."""
+    return (r["compile_id"], r["function"], r["filename"], r["line"])
+
+
+def slow_compiles(report: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any]]]:
+    """Compiles slow relative to the run: at least SLOW_COMPILE_MIN_S and at least
+    SLOW_COMPILE_SHARE of their rank's compile time; one entry per distinct compile across
+    ranks (its slowest rank's row first), slowest first."""
+    ct = report.get("compile_time") or {}
+    per_rank = {r["rank"]: r.get("compile_time_s") or 0.0 for r in report.get("per_rank") or []}
+    total = ct.get("total_s") or 0.0
+    rows = [
+        t for t in ct.get("top") or []
+        if t["seconds"] >= SLOW_COMPILE_MIN_S and t["seconds"] >= SLOW_COMPILE_SHARE * per_rank.get(t["rank"], total)
+    ]
+    rows.sort(key=lambda t: -t["seconds"])
+    return group_ranks(rows, compile_key)
+
+
+def recompile_why(s: dict[str, Any]) -> str:
+    """Why a function that compiled twice (not a storm) did so, in a few words."""
+    if s.get("forced_dynamic_false"):
+        return "dynamic=False: each new size or value compiles again"
+    kinds = {(c.get("kind") or "").split(":")[-1] for c in s.get("causes") or []}
+    if kinds and kinds <= {"bool"}:
+        return "expected: one compile per value of a bool"
+    if kinds and kinds <= {"size", "int", "float", "stride"}:
+        return "expected: automatic dynamic shapes recompile once"
+    return "one recompile"
+
+
+# ------------------------------------------------------------- what a compile's status means
+# The compiles table's status says what the log shows; the user needs what it means:
+# ok; restarted after a graph break (normal: Dynamo compiled the part before the break and
+# resumes after it); fell back to eager (a graph break that skipped the whole frame, or the
+# recompile limit: the frame runs uncompiled, nothing crashed); failed (an error in Dynamo or
+# the backend); empty (no graph to compile); no metrics (the log ends before the compile did).
+OUTCOMES = ("ok", "restarted", "eager", "failed", "empty", "no_metrics")
+EAGER_CATEGORIES = ("graph_break", "recompile_limit")
+
+
+def compile_outcome(row: dict[str, Any]) -> str:
+    """What a row of the compiles table means (one of OUTCOMES)."""
+    status = row.get("status")
+    if status == "failed":
+        cat = categorize(row.get("fail_type"), row.get("fail_reason"))
+        return "eager" if cat in EAGER_CATEGORIES else "failed"
+    return {"ok": "ok", "graph_break_restarts": "restarted", "empty_graph": "empty"}.get(status or "", "no_metrics")

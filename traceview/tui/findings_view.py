@@ -11,6 +11,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from traceview.analyze.findings import ranks_text
 from traceview.tui.model import KIND_TITLES, CompileKey, Finding
 from traceview.tui.navigation import Location
 from traceview.tui.text import safe
@@ -76,17 +77,24 @@ class FindingsView(View):
     def _summary(self) -> Text:
         r = self.model.report
         m = self.model
-        parts = [f"{m.compiles.height} compiles"]
+        text_only = m.compiles.height == 0 and (r.get("compile_ids_in_text_logs") or 0) > 0
+        if text_only:
+            parts = [f"{r['compile_ids_in_text_logs']} compile ids in the text log (no compile metrics)"]
+        else:
+            parts = [f"{m.compiles.height} compiles"]
         if r.get("ranks"):
             parts.append(f"{len(r['ranks'])} ranks")
+        diverging = [f.rank for f in m.findings if f.kind == "divergence"]
+        if diverging:  # named: the first thing a multi-rank user needs
+            parts.append(f"{ranks_text(diverging).strip()} {'diverges' if len(diverging) == 1 else 'diverge'}")
         counts = {k: sum(1 for f in m.findings if f.kind == k) for k in KIND_TITLES}
         parts.append(f"{counts['storm']} recompile storms")
+        if counts["recompile"]:
+            parts.append(f"{counts['recompile']} recompiled once")
         parts.append(f"{counts['graph_break']} graph-break sites")
         parts.append(f"{counts['failure']} failed compiles")
-        if r.get("ranks") and len(r["ranks"]) > 1:
-            parts.append(f"{counts['divergence']} diverging ranks")
         total = (r.get("compile_time") or {}).get("total_s")
-        if total is not None:
+        if total is not None and not text_only:
             parts.append(f"{total:.2f}s compiling")
         t = safe(" · ".join(parts), "bold")
         for name, why in m.missing.items():

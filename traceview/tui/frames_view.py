@@ -12,10 +12,11 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from parsers.compile_ids import frame_group
+from traceview.analyze.findings import compile_outcome
 from traceview.printable import one_line
 from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
-from traceview.tui.text import mark, safe, seconds, status_label
+from traceview.tui.text import OUTCOME_MEANING, mark, safe, seconds, status_label
 from traceview.tui.view import CompileFocused, Navigate, View
 
 NodeData = tuple[str, Any]
@@ -29,9 +30,20 @@ def _frame_key(row: dict[str, Any]) -> tuple:
     return ("frame", row["frame_id"] if row["frame_id"] is not None else group)
 
 
+# outcomes worth counting beside a code object or a rank, worst first
+COUNTED = ("failed", "eager", "restarted")
+
+
+def outcome_counts(rows: list[dict[str, Any]]) -> str:
+    """"✗ 1 failed  ↓ 1 eager  ↻ 2 restarted" (restarts are normal: said, not alarmed)."""
+    outcomes = [compile_outcome(r) for r in rows]
+    return "  ".join(f"{mark(o)} {outcomes.count(o)} {o}" for o in COUNTED if o in outcomes)
+
+
 def compile_label(row: dict[str, Any], first: bool) -> Text:
     t = Text(end="")
-    t.append_text(safe(f"{status_label(row['status']):<12}", "bold" if row["status"] != "ok" else ""))
+    outcome = compile_outcome(row)
+    t.append_text(safe(f"{status_label(outcome):<12}", "bold" if outcome in ("failed", "eager") else ""))
     t.append_text(safe(f" {row['compile_id']:<6}"))
     t.append_text(safe(f" {seconds(row['total_time_s']):>6}"))
     if (row.get("attempts") or 1) > 1:
@@ -49,14 +61,14 @@ def frame_label(rows: list[dict[str, Any]]) -> Text:
     filename = named.get("filename")
     where = f"{filename.rsplit('/', 1)[-1]}:{named.get('line')}" if filename else ""
     n = len(rows)
-    bad = sum(1 for r in rows if r["status"] != "ok")
+    counts = outcome_counts(rows)
     t = Text(end="")
     t.append_text(safe(fn, "bold"))
     t.append_text(safe(f"  {n} compile{'s' if n != 1 else ''}"))
     if n > 1:
         t.append_text(safe(f" ({n - 1} recompile{'s' if n > 2 else ''})"))
-    if bad:
-        t.append_text(safe(f"  {mark('failed')} {bad} not ok", "bold"))
+    if counts:
+        t.append_text(safe(f"  {counts}", "bold" if "failed" in counts or "eager" in counts else ""))
     t.append_text(safe(f"  {where}", "italic"))
     return t
 
@@ -71,7 +83,8 @@ def compile_detail(model: TraceModel, row: dict[str, Any]) -> Text:
     t = Text(end="")
     t.append_text(safe(f"[{row['compile_id']}] {row.get('function') or '?'}", "bold"))
     t.append("  ")
-    t.append_text(safe(status_label(row["status"]), "bold reverse" if row["status"] != "ok" else "bold"))
+    outcome = compile_outcome(row)
+    t.append_text(safe(OUTCOME_MEANING[outcome], "bold reverse" if outcome in ("failed", "eager") else "bold"))
     t.append("\n\n")
     _label(t, "function", f"{row.get('function') or '?'}  {row.get('filename') or '?'}:{row.get('line')}")
     if row.get("rank") is not None:
@@ -89,7 +102,7 @@ def compile_detail(model: TraceModel, row: dict[str, Any]) -> Text:
     _label(t, "time", f"{seconds(row.get('total_time_s'))} in all")
     _label(t, "phases", "  ".join(f"{k} {seconds(row.get(c))}" for k, c in phases))
     counts = [
-        ("guards", row.get("guard_count")),
+        ("guards (metrics)", row.get("guard_count")),  # len(output.guards); 3 lists the logged tree
         ("shape-env guards", row.get("shape_env_guard_count")),
         ("graph ops", row.get("graph_op_count")),
         ("nodes", row.get("graph_node_count")),
@@ -120,7 +133,7 @@ def compile_detail(model: TraceModel, row: dict[str, Any]) -> Text:
         t.append_text(safe("restarts", "bold"))
         t.append("\n")
         for r in restarts:
-            t.append_text(safe(f"  {mark('graph_break_restarts')} {one_line(r, 300)}"))
+            t.append_text(safe(f"  {mark('restarted')} {one_line(r, 300)}"))
             t.append("\n")
     gbs = model.graph_breaks_of(row.get("rank"), row["compile_id"])
     if gbs.height:
@@ -182,6 +195,7 @@ class FramesView(View):
         df = self.model.compiles
         rows = df.to_dicts()
         ranked = df["rank"].drop_nulls().len() > 0
+        diverging = {f.rank: f.summary[0] for f in self.model.findings if f.kind == "divergence"}
         groups: dict[Any, dict[tuple, list[dict[str, Any]]]] = {}
         for r in rows:
             groups.setdefault(r["rank"], {}).setdefault(_frame_key(r), []).append(r)
@@ -189,9 +203,11 @@ class FramesView(View):
             parent = tree.root
             if ranked:
                 n = sum(len(v) for v in frames.values())
-                bad = sum(1 for v in frames.values() for r in v if r["status"] != "ok")
+                counts = outcome_counts([r for v in frames.values() for r in v])
                 label = safe(f"rank {rank if rank is not None else '?'}", "bold")
-                label.append_text(safe(f"  {n} compiles" + (f", {bad} not ok" if bad else "")))
+                label.append_text(safe(f"  {n} compiles" + (f"  {counts}" if counts else "")))
+                if rank in diverging:
+                    label.append_text(safe(f"  {mark('failed')} DIVERGES: {one_line(diverging[rank], 80)}", "bold reverse"))
                 parent = tree.root.add(label, data=("rank", rank), expand=True)
             for fkey, frows in frames.items():
                 fnode = parent.add(frame_label(frows), data=("frame", (rank, fkey)), expand=True)
@@ -201,9 +217,8 @@ class FramesView(View):
         n = df.height
         nf = sum(len(v) for v in groups.values())
         title = f"{n} compiles of {nf} code objects" + (f" on {len(groups)} ranks" if ranked else "")
-        self.query_one("#frames-title", Static).update(safe(title + "   marks: " + "  ".join(
-            status_label(s) for s in ("ok", "failed", "graph_break_restarts", "empty_graph", "no_metrics")
-        ), "bold"))
+        legend = "  ".join(f"{mark(o)} {OUTCOME_MEANING[o]}" for o in ("ok", "restarted", "eager", "failed", "empty"))
+        self.query_one("#frames-title", Static).update(safe(f"{title}   {legend}", "bold"))
         if self._compile_nodes:
             first = next(iter(self._compile_nodes.values()))
             tree.move_cursor(first)

@@ -57,6 +57,17 @@ def with_marks(guards: pl.DataFrame, other: pl.DataFrame | None, failed: set[int
     )
 
 
+def guard_count_text(logged: int, src: str | None, metrics: int | None) -> str:
+    """How many guards the view lists, and what Dynamo's own count (compilation metrics'
+    guard_count, shown in the compile's detail) says when it differs: the log lists the lines
+    of the built guard tree, the metrics count `len(output.guards)`, the guards Dynamo
+    recorded before building the tree (torch/_dynamo/convert_frame.py); neither is wrong."""
+    text = f"{logged} guards logged" + (f" (from the {'trace' if src == 'trace' else 'text log'})" if src else "")
+    if metrics is not None and metrics != logged:
+        text += f"; Dynamo's metrics count {metrics} before building the guard tree"
+    return text
+
+
 def _marked(row: dict[str, Any]) -> str | None:
     return "lazy-table--marked" if row.get("mark") == FAILED_MARK else None
 
@@ -165,7 +176,7 @@ class GuardsView(View):
         src = mine["source"][0] if mine.height and "source" in mine.columns else None
         title = Text(end="")
         title.append_text(safe(f"Guards of [{compile_id}] {row.get('function') or '?'}", "bold"))
-        title.append_text(safe(f"  {mine.height} guards" + (f" (from the {'trace' if src == 'trace' else 'text log'})" if src else "")))
+        title.append_text(safe(f"  {guard_count_text(mine.height, src, row.get('guard_count'))}"))
         if rank is not None:
             title.append_text(safe(f"  rank {rank}"))
         if compare_id:

@@ -21,25 +21,33 @@ from parsers.compile_ids import parse as parse_compile_id
 from parsers.facts import user_name
 from parsers.sources import prefer_trace
 from traceview.analyze.findings import (
+    COST_ORDER,
+    compile_key,
     failure_key,
     group_ranks,
+    is_storm,
     ranks_text,
-    slow_compile_key,
+    recompile_behind,
+    recompile_why,
+    slow_compiles,
+    storm_failure,
     storm_key,
 )
 from traceview.printable import one_line
 from traceview.trace import Trace
 
-# Kinds of findings, in the report's order (most important first).
+# Kinds of findings, most costly first (traceview.analyze.findings.COST_ORDER).
 KIND_TITLES = {
-    "storm": "RECOMPILE STORM",
-    "graph_break": "GRAPH BREAK",
-    "failure": "FAILED COMPILE",
-    "optimizer": "COMPILED OPTIMIZER",
-    "cudagraphs": "CUDA GRAPHS",
     "divergence": "RANK DIVERGENCE",
+    "storm": "RECOMPILE STORM",
+    "optimizer": "COMPILED OPTIMIZER",
+    "failure": "FAILED COMPILE",
+    "cudagraphs": "CUDA GRAPHS",
+    "graph_break": "GRAPH BREAK",
+    "recompile": "RECOMPILED ONCE",
     "compile_time": "SLOW COMPILE",
 }
+assert tuple(KIND_TITLES) == COST_ORDER
 
 CompileKey = tuple[int | None, str]  # (rank, compile_id)
 
@@ -88,10 +96,21 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
     A finding that is the same on several ranks (as the summary groups them) is one entry
     that names its ranks and opens the first."""
     out: list[Finding] = []
-    for s, ranks in group_ranks(report.get("recompile_storms", []), storm_key):
+    storms = report.get("recompile_storms", [])
+    divergence = report.get("rank_divergence", [])
+    failures = report.get("failures", [])
+    behind: dict[int, list[dict[str, Any]]] = {}  # divergence index -> the recompiles behind it
+    for s in storms:
+        for i, d in enumerate(divergence):
+            if recompile_behind(d, s):
+                behind.setdefault(i, []).append(s)
+                break
+    folded = [id(s) for ss in behind.values() for s in ss]
+    for s, ranks in group_ranks([s for s in storms if id(s) not in folded], storm_key):
         ids = s.get("compile_ids") or []
         limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
-        title = f"{ranks_text(ranks)}{s['function'] or '?'} ({_at(s['filename'], s['line'])}) compiled {s['compiles']} times{limit}"
+        kind, why = ("storm", "") if is_storm(s) else ("recompile", f" ({recompile_why(s)})")
+        title = f"{ranks_text(ranks)}{s['function'] or '?'} ({_at(s['filename'], s['line'])}) compiled {s['compiles']} times{limit}{why}"
         summary, detail = [], []
         target, compare = (ids[1] if len(ids) > 1 else (ids[0] if ids else None)), None
         for i, c in enumerate(s.get("causes") or []):
@@ -114,9 +133,13 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         detail.append(("compile time", f"{s['compile_seconds']:.3f}s"))
         if s.get("forced_dynamic_false"):
             detail.append(("note", "compiled with automatic dynamic shapes off (dynamic=False)"))
+        limit_hit = [f for f in failures if storm_failure(s, f)]
+        for f in limit_hit:
+            detail.append(("limit", f"[{f['compile_id']}] refused at the recompile limit: {one_line(f.get('reason') or '', 200)}"))
+            detail.append(("next step", f["next_step"]))
         detail += _on_ranks(ranks)
         out.append(
-            Finding("storm", title, summary[:2], detail, s["rank"], target, compare, "guards", s.get("file"), s.get("lineno"))
+            Finding(kind, title, summary[:2], detail, s["rank"], target, compare, "guards", s.get("file"), s.get("lineno"))
         )
     for g in report.get("graph_breaks", []):
         ranks = g.get("ranks") or []
@@ -132,7 +155,10 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         if g.get("frame_function"):
             detail.append(("frame", f"{g['frame_function']} {_at(g.get('frame_filename'), g.get('frame_line'))}"))
         if g.get("frame_skipped"):
-            detail.append(("effect", "the whole frame fell back to eager"))
+            why = f": {g['frame_skipped_why']}" if g.get("frame_skipped_why") else ""
+            detail.append(("effect", f"the whole frame fell back to eager{why}"))
+        if g.get("advice"):
+            detail.append(("fix" if g.get("frame_skipped") else "advice", g["advice"]))
         if g.get("hint"):
             detail.append(("hint", g["hint"]))
         detail.append(("gb id", g.get("gb_id") or "-"))
@@ -140,7 +166,8 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         out.append(
             Finding("graph_break", title, summary, detail, rank, ids[0] if ids else None, None, "frames", g.get("file"), g.get("lineno"))
         )
-    for f, ranks in group_ranks(report.get("failures", []), failure_key):
+    folded_failures = [f for f in failures if any(storm_failure(s, f) and is_storm(s) for s in storms)]
+    for f, ranks in group_ranks([f for f in failures if f not in folded_failures], failure_key):
         title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'))}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
         summary = [one_line(f.get("reason") or "", 160)]
         detail = [
@@ -165,17 +192,24 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         detail += [("op", f"{o['op']}: {o['reason']}" + (f" {o['fx']}" if o.get("fx") else "")) for o in c["ops"]]
         out.append(Finding("cudagraphs", c["headline"], [f"fix: {c['fix']}"], detail, c["rank"],
                            c["compile_ids"][0] if c["compile_ids"] else None, None, "frames", None, None))
-    for d in report.get("rank_divergence", []):
-        ids = [*d.get("extra_compile_ids", []), *d.get("different", []), *d.get("missing_compile_ids", [])]
-        title = f"rank {d['rank']} differs from the majority"
+    others = [r for r in report.get("ranks") or []]
+    for i, d in enumerate(divergence):
+        rest = ranks_text([r for r in others if r != d["rank"]]).strip() or "the other ranks"
+        title = f"rank {d['rank']} compiled differently from {rest}: a collective may hang or mismatch"
         detail = [("detail", d["detail"])]
         for key, label in (("extra_compile_ids", "extra"), ("missing_compile_ids", "missing"), ("different", "different")):
             if d.get(key):
                 detail.append((label, ", ".join(d[key])))
+        for s in behind.get(i, []):
+            for c in s.get("causes") or []:
+                detail.append(("cause", f"{s['function'] or '?'} recompiled on rank {s['rank']}: {c['text']}"))
+                detail.append(("fix", c["fix"]))
+            if s.get("forced_dynamic_false"):
+                detail.append(("note", "compiled with automatic dynamic shapes off (dynamic=False)"))
         target = (d.get("extra_compile_ids") or d.get("different") or [None])[0]
-        out.append(Finding("divergence", title, [d["detail"]], detail, d["rank"], target, None, "frames", None, None))
+        out.append(Finding("divergence", title, [one_line(d["detail"], 160)], detail, d["rank"], target, None, "frames", d.get("file"), d.get("lineno")))
     ct = report.get("compile_time", {})
-    for t, ranks in group_ranks(ct.get("top", []), slow_compile_key)[:5]:
+    for t, ranks in slow_compiles(report)[:5]:
         phases = [
             (k, t.get(c))
             for k, c in (
@@ -187,7 +221,9 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             )
             if t.get(c) is not None
         ]
-        title = f"{t['seconds']:.2f}s {ranks_text(ranks)}[{t['compile_id']}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
+        secs = sorted(r["seconds"] for r in ct.get("top", []) if compile_key(r) == compile_key(t) and r["rank"] in ranks)
+        span = f"{secs[0]:.2f}-{secs[-1]:.2f}s" if len(secs) > 1 and secs[0] != secs[-1] else f"{t['seconds']:.2f}s"
+        title = f"{span} {ranks_text(ranks)}[{t['compile_id']}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
         ph = ", ".join(f"{k} {v:.2f}s" for k, v in phases)
         detail = [("compile", f"{t['compile_id']} {t.get('function') or '?'} {t.get('filename') or '?'}:{t.get('line')}"),
                   ("seconds", f"{t['seconds']:.3f}")]
@@ -198,6 +234,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         out.append(
             Finding("compile_time", title, [ph or "no phase times"], detail, t["rank"], t["compile_id"], None, "frames", t.get("file"), t.get("lineno"))
         )
+    out.sort(key=lambda f: COST_ORDER.index(f.kind))  # stable: each kind keeps the report's order
     return out
 
 

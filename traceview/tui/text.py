@@ -90,31 +90,43 @@ def _unicode_ok() -> bool:
 
 
 
-# Status of a compile: a mark and a word, so neither colour nor the glyph carries it alone.
+# What a compile's status means (traceview.analyze.findings.compile_outcome): a mark and a
+# word, so neither colour nor the glyph carries it alone.
 _MARKS = {
     "ok": ("✓", "+"),
+    "restarted": ("↻", "r"),
+    "eager": ("↓", "e"),
     "failed": ("✗", "x"),
-    "graph_break_restarts": ("↻", "r"),
-    "empty_graph": ("∅", "0"),
+    "empty": ("∅", "0"),
     "no_metrics": ("?", "?"),
 }
 STATUS_WORDS = {
     "ok": "ok",
+    "restarted": "restarted",
+    "eager": "eager",
     "failed": "failed",
-    "graph_break_restarts": "restarts",
-    "empty_graph": "empty",
+    "empty": "empty",
+    "no_metrics": "no metrics",
+}
+# the legend: what each word means
+OUTCOME_MEANING = {
+    "ok": "ok",
+    "restarted": "restarted after a graph break (normal)",
+    "eager": "fell back to eager",
+    "failed": "failed",
+    "empty": "no graph",
     "no_metrics": "no metrics",
 }
 
 
-def mark(status: str | None) -> str:
-    """The status mark of a compile (`✓`, `✗`, `↻`, `∅`, `?`; ASCII when the terminal is not UTF-8)."""
-    pair = _MARKS.get(status or "no_metrics", ("?", "?"))
+def mark(outcome: str | None) -> str:
+    """The mark of a compile's outcome (`✓`, `↻`, `↓`, `✗`, `∅`, `?`; ASCII when the terminal is not UTF-8)."""
+    pair = _MARKS.get(outcome or "no_metrics", ("?", "?"))
     return pair[0] if _unicode_ok() else pair[1]
 
 
-def status_label(status: str | None) -> str:
-    return f"{mark(status)} {STATUS_WORDS.get(status or 'no_metrics', status or '?')}"
+def status_label(outcome: str | None) -> str:
+    return f"{mark(outcome)} {STATUS_WORDS.get(outcome or 'no_metrics', outcome or '?')}"
 
 
 FAILED_MARK = "✗" if _unicode_ok() else "x"
