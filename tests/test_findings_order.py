@@ -64,3 +64,20 @@ def test_compile_outcomes_say_what_the_status_means() -> None:
     assert gb["0/0"] == "restarted" and gb["1/0"] == "ok"
     # the recompile limit: the frame runs eagerly from then on
     assert outcomes("recompiles")["0/8"] == "eager"
+
+
+def test_a_graph_break_that_skipped_its_frame_is_one_finding_with_its_fix() -> None:
+    # a graph break inside a loop: Dynamo skips the frame (compile 0/0 "fails" with
+    # Unsupported and runs eagerly). One finding, with the summary's why and fix; its
+    # message not cut at "Graph break encountered:"
+    report, fs = _findings("corpus/graph_break_loop")
+    assert [f["category"] for f in report["failures"]] == ["graph_break"]
+    assert [f.kind for f in fs] == ["graph_break"]
+    detail = dict(fs[0].detail)
+    assert detail["effect"] == "the whole frame fell back to eager: graph break inside a loop"
+    assert detail["fix"].startswith("Dynamo cannot resume inside a loop")
+    assert detail["compile"] == "[0/0] fell back to eager (Unsupported)"
+    assert detail["message"] == "Failed to handle graph break gracefully. Skipping the function and falling back to eager."
+    # with the failed compiles: a graph break that only splits a graph comes after them
+    _, fs = _findings("graph_breaks")
+    assert fs[0].title.startswith("1x Call to `torch._dynamo.graph_break()` at graph_breaks.py:48")

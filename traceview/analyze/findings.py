@@ -123,6 +123,19 @@ def recompile_behind(d: dict[str, Any], s: dict[str, Any]) -> bool:
     return not is_storm(s) and s["rank"] == d["rank"] and bool(ids & set((s.get("compile_ids") or [])[1:]))
 
 
+def break_failure(g: dict[str, Any], f: dict[str, Any]) -> bool:
+    """A failed compile that is this graph break skipping its frame (one root cause: the
+    frame fell back to eager because of the break)."""
+    ranks = g.get("ranks") or [None]
+    return f["category"] == "graph_break" and f["compile_id"] in (g.get("compile_ids") or []) and f["rank"] in ranks
+
+
+def cost_index(kind: str, frame_skipped: bool = False) -> int:
+    """Where a finding of `kind` goes in COST_ORDER; a graph break that sent a whole frame to
+    eager costs what a failed compile does and goes with them."""
+    return COST_ORDER.index("failure" if kind == "graph_break" and frame_skipped else kind)
+
+
 def compile_key(r: dict[str, Any]) -> tuple:
     """The same compile on several ranks: compile id and code object, whatever its seconds."""
     return (r["compile_id"], r["function"], r["filename"], r["line"])

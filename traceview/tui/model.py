@@ -22,7 +22,9 @@ from parsers.facts import user_name
 from parsers.sources import prefer_trace
 from traceview.analyze.findings import (
     COST_ORDER,
+    break_failure,
     compile_key,
+    cost_index,
     failure_key,
     group_ranks,
     is_storm,
@@ -48,6 +50,7 @@ KIND_TITLES = {
     "compile_time": "SLOW COMPILE",
 }
 assert tuple(KIND_TITLES) == COST_ORDER
+OUTCOME_WORDS = {"eager": "fell back to eager"}
 
 CompileKey = tuple[int | None, str]  # (rank, compile_id)
 
@@ -66,6 +69,7 @@ class Finding:
     view: str = "frames"  # where Enter goes: "guards" or "frames"
     file: str | None = None
     lineno: int | None = None
+    cost: int | None = None  # place in COST_ORDER when not its kind's (analyze.findings.cost_index)
 
     def as_text(self) -> str:
         lines = [f"{KIND_TITLES[self.kind]}: {self.title}"]
@@ -149,8 +153,9 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         title = f"{g['count']}x {one_line(g['reason'], 120)} at {_at(g['filename'], g['line'])} in {g['function'] or '?'}"
         summary = [f"{g.get('gb_id') or 'no gb id'}{skip}"]
         detail = [("reason", g["reason"] or "?")]
-        if g.get("reason_line") and g["reason_line"] != g["reason"]:
-            detail.append(("message", g["reason_line"]))
+        message = re.sub(r"\s*Graph break encountered:\s*$", "", g.get("reason_line") or "")
+        if message and message != g["reason"]:
+            detail.append(("message", message))
         detail.append(("where", f"{g['filename'] or '?'}:{g['line']} in {g['function'] or '?'}"))
         if g.get("frame_function"):
             detail.append(("frame", f"{g['frame_function']} {_at(g.get('frame_filename'), g.get('frame_line'))}"))
@@ -161,12 +166,22 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             detail.append(("fix" if g.get("frame_skipped") else "advice", g["advice"]))
         if g.get("hint"):
             detail.append(("hint", g["hint"]))
+        for f in failures:
+            if break_failure(g, f):
+                detail.append(("compile", f"[{f['compile_id']}] {OUTCOME_WORDS['eager']} ({f.get('fail_type') or '?'})"))
+                if f.get("reason_full") and f["reason_full"] != g["reason"]:
+                    detail.append(("full reason", f["reason_full"]))
         detail.append(("gb id", g.get("gb_id") or "-"))
         detail.append(("compile ids", ", ".join(ids) + (f" on ranks {', '.join(map(str, ranks))}" if ranks else "")))
         out.append(
-            Finding("graph_break", title, summary, detail, rank, ids[0] if ids else None, None, "frames", g.get("file"), g.get("lineno"))
+            Finding("graph_break", title, summary, detail, rank, ids[0] if ids else None, None, "frames", g.get("file"), g.get("lineno"),
+                    cost_index("graph_break", bool(g.get("frame_skipped"))))
         )
-    folded_failures = [f for f in failures if any(storm_failure(s, f) and is_storm(s) for s in storms)]
+    folded_failures = [
+        f for f in failures
+        if any(storm_failure(s, f) and is_storm(s) for s in storms)
+        or any(break_failure(g, f) for g in report.get("graph_breaks", []))
+    ]
     for f, ranks in group_ranks([f for f in failures if f not in folded_failures], failure_key):
         title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'))}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
         summary = [one_line(f.get("reason") or "", 160)]
@@ -234,7 +249,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         out.append(
             Finding("compile_time", title, [ph or "no phase times"], detail, t["rank"], t["compile_id"], None, "frames", t.get("file"), t.get("lineno"))
         )
-    out.sort(key=lambda f: COST_ORDER.index(f.kind))  # stable: each kind keeps the report's order
+    out.sort(key=lambda f: f.cost if f.cost is not None else cost_index(f.kind))  # stable: each kind keeps the report's order
     return out
 
 
