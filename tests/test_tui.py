@@ -489,6 +489,11 @@ async def test_copy_puts_the_current_item_on_the_clipboard() -> None:
         await press(pilot, "c")
         assert app.clipboard.startswith("RECOMPILE STORM: shape_storm")
         assert "fix: " in app.clipboard
+        # a compile: its detail, not the UI's key hints (issue 16.13)
+        await press(pilot, "2")
+        await press(pilot, "c")
+        assert app.clipboard.startswith("[0/0] shape_storm")
+        assert "record fixtures/recompiles/trace/" in app.clipboard and "enter: guards" not in app.clipboard
 
 
 @sync
@@ -525,6 +530,14 @@ async def test_guards_keep_the_focus_after_d_hides_the_comparison() -> None:
         assert guards.comparing
         await press(pilot, "full_stop")
         assert guards.key == (None, "0/2")
+        # , on the first compile of the frame says so (issue 16.13)
+        await press(pilot, "comma", "comma")
+        assert guards.key == (None, "0/0")
+        await press(pilot, "comma")
+        await until(pilot, lambda: any("is the first compile" in n.message for n in app._notifications), "a note")
+        # g stays in the guards view when the id is a compile (issue 16.13)
+        await press(pilot, "g", *"1/1", "enter")
+        assert main.view.view_id == "guards" and guards.key == (None, "1/1")
 
 
 @sync

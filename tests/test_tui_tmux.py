@@ -84,7 +84,9 @@ def test_open_recompiles_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
     assert "[1 Findings]" in screen
     assert "shape_storm (recompiles.py:12) compiled 9" in screen
     assert "dimension 1 of x varies" in screen
-    assert "FAILED COMPILE" in screen
+    # scaled's single recompile comes after it, not called a storm; the recompile-limit hit
+    # (0/8) is in the storm's detail, not a failed compile of its own
+    assert "RECOMPILED ONCE" in screen and "FAILED COMPILE" not in screen
     assert first_screen_s < 30
 
     tmux.keys("Enter")  # the storm -> the guard that failed
@@ -93,10 +95,22 @@ def test_open_recompiles_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
 
     tmux.keys("2")  # frames
     screen = tmux.wait_for("[2 Frames]")
-    assert "shape_storm" in screen and "✗ failed" in screen
+    # 0/8, refused at the recompile limit, ran eagerly: said so, not called a failure
+    assert "shape_storm" in screen and "↓ 1 eager" in screen and "↓ eager      0/8" in screen
 
     tmux.keys("[", literal=True)  # back to the guards
     tmux.wait_for("[3 Guards]")
+
+    # the raw records' filters, typed into as a user does: f, Tab to the compile id, 0/1
+    tmux.keys("5")
+    tmux.wait_for("[5 Raw records]")
+    for keys, literal in ((("f",), False), (("Tab",), False), (("0/1",), True)):
+        time.sleep(1.0)  # a user types one key after the other: each lands where the last put the focus
+        tmux.keys(*keys, literal=literal)
+    screen = tmux.wait_for("filters: compile=0/1")
+    assert "[5 Raw records]" in screen  # the 1 went into the field, not to the findings view
+    tmux.keys("Escape")  # leave the field; q quits again
+    time.sleep(1.0)  # an Escape followed at once by q reads as alt+q
 
     tmux.keys("q")
     deadline = time.monotonic() + 20

@@ -88,11 +88,14 @@ class FindingsView(View):
         if diverging:  # named: the first thing a multi-rank user needs
             parts.append(f"{ranks_text(diverging).strip()} {'diverges' if len(diverging) == 1 else 'diverge'}")
         counts = {k: sum(1 for f in m.findings if f.kind == k) for k in KIND_TITLES}
-        parts.append(f"{counts['storm']} recompile storms")
-        if counts["recompile"]:
-            parts.append(f"{counts['recompile']} recompiled once")
-        parts.append(f"{counts['graph_break']} graph-break sites")
-        parts.append(f"{counts['failure']} failed compiles")
+        for kind, one, many in (
+            ("storm", "recompile storm", "recompile storms"),
+            ("failure", "failed compile", "failed compiles"),
+            ("graph_break", "graph-break site", "graph-break sites"),
+            ("recompile", "recompiled once", "recompiled once"),
+        ):
+            if counts[kind]:  # only what is there: the line must fit 80 columns
+                parts.append(f"{counts[kind]} {one if counts[kind] == 1 else many}")
         total = (r.get("compile_time") or {}).get("total_s")
         if total is not None and not text_only:
             parts.append(f"{total:.2f}s compiling")

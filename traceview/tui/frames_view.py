@@ -79,7 +79,8 @@ def _label(t: Text, label: str, value: Any, style: str = "") -> None:
     t.append("\n")
 
 
-def compile_detail(model: TraceModel, row: dict[str, Any]) -> Text:
+def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True) -> Text:
+    """The selected compile; `hint`: end with the keys that lead on (not when copied)."""
     t = Text(end="")
     t.append_text(safe(f"[{row['compile_id']}] {row.get('function') or '?'}", "bold"))
     t.append("  ")
@@ -154,13 +155,8 @@ def compile_detail(model: TraceModel, row: dict[str, Any]) -> Text:
             t.append_text(safe(f"  {fr}"))
             t.append("\n")
     t.append("\n")
-    t.append_text(
-        safe(
-            f"record {row.get('file') or '?'}:{row.get('metrics_lineno') or row.get('lineno')}"
-            "   enter: guards · 4: graphs & kernels · r: raw record",
-            "italic",
-        )
-    )
+    keys = "   enter: guards · 4: graphs & kernels · r: raw record" if hint else ""
+    t.append_text(safe(f"record {row.get('file') or '?'}:{row.get('metrics_lineno') or row.get('lineno')}{keys}", "italic"))
     return t
 
 
@@ -319,7 +315,7 @@ class FramesView(View):
 
     def copy_text(self) -> str | None:
         if self._row:
-            return compile_detail(self.model, self._row).plain
+            return compile_detail(self.model, self._row, hint=False).plain
         return None
 
     def record_ref(self) -> tuple[str, int] | None:

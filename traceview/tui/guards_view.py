@@ -14,7 +14,7 @@ from textual.widgets import Static
 from traceview.tui.lazy_table import Column, LazyTable
 from traceview.tui.model import CompileKey, TraceModel, failed_guard_rows, failures_of, guards_of
 from traceview.tui.navigation import Location
-from traceview.tui.text import FAILED_MARK, safe, short_path
+from traceview.tui.text import FAILED_MARK, plain, safe, short_path
 from traceview.tui.view import CompileFocused, View
 
 DIFFERS = "≠" if FAILED_MARK == "✗" else "!"
@@ -203,7 +203,12 @@ class GuardsView(View):
         )
         self.query_one("#guards-left", LazyTable).set_frame(left)
         pane = self.query_one("#guards-right-pane")
+        right_focused = self.screen.focused is self.query_one("#guards-right", LazyTable)
         pane.display = self.comparing
+        if right_focused and not self.comparing:
+            # the hidden pane held the focus (d, or , . to a compile with nothing to compare):
+            # the table still shown takes it, else the view's keys stop working until Tab
+            self.query_one("#guards-left", LazyTable).focus()
         if self.comparing and other is not None:
             right = with_marks(other, mine, right_failed)
             label = f"[{compare_id}] compared" + (f"   {FAILED_MARK}: the guard that failed" if right_failed else "")
@@ -248,9 +253,6 @@ class GuardsView(View):
             self.app.notify("no earlier compile of this frame to compare with", severity="warning")
             return
         self.load(*self.key, self.compare_id, compare=not self.comparing)
-        # the right pane may have held the focus: give it to the table still shown (else the
-        # view's keys, d , . among them, stop working until Tab)
-        self.focus_main()
 
     def action_step(self, delta: int) -> None:
         if self.key is None:
@@ -261,6 +263,9 @@ class GuardsView(View):
         i = ids.index(self.key[1]) + delta
         if 0 <= i < len(ids):
             self.load(self.key[0], ids[i])
+        else:
+            which = "first" if delta < 0 else "last"
+            self.app.notify(plain(f"[{self.key[1]}] is the {which} compile of this frame"))
 
     # -- hooks ------------------------------------------------------------------------
     def show(self, loc: Location) -> None:

@@ -283,7 +283,9 @@ class MainScreen(Screen[None]):
             if hit is None:
                 self.app.notify(plain(f"no compile {value!r}"), severity="warning")
                 return
-            self.go(Location("frames", rank=hit[0], compile_id=hit[1]))
+            # stay in the guards or graphs view when it can show the compile; else the frames
+            here = self.view.view_id
+            self.go(Location(here if here in ("guards", "code") else "frames", rank=hit[0], compile_id=hit[1]))
 
         self.app.push_screen(GoToCompile(examples), done)
 
@@ -294,7 +296,8 @@ class MainScreen(Screen[None]):
 def binding_groups(app: App) -> BindingGroups:
     """Every group of keys the UI has, in the order the help lists them."""
     return [
-        ("Everywhere", [*type(app).BINDINGS, *App.BINDINGS, *MainScreen.BINDINGS, *Screen.BINDINGS]),
+        # traceview's own keys before Textual's generic ones
+        ("Everywhere", [*MainScreen.BINDINGS, *type(app).BINDINGS, *App.BINDINGS, *Screen.BINDINGS]),
         ("Findings", [*FindingsView.BINDINGS, *OptionList.BINDINGS]),
         ("Frames and compiles", [*FramesView.BINDINGS, *Tree.BINDINGS]),
         ("Guards", GuardsView.BINDINGS),
