@@ -21,7 +21,7 @@ from traceview.loading import LoadOptions
 from traceview.tui.app import build_app
 from traceview.tui.main_screen import MainScreen
 
-SIZES = [(80, 24), (120, 40)]
+SIZES = [(80, 24), (160, 45)]
 
 
 @pytest.fixture(autouse=True)
@@ -32,8 +32,8 @@ def _tui_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TRACEVIEW_ASCII", raising=False)
 
 
-def _app():
-    app = build_app(LoadOptions.of("fixtures/recompiles", prestart=True))
+def _app(path: str = "fixtures/recompiles"):
+    app = build_app(LoadOptions.of(path, prestart=True))
     app.CURSOR_BLINK = False
     return app
 
@@ -57,3 +57,9 @@ def test_findings_screen(snap_compare, size: tuple[int, int]) -> None:
 def test_frames_screen(snap_compare, size: tuple[int, int]) -> None:
     # 2: the frames view; g 0/1: the first recompile of shape_storm, with its reason
     assert snap_compare(_app(), terminal_size=size, run_before=_loaded, press=["2", "g", "0", "slash", "1", "enter"])
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_multirank_findings_screen(snap_compare, size: tuple[int, int]) -> None:
+    # 4 gloo ranks, rank 2 recompiled once: the diverging rank named first
+    assert snap_compare(_app("fixtures/corpus/multirank4"), terminal_size=size, run_before=_loaded)

@@ -293,11 +293,16 @@ class MainScreen(Screen[None]):
         self.app.push_screen(HelpScreen(binding_groups(self.app)))
 
 
+def _not_help_quit(bindings: list[BindingType]) -> list[BindingType]:
+    return [b for b in bindings if not (isinstance(b, Binding) and b.action == "help_quit")]
+
+
 def binding_groups(app: App) -> BindingGroups:
     """Every group of keys the UI has, in the order the help lists them."""
     return [
         # traceview's own keys before Textual's generic ones
-        ("Everywhere", [*MainScreen.BINDINGS, *type(app).BINDINGS, *App.BINDINGS, *Screen.BINDINGS]),
+        # (Textual's own ctrl+c, help_quit, is replaced by the app's quit_twice)
+        ("Everywhere", [*MainScreen.BINDINGS, *type(app).BINDINGS, *_not_help_quit(App.BINDINGS), *Screen.BINDINGS]),
         ("Findings", [*FindingsView.BINDINGS, *OptionList.BINDINGS]),
         ("Frames and compiles", [*FramesView.BINDINGS, *Tree.BINDINGS]),
         ("Guards", GuardsView.BINDINGS),
