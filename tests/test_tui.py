@@ -822,3 +822,18 @@ def test_a_finding_the_same_on_every_rank_is_listed_once(tmp_path: Path) -> None
 
     text = render_text(report, width=120)
     assert "ranks 0-3 [1/1] scaled" in text and "ranks 0-1" not in text
+
+
+def test_raw_records_name_chromium_events_and_indent_json() -> None:
+    # issue 16.9: a chromium event's metadata is {}; the list shows its name and phase
+    from traceview.tui.model import _pretty_json, record_index
+
+    trace = traceview.load("fixtures/recompiles")
+    idx = record_index(trace)
+    chrome = idx.filter(pl.col("kind") == "chromium_event")
+    first = chrome.row(0, named=True)
+    assert first["lineno"] == 1 and first["summary"] == "dynamo  (begin, ph B)"
+    assert chrome.filter(pl.col("summary") == "{}").height <= 1  # one event has no span
+    # a one-line JSON payload is indented; anything else is left as written
+    assert _pretty_json('{"a":[1,2]}') == '{\n  "a": [\n    1,\n    2\n  ]\n}'
+    assert _pretty_json("not json {") == "not json {"

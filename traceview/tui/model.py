@@ -297,6 +297,8 @@ def record_index(trace: Trace) -> pl.DataFrame:
                 pl.int_range(pl.len(), dtype=pl.Int64).alias("row"),
             )
         )
+    if ev.height:
+        parts[0] = _chromium_names(trace, parts[0])
     if not parts:
         return pl.DataFrame(
             schema={
@@ -307,6 +309,39 @@ def record_index(trace: Trace) -> pl.DataFrame:
         )
     df = pl.concat(parts, how="vertical_relaxed")
     return df.with_columns(pl.col("summary").str.replace_all(r"[\n\t]+", " ").fill_null(""))
+
+
+def _chromium_names(trace: Trace, ev: pl.DataFrame) -> pl.DataFrame:
+    """Chromium events show their event name and phase (their metadata is `{}`): from
+    trace.spans, whose begin (B) and end (E) events are the envelopes at lineno/end_lineno."""
+    try:
+        sp = trace.spans
+    except Exception:  # no spans table: the metadata stays
+        return ev
+    if sp.height == 0:
+        return ev
+    f = pl.col("file").cast(pl.String)
+    names = pl.concat([
+        sp.select(f, pl.col("lineno").cast(pl.Int64), pl.concat_str(pl.col("name"), pl.lit("  (begin, ph "), pl.col("ph"), pl.lit(")")).alias("_name")),
+        sp.filter(pl.col("end_lineno").is_not_null()).select(
+            f, pl.col("end_lineno").cast(pl.Int64).alias("lineno"), pl.concat_str(pl.col("name"), pl.lit("  (end, ph E)")).alias("_name")
+        ),
+    ]).unique(["file", "lineno"], keep="first")
+    joined = ev.join(names, on=["file", "lineno"], how="left", maintain_order="left")
+    chrome = pl.col("kind").str.starts_with("chromium_event") & pl.col("_name").is_not_null()
+    return joined.with_columns(pl.when(chrome).then(pl.col("_name")).otherwise(pl.col("summary")).alias("summary")).drop("_name")
+
+
+def _pretty_json(text: str) -> str:
+    """A one-line JSON payload indented for reading (left as it is when it is already on
+    several lines, not JSON, or huge)."""
+    t = text.strip()
+    if t[:1] not in ("{", "[") or "\n" in t or len(text) > 2_000_000:
+        return text
+    try:
+        return orjson.dumps(orjson.loads(text), option=orjson.OPT_INDENT_2).decode()
+    except orjson.JSONDecodeError:
+        return text
 
 
 def record_payload(trace: Trace, src: str, row: int) -> str:
@@ -338,7 +373,7 @@ def record_payload(trace: Trace, src: str, row: int) -> str:
             lines += ["", "envelope:", r["extra"]]
         if r.get("payload") is not None:
             ok = {True: "md5 ok", False: "md5 MISMATCH", None: ""}[r.get("payload_ok")]
-            lines += ["", f"payload ({ok}):" if ok else "payload:", r["payload"]]
+            lines += ["", f"payload ({ok}):" if ok else "payload:", _pretty_json(r["payload"])]
         return "\n".join(lines)
     r = trace.log_records.slice(row, 1).to_dicts()[0]
     head = f"{r['file']}:{r['lineno']}-{r['end_lineno']}  log {r.get('artifact') or ''}"
