@@ -29,6 +29,10 @@ def test_a_diverging_rank_comes_first_and_is_named() -> None:
     # not a separate finding
     assert ("cause", "forward recompiled on rank 2: dimension 0 of x varies (seen: 8, 6)") in first.detail
     assert [f.kind for f in fs] == ["divergence", "graph_break", "compile_time"]
+    # the summary's findings line names it too
+    from traceview.report import render_text
+
+    assert "1 diverging rank (rank 2)" in render_text(report)
 
 
 def test_slow_compile_is_one_finding_per_compile_across_ranks() -> None:

@@ -335,7 +335,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     if cgf:
         found.append(_plural(len(cgf), "CUDA-graph finding"))
     if div:
-        found.append(_plural(len(div), "diverging rank"))
+        found.append(_plural(len(div), "diverging rank") + f" ({ranks_text([d['rank'] for d in div]).strip()})")
     none = "none that needs action" if expected else "none (no recompiles, graph breaks or failures)"
     t.add("findings: " + (", ".join(found) if found else none), "", "    ")
     if expected:
