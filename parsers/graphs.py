@@ -297,7 +297,7 @@ def _parse_wrappers(ev: pl.DataFrame, lr: pl.DataFrame, what: str) -> pl.DataFra
             cols[c].extend([r[c] for r in rows])
         prefix = f"{w['file']}:{w['lineno']}#"
         key = "order" if what == "kernels" else "kernel_order"
-        cols["kernel_id"].extend([prefix + str(r[key]) for r in rows])
+        cols["kernel_id"].extend([None if r[key] is None else prefix + str(r[key]) for r in rows])
         if what == "kernels":
             cols["provenance_nodes"].extend([[]] * n)
             cols["provenance_stack"].extend([[]] * n)

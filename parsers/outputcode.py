@@ -78,6 +78,8 @@ CALL_SCHEMA: dict[str, Any] = {
     "debug_handle": pl.String,
     "text": pl.String,
     "line": pl.Int32,
+    "reads": pl.List(pl.String),
+    "writes": pl.List(pl.String),
 }
 
 #: Rows of :func:`parse_provenance`: one per kernel key of a provenance artifact.
@@ -118,6 +120,70 @@ _EXTERN_PARTS = ("extern_kernels.", "torch.ops.", "aten.", "inductor_ops.", "_qu
 _LAUNCH = re.compile(r"^\s*(?:[\w,][\w, ]* = )?(?P<name>[A-Za-z_]\w*)(?P<run>\.run)?\(")
 _NOT_RUNTIME = {"benchmark_compiled_module", "get_args", "__init__", "recursively_apply_fns"}
 _HELPERS = {"alloc_from_pool"}  # ``alloc_from_pool = torch.ops.inductor._alloc_from_pool``
+
+
+_KW = re.compile(r"^\w+=")
+_PARAMS = re.compile(r'(?:extern "C"\s+void\s+kernel|^def \w+)\((?P<p>[^)]*)\)', re.M)
+_REUSE = re.compile(r"^\s*(?P<dst>\w+) = (?P<src>\w+)(?:\[(?P<i>\d+)\])?(?:;.*)?$")
+# ``buf4 = reinterpret_tensor(buf3, (8, 1), (1, 1), 0); del buf3  # reuse``: same storage
+_ALIAS = re.compile(r"^\s*(?P<dst>\w+) = (?:reinterpret_tensor|as_strided|torch\.as_strided)\((?P<src>\w+),")
+_ALLOC = re.compile(r"^\s*(?P<dst>\w+) = (?:empty_strided\w*|torch\.empty\w*)\(")
+_RETURN = re.compile(r"^\s*return \((?P<r>.*)\)\s*$")
+_VIEW_CALL = re.compile(r"^(?:reinterpret_tensor|as_strided|torch\.as_strided)\((?P<b>\w+)")
+
+
+def _top_args(text: str) -> list[str]:
+    """Top-level comma-separated arguments of the first call in ``text``."""
+    i = text.find("(")
+    if i < 0:
+        return []
+    depth, cur, out = 0, [], []
+    for ch in text[i + 1 :]:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def _arg_name(arg: str) -> str | None:
+    """The buffer an argument names (``buf3``, ``reinterpret_tensor(buf3, ...)`` -> buf3)."""
+    arg = arg.split("=", 1)[1].strip() if re.match(r"^\w+=", arg) else arg
+    m = _VIEW_CALL.match(arg)
+    if m:
+        return m.group("b")
+    return arg if re.fullmatch(r"[A-Za-z_]\w*", arg) and arg not in ("None", "True", "False") else None
+
+
+def _param_roles(code: str) -> list[str] | None:
+    """Role of each parameter of a generated kernel (``r``, ``w``, ``rw`` or ``""``), from
+    Inductor's parameter names: ``in_ptrN`` read, ``out_ptrN`` written, ``in_out_ptrN``
+    both, ``arg_X`` (templates) read; None when the signature is not found."""
+    m = _PARAMS.search(code)
+    if not m:
+        return None
+    roles = []
+    for p in m.group("p").split(","):
+        p = p.strip().split("=")[0].strip()
+        name = re.split(r"[\s*&]+", p)[-1] if p else ""
+        if name.startswith("in_out_ptr"):
+            roles.append("rw")
+        elif name.startswith(("in_ptr", "arg_")):
+            roles.append("r")
+        elif name.startswith("out_ptr"):
+            roles.append("w")
+        else:
+            roles.append("")
+    return roles
 
 
 def kernel_kind(name: str, method: str | None = None, code: str | None = None) -> str:
@@ -226,6 +292,59 @@ def parse_output_code(text: str) -> OutputCode:
     cur_func: str | None = None
     pend_nodes: tuple[list[str], list[str]] | None = None
     pend_handle: str | None = None
+    # dataflow: the value each buffer name holds (a write makes a new value), in line order
+    cur: dict[str, str] = {}
+    fresh: set[str] = set()
+    versions: dict[str, int] = {}
+    returns: list[str] | None = None
+
+    def read(name: str | None) -> str | None:
+        return None if name is None else cur.get(name, name)
+
+    def write(name: str) -> str:
+        v = cur.get(name, name)
+        if v in fresh:
+            fresh.discard(v)
+            return v
+        versions[name] = versions.get(name, 0) + 1
+        cur[name] = f"{name}~{versions[name]}"
+        return cur[name]
+
+    def flow(name: str, text: str, generated: bool) -> tuple[list[str], list[str]]:
+        args = _top_args(text[text.find(name) :])
+        reads: list[str] = []
+        writes: list[str] = []
+        if generated:
+            roles = _param_roles(by_name[name]["code"])
+            pos = [a for a in args if not _KW.match(a)]
+            if roles is None:
+                return [v for a in pos if (v := read(_arg_name(a)))], []
+            for a, role in zip(pos, roles, strict=False):
+                b = _arg_name(a)
+                if b is None or not role:
+                    continue
+                v = read(b) or b
+                # an in_out_ptr on a buffer nothing wrote yet is scratch space, not an input
+                if "r" in role and not (role == "rw" and v in fresh):
+                    reads.append(v)
+                if "w" in role:
+                    writes.append(write(b))
+            return reads, writes
+        outs = [a.split("=", 1)[1].strip() for a in args if a.startswith("out=")]
+        for a in args:
+            if a.startswith("out="):
+                continue
+            v = read(_arg_name(a))
+            if v is not None:
+                reads.append(v)
+        lhs = text.split(" = ", 1)[0].strip() if " = " in text.split("(", 1)[0] else ""
+        for b in [*(_arg_name(o) for o in outs), *(x.strip() for x in lhs.split(",") if x.strip())]:
+            if b:
+                if b not in cur:  # a fallback's result: a new buffer
+                    cur[b] = b
+                    fresh.add(b)
+                writes.append(write(b))
+        return reads, writes
 
     def new_kernel(name: str, kind: str, code: str, lineno: int) -> dict[str, Any]:
         row = {
@@ -329,6 +448,24 @@ def parse_output_code(text: str) -> OutputCode:
             continue
         if line.lstrip().startswith("#"):
             continue
+        rm = _REUSE.match(line) if " = " in line else None
+        if rm:
+            base = read(rm.group("src")) or rm.group("src")
+            cur[rm.group("dst")] = f"{base}[{rm.group('i')}]" if rm.group("i") else base
+            continue
+        vm = _ALIAS.match(line) if " = " in line else None
+        if vm:
+            cur[vm.group("dst")] = read(vm.group("src")) or vm.group("src")
+            continue
+        am = _ALLOC.match(line) if " = " in line else None
+        if am:
+            cur[am.group("dst")] = am.group("dst")
+            fresh.add(am.group("dst"))
+            continue
+        tm = _RETURN.match(line) if cur_func == "call" and "return (" in line else None
+        if tm:
+            returns = [read(_arg_name(a)) or "" for a in _top_args("(" + tm.group("r") + ")")]
+            continue
         if "(" not in line:  # no call: neither a launch nor a partition
             continue
         pc = _PARTITION_CALL.search(line) if "partition" in line else None
@@ -345,10 +482,12 @@ def parse_output_code(text: str) -> OutputCode:
             fn = em.group("fn")
             if fn in _HELPERS:
                 continue
-            funcs[cur_func].append(("extern", (fn, line, lineno, pend_nodes, pend_handle)))
+            funcs[cur_func].append(("extern", (fn, line, lineno, pend_nodes, pend_handle,
+                                                *flow(fn, line, False))))
             pend_nodes, pend_handle = None, None
         elif lm and lm.group("name") in by_name:
-            funcs[cur_func].append(("kernel", (lm.group("name"), line, lineno, pend_nodes, pend_handle)))
+            funcs[cur_func].append(("kernel", (lm.group("name"), line, lineno, pend_nodes, pend_handle,
+                                                *flow(lm.group("name"), line, True))))
             pend_nodes, pend_handle = None, None
 
     # ---- execution order: call() with partitions spliced in, then anything not reached
@@ -370,7 +509,7 @@ def parse_output_code(text: str) -> OutputCode:
         expand(fname)
 
     head = {}  # launches have no definition header
-    for idx, (fname, (name, text, lineno, pnodes, handle)) in enumerate(ordered):
+    for idx, (fname, (name, text, lineno, pnodes, handle, reads, writes)) in enumerate(ordered):
         nodes, aten = pnodes if pnodes else ([], [])
         if name in by_name and by_name[name]["kind"] not in ("extern", "fallback", "collective"):
             k = by_name[name]
@@ -392,6 +531,14 @@ def parse_output_code(text: str) -> OutputCode:
             "call_index": idx, "kernel_order": k["order"], "name": name, "kind": k["kind"],
             "function": fname, "source_nodes": list(nodes), "aten_ops": list(aten),
             "debug_handle": handle, "text": text.strip(), "line": lineno,
+            "reads": reads, "writes": writes,
+        })
+    if returns is not None:
+        # the values call() returns, in the order of the graph's outputs ("" = not a buffer)
+        out.calls.append({
+            "call_index": len(out.calls), "kernel_order": None, "name": "return", "kind": "return",
+            "function": "call", "source_nodes": [], "aten_ops": [], "debug_handle": None,
+            "text": "return", "line": None, "reads": returns, "writes": [],
         })
     return out
 

@@ -16,7 +16,13 @@ from typing import Any
 
 import polars as pl
 
-from parsers.graphs import build_graph_nodes, build_graphs, build_kernels, build_provenance
+from parsers.graphs import (
+    build_graph_nodes,
+    build_graphs,
+    build_kernel_calls,
+    build_kernels,
+    build_provenance,
+)
 from parsers.textlog import read_text_log
 from parsers.tracelog import read_trace
 from tests.conftest import FIXTURES, GPU, PEER
@@ -69,7 +75,8 @@ def log_records_of(path: str) -> pl.DataFrame:
 
 @functools.cache
 def tables(scenario_dir: str, *, text: bool = True, trace: bool = True) -> dict[str, pl.DataFrame]:
-    """graphs / graph_nodes / kernels / provenance of a scenario dir (trace/ + torch_logs.txt)."""
+    """graphs / graph_nodes / kernels / kernel_calls / provenance of a scenario dir
+    (trace/ + torch_logs.txt)."""
     d = Path(scenario_dir)
     ev = events_of(str(d / "trace")) if trace else events_of(str(d / "trace")).clear()
     lr = log_records_of(str(d / "torch_logs.txt")) if text and (d / "torch_logs.txt").exists() else None
@@ -80,6 +87,7 @@ def tables(scenario_dir: str, *, text: bool = True, trace: bool = True) -> dict[
         "graphs": graphs,
         "graph_nodes": build_graph_nodes(graphs),
         "kernels": build_kernels(ev, lr),
+        "kernel_calls": build_kernel_calls(ev, lr),
         "provenance": build_provenance(ev),
     }
 

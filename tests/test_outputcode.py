@@ -58,7 +58,8 @@ def test_max_autotune_template_and_extern() -> None:
         "extern_kernels.bias_addmm", "extern", ["input_3"], ["aten.t", "aten.addmm"])
     assert ext["code"].startswith("extern_kernels.bias_addmm(reinterpret_tensor(primals_5")
     assert [(c["call_index"], c["name"], c["function"]) for c in oc.calls] == [
-        (0, "triton_tem_fused_addmm_gelu_t_0", "call"), (1, "extern_kernels.bias_addmm", "call")]
+        (0, "triton_tem_fused_addmm_gelu_t_0", "call"), (1, "extern_kernels.bias_addmm", "call"),
+        (2, "return", "call")]  # what call() returns, for the dataflow (reads = returned values)
 
 
 @needs_shared
@@ -125,11 +126,12 @@ def test_partitions_are_expanded_in_call_order() -> None:
     calls = build_kernel_calls(events_of(str(GPU / "reduce_overhead" / "trace")))
     assert calls.group_by("compile_id", "function", "kind").len().sort(
         "compile_id", "function", "kind").rows() == [
-        ("0/0", "partition_0", "extern", 17), ("0/0", "partition_0", "fallback", 4),
-        ("0/0", "partition_0", "triton", 13), ("0/1", "partition_0", "extern", 17),
+        ("0/0", "call", "return", 1), ("0/0", "partition_0", "extern", 17),
+        ("0/0", "partition_0", "fallback", 4), ("0/0", "partition_0", "triton", 13),
+        ("0/1", "call", "return", 1), ("0/1", "partition_0", "extern", 17),
         ("0/1", "partition_0", "fallback", 4), ("0/1", "partition_0", "triton", 13),
     ]
-    c0 = calls.filter(pl.col("compile_id") == "0/0").sort("call_index")
+    c0 = calls.filter((pl.col("compile_id") == "0/0") & (pl.col("kind") != "return")).sort("call_index")
     assert c0["call_index"].to_list() == list(range(34))
     assert c0["name"][0] == "triton_red_fused_add_arange_embedding_native_layer_norm_0"
     assert c0["name"][-1] == "extern_kernels.mm"
@@ -166,7 +168,19 @@ def test_cpu_training_fixture_kernels() -> None:
     assert calls.select("name", "source_nodes").rows() == [
         ("extern_kernels.addmm", ["linear"]), ("cpp_fused_relu_0", []),
         ("extern_kernels.addmm", ["h_1"]), ("cpp_fused_erf_mul_1", []),
-        ("extern_kernels.addmm", ["linear_2"]),
+        ("extern_kernels.addmm", ["linear_2"]), ("return", []),
+    ]
+    # dataflow, read off the wrapper by hand: addmm writes buf0 (out=); `buf1 = buf0; del buf0
+    # # reuse`; cpp_fused_relu_0(buf1) has one in_out_ptr0: reads buf0's value, writes a new
+    # value of buf1 (buf1~1); erf_mul reads in_ptr0=buf2, writes out_ptr0=buf3; call() returns
+    # (buf4, primals_3, primals_4, primals_6, buf1, buf2, buf3)
+    assert calls.select("name", "reads", "writes").rows() == [
+        ("extern_kernels.addmm", ["primals_2", "primals_3", "primals_1"], ["buf0"]),
+        ("cpp_fused_relu_0", ["buf0"], ["buf1~1"]),
+        ("extern_kernels.addmm", ["primals_5", "buf1~1", "primals_4"], ["buf2"]),
+        ("cpp_fused_erf_mul_1", ["buf2"], ["buf3"]),
+        ("extern_kernels.addmm", ["primals_7", "buf3", "primals_6"], ["buf4"]),
+        ("return", ["buf4", "primals_3", "primals_4", "primals_6", "buf1~1", "buf2", "buf3"], []),
     ]
     # the same kernels from the text log's output_code records
     tx = k.filter(pl.col("source") == "text").sort("graph", "order")
