@@ -92,23 +92,36 @@ def test_origin_backward_node_and_seq_nr() -> None:
 def test_origin_kernels_fusing_erf() -> None:
     t = _with_annotations(_training())
     (fw,) = origin(t, kernel="cpp_fused_erf_mul_1")
-    assert (fw.kernel_kind, fw.graph, fw.via, fw.link) == ("cpp", "0_forward", "kernel_name", "direct")
+    # no source-node comment on a C++ launch: the wrapper's dataflow ties it (buf2 -> buf3)
+    assert (fw.kernel_kind, fw.graph, fw.via, fw.confidence, fw.link) == (
+        "cpp", "0_forward", "dataflow", "exact", "direct")
     assert (sorted(fw.nodes), fw.user_line) == (["erf", "mul"], ERF_LINE)
-    # the backward kernel of erf: pow/neg/exp/mul nodes -> seq_nr 23 -> forward erf -> line 23
+    # the backward kernel of erf: pow/neg/exp/mul nodes -> seq_nr 23 -> forward erf -> line 23,
+    # and the fc3 bias gradient it fuses (sum_1 -> seq_nr 26 -> line 24); nothing else (the
+    # name match also reached lines 21 and 22 through sum nodes of other kernels)
     bw = origin(t, kernel="cpp_fused_exp_mul_neg_pow_sum_0")
-    erf = [c for c in bw if c.user_line == ERF_LINE]
-    assert len(erf) == 1
-    assert erf[0].link == "seq_nr" and erf[0].via == "kernel_name"
-    assert erf[0].seq_nrs == [23, 24]
-    assert sorted(erf[0].forward_nodes) == ["erf", "mul"]
-    assert sorted(erf[0].backward_nodes) == ["exp", "mul_1", "mul_2", "mul_3", "neg", "pow_1"]
+    assert [c.user_line for c in bw] == [ERF_LINE, 24]
+    erf = bw[0]
+    assert erf.link == "seq_nr" and erf.via == "dataflow"
+    assert erf.seq_nrs == [23, 24]
+    assert sorted(erf.forward_nodes) == ["erf", "mul"]
+    assert sorted(erf.backward_nodes) == ["exp", "mul_1", "mul_2", "mul_3", "neg", "pow_1"]
+    assert bw[1].nodes == ["sum_1"]
     # without annotations the same kernel reaches the line through the source line
     (erf2,) = [c for c in origin(_without_annotations(_training()), kernel=bw[0].kernel)
                if c.user_line == ERF_LINE]
     assert (erf2.link, erf2.seq_nrs) == ("source_line", [])
-    # the name match is a last resort; without it a C++ kernel has no chain to a line
-    (none,) = origin(t, kernel="cpp_fused_erf_mul_1", name_match=False)
-    assert none.user_file is None and none.kernel == "cpp_fused_erf_mul_1"
+    # without kernel_calls (no dataflow) a C++ kernel has no chain unless the name match is
+    # asked for, and then it says it is not exact
+    bare = {k: v for k, v in t.items() if k != "kernel_calls"}
+    (none,) = origin(bare, kernel="cpp_fused_erf_mul_1")
+    assert none.user_file is None and none.via is None and none.confidence is None
+    assert ("via", "no match: nothing recorded ties this kernel to graph nodes") in none.steps()
+    (guess,) = origin(bare, kernel="cpp_fused_erf_mul_1", name_match=True)
+    assert (guess.via, guess.confidence, guess.user_line) == ("kernel_name", "name_match", ERF_LINE)
+    assert ("via", "name match (NOT EXACT: a guess from op names in the kernel's name)") in guess.steps()
+    # the name match never overrides an exact tie
+    assert origin(t, kernel="cpp_fused_erf_mul_1", name_match=True) == [fw]
     # extern calls carry source nodes in the wrapper
     ext = origin_table(t, kernel="extern_kernels.addmm")
     assert sorted(ext["user_line"].to_list()) == [21, 22, 24]

@@ -55,4 +55,5 @@ def test_ambiguous_kernel_name_shows_every_compile(capsys: pytest.CaptureFixture
 
 def test_no_match_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["origin", str(FIXTURES / "training"), "--kernel", "no_such_kernel", "--no-cache"]) == 1
-    assert capsys.readouterr().out.strip() == "no match"
+    assert capsys.readouterr().out.strip() == (
+        "no match: no kernel, node or seq_nr of that name in this trace")

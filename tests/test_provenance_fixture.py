@@ -2,7 +2,9 @@
 
 What the provenance artifacts change in `origin` for the kernels of the planted erf line
 (fixtures/programs/training.py:23). Without provenance (fixture `training`) both kernels are
-linked only by the op names in their names (`via == "kernel_name"`, see test_origin.py).
+linked by the wrapper's dataflow (`via == "dataflow"`, see test_origin.py); the backward
+graph has no node mapping even with provenance, so there the dataflow answers too, and its
+lines are exactly the lines of the provenance stack traces.
 """
 
 from __future__ import annotations
@@ -78,38 +80,37 @@ def test_forward_erf_kernel_is_exact_through_provenance() -> None:
         assert c.user_file.endswith(PROGRAM)
 
 
-def test_backward_erf_kernel_prefers_provenance_stack_over_name_match() -> None:
-    # torch 2.13 logs no node mapping for the backward graph, but the kernel's provenance stack
-    # traces are exact, so they win over the op-name match (which, in the `training` fixture,
-    # also reaches lines 21 and 22 through sum_2 / sum_3, bias grads computed in other kernels).
-    chains = origin(_tables(), kernel=BW)
-    assert {(c.via, c.link) for c in chains} == {("provenance_stack", "provenance_stack")}
-    assert sorted(c.user_line for c in chains) == [ERF_LINE, FC3_LINE]
-    assert all(c.user_file.endswith(PROGRAM) for c in chains)
+def test_backward_erf_kernel_dataflow_agrees_with_provenance_stack() -> None:
+    # torch 2.13 logs no node mapping for the backward graph; the wrapper's dataflow ties the
+    # kernel to its post-grad nodes, and the lines it reaches are exactly those of the kernel's
+    # provenance stack traces: the erf derivative (line 23) and the fc3 bias gradient it fuses
+    # (sum_1 of tangents_1, line 24). The op-name match reached 21 and 22 too (sum_2/sum_3,
+    # bias grads computed in other kernels).
+    bw = _tables()["kernels"].filter((pl.col("name") == BW) & (pl.col("source") == "trace"))
+    stack_lines = sorted(stack_frame(s)["user_line"] for s in bw["provenance_stack"][0])
+    for t in (_tables(), _training_tables()):
+        for name_match in (False, True):  # an exact tie never gives way to the name match
+            chains = origin(t, kernel=BW, name_match=name_match)
+            assert {(c.via, c.confidence, c.link) for c in chains} == {("dataflow", "exact", "seq_nr")}
+            assert [c.user_line for c in chains] == stack_lines == [ERF_LINE, FC3_LINE]
+            assert all(c.user_file.endswith(PROGRAM) for c in chains)
+            by_line = {c.user_line: c for c in chains}
+            erf = by_line[ERF_LINE]
+            assert sorted(erf.backward_nodes) == ["exp", "mul_1", "mul_2", "mul_3", "neg", "pow_1"]
+            assert (erf.seq_nrs, sorted(erf.forward_nodes)) == ([23, 24], ["erf", "mul"])
+            assert erf.user_code == "h = torch.erf(h) * 0.5"
+            assert by_line[FC3_LINE].nodes == ["sum_1"]
 
 
-def test_backward_erf_kernel_without_provenance_matches_by_name() -> None:
-    # the same kernel in the `training` fixture (no provenance): the op-name fallback
-    chains = origin(_training_tables(), kernel=BW)
-    assert {c.via for c in chains} == {"kernel_name"}
-    assert {c.link for c in chains} == {"seq_nr"}
-    by_line = {c.user_line: c for c in chains}
-    assert sorted(by_line) == [21, 22, ERF_LINE, FC3_LINE]
-    erf = by_line[ERF_LINE]
-    assert sorted(erf.backward_nodes) == ["exp", "mul_1", "mul_2", "mul_3", "neg", "pow_1"]
-    assert (erf.seq_nrs, sorted(erf.forward_nodes)) == ([23, 24], ["erf", "mul"])
-    assert by_line[FC3_LINE].nodes == ["sum_1"]
-
-
-def test_backward_erf_kernel_through_provenance_stack() -> None:
-    # Without the name match the provenance stack traces answer alone. They are exact for
-    # this kernel but not "line 23 only": it really fuses the fc3 bias gradient (sum_1 of
-    # tangents_1, line 24) with the erf derivative (line 23).
-    chains = origin(_tables(), kernel=BW, name_match=False)
-    assert {(c.via, c.link) for c in chains} == {("provenance_stack", "provenance_stack")}
+def test_backward_erf_kernel_through_provenance_stack_without_dataflow() -> None:
+    # Without the wrapper's launches (no kernel_calls table) the provenance stack traces
+    # answer alone, with the same lines.
+    t = {k: v for k, v in _tables().items() if k != "kernel_calls"}
+    chains = origin(t, kernel=BW)
+    assert {(c.via, c.confidence, c.link) for c in chains} == {
+        ("provenance_stack", "exact", "provenance_stack")}
     assert sorted(c.user_line for c in chains) == [ERF_LINE, FC3_LINE]
     assert all(c.nodes == [] and c.seq_nrs == [] and c.graph == "0_backward" for c in chains)
-    assert all(c.user_file.endswith(PROGRAM) for c in chains)
     assert {c.user_line: c.user_code for c in chains}[ERF_LINE] == "h = torch.erf(h) * 0.5"
 
 

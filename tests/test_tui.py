@@ -378,6 +378,7 @@ async def test_kernel_origin_leads_to_the_forward_source_line() -> None:
         origin = static_text(browser.query_one("#origin"))
         assert "training.py:23" in origin
         assert "h = torch.erf(h) * 0.5" in origin
+        assert "(via dataflow, exact)" in origin  # how it knows, and that it is not a guess
         # the code view followed the link to the forward graph, cursor on the erf node
         assert browser.item["kind"] == "aot_forward"
         assert "torch.ops.aten.erf.default" in code.current_line

@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile-id", help="restrict to one compile id (e.g. 1/0)")
     p.add_argument("--rank", type=int, help="restrict to one rank")
     p.add_argument("--json", action="store_true", help="print the chains as JSON")
+    p.add_argument("--name-match", action="store_true",
+                   help="for kernels nothing recorded ties to nodes, guess from the op names in the kernel's name (marked NOT EXACT)")
 
     p = sub.add_parser("sql", help="SQL (DuckDB) over the tables: traceview sql PATH \"SELECT ...\"")
     p.add_argument("path", help="TORCH_TRACE directory or file, text log, export, or directory of exports")
@@ -197,7 +199,8 @@ def cmd_origin(args: argparse.Namespace) -> int:
 
     trace = _load(args)
     chains = origin(
-        trace, kernel=args.kernel, node=args.node, seq_nr=args.seq_nr, compile_id=args.compile_id, rank=args.rank
+        trace, kernel=args.kernel, node=args.node, seq_nr=args.seq_nr, compile_id=args.compile_id, rank=args.rank,
+        name_match=args.name_match,
     )
     if args.json:
         import orjson

@@ -666,10 +666,13 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
 def render_origin(chains: list[Any]) -> str:
     """`traceview origin` output: one block per chain (several when the name is ambiguous)."""
     if not chains:
-        return "no match\n"
+        return "no match: no kernel, node or seq_nr of that name in this trace\n"
     out = []
     if len(chains) > 1:
-        out.append(f"{len(chains)} chains (the name is ambiguous or maps to several lines: narrow with --compile-id/--rank)")
+        out.append(f"{len(chains)} chains, best first (the name is ambiguous or maps to several lines: narrow with --compile-id/--rank)")
+    guesses = sum(1 for ch in chains if ch.confidence == "name_match")
+    if guesses:
+        out.append(f"{guesses} of them NOT EXACT (op names in the kernel's name only): check them against the kernel's code")
     for ch in chains:
         out.append("")
         where = f"rank {ch.rank} " if ch.rank is not None else ""

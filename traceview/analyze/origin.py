@@ -25,15 +25,16 @@ import polars as pl
 from parsers.outputcode import stack_frame
 from parsers.seq_links import COMPUTE_OPS, USER_COLUMNS, compute_nodes, seq_links
 from parsers.sources import prefer_trace
+from traceview.analyze.dataflow import kernel_dataflow
 
-__all__ = ["ORIGIN_SCHEMA", "Chain", "origin", "origin_table"]
+__all__ = ["CONFIDENCE", "ORIGIN_SCHEMA", "Chain", "origin", "origin_table"]
 
 _S, _I32, _I64 = pl.String, pl.Int32, pl.Int64
 
 ORIGIN_SCHEMA = pl.Schema(
     {
         "rank": _I32, "compile_id": _S, "source": _S, "start": _S, "kernel_id": _S,
-        "kernel": _S, "kernel_kind": _S, "graph": _S, "via": _S, "node_graph": _S,
+        "kernel": _S, "kernel_kind": _S, "graph": _S, "via": _S, "confidence": _S, "node_graph": _S,
         "nodes": pl.List(_S), "backward_nodes": pl.List(_S), "link": _S,
         "seq_nrs": pl.List(_I64), "forward_nodes": pl.List(_S), "user_file": _S,
         "user_line": _I32, "user_function": _S, "user_code": _S, "file": _S, "lineno": _I64,
@@ -42,7 +43,22 @@ ORIGIN_SCHEMA = pl.Schema(
 
 
 # how a kernel was tied to graph nodes, best first
-_VIA_RANK = {"provenance": 0, "aten_mapping": 1, "source_nodes": 2, "kernel_name": 3}
+_VIA_RANK = {"provenance": 0, "aten_mapping": 1, "dataflow": 2, "source_nodes": 3,
+             "kernel_name": 4}
+#: How sure a chain is, from its ``via``: ``exact`` rests on facts the trace records
+#: (provenance, source-node comments, the wrapper's dataflow, seq_nr / stack traces);
+#: ``name_match`` rests only on op names in the kernel's name (may be wrong, may miss lines).
+CONFIDENCE = {"provenance": "exact", "aten_mapping": "exact", "dataflow": "exact",
+              "source_nodes": "exact", "provenance_stack": "exact", "node": "exact",
+              "seq_nr": "exact", "kernel_name": "name_match"}
+_CONF_RANK = {"exact": 0, "name_match": 1}
+#: ``via`` in words, for the text output.
+VIA_TEXT = {
+    "provenance": "Inductor provenance artifact", "aten_mapping": "source-node mapping comment",
+    "source_nodes": "source-node comment", "dataflow": "wrapper dataflow",
+    "provenance_stack": "provenance stack trace", "node": "graph node", "seq_nr": "seq_nr",
+    "kernel_name": "name match",
+}
 
 
 # -------------------------------------------------------------------------- origin
@@ -60,6 +76,7 @@ class Chain:
     kernel_kind: str | None
     graph: str | None
     via: str | None
+    confidence: str | None
     node_graph: str | None
     nodes: list[str] = field(default_factory=list)
     backward_nodes: list[str] = field(default_factory=list)
@@ -83,6 +100,13 @@ class Chain:
         out: list[tuple[str, str]] = []
         if self.kernel:
             out.append(("kernel", f"{self.kernel} ({self.kernel_kind}, {self.graph})"))
+        if self.via is not None:
+            how = VIA_TEXT.get(self.via, self.via)
+            sure = ("exact" if self.confidence == "exact"
+                    else "NOT EXACT: a guess from op names in the kernel's name")
+            out.append(("via", f"{how} ({sure})"))
+        elif self.start == "kernel":
+            out.append(("via", "no match: nothing recorded ties this kernel to graph nodes"))
         if self.nodes:
             out.append((f"{self.node_graph or 'graph'} nodes", ", ".join(self.nodes)))
         if self.backward_nodes:
@@ -113,10 +137,14 @@ def _filter(df: pl.DataFrame, compile_id: str | None, rank: int | None) -> pl.Da
     return df
 
 
-def _kernel_nodes(k: pl.DataFrame, graph_nodes: pl.DataFrame, name_match: bool) -> pl.DataFrame:
+def _kernel_nodes(k: pl.DataFrame, graph_nodes: pl.DataFrame, name_match: bool,
+                  flow: pl.DataFrame | None = None) -> pl.DataFrame:
     """(kernel_id, node, via) candidates, keeping each kernel's best ``via``."""
     base = ["kernel_id", "rank", "compile_id", "source", "graph"]
     cands = []
+    if flow is not None and not flow.is_empty():
+        cands.append(k.select(*base).join(flow, on="kernel_id")
+                     .with_columns(pl.lit("dataflow").alias("via")))
     for col, via in (("provenance_nodes", "provenance"), ("post_grad_nodes", "aten_mapping"),
                      ("source_nodes", "source_nodes")):
         cands.append(
@@ -257,7 +285,7 @@ def origin_table(
     rank: int | None = None,
     *,
     source: str | None = None,
-    name_match: bool = True,
+    name_match: bool = False,
 ) -> pl.DataFrame:
     """Origin chains as a table (ORIGIN_SCHEMA), one row per (start, user source line).
 
@@ -267,8 +295,10 @@ def origin_table(
     A start that leads nowhere still gets a row, with null user columns.
 
     ``source`` (``trace``/``text``) restricts to one input kind; by default a compile seen in
-    both a trace and a text log is answered from the trace only. ``name_match=False`` turns
-    off the last-resort link from op names in a kernel's name (``via = kernel_name``).
+    both a trace and a text log is answered from the trace only. ``name_match=True`` adds, for
+    kernels nothing else ties to nodes, the guess from op names in the kernel's name
+    (``via = kernel_name``, ``confidence = name_match``); off by default: origin never
+    guesses unless asked.
     """
     if kernel is None and node is None and seq_nr is None:
         raise ValueError("origin needs one of kernel=, node= or seq_nr=")
@@ -293,7 +323,13 @@ def origin_table(
             k, ["rank", "compile_id"])
         if k.is_empty():
             return empty
-        cands = _kernel_nodes(k, graph_nodes, name_match)
+        calls = _table(trace_tables, "kernel_calls")
+        flow = None
+        if calls is not None and "reads" in calls.columns:
+            calls = calls.filter(pl.struct("file", "lineno").is_in(
+                k.select(pl.struct("file", "lineno")).to_series().implode()))
+            flow = kernel_dataflow(calls, graph_nodes)
+        cands = _kernel_nodes(k, graph_nodes, name_match, flow)
         res = _through_seq(_resolve(cands, graph_nodes), links)
         group = ["kernel_id", "rank", "compile_id", "source", "graph"]
         ch = _chains(res, group, "kernel") if not res.is_empty() else None
@@ -373,12 +409,19 @@ def origin_table(
 
 
 def _finish(df: pl.DataFrame) -> pl.DataFrame:
+    if "via" not in df.columns:
+        df = df.with_columns(pl.lit(None, dtype=_S).alias("via"))
+    df = df.with_columns(pl.col("via").replace_strict(CONFIDENCE, default=None, return_dtype=_S)
+                         .alias("confidence"))
     for c, t in ORIGIN_SCHEMA.items():
         if c not in df.columns:
             df = df.with_columns(pl.lit(None, dtype=t).alias(c))
     df = df.select(ORIGIN_SCHEMA.names()).cast(dict(ORIGIN_SCHEMA))
-    return df.sort(["rank", "compile_id", "source", "graph", "kernel_id", "user_file",
-                    "user_line"], nulls_last=True)
+    # best first within each start: exact chains before name matches, then by source line
+    conf = pl.col("confidence").replace_strict(_CONF_RANK, default=9, return_dtype=_I32)
+    return df.sort([pl.col("rank"), pl.col("compile_id"), pl.col("source"), pl.col("graph"),
+                    pl.col("kernel_id"), conf, pl.col("user_file"), pl.col("user_line")],
+                   nulls_last=True)
 
 
 def origin(
@@ -390,7 +433,7 @@ def origin(
     rank: int | None = None,
     *,
     source: str | None = None,
-    name_match: bool = True,
+    name_match: bool = False,
 ) -> list[Chain]:
     """Origin chains (see :func:`origin_table`) as :class:`Chain` objects."""
     df = origin_table(trace_tables, kernel=kernel, node=node, seq_nr=seq_nr,

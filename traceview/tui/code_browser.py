@@ -52,7 +52,10 @@ def chain_text(ch: dict[str, Any]) -> str:
     else:
         parts.append("no user source line found")
     via = ch.get("via") or ch.get("link")
-    return " -> ".join(parts) + (f"   (via {via})" if via else "")
+    if via is None and ch.get("kernel"):
+        return " -> ".join(parts) + "   (no match: nothing recorded ties this kernel to graph nodes)"
+    sure = {"exact": ", exact", "name_match": ", NOT EXACT: name match"}.get(ch.get("confidence") or "", "")
+    return " -> ".join(parts) + (f"   (via {via}{sure})" if via else "")
 
 
 class CodeBrowser(View):
