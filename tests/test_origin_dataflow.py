@@ -225,3 +225,34 @@ def test_text_output_says_via_and_certainty(capsys: pytest.CaptureFixture[str]) 
     # the chain of nodes without a source line is said as such, last
     last = out.split("\n\n")[-1]
     assert "mul_tensor" in last and "source:" not in last
+
+
+def test_trace_and_text_log_give_one_row_per_fact() -> None:
+    """The run was captured both ways (TORCH_TRACE and TORCH_LOGS=output_code,aot_graphs,
+    annotation): each kernel, launch and seq link is one row, from the trace."""
+    from parsers.graphs import build_kernel_calls, build_kernels
+    from parsers.seq_links import seq_links
+
+    t = _trace("origin_block")
+    both = build_kernels(t.events, t.log_records)
+    assert sorted(set(both["source"])) == ["text", "trace"]  # the fact is logged twice
+    assert both.filter(pl.col("source") == "text").height == 42
+    assert t.kernels.height == 42 and set(t.kernels["source"]) == {"trace"}
+    assert t.kernels.select("graph", "order").n_unique() == 42
+    calls = build_kernel_calls(t.events, t.log_records)
+    assert t.kernel_calls.height == calls.height // 2 and set(t.kernel_calls["source"]) == {"trace"}
+    links = seq_links(t.graph_nodes, t.annotations)
+    assert set(links["source"]) == {"text", "trace"}
+    assert t.seq_links.height == links.filter(pl.col("source") == "trace").height > 0
+    assert set(t.seq_links["source"]) == {"trace"}
+    # a chain is answered once, not once per source
+    k = t.kernels.filter(pl.col("name") == "cpp_fused_sum_view_6")["kernel_id"][0]
+    assert len(origin(t, kernel="cpp_fused_sum_view_6")) == 1
+    assert origin(t, kernel=k)[0].source == "trace"
+    # the text log alone: its kernels are the only ones then; without a post-grad graph
+    # (TORCH_LOGS had no post_grad_graphs) the dataflow has nothing to follow, and origin
+    # says so instead of guessing
+    text = load(str(PLAIN / "torch_logs.txt"))
+    assert text.kernels.height == 42 and set(text.kernels["source"]) == {"text"}
+    (c,) = origin(text, kernel="cpp_fused_sum_view_6")
+    assert (c.source, c.via, c.confidence, c.user_line) == ("text", None, None, None)

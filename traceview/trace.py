@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
+from parsers.sources import prefer_trace
+
 if TYPE_CHECKING:
     from parsers.discover import Inputs
 
@@ -102,15 +104,16 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
     if name == "graph_nodes":
         return g.build_graph_nodes(t.graphs)
     if name == "kernels":
-        return g.build_kernels(t.events, t.log_records)
+        # a wrapper logged both ways: its kernels once, from the trace (parsers.sources)
+        return prefer_trace(g.build_kernels(t.events, t.log_records), ["rank", "compile_id", "graph"])
     if name == "kernel_calls":
-        return g.build_kernel_calls(t.events, t.log_records)
+        return prefer_trace(g.build_kernel_calls(t.events, t.log_records), ["rank", "compile_id", "graph"])
     if name == "provenance":
         return g.build_provenance(t.events)
     if name == "seq_links":
         from parsers.seq_links import seq_links
 
-        return seq_links(t.graph_nodes, t.annotations)
+        return prefer_trace(seq_links(t.graph_nodes, t.annotations), ["rank", "compile_id"])
     raise KeyError(f"no table named {name!r}; tables: {', '.join(TABLES)}")
 
 
