@@ -213,3 +213,30 @@ def test_kernel_in_several_ranks() -> None:
 def test_origin_needs_a_start() -> None:
     with pytest.raises(ValueError):
         origin({"graph_nodes": pl.DataFrame(), "kernels": pl.DataFrame()})
+
+
+@needs_shared
+def test_every_kernel_of_train_dynamic_has_an_exact_chain() -> None:
+    """Every kernel of every compile of the GPU training run reaches a user line through a
+    chain that is exact; none rests on the op names in its name, even when asked for."""
+    from collections import Counter
+
+    from traceview.loading import load
+
+    t = load(str(GPU / "train_dynamic"))
+    k = t.kernels
+    assert k.group_by("kind").len().sort("kind").rows() == [
+        ("extern", 24), ("fallback", 4), ("triton", 34)]
+    assert k.select("compile_id").n_unique() > 1
+    vias: Counter[tuple[str, str]] = Counter()
+    for kid, kind in k.select("kernel_id", "kind").rows():
+        chains = origin_table(t, kernel=kid, name_match=True)
+        exact = chains.filter((pl.col("confidence") == "exact") & pl.col("user_line").is_not_null())
+        assert not exact.is_empty(), kid
+        assert "kernel_name" not in set(chains["via"]), kid
+        (via,) = set(chains["via"])
+        vias[kind, via] += 1
+    # Triton kernels of the forward/backward graphs carry the ATen mapping header; those of
+    # the optimizer step (an inference graph, `_foreach_*` ops) are tied by the dataflow
+    assert vias == {("extern", "source_nodes"): 24, ("fallback", "source_nodes"): 4,
+                    ("triton", "aten_mapping"): 28, ("triton", "dataflow"): 6}
