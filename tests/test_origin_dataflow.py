@@ -256,3 +256,31 @@ def test_trace_and_text_log_give_one_row_per_fact() -> None:
     assert text.kernels.height == 42 and set(text.kernels["source"]) == {"text"}
     (c,) = origin(text, kernel="cpp_fused_sum_view_6")
     assert (c.source, c.via, c.confidence, c.user_line) == ("text", None, None, None)
+
+
+def test_json_carries_via_and_confidence(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from traceview.cli import main
+
+    _trace("origin_block")
+    assert (
+        main(
+            [
+                "origin",
+                str(PLAIN),
+                "--kernel",
+                "cpp_fused_gelu_native_layer_norm_0",
+                "--json",
+                "--no-cache",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["matches"] == 2
+    assert [(c["via"], c["confidence"], c["user_line"]) for c in out["chains"]] == [
+        ("dataflow", "exact", 23),
+        ("dataflow", "exact", 24),
+    ]
+    assert out["chains"][0]["location"].endswith(f"{PROGRAM}:23")
