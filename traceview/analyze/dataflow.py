@@ -213,6 +213,10 @@ def _tie(calls: list[dict], g: _Graph) -> dict[str, str]:
                 continue
             op = _op(c["name"])
             known = {tied[r] for r in c["reads"] if r in tied}
+            if c["reads"] and not known:
+                # no input tied: "the only node of this op left" would be a guess (a node of
+                # the same op may be computed by a template kernel, not by an extern call)
+                continue
             cands = [
                 n
                 for n, o in g.op.items()
