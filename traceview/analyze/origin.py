@@ -117,6 +117,9 @@ class Chain:
             out.append(("forward nodes", ", ".join(self.forward_nodes)))
         if self.user_file is not None:
             out.append(("source", f"{self.location}  {self.user_code or ''}".rstrip()))
+        elif self.nodes:
+            # e.g. nodes Inductor's post-grad pattern matcher made: no stack trace to follow
+            out.append(("source", "none recorded: these nodes carry no `# File:` line"))
         return out
 
 
