@@ -240,3 +240,27 @@ def test_every_kernel_of_train_dynamic_has_an_exact_chain() -> None:
     # the optimizer step (an inference graph, `_foreach_*` ops) are tied by the dataflow
     assert vias == {("extern", "source_nodes"): 24, ("fallback", "source_nodes"): 4,
                     ("triton", "aten_mapping"): 28, ("triton", "dataflow"): 6}
+
+
+# fixtures/programs/training.py, read off the output code by hand: 21 h = torch.relu(self.fc1(x))
+# 22 h = self.fc2(h)   23 h = torch.erf(h) * 0.5   24 return self.fc3(h)
+TRAINING_CPP = {
+    ("0_forward", "cpp_fused_relu_0"): {21},  # in place on fc1's addmm (in_out_ptr0)
+    ("0_forward", "cpp_fused_erf_mul_1"): {23},
+    # erf's derivative, and fc3's bias grad (sum of tangents_1)
+    ("0_backward", "cpp_fused_exp_mul_neg_pow_sum_0"): {23, 24},
+    # relu's backward (threshold_backward, 21) and fc2's bias grad (22)
+    ("0_backward", "cpp_fused_sum_threshold_backward_1"): {21, 22},
+    ("0_backward", "cpp_fused_sum_2"): {21},  # fc1's bias grad
+}
+
+
+@pytest.mark.parametrize("where", ["training", "training_provenance"])
+def test_every_cpp_kernel_of_training_gives_exactly_its_lines(where: str) -> None:
+    t = _with_annotations(str(FIXTURES / where))
+    k = t["kernels"].filter((pl.col("kind") == "cpp") & (pl.col("source") == "trace"))
+    assert set(k.select("graph", "name").rows()) == set(TRAINING_CPP)
+    for graph, name, kid in k.select("graph", "name", "kernel_id").rows():
+        chains = origin(t, kernel=kid)
+        assert {c.user_line for c in chains} == TRAINING_CPP[graph, name], (where, name)
+        assert {c.confidence for c in chains} == {"exact"}, (where, name)
