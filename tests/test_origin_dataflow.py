@@ -246,6 +246,14 @@ def test_trace_and_text_log_give_one_row_per_fact() -> None:
     assert set(links["source"]) == {"text", "trace"}
     assert t.seq_links.height == links.filter(pl.col("source") == "trace").height > 0
     assert set(t.seq_links["source"]) == {"trace"}
+    # the same when the graph tables are built per parsed part (trace file and text log
+    # apart, in worker processes: the UI and export do this)
+    parts = load(str(PLAIN))
+    assert parts.parts is not None
+    parts.ensure_graph_tables()
+    for name in ("kernels", "kernel_calls", "seq_links"):
+        assert set(parts.table(name)["source"]) == {"trace"}, name
+        assert parts.table(name).height == t.table(name).height, name
     # a chain is answered once, not once per source
     k = t.kernels.filter(pl.col("name") == "cpp_fused_sum_view_6")["kernel_id"][0]
     assert len(origin(t, kernel="cpp_fused_sum_view_6")) == 1

@@ -77,6 +77,26 @@ def _fact(name: str, t: Trace) -> pl.DataFrame:
     return pl.concat([trace_side, text_side], how="vertical_relaxed")
 
 
+# A run logged both to a trace and to a text log describes each wrapper (and each compile's
+# seq links) twice: these tables keep the trace's rows of each key, the text log's only where
+# the trace has none (parsers.sources).
+_FACT_KEYS = {
+    "kernels": ["rank", "compile_id", "graph"],
+    "kernel_calls": ["rank", "compile_id", "graph"],
+    "seq_links": ["rank", "compile_id"],
+}
+
+
+def one_row_per_fact(name: str, df: pl.DataFrame) -> pl.DataFrame:
+    """Table `name` with each fact once (see _FACT_KEYS); other tables unchanged."""
+    keys = _FACT_KEYS.get(name)
+    return df if keys is None else prefer_trace(df, keys)
+
+
+def _deduplicated(name: str, load: Callable[[], pl.DataFrame]) -> Callable[[], pl.DataFrame]:
+    return lambda: one_row_per_fact(name, load())
+
+
 def _build(name: str, t: Trace) -> pl.DataFrame:
     """Build a derived table from the tables it depends on."""
     if name == "compiles":
@@ -104,16 +124,15 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
     if name == "graph_nodes":
         return g.build_graph_nodes(t.graphs)
     if name == "kernels":
-        # a wrapper logged both ways: its kernels once, from the trace (parsers.sources)
-        return prefer_trace(g.build_kernels(t.events, t.log_records), ["rank", "compile_id", "graph"])
+        return one_row_per_fact(name, g.build_kernels(t.events, t.log_records))
     if name == "kernel_calls":
-        return prefer_trace(g.build_kernel_calls(t.events, t.log_records), ["rank", "compile_id", "graph"])
+        return one_row_per_fact(name, g.build_kernel_calls(t.events, t.log_records))
     if name == "provenance":
         return g.build_provenance(t.events)
     if name == "seq_links":
         from parsers.seq_links import seq_links
 
-        return prefer_trace(seq_links(t.graph_nodes, t.annotations), ["rank", "compile_id"])
+        return one_row_per_fact(name, seq_links(t.graph_nodes, t.annotations))
     raise KeyError(f"no table named {name!r}; tables: {', '.join(TABLES)}")
 
 
@@ -200,7 +219,8 @@ class Trace:
         self.parts.build_graph_tables(jobs=jobs)
         for name in GRAPH_TABLES:
             if not self.is_loaded(name):
-                self.provide(name, self.parts.table(name))
+                # parts are built one file (trace or text log) at a time: deduplicate here
+                self.provide(name, _deduplicated(name, self.parts.table(name)))
         # the payloads' md5 was checked on the way: events and problems now say so
         for name in ("events", "problems"):
             if self.is_loaded(name):
