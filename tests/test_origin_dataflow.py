@@ -293,3 +293,27 @@ def test_json_carries_via_and_confidence(capsys: pytest.CaptureFixture[str]) -> 
         ("dataflow", "exact", 24),
     ]
     assert out["chains"][0]["location"].endswith(f"{PROGRAM}:23")
+
+
+def test_name_match_only_on_request_and_marked(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text log alone has no post-grad graph: nothing ties cpp_fused_sum_view_6 (qkv's bias
+    grad, line 43). origin says so; asked for the op-name match, it gives every sum and view of
+    the backward graph (13 lines), each marked NOT EXACT."""
+    from traceview.cli import main
+
+    log = str(PLAIN / "torch_logs.txt")
+    assert main(["origin", log, "--kernel", "cpp_fused_sum_view_6", "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "via: no match: nothing recorded ties this kernel to graph nodes" in out
+    assert "source:" not in out
+    assert (
+        main(["origin", log, "--kernel", "cpp_fused_sum_view_6", "--name-match", "--no-cache"]) == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("13 chains, best first")
+    assert lines[1] == (
+        "13 of them NOT EXACT (op names in the kernel's name only): check them "
+        "against the kernel's code"
+    )
+    vias = [ln.strip() for ln in lines if ln.strip().startswith("via:")]
+    assert vias == ["via: name match (NOT EXACT: a guess from op names in the kernel's name)"] * 13
