@@ -258,13 +258,11 @@ def test_trace_and_text_log_give_one_row_per_fact() -> None:
     k = t.kernels.filter(pl.col("name") == "cpp_fused_sum_view_6")["kernel_id"][0]
     assert len(origin(t, kernel="cpp_fused_sum_view_6")) == 1
     assert origin(t, kernel=k)[0].source == "trace"
-    # the text log alone: its kernels are the only ones then; without a post-grad graph
-    # (TORCH_LOGS had no post_grad_graphs) the dataflow has nothing to follow, and origin
-    # says so instead of guessing
+    # the text log alone: its kernels are the only ones then
     text = load(str(PLAIN / "torch_logs.txt"))
     assert text.kernels.height == 42 and set(text.kernels["source"]) == {"text"}
     (c,) = origin(text, kernel="cpp_fused_sum_view_6")
-    assert (c.source, c.via, c.confidence, c.user_line) == ("text", None, None, None)
+    assert (c.source, c.via, c.confidence, c.user_line) == ("text", "dataflow", "exact", 43)
 
 
 def test_json_carries_via_and_confidence(capsys: pytest.CaptureFixture[str]) -> None:
@@ -295,21 +293,48 @@ def test_json_carries_via_and_confidence(capsys: pytest.CaptureFixture[str]) -> 
     assert out["chains"][0]["location"].endswith(f"{PROGRAM}:23")
 
 
-def test_name_match_only_on_request_and_marked(capsys: pytest.CaptureFixture[str]) -> None:
-    """The text log alone has no post-grad graph: nothing ties cpp_fused_sum_view_6 (qkv's bias
-    grad, line 43). origin says so; asked for the op-name match, it gives every sum and view of
-    the backward graph (13 lines), each marked NOT EXACT."""
+def test_text_log_alone_gives_the_same_lines() -> None:
+    """TORCH_LOGS=aot_graphs,output_code without post_grad_graphs: no post-grad graph, so the
+    dataflow follows the AOT graph the post-grad graph was made from; same lines."""
+    t = load(str(PLAIN / "torch_logs.txt"))
+    assert set(t.graph_nodes["graph_kind"]) == {"aot_forward", "aot_backward"}
+    kernels = _cpp(t)
+    assert {(g, n) for g, n, _ in kernels} == set(EXPECTED)
+    for graph, name, kid in kernels:
+        chains = origin(t, kernel=kid)
+        assert {c.user_line for c in chains if c.user_line} == EXPECTED[graph, name], name
+        assert {(c.via, c.confidence, c.source) for c in chains} == {("dataflow", "exact", "text")}
+        assert {c.node_graph for c in chains} == {f"aot_{graph.split('_')[1]}"}, name
+
+
+def test_no_match_said_plainly(capsys: pytest.CaptureFixture[str]) -> None:
+    """ro_cpu_scalar (torch 2.11, CUDA): a C++ kernel writes a CPU scalar that `buf1.copy_(buf0)`
+    moves to the GPU for a graph partition; nothing recorded ties it to a graph node."""
     from traceview.cli import main
 
-    log = str(PLAIN / "torch_logs.txt")
-    assert main(["origin", log, "--kernel", "cpp_fused_sum_view_6", "--no-cache"]) == 0
+    d = FIXTURES / "gpu" / "ro_cpu_scalar"
+    assert main(["origin", str(d), "--kernel", "cpp_fused_0", "--no-cache"]) == 0
     out = capsys.readouterr().out
     assert "via: no match: nothing recorded ties this kernel to graph nodes" in out
     assert "source:" not in out
-    assert (
-        main(["origin", log, "--kernel", "cpp_fused_sum_view_6", "--name-match", "--no-cache"]) == 0
+
+
+def test_name_match_only_on_request_and_marked() -> None:
+    """Without the wrapper's launches nothing ties cpp_fused_sum_view_6 (qkv's bias grad, line
+    43): asked for the op-name match, origin gives every sum and view of the backward graph
+    (13 lines), each marked NOT EXACT, in text as in the table."""
+    from traceview.report import render_origin
+
+    t = load(str(PLAIN / "torch_logs.txt"))
+    bare = {"graph_nodes": t.graph_nodes, "kernels": t.kernels, "seq_links": t.seq_links}
+    (none,) = origin(bare, kernel="cpp_fused_sum_view_6")
+    assert "via: no match: nothing recorded ties this kernel to graph nodes" in render_origin(
+        [none]
     )
-    lines = capsys.readouterr().out.splitlines()
+    chains = origin(bare, kernel="cpp_fused_sum_view_6", name_match=True)
+    assert len(chains) == 13 and 43 in {c.user_line for c in chains}
+    assert {(c.via, c.confidence) for c in chains} == {("kernel_name", "name_match")}
+    lines = render_origin(chains).splitlines()
     assert lines[0].startswith("13 chains, best first")
     assert lines[1] == (
         "13 of them NOT EXACT (op names in the kernel's name only): check them "

@@ -57,6 +57,7 @@ _VIEWS = {
 }
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _GETITEM = re.compile(r"^\s*(\w+)\[(\d+)\]\s*$")  # ``getitem`` args: ``_foreach_add[76]``
+_AOT = ["aot_forward", "aot_backward", "aot_inference"]
 _GENERATED = ("cpp", "triton", "template", "halide", "mps")
 
 
@@ -247,7 +248,8 @@ def kernel_dataflow(kernel_calls: pl.DataFrame, graph_nodes: pl.DataFrame) -> pl
     rows: list[dict] = []
     if kernel_calls.is_empty() or graph_nodes.is_empty():
         return pl.DataFrame(rows, schema=DATAFLOW_SCHEMA)
-    pg = graph_nodes.filter(pl.col("graph_kind") == "post_grad").select(
+    pg = graph_nodes.filter(pl.col("graph_kind").is_in(["post_grad", *_AOT])).select(
+        "graph_kind",
         "graph_id",
         "rank",
         "compile_id",
@@ -274,6 +276,10 @@ def kernel_dataflow(kernel_calls: pl.DataFrame, graph_nodes: pl.DataFrame) -> pl
         )
         if cand.is_empty():
             continue
+        # the post-grad graph Inductor scheduled; without it (TORCH_LOGS without
+        # post_grad_graphs) the AOT graph it was made from
+        post = cand.filter(pl.col("graph_kind") == "post_grad")
+        cand = cand if post.is_empty() else post
         last = cand.select(pl.col("lineno").max()).item()
         g = _Graph(cand.filter(pl.col("lineno") == last).iter_rows(named=True))
         calls = (
