@@ -15,8 +15,11 @@ only:
 
 A generated kernel (C++, Triton) whose every read and written value is tied computes exactly
 the nodes between them: walking the graph back from its written nodes, stopping at the nodes
-it reads. A kernel with a value left untied gets no rows here (origin then says it is not
-exact). Per-graph Python over small graphs (a wrapper holds tens to hundreds of launches).
+it reads; a written value no call reads is the kernel's scratch space, not a boundary. A
+kernel with a value left untied gets no rows here (origin then looks for another tie, or says
+there is none). Without a post-grad graph (a text log without ``post_grad_graphs``) the AOT
+graph it was made from is walked instead. Per-graph Python over small graphs (a wrapper holds
+tens to hundreds of launches).
 """
 
 from __future__ import annotations
