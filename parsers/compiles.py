@@ -69,6 +69,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "suppress_errors": pl.Boolean,
     "automatic_dynamic_shapes": pl.Boolean,
     "assume_static_by_default": pl.Boolean,
+    "cudagraph_skip_reason": pl.String,
     "fx_cache_hits": pl.Int32,
     "fx_cache_misses": pl.Int32,
     "fx_cache_bypasses": pl.Int32,
@@ -244,6 +245,8 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
                 # torch.compile(dynamic=False) turns automatic dynamic shapes off
                 "automatic_dynamic_shapes": _b(cfg.get("automatic_dynamic_shapes")),
                 "assume_static_by_default": _b(cfg.get("assume_static_by_default")),
+                # set at compile time when CUDA graphs were refused (graph partition off)
+                "cudagraph_skip_reason": m.get("cudagraph_skip_reason") if isinstance(m.get("cudagraph_skip_reason"), str) else None,
                 "user_stack": r.get("user_stack", []),
                 "metrics_lineno": r.get("metrics_lineno"),
             }
@@ -283,6 +286,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
                 "suppress_errors",
                 "automatic_dynamic_shapes",
                 "assume_static_by_default",
+                "cudagraph_skip_reason",
                 "user_stack",
                 "metrics_lineno",
             )

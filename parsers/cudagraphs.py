@@ -40,7 +40,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 import polars as pl
 
 from parsers.coerce import typed_frame
@@ -265,11 +264,12 @@ def cudagraphs_from_text(records: pl.DataFrame) -> pl.DataFrame:
     return typed_frame(rows, CUDAGRAPHS_SCHEMA, strict=False)
 
 
-def cudagraphs_from_trace(events: pl.DataFrame, spans: pl.DataFrame | None = None) -> pl.DataFrame:
-    """``compilation_metrics.cudagraph_skip_reason`` as ``skip`` rows (set at compile time, when
-    graph partition is off; a run-time skip is only in the text log), and one ``cudagraphify``
-    row per compile whose code went to CUDA-graph trees (its ``cudagraphify.get_container``
-    span: the only trace of ``mode="reduce-overhead"`` at run time)."""
+def cudagraphs_from_trace(compiles: pl.DataFrame, spans: pl.DataFrame | None = None) -> pl.DataFrame:
+    """``compilation_metrics.cudagraph_skip_reason`` (the `compiles` table's column) as ``skip``
+    rows (set at compile time, when graph partition is off; a run-time skip is only in the text
+    log), and one ``cudagraphify`` row per compile whose code went to CUDA-graph trees (its
+    ``cudagraphify.get_container`` span: the only trace of ``mode="reduce-overhead"`` at run
+    time)."""
     rows: list[dict[str, Any]] = []
     if spans is not None and spans.height:
         cg = (
@@ -278,17 +278,9 @@ def cudagraphs_from_trace(events: pl.DataFrame, spans: pl.DataFrame | None = Non
             .agg(pl.col("lineno").min(), pl.len().alias("count"))
         )
         rows += [{**r, "event": "cudagraphify", "source": "trace"} for r in cg.iter_rows(named=True)]
-    cond = (pl.col("kind") == "compilation_metrics") & pl.col("metadata").str.contains("cudagraph_skip_reason", literal=True)
-    for ev in events.filter(cond).iter_rows(named=True):
-        try:
-            meta = orjson.loads(ev["metadata"])
-        except orjson.JSONDecodeError:
-            continue
-        reason = meta.get("cudagraph_skip_reason") if isinstance(meta, dict) else None
-        if not isinstance(reason, str) or not reason:
-            continue
-        text, frames = skip_reason(reason)
-        cid = ev["compile_id"] or (str(meta["compile_id"]) if meta.get("compile_id") is not None else None)
-        rows.append(_with_user({"rank": ev["rank"], "compile_id": cid, "event": "skip", "reason": text,
-                                "source": "trace", "file": ev["file"], "lineno": ev["lineno"]}, frames))
+    skipped = compiles.filter(pl.col("cudagraph_skip_reason").str.len_chars() > 0)
+    for c in skipped.select("rank", "compile_id", "file", "metrics_lineno", "cudagraph_skip_reason").iter_rows(named=True):
+        text, frames = skip_reason(c["cudagraph_skip_reason"])
+        rows.append(_with_user({"rank": c["rank"], "compile_id": c["compile_id"], "event": "skip", "reason": text,
+                                "source": "trace", "file": c["file"], "lineno": c["metrics_lineno"]}, frames))
     return typed_frame(rows, CUDAGRAPHS_SCHEMA, strict=False)

@@ -110,7 +110,7 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
     if name == "cudagraphs":
         from parsers.cudagraphs import cudagraphs_from_text, cudagraphs_from_trace
 
-        return pl.concat([cudagraphs_from_trace(t.index_events(), t.spans), cudagraphs_from_text(t.log_records)])
+        return pl.concat([cudagraphs_from_trace(t.compiles, t.spans), cudagraphs_from_text(t.log_records)])
     if name in FACT_TABLES:
         return _fact(name, t)
     if name == "guards":

@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 import polars as pl
 
 from parsers.compile_ids import compile_number, frame_of, sort_key
@@ -327,24 +326,17 @@ def cause_fix(
     return "run with TORCH_LOGS=recompiles_verbose to see every failed guard of each cache entry"
 
 
-def dynamic_config(events: pl.DataFrame) -> dict[tuple[str, str], bool]:
+def dynamic_config(compiles: pl.DataFrame) -> dict[tuple[str, str], bool]:
     """(file, compile_id) -> whether the compile ran with automatic dynamic shapes off and
     static by default (what `torch.compile(dynamic=False)` sets), for every compile whose
-    `compilation_metrics` carries the Dynamo config."""
-    ev = events.filter(
-        (pl.col("kind") == "compilation_metrics") & pl.col("metadata").str.contains("automatic_dynamic_shapes", literal=True)
-    ).select("file", "compile_id", "metadata")
-    out: dict[tuple[str, str], bool] = {}
-    for file, cid, meta in ev.iter_rows():
-        try:
-            m = orjson.loads(meta)
-            cfg = m.get("dynamo_config")
-            cfg = orjson.loads(cfg) if isinstance(cfg, str) else (cfg or {})
-        except (orjson.JSONDecodeError, TypeError, AttributeError):
-            continue
-        if isinstance(cfg, dict) and "automatic_dynamic_shapes" in cfg:
-            out[(file, cid)] = cfg["automatic_dynamic_shapes"] is False and bool(cfg.get("assume_static_by_default", True))
-    return out
+    `compilation_metrics` carries the Dynamo config (the compiles table's columns)."""
+    known = compiles.filter(pl.col("automatic_dynamic_shapes").is_not_null())
+    return {
+        (file, cid): ads is False and asbd is not False
+        for file, cid, ads, asbd in known.select(
+            "file", "compile_id", "automatic_dynamic_shapes", "assume_static_by_default"
+        ).iter_rows()
+    }
 
 
 def _new_frame(rank: Any, proc: str) -> dict[str, Any]:
@@ -382,7 +374,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             for f, c, a, st in known.select("file", "compile_id", "automatic_dynamic_shapes", "assume_static_by_default").iter_rows()
         }
     else:  # tables from before the compiles table carried the config
-        config = dynamic_config(trace.index_events())
+        config = dynamic_config(trace.compiles)
     frames: dict[tuple, dict[str, Any]] = {}
     by_rank_frame: dict[tuple, tuple] = {}  # (rank, frame id) -> key of the trace frame
 
