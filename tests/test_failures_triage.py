@@ -14,6 +14,7 @@ import pytest
 import traceview
 from parsers.compile_ids import label, with_attempt
 from parsers.discover import InputError, discover
+from traceview.analyze.origin import origin
 from traceview.report import build_report, render_text
 
 from .conftest import FIXTURES
@@ -246,6 +247,42 @@ def test_gpu_triton_device_assert(name: str) -> None:
     c = _crash(name, GPU)
     assert _crash_short(c)[:2] == ("torch.AcceleratorError", "triton_assert")
     assert "TORCH_LOGS=output_code,schedule" in c["next_step"]
+
+
+def test_gpu_device_assert_reported_at_launch_names_the_kernel() -> None:
+    # CUDA_LAUNCH_BLOCKING=1: the launch of the kernel raised, so that is the kernel that failed
+    c = _crash("triton_index_oob_blocking", GPU)
+    assert (c["category"], c["kernel"]) == ("triton_assert", "triton_per_fused_index_mul_sum_0")
+    assert (c["called_from"]["function"], c["called_from"]["line"]) == ("main", 38)
+    assert "`traceview origin --kernel triton_per_fused_index_mul_sum_0`" in c["next_step"]
+    # and the advice works: origin gives the indexing line of the program
+    lines = {(ch.user_line, ch.user_code) for ch in origin(traceview.load(GPU / "triton_index_oob_blocking"), kernel=c["kernel"])}
+    assert (28, "rows = table[idx]") in lines
+
+
+def test_gpu_illegal_memory_access_reported_asynchronously() -> None:
+    # fixtures/gpu/cuda_ima: a user Triton kernel (shifted_copy) stores 2**40 elements past its
+    # buffer; the error surfaced while autotuning benchmarked the *next* kernel
+    # (triton_poi_fused_add_0). Naming that kernel as the culprit would be wrong.
+    c = _crash("cuda_ima", GPU)
+    assert _crash_short(c) == ("torch.AcceleratorError", "cuda_illegal_memory_access", "compiled code", "scale", "cuda_ima.py", 38)
+    assert c["code"] == "@torch.compile"
+    assert (c["called_from"]["function"], c["called_from"]["line"], c["called_from"]["code"]) == ("main", 48, "y = scale(x)")
+    assert c["kernel"] is None
+    assert "rerun with CUDA_LAUNCH_BLOCKING=1" in c["next_step"]
+    assert "passes through triton_poi_fused_add_0, but CUDA reports errors asynchronously" in c["next_step"]
+
+
+def test_gpu_illegal_memory_access_at_launch() -> None:
+    c = _crash("cuda_ima_blocking", GPU)
+    assert (c["exc_type"], c["category"], c["kernel"]) == ("RuntimeError", "cuda_illegal_memory_access", "shifted_copy_0")
+    assert c["next_step"].startswith("shifted_copy_0 faulted: the error was raised by its launch")
+    assert "a Triton kernel of your own" in c["next_step"]
+    assert "rerun with CUDA_LAUNCH_BLOCKING" not in c["next_step"]  # it ran with it
+    lines = {ch.user_line for ch in origin(traceview.load(GPU / "cuda_ima_blocking"), kernel="shifted_copy_0")}
+    assert lines == {30}  # the launch of shifted_copy in cuda_ima.py
+    text = render_text(text_report("cuda_ima_blocking", GPU), width=100)
+    assert "failing kernel: shifted_copy_0" in text and "called from main (cuda_ima.py:48): y = scale(x)" in text
 
 
 def test_gpu_segfault_from_faulthandler() -> None:

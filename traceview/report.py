@@ -356,6 +356,12 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             )
             if c.get("code"):
                 t.add(c["code"], "    ", "      ")
+            if c.get("called_from"):
+                cf = c["called_from"]
+                code = f": {cf['code']}" if cf.get("code") else ""
+                t.add(f"called from {cf['function']} ({paths.show(cf['filename'], cf['line'])}){code}", "    ", "      ")
+            if c.get("kernel"):
+                t.add(f"failing kernel: {c['kernel']}", "    ", "      ")
             t.add(c["message"] or "", "    ", "      ")
             if c.get("certainty") != "certain":
                 t.label("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})")

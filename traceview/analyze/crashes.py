@@ -89,6 +89,72 @@ def _user_frame(frames: list[str], sources: list[str]) -> tuple[str | None, int 
     return None, None, None, None
 
 
+# the frames of a kernel launch: Inductor's `<kernel>.run(` in the generated module, then the
+# launcher (Triton's driver, Inductor's static launcher); an error raised there was reported by
+# that launch, so that kernel failed (CUDA_LAUNCH_BLOCKING=1 makes every launch report)
+_KERNEL_RUN = re.compile(r"^\s*(\w+)\.run\(")
+_LAUNCHER = re.compile(r"triton[/\\]backends[/\\].*driver\.py|static_(?:triton|cuda)_launcher\.py")
+
+
+def _kernel(frames: list[str], sources: list[str]) -> tuple[str | None, bool]:
+    """(the innermost Inductor kernel the traceback launches, whether the error was raised by
+    that launch itself). A kernel named in an asynchronous report (the error surfaced at a later
+    synchronising call, e.g. autotuning's benchmark) need not be the one that failed."""
+    for k in range(len(frames) - 1, -1, -1):
+        path, _, _ = _frame_parts(frames[k])
+        m = _KERNEL_RUN.match(sources[k] if k < len(sources) else "")
+        if m and _COMPILED.search(path):
+            return m.group(1), bool(_LAUNCHER.search(_frame_parts(frames[-1])[0]))
+    return None, False
+
+
+def _caller(frames: list[str], sources: list[str], line: int | None, filename: str | None) -> dict[str, Any] | None:
+    """Where the program called the compiled function whose frame is the user frame (that frame
+    shows the `@torch.compile` line): the next user frame out."""
+    seen = False
+    for k in range(len(frames) - 1, -1, -1):
+        path, ln, fn = _frame_parts(frames[k])
+        if _SITE.search(path) or _COMPILED.search(path) or "/torch/" in path:
+            continue
+        if not seen:
+            seen = path == filename and ln == line
+            continue
+        src = ((sources[k] if k < len(sources) else "") or "").strip()
+        return {"filename": path, "line": ln, "function": fn, "code": src or None}
+    return None
+
+
+def _kernel_step(cat: str, kernel: str, at_launch: bool) -> str | None:
+    """The next step once the traceback names the kernel."""
+    user = not kernel.startswith(("triton_", "cpp_"))  # Inductor names its own kernels triton_*/cpp_*
+    if not at_launch:
+        return (
+            f" The traceback passes through {kernel}, but CUDA reports errors asynchronously: the kernel "
+            "that failed may be an earlier one; with CUDA_LAUNCH_BLOCKING=1 the traceback ends at the "
+            "launch that failed."
+        )
+    if cat == "cuda_illegal_memory_access":
+        who = (
+            f"{kernel} is a Triton kernel of your own (not one Inductor generated): check its offsets and masks "
+            f"(`traceview origin --kernel {kernel}` gives the line that launches it)"
+            if user
+            else f"`traceview origin --kernel {kernel}` names the ops and source lines it computes; backend='aot_eager' "
+            "tells a compiled-kernel bug from one in the program, TORCHINDUCTOR_NAN_ASSERTS=1 checks the kernels' outputs"
+        )
+        return (
+            f"{kernel} faulted: the error was raised by its launch (a synchronous report, as under "
+            f"CUDA_LAUNCH_BLOCKING=1), so this is the kernel that made the illegal access. {who}; "
+            "compute-sanitizer names the bad address."
+        )
+    if cat == "triton_assert":
+        return (
+            f"{kernel}'s device-side assert fired (raised by its launch, a synchronous report): Inductor's "
+            "index bounds check, an index in your data is out of range (eager raises an IndexError for it "
+            f"too). `traceview origin --kernel {kernel}` names the indexing op and its source line."
+        )
+    return None
+
+
 def _category(exc_type: str, message: str, frames: list[str], other_text: str) -> tuple[str, str]:
     """(category, raised_in)."""
     low = message.lower()
@@ -149,6 +215,12 @@ def crash_findings(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = Non
                 "the construct at the user line (the message's hints say how), or drop fullgraph=True "
                 "to let Dynamo split the graph there."
             )
+        kernel, at_launch = _kernel(frames, sources)
+        if kernel is not None and cat in ("cuda_illegal_memory_access", "triton_assert", "triton", "runtime_error_in_compiled_code"):
+            ks = _kernel_step(cat, kernel, at_launch)
+            if ks is not None:
+                step = ks if at_launch else step + ks
+        called_from = _caller(frames, sources, line, filename) if (code or "").lstrip().startswith("@") else None
         detail = detail_of(cat, message)
         out.append(
             {
@@ -163,6 +235,8 @@ def crash_findings(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = Non
                 "filename": filename,
                 "line": line,
                 "code": code,
+                "called_from": called_from,
+                "kernel": kernel if at_launch else None,
                 "next_step": step,
                 "certainty": r["certainty"],
                 "evidence": r["evidence"],
