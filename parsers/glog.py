@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 # `[rankN]:` that torchrun's --tee / --log-line-prefix-template puts before a record (optional),
 # level, MMDD, and time: the first fields, enough to tell a record's line from anything else.
-HEAD = r"(?:\[rank(?P<rank>\d+)\]:)?(?P<level>[VIWEC])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d{6})"
+RANK = r"\[rank(?P<rank>\d+)\]:"
+HEAD = r"(?:" + RANK + r")?(?P<level>[VIWEC])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d{6})"
 # The whole prefix up to and with its `]`: HEAD, thread id (glog's pid), `path:line`. A record's
 # message starts after the `] ` that follows.
 PREFIX = HEAD + r" +(?P<pid>\d+) (?P<src_file>[^\]]+):(?P<src_line>\d+)\]"

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from parsers.glog import RANK
+
 _FRAME = re.compile(r'^ {2}File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<fn>.+)$')
 _START = "Traceback (most recent call last):"
 _FATAL = re.compile(r"^Fatal Python error: (?P<what>.+)$")
@@ -26,6 +28,13 @@ _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 _TRAILER = "Set TORCHDYNAMO_VERBOSE=1"
 _CHAINED = ("The above exception was the direct cause", "During handling of the above exception")
 _WONT = re.compile(r"^WON'T CONVERT (?P<fn>\S+) (?P<path>.+) line (?P<line>\d+)\s*$")
+# torch prefixes every line a rank writes to stderr with `[rankN]: ` once the process group is
+# up (tracebacks included): in a capture of several ranks, their lines interleave.
+_RANK_PREFIX = re.compile("^" + RANK + " ?")
+# torchrun's own error when a child failed; its "Root Cause (first observed failure)" block
+# names the rank that failed first
+_LAUNCHER_ERROR = "ChildFailedError"
+_ROOT_RANK = re.compile(r"Root Cause \(first observed failure\):\s*\n\[\d+\]:\s*\n(?:[^\n]*\n)*?\s*rank\s*:\s*(\d+)")
 
 CRASHES_SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String,
@@ -39,6 +48,8 @@ CRASHES_SCHEMA: dict[str, pl.DataType] = {
     "sources": pl.List(pl.String),  # the source line under each frame ("" when none)
     "certainty": pl.String,
     "evidence": pl.String,
+    # torchrun's first observed failure (its ChildFailedError), for every crash of the capture
+    "root_rank": pl.Int32,
 }
 
 
@@ -166,43 +177,85 @@ def tracebacks_from_text(other_lines: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=PRINTED_SCHEMA)
 
 
+def _streams(part: pl.DataFrame) -> list[tuple[int | None, bool, list[str], list[int]]]:
+    """A file's other lines as streams: one per rank for the lines torch prefixed `[rankN]: `
+    (the prefix taken off; other ranks' lines interleave), and one of the rest (the file's rank,
+    or the launcher's own output). Each: (rank, prefixed, texts, line numbers)."""
+    by_rank: dict[int, tuple[list[str], list[int]]] = {}
+    plain: tuple[list[str], list[int]] = ([], [])
+    ranks = part["rank"].drop_nulls()
+    for text, lineno in zip(part["text"].to_list(), part["lineno"].to_list()):
+        m = _RANK_PREFIX.match(text)
+        if m:
+            t, n = by_rank.setdefault(int(m["rank"]), ([], []))
+            t.append(text[m.end():])
+            n.append(lineno)
+        else:
+            plain[0].append(text)
+            plain[1].append(lineno)
+    out: list[tuple[int | None, bool, list[str], list[int]]] = [
+        (r, True, t, n) for r, (t, n) in sorted(by_rank.items())
+    ]
+    if plain[0]:
+        out.append((ranks[0] if ranks.len() else None, False, plain[0], plain[1]))
+    return out
+
+
+def _last_uncaught(
+    texts: list[str], linenos: list[int], prefixed: bool
+) -> Traceback | None:
+    """The stream's last traceback (or its faulthandler dump), with real line numbers. A rank's
+    lines are consecutive within its stream even where other ranks' lines come between."""
+    starts = [k for k, x in enumerate(texts) if x.startswith(_START) or _FATAL.match(x)]
+    if not starts:
+        return None
+    # a chain ("The above exception was the direct cause …") ends in its last traceback;
+    # a faulthandler dump is the first thing of a dying process
+    fatal = [k for k in starts if _FATAL.match(texts[k])]
+    k = fatal[0] if fatal else starts[-1]
+    if not prefixed:
+        return _traceback_at(texts, linenos, k)
+    tb = parse_traceback(texts[k:], 0)
+    if tb is not None:
+        tb.lineno, tb.end_lineno = linenos[k + tb.lineno], linenos[min(k + tb.end_lineno, len(linenos) - 1)]
+    return tb
+
+
 def uncaught_from_text(other_lines: pl.DataFrame, log_records: pl.DataFrame) -> pl.DataFrame:
     """The uncaught exception (or fatal signal) that ended each captured process: the last
-    traceback of each text file when it starts at the script's top frame and no compile is
-    logged after it (see the module doc)."""
+    traceback of each text file (of each rank's `[rankN]: ` lines, where several ranks write to
+    one file) when it starts at the script's top frame and no compile is logged after it (see
+    the module doc). torchrun's own ChildFailedError is not a crash of the program when the
+    ranks' tracebacks are there: it gives `root_rank`, the rank it saw fail first; alone (the
+    ranks' stderr not captured) it is one row of kind `launcher`."""
     rows: list[dict] = []
     if other_lines.height == 0:
         return pl.DataFrame(schema=CRASHES_SCHEMA)
     for (file,), part in other_lines.sort("file", "lineno").group_by(["file"], maintain_order=True):
-        texts = part["text"].to_list()
-        linenos = part["lineno"].to_list()
-        starts = [k for k, x in enumerate(texts) if x.startswith(_START) or _FATAL.match(x)]
-        if not starts:
-            continue
-        # a chain ("The above exception was the direct cause …") ends in its last traceback;
-        # a faulthandler dump is the first thing of a dying process
-        fatal = [k for k in starts if _FATAL.match(texts[k])]
-        k = fatal[0] if fatal else starts[-1]
-        tb = _traceback_at(texts, linenos, k)
-        if tb is None or (tb.exc_type is None and tb.fatal is None):
-            continue
-        later = log_records.filter((pl.col("file") == file) & (pl.col("lineno") > tb.lineno))
-        if tb.fatal is None and (later.filter(pl.col("compile_id").is_not_null()).height or not _starts_at_top(tb)):
-            continue  # printed by the program after catching it, or the program went on
-        rank = part["rank"].drop_nulls()
-        # nothing after it: the end of stderr; log lines after it (TORCH_LOGS=dynamo's atexit
-        # summary) leave a program that printed a caught exception from <module> possible
-        last = tb.fatal is not None or later.height == 0
-        evidence = (
-            f"faulthandler: Fatal Python error: {tb.fatal}"
-            if tb.fatal
-            else "the last traceback of the capture, printed from the script's top frame"
-            + ("" if last else ", with log lines after it")
-        )
-        rows.append(
-            {
+        found: list[dict] = []
+        launcher: dict | None = None
+        for rank, prefixed, texts, linenos in _streams(part):
+            tb = _last_uncaught(texts, linenos, prefixed)
+            if tb is None or (tb.exc_type is None and tb.fatal is None):
+                continue
+            later = log_records.filter((pl.col("file") == file) & (pl.col("lineno") > tb.lineno))
+            if prefixed:
+                later = later.filter(pl.col("rank") == rank)
+            if tb.fatal is None and (later.filter(pl.col("compile_id").is_not_null()).height or not _starts_at_top(tb)):
+                continue  # printed by the program after catching it, or the program went on
+            # nothing after it: the end of stderr; log lines after it (TORCH_LOGS=dynamo's atexit
+            # summary) leave a program that printed a caught exception from <module> possible
+            last = tb.fatal is not None or later.height == 0
+            evidence = (
+                f"faulthandler: Fatal Python error: {tb.fatal}"
+                if tb.fatal
+                else "the last traceback of the capture, printed from the script's top frame"
+                + (f" (rank {rank}'s [rank{rank}]: lines)" if prefixed else "")
+                + ("" if last else ", with log lines after it")
+            )
+            row = {
                 "file": file,
-                "rank": rank[0] if rank.len() else None,
+                "rank": rank,
                 "lineno": tb.lineno,
                 "end_lineno": tb.end_lineno,
                 "kind": "fatal" if tb.fatal else "exception",
@@ -212,8 +265,23 @@ def uncaught_from_text(other_lines: pl.DataFrame, log_records: pl.DataFrame) -> 
                 "sources": [src for *_, src in tb.frames],
                 "certainty": "certain" if last else "likely",
                 "evidence": evidence,
+                "root_rank": None,
             }
-        )
+            if not prefixed and (tb.exc_type or "").endswith(_LAUNCHER_ERROR):
+                launcher = row
+            else:
+                found.append(row)
+        if launcher is not None:
+            m = _ROOT_RANK.search(launcher["message"] or "")
+            root = int(m.group(1)) if m else None
+            if found:
+                for row in found:
+                    row["root_rank"] = root
+            else:
+                launcher.update(kind="launcher", rank=None, root_rank=root,
+                                evidence="torchrun's ChildFailedError (the ranks' own tracebacks are not in the capture)")
+                found.append(launcher)
+        rows += found
     return pl.DataFrame(rows, schema=CRASHES_SCHEMA)
 
 

@@ -406,3 +406,58 @@ def test_error_on_recompile_is_the_recompile_category(tmp_path) -> None:
     assert (c["exc_type"], c["category"], c["function"], c["line"], c["code"]) == (
         "torch._dynamo.exc.RecompileError", "recompile_limit", "<module>", 10, "f(torch.randn(5))  # the planted recompile",
     )
+
+
+# ------------------------------------------------ several ranks crash (torchrun, [rankN]: lines)
+
+RANK_CRASH = FIXTURES / "rank_crash_torchrun"
+
+
+def _rank_crashes(text_log) -> list[dict]:
+    return build_report(traceview.load(text_log))["crashes"]
+
+
+def test_torchrun_rank_crash_first_rank_first() -> None:
+    # fixtures/rank_crash_torchrun: rank 1 raises in its own code, rank 0 fails in barrier()
+    # because of it, torchrun raises ChildFailedError naming rank 1 (its Root Cause block)
+    cs = _rank_crashes(RANK_CRASH / "torch_logs.txt")
+    assert [(c["rank"], c["exc_type"], c["line"], c["consequence_of"], c["certainty"]) for c in cs] == [
+        (1, "RuntimeError", 25, None, "certain"),
+        (0, "RuntimeError", 27, 1, "likely"),
+    ]
+    assert cs[0]["message"] == "mat1 and mat2 shapes cannot be multiplied (3x4 and 5x6)"
+    assert cs[0]["category"] == "user_error_after_compile"
+    assert "Connection closed by peer" in cs[1]["message"]
+    assert cs[1]["next_step"].startswith("Probably a consequence of rank 1's failure (torchrun names it")
+    # torchrun's own traceback is not a crash of the program
+    assert not [c for c in cs if "ChildFailedError" in (c["exc_type"] or "")]
+    text = render_text(build_report(traceview.load(RANK_CRASH)), width=100)
+    assert "findings: 2 processes crashed" in text
+    assert text.index("rank 1 RuntimeError at main") < text.index("rank 0 RuntimeError at main")
+
+
+def _cut(tmp_path, keep) -> str:
+    """A copy of the real capture with some of its lines left out (hand-cut, to test what a
+    capture without them says; every kept line is torch's own)."""
+    lines = (RANK_CRASH / "torch_logs.txt").read_text().splitlines(keepends=True)
+    out = tmp_path / "torch_logs.txt"
+    out.write_text("".join(x for x in lines if keep(x)))
+    return str(out)
+
+
+def test_torchrun_without_its_root_cause_block(tmp_path) -> None:
+    # no torchrun traceback: rank 0's error is a collective that lost its peer, rank 1's is its own
+    start = next(i for i, x in enumerate((RANK_CRASH / "torch_logs.txt").read_text().splitlines()) if x.startswith("Traceback"))
+    lines = (RANK_CRASH / "torch_logs.txt").read_text().splitlines(keepends=True)[:start]
+    (tmp_path / "torch_logs.txt").write_text("".join(lines))
+    cs = _rank_crashes(str(tmp_path / "torch_logs.txt"))
+    assert [(c["rank"], c["consequence_of"]) for c in cs] == [(1, None), (0, 1)]
+    assert "its error is its own" in cs[1]["next_step"]
+
+
+def test_torchrun_error_alone_names_the_first_failed_rank(tmp_path) -> None:
+    # the ranks' stderr not captured (only torchrun's lines): one launcher finding
+    (c,) = _rank_crashes(_cut(tmp_path, lambda x: not x.startswith("[rank")))
+    assert (c["kind"], c["category"], c["rank"], c["raised_in"]) == ("launcher", "launcher_child_failed", 1, "launcher")
+    assert c["message"] == "torchrun: rank 1 failed first (exit code 1)"
+    assert "the ranks' own tracebacks are not in this capture" in c["next_step"]

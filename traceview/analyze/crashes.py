@@ -70,6 +70,7 @@ CATEGORY_WORDS = {
     "segfault": "segmentation fault",
     "runtime_error_in_compiled_code": "runtime error in compiled code",
     "user_error_after_compile": "error in the program after compiling",
+    "launcher_child_failed": "torchrun: a rank failed",
 }
 
 
@@ -190,10 +191,41 @@ def _where(frames: list[str]) -> str:
     return "program"
 
 
+# what a rank's collective says when a peer process died (gloo, NCCL, the c10d store)
+_PEER_LOST = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|NCCL communicator was aborted|"
+    r"DistBackendError|Socket Timeout|failed to recv|ProcessGroupNCCL.*(?:Watchdog|timeout)|"
+    r"TCPStore.*(?:closed|reset)|recvBytes failed|Timed out waiting",
+    re.I,
+)
+_EXITCODE = re.compile(r"Root Cause \(first observed failure\):(?:[^\n]*\n)*?\s*exitcode\s*:\s*(-?\d+)")
+
+
+def _root_of(crashes: pl.DataFrame) -> dict[str, int]:
+    """file -> the rank whose failure came first: torchrun's first observed failure, else the
+    one rank whose error is not a collective that lost its peer."""
+    out: dict[str, int] = {}
+    for (file,), part in crashes.group_by(["file"]):
+        root = part["root_rank"].drop_nulls()
+        if root.len():
+            out[file] = int(root[0])
+            continue
+        own = [r["rank"] for r in part.iter_rows(named=True)
+               if r["rank"] is not None and not _PEER_LOST.search(r["message"] or "")]
+        if len(own) == 1 and part.height > 1:
+            out[file] = own[0]
+    return out
+
+
 def crash_findings(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> list[dict[str, Any]]:
-    """One finding per crashed process (see the module doc)."""
+    """One finding per crashed process (see the module doc). Where several ranks crashed, the
+    rank that failed first comes first and the others say they are its consequence."""
     out: list[dict[str, Any]] = []
+    roots = _root_of(crashes)
     for r in crashes.iter_rows(named=True):
+        if r["kind"] == "launcher":
+            out.append(_launcher_finding(r))
+            continue
         others = ""
         if other_lines is not None and other_lines.height:
             others = "\n".join(other_lines.filter(pl.col("file") == r["file"])["text"].to_list())
@@ -221,6 +253,16 @@ def crash_findings(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = Non
             if ks is not None:
                 step = ks if at_launch else step + ks
         called_from = _caller(frames, sources, line, filename) if (code or "").lstrip().startswith("@") else None
+        root = roots.get(r["file"])
+        consequence = root if root is not None and r["rank"] is not None and r["rank"] != root else None
+        certainty, evidence = r["certainty"], r["evidence"]
+        if consequence is not None:
+            how = "torchrun names it the first observed failure" if r["root_rank"] is not None else "its error is its own, this one is a collective that lost its peer"
+            step = (
+                f"Probably a consequence of rank {consequence}'s failure ({how}): when one rank dies, the "
+                f"collectives of the others fail. Fix rank {consequence}'s error first."
+            )
+            certainty, evidence = "likely", f"{evidence}; rank {consequence} failed first ({how})"
         detail = detail_of(cat, message)
         out.append(
             {
@@ -238,10 +280,34 @@ def crash_findings(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = Non
                 "called_from": called_from,
                 "kernel": kernel if at_launch else None,
                 "next_step": step,
-                "certainty": r["certainty"],
-                "evidence": r["evidence"],
+                "consequence_of": consequence,
+                "certainty": certainty,
+                "evidence": evidence,
                 "file": r["file"],
                 "lineno": r["lineno"],
             }
         )
+    # the rank that failed first before the ranks that failed because of it
+    out.sort(key=lambda c: c["consequence_of"] is not None)
     return out
+
+
+def _launcher_finding(r: dict[str, Any]) -> dict[str, Any]:
+    """torchrun's ChildFailedError alone: the ranks' own stderr is not in the capture."""
+    m = _EXITCODE.search(r["message"] or "")
+    root = r["root_rank"]
+    code = f" (exit code {m.group(1)})" if m else ""
+    who = f"rank {root} failed first{code}" if root is not None else "a rank failed"
+    return {
+        "rank": root, "kind": "launcher", "exc_type": r["exc_type"],
+        "message": f"torchrun: {who}", "message_full": r["message"], "category": "launcher_child_failed",
+        "raised_in": "launcher", "function": None, "filename": None, "line": None, "code": None,
+        "called_from": None, "kernel": None,
+        "next_step": (
+            f"torchrun says {who}, but the ranks' own tracebacks are not in this capture: read that "
+            "rank's stderr (torchrun --tee 3 --log-dir DIR keeps each rank's output, prefixed "
+            "[rankN]:) and run traceview on it."
+        ),
+        "consequence_of": None, "certainty": r["certainty"], "evidence": r["evidence"],
+        "file": r["file"], "lineno": r["lineno"],
+    }
