@@ -32,8 +32,16 @@ and sizes matches; the real traces are used in place):
   ids and ``str`` interning records repeat and timestamps jump back at each copy boundary.
 * ``train_dynamic`` (default): the real gpu/train_dynamic/trace log, as a file.
 * ``multi_rank_runtime`` (default): the real peer-tlparse/multi_rank_runtime directory.
+* ``hosts4_256``, ``hosts4_512``, ``hosts4_1024``: a directory of 4 traceview exports
+  (``host-00`` .. ``host-03``), one per "host", of N rank files built as rank48_small's (rank
+  R a copy of multi_rank_runtime rank R % 7, rank rewritten; about 1.5 MB each, 1,024 ranks
+  about 1.6 GB of logs); host H holds ranks H*N/4 .. (H+1)*N/4-1 and is written by
+  ``traceview export HOST -o DIR/host-0H --no-cache`` at build time (the per-node step of
+  docs/pipeline.md), after which the logs are deleted.  Only ``summary-cold`` and
+  ``summary-warm`` apply (the input is tables, not logs; the others are skipped); input MB
+  is the exports' size on disk.  Building hosts4_1024 takes a few minutes.
 
-``--scenario all`` runs all five.  Files are given as the file path, multi-rank inputs as the
+``--scenario all`` runs all eight.  Files are given as the file path, multi-rank inputs as the
 directory path.
 
 Tools (each run in its own child process; see the command constants below):
@@ -134,6 +142,16 @@ def input_files(path: Path) -> list[Path]:
     return [path]
 
 
+def all_files(path: Path) -> list[Path]:
+    """The regular files under a directory (sub-directories too, as in an export), sorted;
+    names starting with a dot are left out."""
+    if not path.is_dir():
+        return [path]
+    return sorted(
+        p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
+
+
 def bare_scan(path: Path) -> dict[str, float]:
     """The practical floor: orjson-parse every envelope line, skip payload lines."""
     import orjson
@@ -174,6 +192,7 @@ class Scenario:
     multi_rank: bool
     build: Callable[[Path, Path], dict[str, int]] | None = None  # (traces, dst) -> sizes
     real_path: str | None = None  # relative to the traces dir, used in place
+    tools: tuple[str, ...] = TOOLS  # the tools that apply to this input (others are skipped)
 
 
 def rank_file_name(scenario: str, rank: int) -> str:
@@ -211,21 +230,56 @@ def rewrite_rank(data: bytes, rank: int) -> tuple[bytes, int]:
     return b"\n".join(lines), changed
 
 
-def build_rank48_small(traces: Path, dst: Path) -> dict[str, int]:
-    """48 rank files from the 7 multi_rank_runtime ranks, envelope rank rewritten."""
+def write_rank_copies(traces: Path, dst: Path, scenario: str, ranks: range) -> dict[str, int]:
+    """Rank files ``ranks`` in ``dst``: rank R a copy of multi_rank_runtime rank R % 7, its
+    envelope rank rewritten to R."""
     srcs = sorted(
         (traces / "peer-tlparse/multi_rank_runtime").glob("dedicated_log_torch_trace_rank_*.log"),
         key=lambda p: int(re.search(r"rank_(\d+)", p.name).group(1)),  # type: ignore[union-attr]
     )
+    originals = [src.read_bytes() for src in srcs]
     sizes: dict[str, int] = {}
-    for rank in range(48):
-        data, changed = rewrite_rank(srcs[rank % len(srcs)].read_bytes(), rank)
+    for rank in ranks:
+        data, changed = rewrite_rank(originals[rank % len(srcs)], rank)
         if changed == 0:
             raise RuntimeError(f"no rank key rewritten in {srcs[rank % len(srcs)]}")
-        name = rank_file_name("rank48_small", rank)
+        name = rank_file_name(scenario, rank)
         (dst / name).write_bytes(data)
         sizes[name] = len(data)
     return sizes
+
+
+def build_rank48_small(traces: Path, dst: Path) -> dict[str, int]:
+    """48 rank files from the 7 multi_rank_runtime ranks, envelope rank rewritten."""
+    return write_rank_copies(traces, dst, "rank48_small", range(48))
+
+
+HOSTS = 4
+
+
+def build_host_exports(ranks: int) -> Callable[[Path, Path], dict[str, int]]:
+    """A builder of ``hosts4_<ranks>``: ``ranks`` rank files (as rank48_small's) split over
+    4 host directories in rank order, each exported by ``traceview export HOST -o
+    DST/host-0H --no-cache`` (what each node of a job runs); the logs are then deleted."""
+
+    def build(traces: Path, dst: Path) -> dict[str, int]:
+        scenario = f"hosts{HOSTS}_{ranks}"
+        logs = dst.with_name(scenario + ".logs")
+        shutil.rmtree(logs, ignore_errors=True)
+        per = ranks // HOSTS
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+        log_bytes = 0
+        for h in range(HOSTS):
+            host = logs / f"host-{h:02d}"
+            host.mkdir(parents=True)
+            log_bytes += sum(write_rank_copies(traces, host, scenario, range(h * per, (h + 1) * per)).values())
+            argv = fill(EXPORT_CMD, python=sys.executable, input=str(host), out=str(dst / host.name))
+            subprocess.run([*argv, "--no-cache"], check=True, env=env, stdout=subprocess.DEVNULL)
+        shutil.rmtree(logs)
+        print(f"[{scenario}] exported {ranks} ranks, {log_bytes / MB:.0f} MB of logs", file=sys.stderr)
+        return {str(f.relative_to(dst)): f.stat().st_size for f in all_files(dst)}
+
+    return build
 
 
 def train_dynamic_log(traces: Path) -> Path:
@@ -296,6 +350,17 @@ SCENARIOS: dict[str, Scenario] = {
             True,
             real_path="peer-tlparse/multi_rank_runtime",
         ),
+        *(
+            Scenario(
+                f"hosts{HOSTS}_{n}",
+                f"{HOSTS} host exports, {n} ranks from multi_rank_runtime",
+                False,
+                True,
+                build=build_host_exports(n),
+                tools=("summary-cold", "summary-warm"),
+            )
+            for n in (256, 512, 1024)
+        ),
     )
 }
 
@@ -312,7 +377,7 @@ def manifest_ok(dst: Path) -> bool:
     if manifest.get("version") != BUILD_VERSION:
         return False
     files: dict[str, int] = manifest.get("files", {})
-    present = {p.name for p in input_files(dst)}
+    present = {str(p.relative_to(dst)) for p in all_files(dst)}
     if present != set(files):
         return False
     return all((dst / n).stat().st_size == size for n, size in files.items())
@@ -350,13 +415,13 @@ def prepare(s: Scenario, traces: Path, work: Path) -> Path:
 
 
 def input_bytes(path: Path) -> int:
-    """Total size of an input's files."""
-    return sum(f.stat().st_size for f in input_files(path))
+    """Total size of an input's files (an export's files in its sub-directories too)."""
+    return sum(f.stat().st_size for f in all_files(path))
 
 
 def warm_page_cache(path: Path) -> None:
     """Read every input file once so no tool pays for the first disk read."""
-    for f in input_files(path):
+    for f in all_files(path):
         with open(f, "rb") as fh:
             while fh.read(1 << 24):
                 pass
@@ -523,6 +588,9 @@ def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -
     cold_args = shlex.split(args.summary_cold_args)
     plan: list[tuple[str, list[str], Path | None]] = []
     for tool in args.tools:
+        if tool not in s.tools:
+            print(f"[{s.name}] {tool}: does not apply to this input, skipped", file=sys.stderr)
+            continue
         if tool == "floor":
             argv = [py, str(Path(__file__).resolve()), "--floor-worker", str(path)]
             plan.append(("floor", argv, None))
@@ -650,10 +718,19 @@ def print_table(results: dict[str, list[Run]]) -> None:
     print("ratios (wall time): tlparse / traceview export, tlhub / traceview export, traceview summary-cold / floor")
     for name, runs in results.items():
         a, h, b = ratio(runs, "tlparse", "export"), ratio(runs, "tlhub", "export"), ratio(runs, "summary-cold", "floor")
+        if a is None and h is None and b is None:
+            continue
         print(
             f"  {name:<20} tlparse/export {fmt(a, '.2f'):>7}   tlhub/export {fmt(h, '.2f'):>7}   "
             f"summary-cold/floor {fmt(b, '.2f'):>7}"
         )
+    hosts = {name: runs for name, runs in results.items() if name.startswith("hosts")}
+    if hosts:
+        print("\nsummary over host exports (target at 1,024 ranks: under 5 s and 1000 MB peak RSS)")
+        for name, runs in hosts.items():
+            for r in runs:
+                if r.tool in ("summary-cold", "summary-warm") and r.ok:
+                    print(f"  {name:<20} {r.tool:<13} {fmt(r.wall_s, '.2f'):>6} s  {fmt(r.maxrss_mb, '.0f'):>5} MB")
     failed = [r for runs in results.values() for r in runs if not r.ok]
     for r in failed:
         print(f"\nFAILED {r.scenario} {r.tool}: {shlex.join(r.argv)}\n{r.error}")
