@@ -115,6 +115,19 @@ def test_more_logs_beside_an_export_are_refused(tmp_path: Path, capsys: pytest.C
     assert "is a traceview export" in err and err.count("\n") == 1
 
 
+def test_a_log_beside_the_exports_is_listed_as_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _host_exports(tmp_path)
+    shutil.rmtree(run / "host-1")
+    log = sorted(MULTIRANK.glob("*.log"))[1]  # rank 1's log, left beside host-0's export
+    shutil.copy(log, run / log.name)
+    trace = traceview.load(run)
+    assert trace.ranks == [0]
+    assert trace.inputs.stray == [(str(run / log.name), "beside the exports, not read (export it too)")]
+    assert main(["summary", str(run), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [s["path"] for s in report["inputs"]["stray_files"]] == [str(run / log.name)]
+
+
 def test_an_export_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     run = _host_exports(tmp_path)
     mpath = run / "host-1" / "manifest.json"

@@ -48,6 +48,19 @@ def export_dirs(path: str | os.PathLike[str]) -> list[Path]:
     return [c for c in children if read_manifest(c) is not None]
 
 
+def beside_exports(path: str | os.PathLike[str], exports: list[Path]) -> list[Path]:
+    """What a directory of exports holds besides them (log files, other directories): not
+    read, so listed as skipped, never dropped silently. Empty when `path` is an export."""
+    p = Path(path)
+    if not p.is_dir() or read_manifest(p) is not None:
+        return []
+    names = {e.name for e in exports}
+    try:
+        return sorted(c for c in p.iterdir() if not c.name.startswith(".") and c.name not in names)
+    except OSError:
+        return []
+
+
 def inputs_of_exports(roots: list[Path], manifests: list[dict], *, where: str | None = None) -> Inputs:
     """The inputs of several exports as one: every export's trace files, text logs and stray
     files (as the host that exported them named them), `where` (default: the first export)
@@ -65,4 +78,7 @@ def inputs_of_exports(roots: list[Path], manifests: list[dict], *, where: str | 
         merged.stray.extend((s["path"], s["why"]) for s in inp.get("stray_files") or [])
         merged.dropped_runs.extend(inp.get("left_out_by_latest") or [])
         merged.runs = max(merged.runs, inp.get("runs") or 0)
+    if where is not None:
+        why = "beside the exports, not read (export it too)"
+        merged.stray.extend((str(c), why) for c in beside_exports(where, roots))
     return merged
