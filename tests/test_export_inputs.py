@@ -128,6 +128,18 @@ def test_a_log_beside_the_exports_is_listed_as_skipped(tmp_path: Path, capsys: p
     assert [s["path"] for s in report["inputs"]["stray_files"]] == [str(run / log.name)]
 
 
+def test_a_process_without_a_rank_reads_back_from_rank_partitions(tmp_path: Path) -> None:
+    # --partition-by-rank yes on a single process without a rank (what the per-host recipe
+    # asks for): its rows live in rank=__HIVE_DEFAULT_PARTITION__ and come back with a null rank
+    t = traceview.load(FIXTURES / "training" / "trace")
+    write_export(t, tmp_path / "out", partition_by_rank=True)
+    assert (tmp_path / "out" / "compiles" / "rank=__HIVE_DEFAULT_PARTITION__").is_dir()
+    back = traceview.load(tmp_path / "out")
+    for name in ("events", "compiles", "spans", "recompiles"):
+        assert back.table(name).equals(t.table(name)), name
+    assert back.compiles["rank"].dtype == pl.Int32 and back.compiles["rank"].null_count() == back.compiles.height > 0
+
+
 def test_an_export_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     run = _host_exports(tmp_path)
     mpath = run / "host-1" / "manifest.json"
