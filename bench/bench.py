@@ -39,7 +39,8 @@ and sizes matches; the real traces are used in place):
   ``traceview export HOST -o DIR/host-0H --no-cache`` at build time (the per-node step of
   docs/pipeline.md), after which the logs are deleted.  Only ``summary-cold`` and
   ``summary-warm`` apply (the input is tables, not logs; the others are skipped); input MB
-  is the exports' size on disk.  Building hosts4_1024 takes a few minutes.
+  is the exports' size on disk.  Building hosts4_1024 takes a few minutes; the exports are
+  built again when traceview's SCHEMA_VERSION is not the one they were written with.
 
 ``--scenario all`` runs all eight.  Files are given as the file path, multi-rank inputs as the
 directory path.
@@ -193,6 +194,7 @@ class Scenario:
     build: Callable[[Path, Path], dict[str, int]] | None = None  # (traces, dst) -> sizes
     real_path: str | None = None  # relative to the traces dir, used in place
     tools: tuple[str, ...] = TOOLS  # the tools that apply to this input (others are skipped)
+    exports: bool = False  # traceview exports: rebuilt when traceview's SCHEMA_VERSION changes
 
 
 def rank_file_name(scenario: str, rank: int) -> str:
@@ -358,6 +360,7 @@ SCENARIOS: dict[str, Scenario] = {
                 True,
                 build=build_host_exports(n),
                 tools=("summary-cold", "summary-warm"),
+                exports=True,
             )
             for n in (256, 512, 1024)
         ),
@@ -365,8 +368,16 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def manifest_ok(dst: Path) -> bool:
-    """True if ``dst`` holds a complete build matching its manifest."""
+def schema_version() -> int:
+    """traceview's table SCHEMA_VERSION, read from the checkout (an export written at another
+    version is refused by traceview, so such an input is built again)."""
+    text = (REPO / "traceview" / "versions.py").read_text()
+    return int(re.search(r"^SCHEMA_VERSION = (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
+
+
+def manifest_ok(dst: Path, schema: int | None = None) -> bool:
+    """True if ``dst`` holds a complete build matching its manifest (and, for exports, written
+    at table schema version ``schema``)."""
     mf = dst / ".bench-manifest.json"
     if not mf.is_file():
         return False
@@ -374,7 +385,7 @@ def manifest_ok(dst: Path) -> bool:
         manifest = json.loads(mf.read_text())
     except ValueError:
         return False
-    if manifest.get("version") != BUILD_VERSION:
+    if manifest.get("version") != BUILD_VERSION or manifest.get("schema") != schema:
         return False
     files: dict[str, int] = manifest.get("files", {})
     present = {str(p.relative_to(dst)) for p in all_files(dst)}
@@ -392,7 +403,8 @@ def prepare(s: Scenario, traces: Path, work: Path) -> Path:
         return path
     assert s.build is not None
     dst = work / "inputs" / s.name
-    if manifest_ok(dst):
+    schema = schema_version() if s.exports else None
+    if manifest_ok(dst, schema):
         print(f"[{s.name}] cached input in {dst}", file=sys.stderr)
     else:
         tmp = dst.with_name(dst.name + ".building")
@@ -401,7 +413,7 @@ def prepare(s: Scenario, traces: Path, work: Path) -> Path:
         tmp.mkdir(parents=True)
         t0 = time.perf_counter()
         sizes = s.build(traces, tmp)
-        manifest = {"version": BUILD_VERSION, "scenario": s.name, "files": sizes}
+        manifest = {"version": BUILD_VERSION, "scenario": s.name, "files": sizes, "schema": schema}
         (tmp / ".bench-manifest.json").write_text(json.dumps(manifest, indent=1))
         tmp.rename(dst)
         total = sum(sizes.values()) / MB
