@@ -75,6 +75,8 @@ def test_tables_are_read_when_asked_for(tmp_path: Path) -> None:
     # the summary does not need the graph text of any host (it reads the guards only to name
     # the newest value of a value-guard recompile, which this run has)
     assert not merged.is_loaded("graph_nodes")
+    # nor the events' payloads: their summary payloads are streamed out of the parquet files
+    assert not merged.is_loaded("events")
 
 
 def test_summary_of_a_directory_of_exports_matches_the_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -201,3 +203,34 @@ def test_open_a_directory_of_exports(tmp_path: Path) -> None:
             assert "rank 0" in text and "rank 1" in text
 
     asyncio.run(go())
+
+
+def test_an_export_gives_the_summary_of_its_logs(tmp_path: Path) -> None:
+    # the summary over an export reads no graph or code payload (the events' summary payloads
+    # are picked by kind and name), yet says what the logs say: the newest value of a value
+    # guard (2.0, only in the newest compile's guards), the facts, the storm's causes
+    src = FIXTURES / "corpus" / "float_changes_dynamic_false" / "trace"
+    write_export(traceview.load(src), tmp_path / "out")
+    back = traceview.load(tmp_path / "out")
+    got, want = build_report(back), build_report(traceview.load(src))
+    assert got["recompile_storms"][0]["causes"][0]["values"] == ["1.0", "0.5", "0.25", "2.0"]
+    for key in ("recompile_storms", "graph_breaks", "failures", "facts", "cudagraphs"):
+        assert _without_paths(got[key]) == _without_paths(want[key]), key
+    assert not back.is_loaded("events")
+
+
+def _without_paths(x: object) -> object:
+    if isinstance(x, dict):
+        return {k: _without_paths(v) for k, v in x.items() if k != "file"}
+    if isinstance(x, list):
+        return [_without_paths(v) for v in x]
+    return x
+
+
+@pytest.mark.parametrize("situation", ["hop_cond", "pgo_warm_start", "cache_bypass", "symbolic_shape_specialization"])
+def test_facts_of_an_export_are_the_logs(tmp_path: Path, situation: str) -> None:
+    src = FIXTURES / "corpus" / situation / "trace"
+    write_export(traceview.load(src), tmp_path / "out")
+    got = build_report(traceview.load(tmp_path / "out"))["facts"]
+    want = build_report(traceview.load(src))["facts"]
+    assert _without_paths(got) == _without_paths(want) and any(got.values())

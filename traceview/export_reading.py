@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
+from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARK
 from parsers.schemas import empty_table
 from traceview.errors import ExportError
 from traceview.manifest import inputs_of_exports, read_manifest
@@ -48,7 +49,9 @@ def read_exports(roots: list[Path], *, where: str | None = None) -> Trace:
         return read
 
     inputs = inputs_of_exports(roots, manifests, where=where)
-    return Trace.from_tables({name: loader(name) for name in TABLES}, inputs=inputs)
+    return Trace.from_tables(
+        {name: loader(name) for name in TABLES}, inputs=inputs, index=lambda: _index_events(roots, manifests, loader("spans"))
+    )
 
 
 def _manifest_of(root: Path) -> dict:
@@ -99,16 +102,52 @@ def _check_ranks(roots: list[Path], manifests: list[dict]) -> None:
             seen[rank] = root
 
 
-def _read_table(root: Path, manifest: dict, name: str) -> pl.DataFrame:
+def _scan_table(root: Path, manifest: dict, name: str) -> pl.LazyFrame:
     meta = manifest["tables"][name]
     p = root / meta["path"]
     if meta["path"].endswith("/"):
         # polars reads the rank=R/ files in parallel: with 256 ranks per export, 5-10x faster
         # than opening them as a pyarrow dataset (a null rank's directory reads as null)
-        df = pl.scan_parquet(p / "**" / "*.parquet", hive_partitioning=True, hive_schema={"rank": pl.Int32}).collect()
-    else:
-        df = pl.read_parquet(p)
-    return _restore(df, meta, name, _file_order(manifest))
+        return pl.scan_parquet(p / "**" / "*.parquet", hive_partitioning=True, hive_schema={"rank": pl.Int32})
+    return pl.scan_parquet(p)
+
+
+def _read_table(root: Path, manifest: dict, name: str) -> pl.DataFrame:
+    df = _scan_table(root, manifest, name).collect()
+    return _restore(df, manifest["tables"][name], name, _file_order(manifest))
+
+
+def _index_events(roots: list[Path], manifests: list[dict], spans: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+    """The exports' events with only the payloads the summary reads (Trace.index_events): those
+    a lazy parse keeps (parsers.kinds: small artifacts, the Dynamo graphs that name a
+    higher-order op) and the chromium events of template autotuning (their spans' first and
+    last envelopes). The other payloads (graphs, code, chromium events: most of an export) are
+    never read: the payload column is read for the rows picked by kind and name only."""
+    wanted = (pl.col("kind") == "artifact") & pl.col("name").is_in(sorted(SUMMARY_PAYLOAD_ARTIFACTS))
+    wanted = wanted | (pl.col("kind") == "dynamo_output_graph")
+    sp = spans()
+    at = sp.filter(pl.col("name").str.contains("_template_(?:autotuning|precompiling)$")) if sp.height else sp
+    ends = (
+        pl.concat([at.select("file", "lineno"), at.select("file", pl.col("end_lineno").alias("lineno"))]).drop_nulls().unique()
+        if at.height
+        else None
+    )
+    if ends is not None:
+        wanted = wanted | ((pl.col("kind") == "chromium_event") & pl.col("lineno").is_in(ends["lineno"].unique().implode()))
+    frames = []
+    for r, m in zip(roots, manifests):
+        lf = _scan_table(r, m, "events")
+        base = lf.drop("payload").collect().with_row_index("_i")
+        pay = lf.with_row_index("_i").filter(wanted).select("_i", "kind", "file", "lineno", "payload").collect()
+        graph = pl.col("kind") == "dynamo_output_graph"
+        keep = ~graph | pl.col("payload").str.contains(SUMMARY_PAYLOAD_GRAPH_MARK, literal=True)
+        pay = pay.filter(keep)
+        if ends is not None:  # a chromium row of another file at the same line number is not one
+            chrom = pl.col("kind") == "chromium_event"
+            pay = pl.concat([pay.filter(~chrom), pay.filter(chrom).join(ends, on=["file", "lineno"], how="semi")])
+        df = base.join(pay.select("_i", "payload"), on="_i", how="left", maintain_order="left").drop("_i")
+        frames.append(_restore(df, m["tables"]["events"], "events", _file_order(m)))
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
 
 
 def _file_order(manifest: dict) -> dict[str, int]:

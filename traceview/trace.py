@@ -169,6 +169,7 @@ class Trace:
         *,
         inputs: Inputs | None = None,
         parts: PartStore | None = None,
+        index: Callable[[], pl.DataFrame] | None = None,
     ) -> None:
         missing = [n for n in BASE_TABLES if n not in tables]
         if missing:
@@ -176,6 +177,7 @@ class Trace:
         self._sources: dict[str, TableSource] = dict(tables)
         self._tables: dict[str, pl.DataFrame] = {}
         self._index: pl.DataFrame | None = None  # see index_events
+        self._index_loader = index  # index_events of a trace read from tables (an export)
         self.inputs = inputs
         self.parts = parts  # the parsed parts (cache entry) behind the tables, if any
         self.workdir: Path | None = parts.workdir if parts is not None else None
@@ -229,17 +231,22 @@ class Trace:
     def index_events(self) -> pl.DataFrame:
         """`events` as parsed, cheap to open: only the payloads the summary reads (chromium
         events, recompile reasons, graph-break reasons; parsers.kinds.SUMMARY_PAYLOAD_*) are
-        filled when the trace came from parsed parts; otherwise the `events` table itself."""
-        if self.parts is None or self.is_loaded("events"):
+        filled when the trace came from parsed parts or an export; otherwise the `events`
+        table itself."""
+        if self.is_loaded("events") or (self.parts is None and self._index_loader is None):
             return self.events
         if self._index is None:
-            self._index = self.parts.index_events()
+            self._index = self.parts.index_events() if self.parts is not None else self._index_loader()  # type: ignore[misc]
         return self._index
 
     @classmethod
-    def from_tables(cls, tables: Mapping[str, TableSource], inputs: Inputs | None = None) -> Trace:
-        """A Trace over tables computed before (export, cache)."""
-        return cls(tables, inputs=inputs)
+    def from_tables(
+        cls, tables: Mapping[str, TableSource], inputs: Inputs | None = None, index: Callable[[], pl.DataFrame] | None = None
+    ) -> Trace:
+        """A Trace over tables computed before (export, cache); `index`: a loader of the events
+        with only the payloads the summary reads (see index_events), when it is cheaper than
+        the `events` table."""
+        return cls(tables, inputs=inputs, index=index)
 
 
 def _table_property(name: str) -> property:

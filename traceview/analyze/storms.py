@@ -582,6 +582,9 @@ def _guards_of(trace: Trace, compile_id: str, rank: pl.Expr) -> pl.DataFrame:
     if trace.is_loaded("guards"):
         return trace.guards.filter((pl.col("compile_id") == compile_id) & rank)
     ev = trace.index_events().filter((pl.col("kind") == "dynamo_cpp_guards_str") & (pl.col("compile_id") == compile_id) & rank)
+    if ev.height and "payload_start" not in ev.columns and ev["payload"].null_count() == ev.height:
+        # a trace read from an export: no payload to read back from a log, its guards table has them
+        return trace.guards.filter((pl.col("compile_id") == compile_id) & rank)
     try:
         parts = [guards_from_trace(hydrate(ev)[0] if ev.height else ev)]
     except (InputChanged, OSError):  # the log changed or went away since it was parsed
