@@ -234,6 +234,29 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(d) == {"diff_schema_version", "a", "b", *SECTIONS, "compile_time", "changes", "no_changes"}
 
 
+
+def test_exports_as_inputs_give_the_same_diff(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `traceview export` of each side, then `traceview diff EXPORT_A EXPORT_B`: the same JSON
+    # as the diff of the logs, but for the paths (exports are read, not parsed: loading.exports_of)
+    pair = PAIRS / "recompile_fix"
+    for side in "ab":
+        assert main(["export", str(pair / side / "trace"), "-o", str(tmp_path / side), "--no-cache"]) == 0
+    capsys.readouterr()
+
+    def diff_json(a: object, b: object) -> dict:
+        assert main(["diff", str(a), str(b), "--no-cache", "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        for side in ("a", "b"):
+            d[side].pop("root"), d[side].pop("name")
+        return d
+
+    logs = diff_json(pair / "a" / "trace", pair / "b" / "trace")
+    exports = diff_json(tmp_path / "a", tmp_path / "b")
+    assert logs["changes"] == 3 and logs["recompile_causes"][0]["change"] == "gone"  # not an empty diff
+    assert exports == logs
+    # mixed: an export against logs
+    assert diff_json(tmp_path / "a", pair / "b" / "trace") == logs
+
 def test_text_most_important_first() -> None:
     text = render_diff(diff("graph_break/a", "graph_break/b"), width=80)
     lines = text.splitlines()
