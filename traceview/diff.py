@@ -610,6 +610,44 @@ def _rank(r: dict[str, Any]) -> str:
     return f"rank {r['rank']} " if r.get("rank") is not None else ""
 
 
+def change_text(section: str, r: dict[str, Any]) -> str:
+    """One change of `section` (functions, recompile_causes, graph_breaks, frames_eager,
+    failures, autotuning) in words, without its `new:`/`gone:` prefix: the line `render_diff`
+    prints and the UI's diff view shows."""
+    if section == "functions":
+        co = code_object(r["function"], r["file"], r["line_b"] if r["line_b"] is not None else r["line_a"])
+        if r["change"] == "moved":
+            return f"{_rank(r)}{co} moved from line {r['line_a']} ({r['compiles_b']} compiles)"
+        what = {"new": "now compiles", "gone": "no longer compiles", "more": "compiles more often",
+                "fewer": "compiles less often"}[r["change"]]
+        moved = r["line_a"] is not None and r["line_b"] is not None and r["line_a"] != r["line_b"]
+        was = f" (was line {r['line_a']})" if moved else ""
+        return f"{_rank(r)}{co} {what}: {r['compiles_a']} -> {r['compiles_b']} compiles{was}"
+    if section == "recompile_causes":
+        text = r["text_b"] if r["change"] != "gone" else r["text_a"]
+        return f"{_rank(r)}{r['function']}: {text} ({r['count_a']} -> {r['count_b']} recompiles)"
+    if section == "graph_breaks":
+        gb = f" [{r['gb_id']}]" if r.get("gb_id") else ""
+        if r["change"] == "moved":
+            return f"{_rank(r)}{r['reason']}{gb} {r['file']}:{r['line_a']} -> {r['line']}"
+        if r["change"] == "count":
+            return f"seen {r['count_a']} -> {r['count']} times: {_rank(r)}{_where(r)} {r['reason']}{gb}"
+        return f"{_rank(r)}{_where(r)} {r['reason']}{gb}"
+    if section == "frames_eager":
+        what = "now runs eagerly (whole frame skipped)" if r["change"] == "new" else "compiles again (was run eagerly)"
+        return f"{_rank(r)}{code_object(r['function'], r['file'], r['line'])} {what}"
+    if section == "failures":
+        return f"{_rank(r)}{code_object(r['function'], r['file'], r['line'])} {r['category']}: {r['reason']}"
+    if section == "autotuning":
+        if r["change"] == "changed":
+            won = f"best {r['best_a']} -> {r['best_b']} of {r['choices_a']} -> {r['choices_b']} choices"
+        else:
+            side = "b" if r["change"] == "new" else "a"
+            won = f"best {r['best_' + side]} of {r['choices_' + side]} choices"
+        return f"{_rank(r)}{r['op']} {r['shape']} ({r['dtypes']}): {won}"
+    raise ValueError(f"no words for section {section!r}")
+
+
 def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
     """The diff for a terminal, most important first (every line printable, cut to `width`)."""
     a, b = diff["a"], diff["b"]
@@ -633,37 +671,21 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
     if diff["functions"]:
         add("compiles per function:")
     for r in diff["functions"]:
-        what = {"new": "now compiles", "gone": "no longer compiles", "more": "compiles more often",
-                "fewer": "compiles less often", "moved": "moved"}[r["change"]]
-        co = code_object(r["function"], r["file"], r["line_b"] if r["line_b"] is not None else r["line_a"])
-        moved = r["line_a"] is not None and r["line_b"] is not None and r["line_a"] != r["line_b"]
-        if r["change"] == "moved":
-            add(f"{_rank(r)}{co} moved from line {r['line_a']} ({r['compiles_b']} compiles)", "  ")
-        else:
-            was = f" (was line {r['line_a']})" if moved else ""
-            add(f"{_rank(r)}{co} {what}: {r['compiles_a']} -> {r['compiles_b']} compiles{was}", "  ")
+        add(change_text("functions", r), "  ")
     if diff["recompile_causes"]:
         add("recompile causes:")
     for r in diff["recompile_causes"]:
-        text = r["text_b"] if r["change"] != "gone" else r["text_a"]
-        add(f"{r['change']}: {_rank(r)}{r['function']}: {text} ({r['count_a']} -> {r['count_b']} recompiles)", "  ")
+        add(f"{r['change']}: {change_text('recompile_causes', r)}", "  ")
     if diff["graph_breaks"]:
         add("graph breaks:")
     for r in diff["graph_breaks"]:
-        gb = f" [{r['gb_id']}]" if r.get("gb_id") else ""
-        if r["change"] == "moved":
-            add(f"moved: {_rank(r)}{r['reason']}{gb} {r['file']}:{r['line_a']} -> {r['line']}", "  ")
-        elif r["change"] == "count":
-            add(f"seen {r['count_a']} -> {r['count']} times: {_rank(r)}{_where(r)} {r['reason']}{gb}", "  ")
-        else:
-            add(f"{r['change']}: {_rank(r)}{_where(r)} {r['reason']}{gb}", "  ")
+        add(("" if r["change"] == "count" else f"{r['change']}: ") + change_text("graph_breaks", r), "  ")
     for r in diff["frames_eager"]:
-        what = "now runs eagerly (whole frame skipped)" if r["change"] == "new" else "compiles again (was run eagerly)"
-        add(f"{_rank(r)}{code_object(r['function'], r['file'], r['line'])} {what}", "  ")
+        add(change_text("frames_eager", r), "  ")
     if diff["failures"]:
         add("failures:")
     for r in diff["failures"]:
-        add(f"{r['change']}: {_rank(r)}{code_object(r['function'], r['file'], r['line'])} {r['category']}: {r['reason']}", "  ")
+        add(f"{r['change']}: {change_text('failures', r)}", "  ")
     for name, what in (("graphs", "ops"), ("guards", "guards"), ("kernels", "kernels")):
         rows = diff[name]
         if rows:
@@ -677,12 +699,7 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
     if diff["autotuning"]:
         add("autotuning:")
     for r in diff["autotuning"]:
-        if r["change"] == "changed":
-            won = f"best {r['best_a']} -> {r['best_b']} of {r['choices_a']} -> {r['choices_b']} choices"
-        else:
-            side = "b" if r["change"] == "new" else "a"
-            won = f"best {r['best_' + side]} of {r['choices_' + side]} choices"
-        add(f"{r['change']}: {_rank(r)}{r['op']} {r['shape']} ({r['dtypes']}): {won}", "  ")
+        add(f"{r['change']}: {change_text('autotuning', r)}", "  ")
     if diff["pgo"]:
         add("PGO profile: " + ", ".join(f"{r['artifact']} {r['a']} -> {r['b']}" for r in diff["pgo"]))
     if diff["cache"]:
