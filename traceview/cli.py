@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("open", help="browse the trace in a terminal UI")
     _add_input_args(p)
+    p.add_argument("--against", metavar="A", help="open on the diff against run A (docs/tui.md); Enter jumps into either run")
 
     p = sub.add_parser("origin", help="kernel / node / seq_nr -> forward op -> user source line")
     _add_input_args(p)
@@ -186,6 +187,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_open(args: argparse.Namespace) -> int:
+    if args.against:
+        from traceview.loading import LoadOptions
+        from traceview.tui.diff_view import run_against
+
+        against = LoadOptions.of(args.against, latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache, prestart=True)
+        return run_against(_options(args), against)
     from traceview.tui import run_app
 
     return run_app(_options(args))

@@ -214,7 +214,11 @@ def build_app(options: LoadOptions) -> TraceviewApp:
 
 def run_app(options: LoadOptions) -> int:
     """`traceview open PATH`: run the UI; returns the exit code."""
-    app = build_app(options)
+    return run_until_exit(build_app(options))
+
+
+def run_until_exit(app: TraceviewApp) -> int:
+    """Run `app`; returns its exit code (without waiting for a parse still running)."""
     app.run()
     code = app.return_code if app.return_code is not None else 0
     if app.loader_running:

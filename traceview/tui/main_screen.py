@@ -58,8 +58,8 @@ class MainScreen(Screen[None]):
         Binding("escape", "close_search", "Close search / leave a filter field", id="close_search", show=False),
     ]
 
-    def __init__(self, model: TraceModel, where: str = "") -> None:
-        super().__init__(id="main")
+    def __init__(self, model: TraceModel, where: str = "", *, screen_id: str = "main") -> None:
+        super().__init__(id=screen_id)  # screen_id: another for a second run's screen (diff_view)
         self.model = model
         self.where = where
         self.history = History()
