@@ -100,6 +100,15 @@ async def test_graph_break_pair_rows_and_enter_into_each_run(size: tuple[int, in
         assert app.screen is main and main.query_one(FramesView).compile_ref() == (None, "1/0")
         assert "torch_dynamo_resume_in_step_at_7" in static_text(main.query_one("#compile-detail"))
 
+        # a guard B added (on torch._dynamo, for the graph_break() call): on it, in B's 0/0
+        await press(pilot, "D")
+        await to_row(pilot, screen, 3)
+        await press(pilot, "enter")
+        guards = main.query_one(GuardsView)
+        assert app.screen is main and main.view.view_id == "guards" and guards.key == (None, "0/0")
+        row = guards.query_one("#guards-left").current
+        assert row["kind"] == "ID_MATCH" and row["code"].startswith("___check_obj_id(G['torch']._dynamo, ")
+
         # a kernel B no longer has: A's graphs & kernels view, on that kernel
         await press(pilot, "D")
         await to_row(pilot, screen, 6)
@@ -150,6 +159,19 @@ async def test_a_gone_recompile_cause_opens_run_a_at_the_failing_guard(size: tup
         await press(pilot, "D", "up", "enter")
         assert app.screen is run_a and run_a.view.view_id == "frames"
         assert run_a.query_one(FramesView).compile_ref() == (None, "0/1")
+        # a guard B's first compile no longer has (x's static size 2): on that guard in A's 0/0;
+        # one B added (x's size now symbolic): on it in B's 0/0
+        await press(pilot, "D")
+        await to_row(pilot, screen, 4)
+        await press(pilot, "enter")
+        assert app.screen is run_a and guards.key == (None, "0/0")
+        row = guards.query_one("#guards-left").current
+        assert row["kind"] == "TENSOR_MATCH" and "size=[2], stride=[1]" in row["code"]
+        await press(pilot, "D", "up", "enter")
+        b_guards = app.main_b.query_one(GuardsView)
+        assert app.screen is app.main_b and b_guards.key == (None, "0/0")
+        row = b_guards.query_one("#guards-left").current
+        assert row["kind"] == "TENSOR_MATCH" and "size=[None], stride=[1]" in row["code"]
 
 
 @sync
@@ -167,6 +189,23 @@ async def test_the_mirror_a_new_recompile_cause_opens_run_b() -> None:
         # back (in B's own history) goes to B's findings, not to the diff: D does that
         await press(pilot, "left_square_bracket")
         assert app.main_b.view.view_id == "findings"
+
+
+@sync
+async def test_ranks_the_divergence_b_fixed_opens_rank_1_of_a() -> None:
+    # two gloo ranks; in a, rank 1 got a smaller batch once and recompiled alone
+    app = against("rank_divergence")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await diff_screen(pilot)
+        assert [(r.section, r.change, r.side) for r in screen.rows] == [
+            ("functions", "fewer", "a"), ("recompile_causes", "gone", "a"), ("rank_divergence", "gone", "a"),
+        ]
+        assert "A  RANK DIVERGENCE  gone: rank 1: compiles 0/1 (step_fn, recompiled" in screen_text(app)
+        await to_row(pilot, screen, 2)
+        await press(pilot, "enter")
+        run_a = app.screen
+        assert run_a is not app.main_b and run_a.view.view_id == "frames"
+        assert run_a.query_one(FramesView).compile_ref() == (1, "0/1")
 
 
 @sync

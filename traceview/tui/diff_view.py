@@ -37,6 +37,7 @@ from traceview.loading import LoadOptions, discover_inputs, exports_of, load_tra
 from traceview.trace import Trace
 from traceview.tui.app import TraceviewApp, run_until_exit
 from traceview.tui.help_screen import HelpScreen
+from traceview.tui.lazy_table import LazyTable
 from traceview.tui.main_screen import NARROW_BELOW, MainScreen, binding_groups
 from traceview.tui.model import TraceModel
 from traceview.tui.navigation import Location
@@ -64,7 +65,8 @@ VIEW_NAMES = {"frames": "frames view", "guards": "guards view", "code": "graphs 
 class DiffRow:
     """One change: what it is (`section`, `change`, `text`), more about it (`detail`), and
     where Enter goes: `side` "a" or "b" (None: neither run has a place for it), `target` the
-    location in that run's main screen (None: nothing to open)."""
+    location in that run's main screen (None: nothing to open), `find` the text then searched
+    for there (the guard itself)."""
 
     section: str
     change: str
@@ -72,6 +74,7 @@ class DiffRow:
     detail: tuple[tuple[str, str], ...] = ()
     side: str | None = None
     target: Location | None = None
+    find: str | None = None  # then selected in the view, as `/` would (a guard's code)
 
     def as_text(self) -> str:
         head = f"{SECTION_TITLES[self.section]}: {self.change}: {self.text}"
@@ -93,6 +96,13 @@ class _Places:
             and (line is None or r["line"] == line)
         ]
         return min((r["compile_id"] for r in rows), key=sort_key) if rows else None
+
+    def divergence(self, rank: Any) -> str | None:
+        """The compile a diverging rank has and the others have not (else its first)."""
+        for d in self.model.report.get("rank_divergence") or []:
+            if d.get("rank") == rank and d.get("compile_id"):
+                return d["compile_id"]
+        return self.first_of_rank(rank)
 
     def first_of_rank(self, rank: Any) -> str | None:
         ids = [r["compile_id"] for r in self.model.compiles.select("rank", "compile_id").iter_rows(named=True) if r["rank"] == rank]
@@ -203,15 +213,24 @@ def _per_compile_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterabl
                 places = pb if side == "b" else pa
                 for item, n in items.items():
                     count = f" (x{n})" if n > 1 else ""
+                    find = None
                     if section == "guards":
                         loc = _compiles_loc(r["rank"], cid, "guards")
+                        find = guard_text(item)
                     else:
                         key = places.code_key(r["rank"], cid, graph=section == "graphs",
                                               kernel=item if section == "kernels" else None)
                         loc = Location("code", key=key) if key else _compiles_loc(r["rank"], cid, "code")
                     change = "added" if sign == "+" else "removed"
                     detail = (("compile", f"[{r['compile_id_a']}] in A, [{r['compile_id_b']}] in B"),)
-                    yield DiffRow(section, change, f"{sign} {item}{count}  {co}", detail, side, loc)
+                    yield DiffRow(section, change, f"{sign} {item}{count}  {co}", detail, side, loc, find)
+
+
+def guard_text(key: str) -> str:
+    """What to look for in the guards view for a guard as the diff shows it (`KIND: code`, ids
+    blanked to `#`): its code up to the first blanked part."""
+    code = key.split(": ", 1)[1] if ": " in key else key
+    return code.split("#", 1)[0]
 
 
 def _other_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterable[DiffRow]:
@@ -223,7 +242,7 @@ def _other_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterable[Diff
         yield DiffRow("cache", "count", f"{r['counter']}: {r['a']} -> {r['b']}")
     for r in diff["rank_divergence"]:
         side = "a" if r["change"] == "gone" else "b"
-        cid = (pa if side == "a" else pb).first_of_rank(r["rank"])
+        cid = (pa if side == "a" else pb).divergence(r["rank"])
         yield DiffRow("rank_divergence", r["change"], f"rank {r['rank']}: {r['detail']}", (), side,
                       _compiles_loc(r["rank"], cid))
     ct = diff["compile_time"]
@@ -361,7 +380,7 @@ class DiffScreen(Screen[None]):
             return
         app = self.app
         assert isinstance(app, AgainstApp)
-        await app.open_run(row.side, row.target)
+        await app.open_run(row.side, row.target, row.find)
 
     async def action_run(self, side: str) -> None:
         app = self.app
@@ -448,18 +467,33 @@ class AgainstApp(TraceviewApp):
             await self.switch_screen(target)
         return target
 
-    async def open_run(self, side: str, loc: Location | None = None) -> None:
-        """Run `side` ("a" or "b"), at `loc` when given."""
+    async def open_run(self, side: str, loc: Location | None = None, find: str | None = None) -> None:
+        """Run `side` ("a" or "b"), at `loc` when given (and on the item matching `find`)."""
         screen = await self._show(side)
         if isinstance(screen, MainScreen):
             if loc is not None:
                 screen.go(loc)
+            if find:
+                _select(screen, find)
             path = self.names[0] if side == "a" else self.names[1]
             self.notify(plain(f"run {side.upper()}: {path}  (D: the diff)"), timeout=3)
 
     async def action_show_diff(self) -> None:
         if self.main_b is not None:
             await self._show("diff")
+
+
+def _select(screen: MainScreen, find: str) -> None:
+    """Put the cursor on the first item of the view matching `find`: in the guards view, a
+    guard of the compile shown (its left table), else as `/` would."""
+    if screen.view.view_id == "guards":
+        table = screen.view.query_one("#guards-left", LazyTable)
+        i = table.find(find, keys=["code"])
+        if i is not None:
+            table.move_to(i)
+            table.focus()
+        return
+    screen.view.search(find)
 
 
 def build_against_app(options: LoadOptions, against: LoadOptions) -> AgainstApp:
