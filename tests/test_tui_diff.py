@@ -227,6 +227,9 @@ async def test_a_run_against_itself_says_no_changes_and_enter_opens_nothing() ->
         assert isinstance(app.screen, HelpScreen)
         await press(pilot, "escape", "b")
         assert app.screen is app.main_b
+        # a run's own help lists D too (the app's keys are in "Everywhere")
+        await press(pilot, "question_mark")
+        assert isinstance(app.screen, HelpScreen) and "Diff of A and B" in static_text_md(app.screen)
 
 
 def static_text_md(help_screen: HelpScreen) -> str:

@@ -441,13 +441,14 @@ class AgainstApp(TraceviewApp):
                 traceback.print_exc()
             self._from_thread(self._failed, exc)
 
-    def _diff_loaded(self, model_b: TraceModel, model_a: TraceModel, diff: dict[str, Any], rows: list[DiffRow]) -> None:
+    async def _diff_loaded(self, model_b: TraceModel, model_a: TraceModel, diff: dict[str, Any], rows: list[DiffRow]) -> None:
         self.model = model_b
         self.main_b = MainScreen(model_b, f"B {self.names[1]}")
-        self.switch_screen(self.main_b)
+        # B's screen mounted before the diff covers it (quitting at once then finds no half-built screen)
+        await self.switch_screen(self.main_b)
         self.install_screen(MainScreen(model_a, f"A {self.names[0]}", screen_id="main-a"), "run-a")
         self.install_screen(DiffScreen(diff, rows, self.names), "diff")
-        self.push_screen("diff")
+        await self.push_screen("diff")
         self.timings["first_screen"] = time.monotonic() - self._t0
 
     async def _show(self, name: str) -> Screen | None:
