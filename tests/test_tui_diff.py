@@ -269,3 +269,20 @@ def test_open_against_a_directory_of_several_runs_asks_for_latest(tmp_path: Path
     assert main(["open", b, "--against", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds 2 runs" in err[0] and "--latest" in err[0]
+
+
+@sync
+async def test_exports_open_against_each_other_like_their_logs(tmp_path: Path) -> None:
+    # traceview export of each side of recompile_fix: the same rows, Enter into the export of A
+    for side in "ab":
+        assert main(["export", str(PAIRS / "recompile_fix" / side / "trace"), "-o", str(tmp_path / side), "--no-cache"]) == 0
+    logs = against("recompile_fix")
+    exports = build_against_app(LoadOptions.of(tmp_path / "b"), LoadOptions.of(tmp_path / "a"))
+    async with logs.run_test(size=(120, 40)) as pilot:
+        want = [(r.section, r.change, r.text, r.side, r.target, r.find) for r in (await diff_screen(pilot)).rows]
+    async with exports.run_test(size=(120, 40)) as pilot:
+        screen = await diff_screen(pilot)
+        assert [(r.section, r.change, r.text, r.side, r.target, r.find) for r in screen.rows] == want
+        await press(pilot, "down", "enter")
+        assert exports.screen is not exports.main_b
+        assert exports.screen.query_one(GuardsView).key == (None, "0/1")
