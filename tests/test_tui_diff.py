@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("textual")
 
 import traceview
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, GPU, needs_shared
 from tests.test_tui import _tui_env, screen_text, static_text, sync, until  # noqa: F401 (autouse fixture)
 from traceview.cli import main
 from traceview.diff import build_diff
@@ -286,3 +286,21 @@ async def test_exports_open_against_each_other_like_their_logs(tmp_path: Path) -
         await press(pilot, "down", "enter")
         assert exports.screen is not exports.main_b
         assert exports.screen.query_one(GuardsView).key == (None, "0/1")
+
+
+@needs_shared
+@sync
+async def test_autotuning_b_no_longer_does_opens_the_compile_in_a() -> None:
+    # real GPU runs (torch 2.11): max-autotune (A) tuned two addmm templates in 0/0; reduce-overhead (B) none
+    app = build_against_app(LoadOptions.of(GPU / "reduce_overhead"), LoadOptions.of(GPU / "max_autotune"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await diff_screen(pilot)
+        i = next(i for i, r in enumerate(screen.rows) if r.section == "autotuning")
+        row = screen.rows[i]
+        assert (row.change, row.side) == ("gone", "a")
+        assert row.text.startswith("addmm 512x4096, 512x1024, 1024x4096 (torch.float16, torch.float16, torch.float16): best bias_addmm of 21")
+        await to_row(pilot, screen, i)
+        await press(pilot, "enter")
+        run_a = app.screen
+        assert run_a is not app.main_b and run_a.view.view_id == "code"
+        assert run_a.query_one(CodeBrowser).compile_filter == (None, "0/0")

@@ -104,6 +104,14 @@ class _Places:
                 return d["compile_id"]
         return self.first_of_rank(rank)
 
+    def autotuned(self, r: dict[str, Any], side: str) -> str | None:
+        """The compile that autotuned this op (the first with its winner and choices)."""
+        for x in (self.model.report.get("compile_time") or {}).get("autotuning") or []:
+            if (x.get("rank"), x["op"], x["shape"], x["dtypes"]) == (r["rank"], r["op"], r["shape"], r["dtypes"]) and (
+                x["best_kernel"], x["choices"]) == (r[f"best_{side}"], r[f"choices_{side}"]):
+                return x.get("compile_id")
+        return None
+
     def first_of_rank(self, rank: Any) -> str | None:
         ids = [r["compile_id"] for r in self.model.compiles.select("rank", "compile_id").iter_rows(named=True) if r["rank"] == rank]
         return min(ids, key=sort_key) if ids else None
@@ -235,7 +243,10 @@ def guard_text(key: str) -> str:
 
 def _other_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterable[DiffRow]:
     for r in diff["autotuning"]:
-        yield DiffRow("autotuning", r["change"], change_text("autotuning", r))
+        side = "a" if r["change"] == "gone" else "b"
+        cid = (pa if side == "a" else pb).autotuned(r, side)
+        yield DiffRow("autotuning", r["change"], change_text("autotuning", r), (), side,
+                      _compiles_loc(r["rank"], cid, "code"))
     for r in diff["pgo"]:
         yield DiffRow("pgo", "count", f"{r['artifact']}: {r['a']} -> {r['b']}")
     for r in diff["cache"]:
