@@ -121,6 +121,16 @@ async def test_graph_break_pair_rows_and_enter_into_each_run(size: tuple[int, in
         assert run_a.query_one(CodeBrowser).item["name"] == "cpp_fused_mul_relu_sin_sum_0"
         assert "traceview A fixtures/diff" in screen_text(app).splitlines()[0] or size[0] < 100
 
+        # an op B's graph no longer calls: A's Dynamo graph, the cursor on the node that calls it
+        await press(pilot, "D")
+        await to_row(pilot, screen, 2)
+        await press(pilot, "enter")
+        assert app.screen is run_a and run_a.view.view_id == "code"
+        browser = run_a.query_one(CodeBrowser)
+        assert browser.item["kind"] == "dynamo" and browser.item["compile_id"] == "0/0"
+        code = browser.query_one("#code-text")
+        assert code.lines[code.cursor].strip().startswith('sum_1: "f32[][]cpu" = z.sum()')
+
         # b from the diff: run B as it was left
         await press(pilot, "D", "b")
         assert app.screen is main and main.query_one(FramesView).compile_ref() == (None, "1/0")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import polars as pl
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -144,6 +145,22 @@ class _Places:
                 return ids[0]
         return None
 
+    def op_node(self, rank: Any, compile_id: str, target: str) -> Location | None:
+        """The first node calling `target` in that compile's Dynamo graph: the graph in the
+        graphs & kernels view, the cursor on the node's line."""
+        if "graph_nodes" in self.model.missing:
+            return None
+        gn = self.model.trace.graph_nodes
+        hit = gn.filter(
+            (pl.col("rank").is_null() if rank is None else pl.col("rank") == rank)
+            & (pl.col("compile_id") == compile_id) & (pl.col("graph_kind") == "dynamo")
+            & (pl.col("target") == target) & pl.col("op").is_in(["call_function", "call_method", "call_module"])
+        ).sort("order").head(1)
+        if hit.height == 0:
+            return None
+        line = hit["line"][0]
+        return Location("code", key=hit["graph_id"][0], line=(line or 1) - 1)
+
     def code_key(self, rank: Any, compile_id: str, *, graph: bool = False, kernel: str | None = None) -> str | None:
         """The graphs & kernels view's key of the Dynamo graph (`graph`) or of the kernel
         whose name without its counter is `kernel`, in that compile."""
@@ -225,6 +242,8 @@ def _per_compile_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterabl
                     if section == "guards":
                         loc = _compiles_loc(r["rank"], cid, "guards")
                         find = guard_text(item)
+                    elif section == "graphs" and (node := places.op_node(r["rank"], cid, item)) is not None:
+                        loc = node
                     else:
                         key = places.code_key(r["rank"], cid, graph=section == "graphs",
                                               kernel=item if section == "kernels" else None)
