@@ -234,3 +234,16 @@ def test_facts_of_an_export_are_the_logs(tmp_path: Path, situation: str) -> None
     got = build_report(traceview.load(tmp_path / "out"))["facts"]
     want = build_report(traceview.load(src))["facts"]
     assert _without_paths(got) == _without_paths(want) and any(got.values())
+
+
+def test_raw_record_of_an_export_shows_its_payload(tmp_path: Path) -> None:
+    # the UI's raw record of an export: its payload is in the export's events, not in a log
+    from traceview.tui.model import record_payload
+
+    write_export(traceview.load(FIXTURES / "graph_breaks" / "trace"), tmp_path / "out")
+    t = traceview.load(tmp_path / "out")
+    row = t.index_events().with_row_index("r").filter(pl.col("kind") == "dynamo_output_graph")["r"][0]
+    assert t.index_events()["payload"][row] is None  # the summary's index left it out
+    text = record_payload(t, "trace", row)
+    payload = t.events["payload"][row]
+    assert payload and payload in text

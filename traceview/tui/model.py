@@ -347,12 +347,14 @@ def _pretty_json(text: str) -> str:
 def record_payload(trace: Trace, src: str, row: int) -> str:
     """The full record behind a row of `record_index`: header, metadata and payload."""
     if src == "trace":
-        if trace.is_loaded("events"):
+        index = None if trace.is_loaded("events") else trace.index_events()
+        if index is None or "payload_start" not in index.columns:
+            # the events themselves (a trace read from an export holds no offsets into a log)
             one = trace.events.slice(row, 1)
         else:  # read just this record's payload from its file
             from parsers.tracelog import hydrate
 
-            one = hydrate(trace.index_events().slice(row, 1))[0]
+            one = hydrate(index.slice(row, 1))[0]
         r = one.to_dicts()[0]
         head = f"{r['file']}:{r['lineno']}-{r['end_lineno']}  {r['kind']}"
         if r.get("name"):
