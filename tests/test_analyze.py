@@ -514,3 +514,18 @@ def test_id_guard_storm() -> None:
     [c] = storms[0]["causes"]
     assert (c["kind"], c["source"], c["text"]) == ("id", "fn", "fn is a different object on each call")
     assert "pass changing state as arguments instead of globals" in c["fix"]
+
+
+def test_functions_compiled_more_than_once_ties_in_rank_order() -> None:
+    # ranks that compiled alike tie on seconds: their order must not depend on row order
+    # (or on polars' group_by), or the summary changes from one run to the next
+    from traceview.analyze.compile_time import by_function
+
+    c = traceview.load(FIXTURES / "corpus" / "multirank4").compiles
+    c = c.with_columns(pl.lit(1.0).alias("total_time_s"))  # every rank ties
+    want = by_function(c)
+    for seed in range(5):
+        assert by_function(c.sample(fraction=1.0, shuffle=True, seed=seed)).equals(want)
+    for _, tied in want.group_by("seconds", "compiles", "function", "filename", "line"):
+        assert tied["rank"].to_list() == sorted(tied["rank"].to_list())
+    assert want.height == 12 and want["rank"].head(4).to_list() == [2, 0, 1, 3]  # rank 2 compiled forward twice

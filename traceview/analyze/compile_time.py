@@ -123,7 +123,12 @@ def by_function(compiles: pl.DataFrame) -> pl.DataFrame:
     return (
         compiles.group_by("rank", "function", "filename", "line")
         .agg(pl.len().alias("compiles"), pl.col("total_time_s").sum().alias("seconds"))
-        .sort(["seconds", "compiles", "function"], descending=[True, True, False], nulls_last=True)
+        # ties (ranks that compiled alike) in rank order: the same summary every time
+        .sort(
+            ["seconds", "compiles", "function", "filename", "line", "rank"],
+            descending=[True, True, False, False, False, False],
+            nulls_last=True,
+        )
     )
 
 
