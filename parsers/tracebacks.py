@@ -34,6 +34,10 @@ _RANK_PREFIX = re.compile("^" + RANK + " ?")
 # torchrun's own error when a child failed; its "Root Cause (first observed failure)" block
 # names the rank that failed first
 _LAUNCHER_ERROR = "ChildFailedError"
+# torch.multiprocessing.spawn: the parent re-raises a child's error as ProcessRaisedException,
+# the child's whole traceback inside its message after this line (the index is the rank
+# mp.spawn passed to the child)
+_SPAWNED = re.compile(r"^-- Process (?P<index>\d+) terminated with the following error:$")
 _ROOT_RANK = re.compile(r"Root Cause \(first observed failure\):\s*\n\[\d+\]:\s*\n(?:[^\n]*\n)*?\s*rank\s*:\s*(\d+)")
 
 CRASHES_SCHEMA: dict[str, pl.DataType] = {
@@ -105,7 +109,9 @@ def parse_traceback(lines: list[str], first_lineno: int = 1) -> Traceback | None
             tb.exc_type = em["type"]
             msg = [em["msg"] or ""]
             j = i + 1
-            while j < len(lines) and not lines[j].startswith(_TRAILER) and not lines[j].startswith(_START):
+            while j < len(lines) and not lines[j].startswith(_TRAILER) and not (
+                lines[j].startswith(_START) and not _SPAWNED.match(lines[j - 1].strip())
+            ):  # (mp.spawn's message holds the child's traceback)
                 if lines[j].strip() == "" and j + 1 < len(lines) and lines[j + 1].startswith(_TRAILER):
                     break
                 msg.append(lines[j])
@@ -206,7 +212,10 @@ def _last_uncaught(
 ) -> Traceback | None:
     """The stream's last traceback (or its faulthandler dump), with real line numbers. A rank's
     lines are consecutive within its stream even where other ranks' lines come between."""
-    starts = [k for k, x in enumerate(texts) if x.startswith(_START) or _FATAL.match(x)]
+    starts = [
+        k for k, x in enumerate(texts)
+        if (x.startswith(_START) or _FATAL.match(x)) and not (k and _SPAWNED.match(texts[k - 1]))
+    ]  # a child's traceback inside a ProcessRaisedException message is part of that message
     if not starts:
         return None
     # a chain ("The above exception was the direct cause …") ends in its last traceback;
@@ -219,6 +228,20 @@ def _last_uncaught(
     if tb is not None:
         tb.lineno, tb.end_lineno = linenos[k + tb.lineno], linenos[min(k + tb.end_lineno, len(linenos) - 1)]
     return tb
+
+
+def _spawned_child(tb: Traceback) -> tuple[int, Traceback] | None:
+    """(process index, its traceback) of a ProcessRaisedException re-raised by mp.spawn."""
+    if not (tb.exc_type or "").endswith("ProcessRaisedException"):
+        return None
+    lines = tb.message.split("\n")
+    for i, x in enumerate(lines):
+        m = _SPAWNED.match(x.strip())
+        if m:
+            child = parse_traceback(lines[i + 1 :])
+            if child is not None and child.exc_type is not None:
+                return int(m["index"]), child
+    return None
 
 
 def uncaught_from_text(other_lines: pl.DataFrame, log_records: pl.DataFrame) -> pl.DataFrame:
@@ -253,6 +276,14 @@ def uncaught_from_text(other_lines: pl.DataFrame, log_records: pl.DataFrame) -> 
                 + (f" (rank {rank}'s [rank{rank}]: lines)" if prefixed else "")
                 + ("" if last else ", with log lines after it")
             )
+            spawned = _spawned_child(tb) if not prefixed else None
+            if spawned is not None:  # the child's own error is the crash; the parent only re-raised it
+                rank, child = spawned
+                evidence = (
+                    f"torch.multiprocessing.spawn re-raised process {rank}'s error (ProcessRaisedException), "
+                    "the last traceback of the capture"
+                )
+                tb = Traceback(tb.lineno, tb.end_lineno, child.frames, child.exc_type, child.message)
             row = {
                 "file": file,
                 "rank": rank,

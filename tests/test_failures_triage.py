@@ -461,3 +461,14 @@ def test_torchrun_error_alone_names_the_first_failed_rank(tmp_path) -> None:
     assert (c["kind"], c["category"], c["rank"], c["raised_in"]) == ("launcher", "launcher_child_failed", 1, "launcher")
     assert c["message"] == "torchrun: rank 1 failed first (exit code 1)"
     assert "the ranks' own tracebacks are not in this capture" in c["next_step"]
+
+
+def test_mp_spawn_crash_is_the_childs_error() -> None:
+    # fixtures/rank_crash_spawn: mp.spawn re-raises rank 1's error in the parent as
+    # ProcessRaisedException, the child's traceback inside its message (the only traceback)
+    (c,) = _rank_crashes(FIXTURES / "rank_crash_spawn" / "torch_logs.txt")
+    assert (c["rank"], c["exc_type"], c["function"], c["line"], c["category"]) == (
+        1, "RuntimeError", "worker", 27, "user_error_after_compile",
+    )
+    assert c["message"] == "mat1 and mat2 shapes cannot be multiplied (3x4 and 5x6)"
+    assert c["evidence"].startswith("torch.multiprocessing.spawn re-raised process 1's error")
