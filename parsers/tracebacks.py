@@ -189,8 +189,8 @@ def _streams(part: pl.DataFrame) -> list[tuple[int | None, bool, list[str], list
     or the launcher's own output). Each: (rank, prefixed, texts, line numbers)."""
     by_rank: dict[int, tuple[list[str], list[int]]] = {}
     plain: tuple[list[str], list[int]] = ([], [])
-    ranks = part["rank"].drop_nulls()
-    for text, lineno in zip(part["text"].to_list(), part["lineno"].to_list()):
+    plain_ranks: set[int] = set()  # the rank of unprefixed lines (a rank's own file), if any
+    for text, lineno, rank in zip(part["text"].to_list(), part["lineno"].to_list(), part["rank"].to_list()):
         m = _RANK_PREFIX.match(text)
         if m:
             t, n = by_rank.setdefault(int(m["rank"]), ([], []))
@@ -199,11 +199,13 @@ def _streams(part: pl.DataFrame) -> list[tuple[int | None, bool, list[str], list
         else:
             plain[0].append(text)
             plain[1].append(lineno)
+            if rank is not None:
+                plain_ranks.add(rank)
     out: list[tuple[int | None, bool, list[str], list[int]]] = [
         (r, True, t, n) for r, (t, n) in sorted(by_rank.items())
     ]
     if plain[0]:
-        out.append((ranks[0] if ranks.len() else None, False, plain[0], plain[1]))
+        out.append((next(iter(plain_ranks)) if len(plain_ranks) == 1 else None, False, plain[0], plain[1]))
     return out
 
 
