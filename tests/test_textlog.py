@@ -11,10 +11,8 @@ import polars as pl
 import pytest
 
 from parsers.textlog import LOG_RECORDS_SCHEMA, OTHER_LINES_SCHEMA, STATS_SCHEMA, read_text_log
+from tests.conftest import FIXTURES, GPU, needs_shared
 
-REPO = Path(__file__).resolve().parents[1]
-GPU = REPO.parent / "shared" / "traces" / "gpu"
-FIXTURES = REPO / "fixtures"
 TRAIN = GPU / "train_dynamic" / "torch_logs.txt"
 
 
@@ -30,6 +28,7 @@ def train():
     return read_text_log(TRAIN)
 
 
+@needs_shared
 def test_schemas(train):
     assert train.records.schema == LOG_RECORDS_SCHEMA
     assert train.other_lines.schema == OTHER_LINES_SCHEMA
@@ -37,6 +36,7 @@ def test_schemas(train):
     assert train.log_records is train.records
 
 
+@needs_shared
 def test_train_dynamic_counts(train):
     st = train.stats.row(0, named=True)
     assert st["lines"] == 21019
@@ -54,6 +54,7 @@ def test_train_dynamic_counts(train):
     assert train.records["lines"].sum() + train.other_lines.height == st["lines"]
 
 
+@needs_shared
 def test_train_dynamic_first_record_is_the_graph_break(train):
     r = train.records.row(0, named=True)
     assert (r["lineno"], r["end_lineno"], r["lines"], r["contiguous"]) == (1, 35, 35, True)
@@ -78,6 +79,7 @@ def test_train_dynamic_first_record_is_the_graph_break(train):
     assert raw[r["lineno"] - 1 + 33].endswith(lines[33])
 
 
+@needs_shared
 def test_attempt_and_artifacts(train):
     recs = train.records
     g = recs.filter((pl.col("trace_id") == "[2/0_1]") & (pl.col("artifact") == "guards"))
@@ -97,6 +99,7 @@ def test_attempt_and_artifacts(train):
     assert by_artifact["graph_breaks"] == 3
 
 
+@needs_shared
 def test_record_without_compile_id():
     tl = read_text_log(GPU / "reduce_overhead" / "torch_logs.txt")
     r = tl.records.filter(pl.col("text").str.starts_with("Recording cudagraph tree for graph"))
@@ -109,6 +112,7 @@ def test_record_without_compile_id():
     assert tl.stats["other_lines"][0] == 2
 
 
+@needs_shared
 def test_error_record_with_traceback():
     tl = read_text_log(GPU / "max_autotune" / "torch_logs.txt")
     r = tl.records.row(0, named=True)
@@ -165,6 +169,7 @@ def test_program_traceback_is_other_lines():
     assert tl.records["lineno"][0] == tl.other_lines.height + 1
 
 
+@needs_shared
 def test_gzip_same_as_plain(tmp_path):
     gz = tmp_path / "torch_logs.txt.gz"
     gz.write_bytes(gzip.compress(TRAIN.read_bytes()))
@@ -175,6 +180,7 @@ def test_gzip_same_as_plain(tmp_path):
     assert b.records["file"][0] == str(gz)
 
 
+@needs_shared
 def test_legacy_unprefixed_continuations(tmp_path):
     # Derived from the real train_dynamic log: the prefix is removed from every line that
     # repeats the prefix of the line before it, which is how torch < 2.2 printed multi-line
@@ -207,6 +213,7 @@ def test_legacy_unprefixed_continuations(tmp_path):
     assert read_text_log(TRAIN, continuation="auto").stats["legacy_continuation"][0] is False
 
 
+@needs_shared
 def test_bad_input_never_fatal(tmp_path):
     # Hand-made broken file: the first lines of a real record with invalid UTF-8 bytes and a
     # CR added, a garbage line with a NUL, and a truncated last line without newline.
