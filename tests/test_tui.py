@@ -35,6 +35,7 @@ from traceview.tui.main_screen import MainScreen, binding_groups
 from traceview.tui.records_view import RecordsView
 from traceview.tui.run_picker import RunPicker
 from traceview.tui.text import FAILED_MARK, mark
+from traceview.tui.timeline_view import SELECTED, TimelineView
 
 SIZE = (120, 40)
 
@@ -457,7 +458,7 @@ async def test_help_lists_every_binding() -> None:
         main = await ready(pilot)
         await tables(pilot)
         active = {}
-        for view in "23451":  # every view, with its main widget focused
+        for view in "234561":  # every view, with its main widget focused
             await press(pilot, view)
             active.update(main.active_bindings)
         await press(pilot, "question_mark")
@@ -838,3 +839,58 @@ def test_raw_records_name_chromium_events_and_indent_json() -> None:
     # a one-line JSON payload is indented; anything else is left as written
     assert _pretty_json('{"a":[1,2]}') == '{\n  "a": [\n    1,\n    2\n  ]\n}'
     assert _pretty_json("not json {") == "not json {"
+
+
+# ------------------------------------------------------------------------------ timeline
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=lambda s: f"{s[0]}x{s[1]}")
+@sync
+async def test_timeline_shows_when_each_rank_compiled(size: tuple[int, int]) -> None:
+    # issue 16.12: 4 gloo ranks; rank 2 alone recompiled forward (0/1) at step 1. The
+    # timeline (key 6) has one bar line per rank, lists every compile by start with its offset
+    # and length from the compile metrics, and leads from a compile to Frames.
+    trace = traceview.load("fixtures/corpus/multirank4")
+    c = trace.compiles
+    first = c["start"].min()
+    extra = c.filter(pl.col("compile_id") == "0/1").to_dicts()
+    assert [r["rank"] for r in extra] == [2]
+    extra_offset = (extra[0]["start"] - first).total_seconds()
+    app = build_app(open_args("fixtures/corpus/multirank4"))
+    async with app.run_test(size=size) as pilot:
+        await tables(pilot)
+        main = app.screen
+        await press(pilot, "6")
+        assert main.view.view_id == "timeline"
+        view = main.query_one(TimelineView)
+        text = screen_text(app)
+        assert "Timeline: 13 compiles + 5 backward on 4 ranks" in text
+        bars = [line for line in text.splitlines() if line.lstrip().startswith("rank ") and "│" in line]
+        assert [b.split("│")[0].strip() for b in bars] == ["rank 0", "rank 1", "rank 2", "rank 3"]
+        assert "6 compiles" in bars[2] and all("4 compiles" in bars[r] for r in (0, 1, 3))
+        table = view.query_one("#timeline-list", LazyTable)
+        starts = [table.row(i)["start_us"] for i in range(table.row_count)]
+        assert starts == sorted(starts)
+        # / finds rank 2's recompile; its offset and length are the compile metrics'
+        await press(pilot, "slash", *"0/1", "enter")
+        row = table.current
+        assert (row["rank"], row["compile_id"], row["part"]) == (2, "0/1", "forward")
+        assert row["offset_s"] == pytest.approx(extra_offset, abs=1e-6)
+        assert row["dur_us"] == round(extra[0]["compile_time_s"] * 1e6)
+        detail = static_text(view.query_one("#timeline-detail"))
+        assert f"rank 2: compile started +{extra_offset:.2f}s after the first compile, took 201ms" in detail
+        assert "recompiled: 0/0: tensor 'x' size mismatch at index 0. expected 8, actual 6" in detail
+        # the selected compile is drawn in its own glyph on rank 2's line only
+        text = screen_text(app)
+        bars = [line for line in text.splitlines() if line.lstrip().startswith("rank ") and "│" in line]
+        assert SELECTED in bars[2] and not any(SELECTED in bars[r] for r in (0, 1, 3))
+        # s: longest first (rank 3's first compile); s again: back to start order, same row
+        await press(pilot, "s")
+        assert table.row(0)["dur_us"] == max(table.row(i)["dur_us"] or 0 for i in range(table.row_count))
+        assert (table.current["rank"], table.current["compile_id"]) == (2, "0/1")
+        await press(pilot, "s")
+        assert [table.row(i)["start_us"] for i in range(table.row_count)] == starts
+        # enter: the compile in Frames; 6 again comes back to it
+        await press(pilot, "enter")
+        assert main.view.view_id == "frames"
+        assert main.query_one(FramesView).compile_ref() == (2, "0/1")
+        await press(pilot, "6")
+        assert (table.current["rank"], table.current["compile_id"]) == (2, "0/1")

@@ -63,3 +63,11 @@ def test_frames_screen(snap_compare, size: tuple[int, int]) -> None:
 def test_multirank_findings_screen(snap_compare, size: tuple[int, int]) -> None:
     # 4 gloo ranks, rank 2 recompiled once: the diverging rank named first
     assert snap_compare(_app("fixtures/corpus/multirank4"), terminal_size=size, run_before=_loaded)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_timeline_screen(snap_compare, size: tuple[int, int]) -> None:
+    # 6: the compile timeline of the 4 gloo ranks; / 0/1: rank 2's recompile, drawn apart
+    assert snap_compare(
+        _app("fixtures/corpus/multirank4"), terminal_size=size, run_before=_loaded, press=["6", "slash", "0", "/", "1", "enter"]
+    )

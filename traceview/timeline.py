@@ -26,6 +26,51 @@ import polars as pl
 
 from traceview.trace import Trace
 
+BACKWARD_SPAN = "entire_backward_compile"  # torch/_functorch/_aot_autograd: the lazy backward compile
+
+
+def compile_rows(trace: Trace) -> pl.DataFrame:
+    """Every compile as rows on the run's time axis, for views that draw them (the UI's
+    timeline) rather than write JSON: one `forward` row per compile (start and length from
+    its `compilation_metrics`; `dur_us` null when the compile has none), and one `backward`
+    row per logged `entire_backward_compile` chromium span (the backward graph is compiled
+    lazily, at the first backward call, so it stalls the run at another time). Sorted by start;
+    compiles without a start time are left out. `process` and `process_label` name the rank
+    (a rank with several input files has one process per file); `offset_s` counts from the
+    first compile of the whole run."""
+    compiles = trace.compiles.select(
+        "file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status",
+        "fail_type", "fail_reason", "recompile_reason",
+        pl.col("start").dt.epoch("us").alias("start_us"), "compile_time_s",
+    )
+    spans = _spans_with_function(trace.spans, compiles)
+    processes = _processes(compiles, spans)
+    labels = _process_labels(processes)
+    fwd = compiles.filter(pl.col("start_us").is_not_null()).with_columns(
+        pl.lit("forward").alias("part"),
+        (pl.col("compile_time_s") * 1e6).round().cast(pl.Int64).clip(lower_bound=0).alias("dur_us"),
+    )
+    bwd_spans = spans.filter((pl.col("name") == BACKWARD_SPAN) & pl.col("start_us").is_not_null())
+    meta = compiles.select("file", "rank", "compile_id", "occurrence", "filename", "line", "status", "fail_type",
+                           "fail_reason", "recompile_reason").unique(["file", "rank", "compile_id"], keep="first", maintain_order=True)
+    bwd = bwd_spans.join(meta, on=["file", "rank", "compile_id"], how="left", nulls_equal=True).with_columns(
+        pl.lit("backward").alias("part"),
+        (pl.col("duration_s") * 1e6).round().cast(pl.Int64).clip(lower_bound=0).alias("dur_us"),
+    )
+    cols = ["file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status", "fail_type",
+            "fail_reason", "recompile_reason", "part", "start_us", "dur_us"]
+    rows = pl.concat([fwd.select(cols), bwd.select(cols)], how="vertical_relaxed").with_columns(
+        pl.col("start_us").cast(pl.Int64)
+    )
+    rows = rows.sort("start_us", pl.col("part") == "backward", maintain_order=True)
+    pid = [processes[(r, f)] for r, f in zip(rows["rank"].to_list(), rows["file"].to_list())]
+    first = rows["start_us"].min() if rows.height else 0
+    return rows.with_columns(
+        pl.Series("process", pid, dtype=pl.Int64),
+        pl.Series("process_label", [labels[p] for p in pid], dtype=pl.String),
+        ((pl.col("start_us") - first) / 1e6).alias("offset_s"),
+    )
+
 
 def timeline_events(trace: Trace) -> list[dict[str, Any]]:
     """The trace's compiles and compile phases as Chrome Trace Events (metadata first)."""
@@ -39,20 +84,21 @@ def timeline_events(trace: Trace) -> list[dict[str, Any]]:
     # per process and track kind: each track's stack of open events' ends
     lanes: dict[tuple[int, str], list[list[int]]] = {}
     body: list[dict[str, Any]] = []
-    for row in compiles.filter(pl.col("start_us").is_not_null()).sort("start_us").iter_rows(named=True):
-        pid = processes[(row["rank"], row["file"])]
+    forward = compile_rows(trace).filter(pl.col("part") == "forward")
+    for row in forward.iter_rows(named=True):
+        pid = row["process"]
         args = _args(row)
         args.update(status=row["status"], occurrence=row["occurrence"])
         if row["filename"]:
             args["source"] = f"{row['filename']}:{row['line']}"
-        dur = row["compile_time_s"]
+        dur = row["dur_us"]
         name = f"compile {row['compile_id']} {row['function'] or '?'}"
         if dur is None:  # no metrics: the compile's length is unknown
             lanes.setdefault((pid, "compiles"), [])
             body.append(_instant(name + " (no compilation_metrics)", "compile", row["start_us"], pid, 0, args))
             continue
-        tid = _lane(lanes.setdefault((pid, "compiles"), []), row["start_us"], _us(dur), base=0)
-        body.append(_complete(name, "compile", row["start_us"], _us(dur), pid, tid, args))
+        tid = _lane(lanes.setdefault((pid, "compiles"), []), row["start_us"], dur, base=0)
+        body.append(_complete(name, "compile", row["start_us"], dur, pid, tid, args))
     phase_rows = spans.filter(pl.col("start_us").is_not_null()).sort("start_us", pl.col("duration_s").neg())
     for row in phase_rows.iter_rows(named=True):
         pid = processes[(row["rank"], row["file"])]
@@ -63,11 +109,9 @@ def timeline_events(trace: Trace) -> list[dict[str, Any]]:
             continue
         tid = _lane(lanes.setdefault((pid, "phases"), []), row["start_us"], _us(row["duration_s"]), base=100)
         body.append(_complete(row["name"], row["cat"] or "phase", row["start_us"], _us(row["duration_s"]), pid, tid, args))
-    for (rank, file), pid in processes.items():
-        label = f"rank {rank}" if rank is not None else "process without a rank"
-        if sum(1 for r, _ in processes if r == rank) > 1:
-            label += f" ({Path(file).name})"
-        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}})
+    labels = _process_labels(processes)
+    for pid in processes.values():
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": labels[pid]}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
     for (pid, kind), stacks in sorted(lanes.items()):
         base = 0 if kind == "compiles" else 100
@@ -140,6 +184,17 @@ def _processes(compiles: pl.DataFrame, spans: pl.DataFrame) -> dict[tuple[int | 
     return out
 
 
+def _process_labels(processes: dict[tuple[int | None, str], int]) -> dict[int, str]:
+    """Each process's name: "rank R", with its file's name when the rank has several."""
+    out = {}
+    for (rank, file), pid in processes.items():
+        label = f"rank {rank}" if rank is not None else "process without a rank"
+        if sum(1 for r, _ in processes if r == rank) > 1:
+            label += f" ({Path(file).name})"
+        out[pid] = label
+    return out
+
+
 def _lane(stacks: list[list[int]], start: int, dur: int, *, base: int) -> int:
     """The first track whose open events this one nests in or follows (events come in
     start order, longer first); a new track when none. `stacks`: each track's stack of
@@ -169,3 +224,28 @@ def _complete(name: str, cat: str, ts: int, dur: int, pid: int, tid: int, args: 
 
 def _instant(name: str, cat: str, ts: int, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "cat": cat, "ph": "i", "s": "t", "ts": int(ts), "pid": pid, "tid": tid, "args": args}
+
+
+def longest_phases(
+    trace: Trace, row: dict[str, Any], limit: int = 4
+) -> list[tuple[str, float]]:
+    """The longest chromium phases inside one row of `compile_rows` (same file, rank and
+    compile id, within its start and length), leaving out the spans that are the whole
+    compile (`dynamo`, `entire_frame_compile`, `compile_attempt_N`, ...): where its time went.
+    Nested phases are listed each (`backend_compile` holds `create_aot_dispatcher_function`)."""
+    start, dur = row.get("start_us"), row.get("dur_us")
+    if start is None or not dur:
+        return []
+    rank = row.get("rank")
+    sp = trace.spans.filter(
+        (pl.col("file") == row.get("file"))
+        & (pl.col("rank").is_null() if rank is None else pl.col("rank") == rank)
+        & (pl.col("compile_id") == row.get("compile_id"))
+        & pl.col("duration_s").is_not_null()
+        & (pl.col("start_us") >= start - 0.05 * dur)  # `dynamo` starts a little before the metrics' start
+        & (pl.col("start_us") <= start + dur)
+        & (pl.col("duration_s") * 1e6 < 0.95 * dur)
+        & ~pl.col("name").str.starts_with("compile_attempt_")  # a wrapper of the whole attempt
+    )
+    top = sp.group_by("name").agg(pl.col("duration_s").sum()).sort("duration_s", descending=True).head(limit)
+    return [(n, float(d)) for n, d in top.iter_rows()]

@@ -27,10 +27,11 @@ from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import VIEW_TITLES, VIEWS, History, Location
 from traceview.tui.records_view import RecordsView
 from traceview.tui.text import plain, safe
+from traceview.tui.timeline_view import TimelineView
 from traceview.tui.view import CompileFocused, Navigate, View
 
 NARROW_BELOW = 100  # columns: below this, panes stack vertically
-SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", "code": "Code", "records": "Raw"}
+SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", "code": "Code", "records": "Raw", "timeline": "Time"}
 
 
 class MainScreen(Screen[None]):
@@ -55,6 +56,7 @@ class MainScreen(Screen[None]):
         Binding("3", "view('guards')", "Guards view", id="view_guards", show=False),
         Binding("4", "view('code')", "Graphs & kernels view", id="view_code", show=False),
         Binding("5", "view('records')", "Raw records view", id="view_records", show=False),
+        Binding("6", "view('timeline')", "Compile timeline view", id="view_timeline", show=False),
         Binding("escape", "close_search", "Close search / leave a filter field", id="close_search", show=False),
     ]
 
@@ -77,6 +79,7 @@ class MainScreen(Screen[None]):
             yield GuardsView(self.model)
             yield CodeBrowser(self.model)
             yield RecordsView(self.model)
+            yield TimelineView(self.model)
         yield Input(placeholder="search (enter: find, escape: close)", id="search-bar", compact=True)
         yield Footer()
 
@@ -138,6 +141,7 @@ class MainScreen(Screen[None]):
         """Guards, graphs and kernels are there: views that wait for them can show them."""
         self.query_one(GuardsView).tables_ready()
         self.query_one(CodeBrowser).tables_ready()
+        self.query_one(TimelineView).tables_ready()
 
     @on(Navigate)
     def _on_navigate(self, event: Navigate) -> None:
@@ -154,7 +158,7 @@ class MainScreen(Screen[None]):
             return
         target = self.query_one(f"#{view}", View)
         cur = self.current_compile
-        if view in ("guards", "frames", "code") and cur is not None and target.compile_ref() != cur:
+        if view in ("guards", "frames", "code", "timeline") and cur is not None and target.compile_ref() != cur:
             if view == "code":
                 self.go(Location("code", rank=cur[0], compile_id=cur[1]))
             else:
@@ -308,6 +312,7 @@ def binding_groups(app: App) -> BindingGroups:
         ("Guards", GuardsView.BINDINGS),
         ("Graphs and kernels", CodeBrowser.BINDINGS),
         ("Raw records", RecordsView.BINDINGS),
+        ("Compile timeline", TimelineView.BINDINGS),
         ("In a list or table", LazyTable.BINDINGS),
         ("In code and payloads", CodeView.BINDINGS),
         ("Scrolling (every list and pane)", ScrollableContainer.BINDINGS),

@@ -539,6 +539,7 @@ class TraceModel:
     code: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_CODE_SCHEMA))
     missing: dict[str, str] = field(default_factory=dict)  # table -> why it is not available
     graph_tables_ready: bool = False
+    timeline: pl.DataFrame | None = None  # traceview.timeline.compile_rows, read with the graph tables
     jobs: int | None = None  # parallel processes for building tables (None: all cores)
 
     @classmethod
@@ -585,6 +586,13 @@ class TraceModel:
             except Exception as exc:
                 self.missing[name] = _why(exc)
         self.code = code_index(self.trace, set(self.missing))
+        say("placing the compiles on the time axis")
+        try:
+            from traceview.timeline import compile_rows
+
+            self.timeline = compile_rows(self.trace)
+        except Exception as exc:
+            self.missing["timeline"] = _why(exc)
         self.graph_tables_ready = True
 
     # -- compiles ---------------------------------------------------------------------

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-VIEWS = ("findings", "frames", "guards", "code", "records")
+VIEWS = ("findings", "frames", "guards", "code", "records", "timeline")
 VIEW_TITLES = {
     "findings": "Findings",
     "frames": "Frames",
     "guards": "Guards",
     "code": "Graphs & kernels",
     "records": "Raw records",
+    "timeline": "Timeline",
 }
 
 
