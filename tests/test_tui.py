@@ -894,3 +894,97 @@ async def test_timeline_shows_when_each_rank_compiled(size: tuple[int, int]) -> 
         assert main.query_one(FramesView).compile_ref() == (2, "0/1")
         await press(pilot, "6")
         assert (table.current["rank"], table.current["compile_id"]) == (2, "0/1")
+
+
+# ------------------------------------------------------------------- compare across ranks
+@sync
+async def test_m_compares_a_compile_with_the_same_frame_on_another_rank() -> None:
+    # issue 16.10: 4 gloo ranks; rank 2 alone recompiled forward (0/1) for a batch of 6.
+    # m (frames or guards) puts the guards of the same frame on the next rank beside it; v
+    # shows the two Dynamo graphs and where they first differ.
+    app = build_app(open_args("fixtures/corpus/multirank4"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+        main = app.screen
+        await press(pilot, "2", "g", *"rank 2 0/1", "enter")
+        assert main.query_one(FramesView).compile_ref() == (2, "0/1")
+        await press(pilot, "m")
+        guards = main.query_one(GuardsView)
+        assert main.view.view_id == "guards"
+        # rank 3 has no 0/1: the frame's last compile there, 0/0
+        assert (guards.key, guards.compare_rank, guards.compare_id, guards.comparing) == ((2, "0/1"), 3, "0/0", True)
+        text = screen_text(app)
+        assert "[0/1] rank 2 this compile" in text and "[0/0] rank 3 compared" in text
+        left = guards.query_one("#guards-left", LazyTable).frame
+        right = guards.query_one("#guards-right", LazyTable).frame
+        x_left = left.filter((pl.col("kind") == "TENSOR_MATCH") & (pl.col("guard_source") == "L['x']")).row(0, named=True)
+        x_right = right.filter((pl.col("kind") == "TENSOR_MATCH") & (pl.col("guard_source") == "L['x']")).row(0, named=True)
+        assert x_left["mark"] == "≠" and x_left["shown"].startswith("…size=[6, 8]")
+        assert x_right["shown"].startswith("…size=[8, 8]")
+        assert "…size=[6, 8], stride=[8, 1])" in text  # in the table, not only in the strip
+        # m again: the next rank, skipping rank 2 itself, round and round
+        seen = []
+        for _ in range(3):
+            await press(pilot, "m")
+            seen.append(guards.compare_rank)
+        assert seen == [0, 1, 3]
+        assert app.focused is guards.query_one("#guards-right")
+        # v: the Dynamo graphs side by side, where they first differ
+        await press(pilot, "v")
+        assert guards.showing_graphs
+        label = static_text(guards.query_one("#guards-right-label"))
+        assert label.startswith("[0/0] rank 3 Dynamo graph") and "the graphs differ from line 2" in label
+        detail = static_text(guards.query_one("#guard-detail"))
+        assert 'L_x_: "f32[6, 8][8, 1]cpu"' in detail.split("[0/0] rank 3:")[0]
+        assert 'L_x_: "f32[8, 8][8, 1]cpu"' in detail.split("[0/0] rank 3:")[1]
+        await press(pilot, "v")
+        assert not guards.showing_graphs and guards.query_one("#guards-left").display
+        # back: the frames view where m was pressed
+        await press(pilot, "left_square_bracket")
+        assert main.view.view_id == "frames"
+
+
+@sync
+async def test_m_is_offered_only_with_several_ranks() -> None:
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+        main = app.screen
+        await press(pilot, "2")
+        assert "m Other rank" not in screen_text(app)
+        await press(pilot, "m")
+        assert main.view.view_id == "frames"
+        await press(pilot, "enter")  # the guards of 0/0
+        assert main.view.view_id == "guards" and "m Other rank" not in screen_text(app)
+    app = build_app(open_args("fixtures/corpus/multirank4"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+        await press(pilot, "2")
+        assert "m Other rank" in screen_text(app)
+
+
+@sync
+async def test_long_guards_and_reasons_show_where_they_differ() -> None:
+    # issue 16.8: automatic dynamic shapes: 0/1 recompiled with dimension 0 of x dynamic.
+    # The compare view's guard column starts at the difference (size=[None, 16] against
+    # size=[4, 16]); a recompile reason cut in the tree ends with "…", whole in the detail.
+    app = build_app(open_args("fixtures/corpus/automatic_dynamic_once"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+        main = app.screen
+        await press(pilot, "g", *"0/1", "enter", "3")
+        guards = main.query_one(GuardsView)
+        assert (guards.key, guards.compare_id, guards.comparing) == ((None, "0/1"), "0/0", True)
+        text = screen_text(app)
+        row = next(line for line in text.splitlines() if "…size=[None, 16]" in line)
+        assert "…size=[4, 16], stride=[16, 1])" in row  # the failed guard beside it
+        assert f"{FAILED_MARK} TENSOR_MATCH" in row
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        main = app.screen
+        await press(pilot, "2", "g", *"1/1", "enter")
+        tree_line = next(line for line in screen_text(app).splitlines() if "1/1" in line and "recompile:" in line)
+        assert tree_line.rstrip(" ▁▂▃▄▅▆▇█").endswith("…")
+        detail = static_text(main.query_one("#compile-detail"))
+        assert "1/0: scale == 1.0" in detail and "# return x * scale + 1.0" in detail

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -16,7 +18,7 @@ from traceview.analyze.findings import compile_outcome
 from traceview.printable import one_line
 from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
-from traceview.tui.text import OUTCOME_MEANING, mark, safe, seconds, status_label
+from traceview.tui.text import OUTCOME_MEANING, mark, plain, safe, seconds, status_label
 from traceview.tui.view import CompileFocused, Navigate, View
 
 NodeData = tuple[str, Any]
@@ -49,7 +51,11 @@ def compile_label(row: dict[str, Any], first: bool) -> Text:
     if (row.get("attempts") or 1) > 1:
         t.append_text(safe(f"  {row['attempts']} attempts"))
     if not first and row.get("recompile_reason"):
-        t.append_text(safe("  recompile: " + one_line(row["recompile_reason"].split(": ", 1)[-1], 60), "italic"))
+        reason = row["recompile_reason"].split(": ", 1)[-1].strip()
+        shown = one_line(re.sub(r"[ \t]{2,}", "  ", reason), 60)  # Dynamo pads a guard before its comment
+        if "\n" in reason and not shown.endswith("…"):  # more failed guards: in the detail pane
+            shown += " …"
+        t.append_text(safe("  recompile: " + shown, "italic"))
     elif row["status"] == "failed" and row.get("fail_type"):
         t.append_text(safe(f"  {row['fail_type']}", "italic"))
     return t
@@ -160,12 +166,32 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
     return t
 
 
+class CompilesTree(Tree[NodeData]):
+    """The frames tree; a label wider than the pane ends with "…" (the whole text is in the
+    detail pane) instead of being cut silently at the edge."""
+
+    def render_label(self, node: TreeNode[NodeData], base_style: Style, style: Style) -> Text:
+        label = super().render_label(node, base_style, style)
+        depth = 0
+        p = node.parent
+        while p is not None:
+            depth += 1
+            p = p.parent
+        indent = self.guide_depth * (depth - (0 if self.show_root else 1))
+        room = self.scrollable_content_region.width - indent
+        if room > 1 and label.cell_len > room:
+            label.truncate(room - 1)
+            label.append("…", style)
+        return label
+
+
 class FramesView(View):
     """A tree of ranks, code objects and their compiles, with the selected compile beside it."""
 
     view_id = "frames"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("e", "expand_all", "Expand all", id="frames.expand_all", show=False),
+        Binding("m", "other_rank", "Other rank", id="frames.other_rank"),
     ]
 
     def __init__(self, model: TraceModel, **kwargs: object) -> None:
@@ -176,7 +202,7 @@ class FramesView(View):
     def compose(self) -> ComposeResult:
         yield Static(id="frames-title", classes="view-title")
         with Container(classes="split"):
-            tree: Tree[NodeData] = Tree(safe("compiles"), id="frames-tree", classes="pane-main w3")
+            tree = CompilesTree(safe("compiles"), id="frames-tree", classes="pane-main w3")
             tree.show_root = False
             tree.guide_depth = 2
             yield tree
@@ -251,6 +277,25 @@ class FramesView(View):
             if reason and ":" in reason:
                 compare = reason.split(":", 1)[0].strip()
             self.post_message(Navigate(Location("guards", rank=rank, compile_id=cid, compare_id=compare)))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # m only where there are ranks to compare (not in the footer of a one-process trace)
+        return len(self.model.ranks()) > 1 if action == "other_rank" else True
+
+    def action_other_rank(self) -> None:
+        """The selected compile's guards beside the same compile on the next rank (the same
+        id, or the frame's last compile there); m again in the guards view: the next rank."""
+        key = self.compile_ref()
+        if key is None:
+            self.app.notify("select a compile first", severity="warning")
+            return
+        target = self.model.on_other_rank(*key)
+        if target is None:
+            why = "one rank only" if len(self.model.ranks()) < 2 else f"no other rank compiled the frame of [{key[1]}]"
+            self.app.notify(plain(why), severity="warning")
+            return
+        loc = Location("guards", rank=key[0], compile_id=key[1], compare_id=target[1], compare_rank=target[0])
+        self.post_message(Navigate(loc))
 
     def action_expand_all(self) -> None:
         self.query_one("#frames-tree", Tree).root.expand_all()

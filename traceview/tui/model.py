@@ -627,6 +627,31 @@ class TraceModel:
         gb = self.trace.graph_breaks.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
         return prefer_trace(gb, ["rank", "compile_id"])
 
+    def ranks(self) -> list[int]:
+        """The ranks of the trace, in order (empty without ranks)."""
+        return sorted(self.compiles["rank"].drop_nulls().unique().to_list())
+
+    def on_other_rank(self, rank: int | None, compile_id: str, after: int | None = None) -> CompileKey | None:
+        """The same compile on the next rank after `after` (default: after `rank`, cycling,
+        never `rank` itself): the same compile id when that rank has it, else the last
+        compile of the same frame there (a rank that recompiled has ids the others lack).
+        None when no other rank compiled the frame."""
+        ranks = self.ranks()
+        if rank is None or len(ranks) < 2:
+            return None
+        start = after if after is not None else rank
+        order = [r for r in ranks if r > start] + [r for r in ranks if r <= start]
+        group = frame_group(compile_id)
+        for r in order:
+            if r == rank:
+                continue
+            ids = [c for c in self.compiles.filter(pl.col("rank") == r)["compile_id"].to_list() if frame_group(c) == group]
+            if compile_id in ids:
+                return (r, compile_id)
+            if ids:
+                return (r, ids[-1])
+        return None
+
     def frames_of(self, compile_id: str) -> list[str]:
         """Compile ids of the same frame (code object), in order."""
         group = frame_group(compile_id)

@@ -23,6 +23,7 @@ class Location:
     rank: int | None = None
     compile_id: str | None = None
     compare_id: str | None = None  # guards: the compile to compare with
+    compare_rank: int | None = None  # guards: its rank, when another rank's (else the same rank)
     file: str | None = None  # records: the record holding file:lineno
     lineno: int | None = None
     key: str | None = None  # code: graph_id / kernel_id; findings: index
