@@ -22,6 +22,7 @@ import traceview
 from tests.conftest import FIXTURES, ROOT
 from traceview.loading import LoadOptions
 from traceview.report import build_report
+from traceview.repro import build_repro
 from traceview.tui import code_view
 from traceview.tui.app import TraceviewApp, build_app
 from traceview.tui.code_browser import CodeBrowser
@@ -988,3 +989,61 @@ async def test_long_guards_and_reasons_show_where_they_differ() -> None:
         assert tree_line.rstrip(" ▁▂▃▄▅▆▇█").endswith("…")
         detail = static_text(main.query_one("#compile-detail"))
         assert "1/0: scale == 1.0" in detail and "# return x * scale + 1.0" in detail
+
+
+# ------------------------------------------------------------------------------- repro
+@sync
+async def test_w_writes_a_repro_of_the_selected_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 19: a key on a compile writes its repro (traceview.repro.save_repro, the library)
+    # and says where. fixtures/inductor_error: 0/0 failed in Inductor (InductorError), its
+    # fx_graph_runnable logged; the script is the library's, expected to raise the same class.
+    out = tmp_path / "repros"
+    monkeypatch.setenv("TRACEVIEW_REPRO_DIR", str(out))
+    app = build_app(open_args("fixtures/inductor_error"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2", "g", *"0/0", "enter")
+        assert main.query_one(FramesView).compile_ref() == (None, "0/0")
+        await press(pilot, "w")
+        await until(pilot, lambda: main.last_repro is not None, "the repro is written")
+        path = main.last_repro
+        assert path == out / "repro_0_0.py"
+        expected = build_repro(traceview.load("fixtures/inductor_error"), "0/0")
+        assert path.read_text() == expected.text and expected.expected_exception == "InductorError"
+        note = next(n.message for n in app._notifications if n.message.startswith("wrote "))
+        assert note == f"wrote {path} ({expected.summary})"
+        assert "expected to raise InductorError" in note
+
+
+@sync
+async def test_w_never_writes_into_the_input_and_says_why_a_compile_has_no_repro(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # run from inside a copy of fixtures/recompiles: the repro goes to a temporary
+    # directory, the input is not written to
+    copy = tmp_path / "recompiles"
+    shutil.copytree(FIXTURES / "recompiles", copy)
+    before = sorted(p.name for p in copy.rglob("*"))
+    monkeypatch.chdir(copy)
+    monkeypatch.delenv("TRACEVIEW_REPRO_DIR", raising=False)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    app = build_app(open_args(copy))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2", "g", *"0/1", "enter", "w")
+        await until(pilot, lambda: main.last_repro is not None, "the repro is written")
+        assert main.last_repro == tmp_path / "tmp" / "traceview-repros" / "repro_0_1.py"
+    assert sorted(p.name for p in copy.rglob("*")) == before
+    # fixtures/backend_error: a custom backend, whose code is not in the log: said, not written
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TRACEVIEW_REPRO_DIR", str(tmp_path / "out"))
+    app = build_app(open_args("fixtures/backend_error"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2", "g", *"0/0", "enter", "w")
+        await until(
+            pilot, lambda: any("no repro of [0/0]: " in n.message and "failing_backend" in n.message for n in app._notifications),
+            "why 0/0 has no repro",
+        )
+        assert main.last_repro is None and not any((tmp_path / "out").glob("*.py"))

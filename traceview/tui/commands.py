@@ -27,6 +27,7 @@ class PaletteTarget(Protocol):
     def go(self, location: Location) -> None: ...
     def action_help(self) -> None: ...
     def action_copy(self) -> None: ...
+    def action_repro(self) -> None: ...
 
 
 class TraceviewCommands(Provider):
@@ -59,6 +60,7 @@ class TraceviewCommands(Provider):
             )
         yield "Help: every key", main.action_help, "?"
         yield "Copy the current item", main.action_copy, "c"
+        yield "Write a repro of the current compile (traceview repro)", main.action_repro, "w"
 
     async def discover(self) -> Hits:
         for text, cb, help_text in self._candidates():

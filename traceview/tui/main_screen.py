@@ -1,9 +1,13 @@
-"""The main screen: the five views, the view bar, search, history and the keys that work
+"""The main screen: the six views, the view bar, search, history and the keys that work
 everywhere."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+import os
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -13,6 +17,8 @@ from textual.containers import ScrollableContainer
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, OptionList, Select, Static, Tree
 
+from traceview.errors import UserError
+from traceview.repro import save_repro
 from traceview.tui.code_browser import CodeBrowser
 from traceview.tui.code_view import CodeView
 from traceview.tui.commands import TraceviewCommands
@@ -35,7 +41,7 @@ SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", 
 
 
 class MainScreen(Screen[None]):
-    """Findings, frames, guards, graphs & kernels and raw records, one at a time."""
+    """Findings, frames, guards, graphs & kernels, raw records and the timeline, one at a time."""
 
     COMMANDS: ClassVar = {TraceviewCommands}  # the palette's views, findings and compile ids
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -50,6 +56,7 @@ class MainScreen(Screen[None]):
         Binding("right_square_bracket,alt+right", "forward", "Forward", id="forward", show=False),
         Binding("c", "copy", "Copy", id="copy"),
         Binding("r", "raw", "Raw record", id="raw_record"),
+        Binding("w", "repro", "Write a repro of the compile", id="write_repro", show=False),
         Binding("x", "clear_filters", "Clear filters", id="clear_filters", show=False),
         Binding("1", "view('findings')", "Findings view", id="view_findings", show=False),
         Binding("2", "view('frames')", "Frames view", id="view_frames", show=False),
@@ -69,6 +76,7 @@ class MainScreen(Screen[None]):
         self.finding_index = 0
         self.last_query = ""
         self._search_return = None
+        self.last_repro: Path | None = None  # the last repro written by w
 
     # -- layout -----------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -272,6 +280,34 @@ class MainScreen(Screen[None]):
             return
         self.go(Location("records", file=ref[0], lineno=ref[1]))
 
+    def action_repro(self) -> None:
+        """Write a script reproducing the current compile (traceview.repro.save_repro) in a
+        worker thread; the path (or why it cannot be reproduced) comes back as a message."""
+        key = self.view.compile_ref() or self.current_compile
+        if key is None:
+            self.app.notify("no compile selected: pick one in frames (2) or go to one (g)", severity="warning")
+            return
+        directory = repro_directory(self.model.trace.inputs)
+        self.app.notify(plain(f"writing a repro of [{key[1]}]" + (f" rank {key[0]}" if key[0] is not None else "") + "…"))
+        self.run_worker(partial(self._write_repro, key, directory), thread=True, group="repro")
+
+    def _write_repro(self, key: CompileKey, directory: Path) -> None:
+        """Worker thread: build and write the repro, then report on the UI thread."""
+        path: Path | None = None
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            path, repro = save_repro(self.model.trace, key[1], rank=key[0], directory=directory)
+            message, severity = f"wrote {path} ({repro.summary})", "information"
+        except UserError as exc:  # ReproUnavailable among them: the log cannot reproduce it
+            message, severity = f"no repro of [{key[1]}]: {exc}", "warning"
+        except Exception as exc:  # another module's failure: reported, never a crash
+            message, severity = f"the repro of [{key[1]}] failed: {type(exc).__name__}: {exc}", "error"
+        self.app.call_from_thread(self._repro_written, path, message, severity)
+
+    def _repro_written(self, path: Path | None, message: str, severity: str) -> None:
+        self.last_repro = path
+        self.app.notify(plain(message), severity=severity, timeout=12)  # type: ignore[arg-type]
+
     def action_clear_filters(self) -> None:
         if not self.view.clear_filters():
             self.app.notify("no filters to clear")
@@ -295,6 +331,19 @@ class MainScreen(Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(binding_groups(self.app)))
+
+
+def repro_directory(inputs: Any) -> Path:
+    """Where w writes repros: $TRACEVIEW_REPRO_DIR, else the current directory; a temporary
+    directory instead when that is inside the input (the input is never modified)."""
+    chosen = Path(os.environ.get("TRACEVIEW_REPRO_DIR") or os.getcwd()).resolve()
+    root = getattr(inputs, "root", None)
+    if root:
+        r = Path(root).resolve()
+        r = r if r.is_dir() else r.parent
+        if chosen == r or r in chosen.parents:
+            return Path(tempfile.gettempdir()) / "traceview-repros"
+    return chosen
 
 
 def _not_help_quit(bindings: list[BindingType]) -> list[BindingType]:
