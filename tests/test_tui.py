@@ -1047,3 +1047,46 @@ async def test_w_never_writes_into_the_input_and_says_why_a_compile_has_no_repro
             "why 0/0 has no repro",
         )
         assert main.last_repro is None and not any((tmp_path / "out").glob("*.py"))
+
+
+# ------------------------------------------------------------------ Inductor's whole files
+@sync
+async def test_code_view_has_the_output_code_and_fx_graph_runnable_tagged_forward_backward() -> None:
+    # issue 16.11: fixtures/training compiles a forward and a backward graph with Inductor;
+    # its whole output code and fx_graph_runnable of each are in the list, tagged fwd/bwd
+    # like its kernels, and shown whole
+    trace = traceview.load("fixtures/training")
+    ev = trace.events
+    codes = ev.filter(pl.col("kind") == "inductor_output_code").sort("lineno")["payload"].to_list()
+    runnables = ev.filter(pl.col("name") == "fx_graph_runnable").sort("lineno")["payload"].to_list()
+    assert len(codes) == 2 and len(runnables) == 2
+    kernels = trace.kernels.filter(pl.col("kind") == "cpp")
+    fwd = kernels.filter(pl.col("graph") == "0_forward")["name"].to_list()
+    bwd = kernels.filter(pl.col("graph") == "0_backward")["name"].to_list()
+    assert fwd and bwd
+    app = build_app(open_args("fixtures/training"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await tables(pilot)
+        main = app.screen
+        await press(pilot, "4")
+        browser = main.query_one(CodeBrowser)
+        assert "4 Inductor files (output code, fx_graph_runnable)" in static_text(browser.query_one("#code-title"))
+        listed = browser.query_one("#code-list", LazyTable).frame
+        tags = dict(zip(listed.filter(pl.col("what") == "kernel")["name"], listed.filter(pl.col("what") == "kernel")["part"]))
+        assert all(tags[k] == "forward" for k in fwd) and all(tags[k] == "backward" for k in bwd)
+        code = browser.query_one("#code-text", CodeView)
+        shown = []
+        for name in ("inductor_output_code", "inductor_output_code", "fx_graph_runnable", "fx_graph_runnable"):
+            await press(pilot, "slash", *name, "enter")
+            item = browser.item
+            assert item["name"] == name
+            shown.append((item["part"], "\n".join(code.lines)))
+        (p1, c1), (p2, c2), (p3, r1), (p4, r2) = shown
+        assert (p1, p2) == ("forward", "backward") and (p3, p4) == ("forward", "backward")
+        assert c1.rstrip("\n") == codes[0].rstrip("\n")
+        assert c2.rstrip("\n") == codes[1].rstrip("\n")
+        assert all(k in c1 for k in fwd) and all(k in c2 for k in bwd) and not any(k in c1 for k in bwd)
+        assert r1.rstrip("\n") == runnables[0].rstrip("\n") and r2.rstrip("\n") == runnables[1].rstrip("\n")
+        assert "class Repro(torch.nn.Module)" in r1
+        text = screen_text(app)
+        assert "output code   inductor_output_code" in text and "fx runnable   fx_graph_runnable" in text

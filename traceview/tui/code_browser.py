@@ -25,10 +25,16 @@ ORIGIN_HINT = "o: where does this come from (kernel or backward node -> forward 
 def code_columns() -> list[Column]:
     return [
         Column("label", "kind", 13),
-        Column("name", "name", min_width=20),
+        Column("name", "name", min_width=15),
+        Column("part", "part", 4, fmt=_part_short, optional=True),
         Column("compile_id", "id", 5, optional=True),
         Column("lines", "lines", 5, optional=True),
     ]
+
+
+def _part_short(part: Any) -> str:
+    """forward/backward/inference as fwd/bwd/inf (the AOT graph a graph, kernel or file is of)."""
+    return {"forward": "fwd", "backward": "bwd", "inference": "inf"}.get(part or "", "")
 
 
 def chain_text(ch: dict[str, Any]) -> str:
@@ -115,8 +121,10 @@ class CodeBrowser(View):
             cursor = int(hit[0]) if hit.len() else 0
         title = Text(end="")
         ng = df.filter(pl.col("what") == "graph").height
-        nk = df.height - ng
-        title.append_text(safe(f"Graphs & kernels: {ng} graphs, {nk} kernels", "bold"))
+        nk = df.filter(pl.col("what") == "kernel").height
+        nf = df.height - ng - nk
+        files = f", {nf} Inductor files (output code, fx_graph_runnable)" if nf else ""
+        title.append_text(safe(f"Graphs & kernels: {ng} graphs, {nk} kernels{files}", "bold"))
         if self.compile_filter is not None:
             title.append_text(safe(f"   filter: compile [{self.compile_filter[1]}]" + (f" rank {self.compile_filter[0]}" if self.compile_filter[0] is not None else "")))
             title.append_text(safe("  (x clears)", "italic"))
@@ -203,6 +211,9 @@ class CodeBrowser(View):
         item = self.item
         assert item is not None
         trace = self.model.trace
+        if item["what"] == "output":
+            self.query_one("#origin", Static).update(safe("o follows a kernel or a graph node; this is a whole Inductor file"))
+            return None
         if item["what"] == "kernel":
             df = origin_table(trace, kernel=item["key"])
         else:
@@ -307,6 +318,9 @@ class CodeBrowser(View):
     def record_ref(self) -> tuple[str, int] | None:
         if self.item is None:
             return None
+        if self.item["what"] == "output":  # key: the row of the trace's events
+            ev = self.model.trace.index_events().slice(int(self.item["key"]), 1)
+            return (ev["file"][0], int(ev["lineno"][0])) if ev.height else None
         if self.item["what"] == "graph":
             df = self.model.trace.graphs.filter(pl.col("graph_id") == self.item["key"])
         else:

@@ -344,6 +344,17 @@ def _pretty_json(text: str) -> str:
         return text
 
 
+def _event_payload(trace: Trace, row: int) -> str:
+    """The payload of row `row` of `trace.index_events()` (read from its file if need be)."""
+    if trace.is_loaded("events"):
+        one = trace.events.slice(row, 1)
+    else:
+        from parsers.tracelog import hydrate
+
+        one = hydrate(trace.index_events().slice(row, 1))[0]
+    return (one["payload"][0] or "") if one.height else ""
+
+
 def record_payload(trace: Trace, src: str, row: int) -> str:
     """The full record behind a row of `record_index`: header, metadata and payload."""
     if src == "trace":
@@ -390,8 +401,66 @@ def record_payload(trace: Trace, src: str, row: int) -> str:
 _CODE_SCHEMA = {
     "what": pl.String, "kind": pl.String, "label": pl.String, "name": pl.String, "rank": pl.Int32,
     "compile_id": pl.String, "trace_id": pl.String, "graph": pl.String, "src": pl.String,
-    "lines": pl.Int64, "key": pl.String, "lineno": pl.Int64,
+    "lines": pl.Int64, "key": pl.String, "lineno": pl.Int64, "part": pl.String,
 }
+# Inductor's whole files, from the trace's envelopes (read when selected): its output code
+# (kind inductor_output_code) and torch's own repro of its input graph (fx_graph_runnable)
+_WHOLE_FILES = {"inductor_output_code": "output code", "fx_graph_runnable": "fx runnable"}
+
+
+def _part(graph: pl.Expr) -> pl.Expr:
+    """forward / backward / inference from an AOT graph id ("0_forward"), else null."""
+    return graph.str.extract(r"_(forward|backward|inference)$", 1)
+
+
+def _whole_files(trace: Trace, graphs: pl.DataFrame) -> pl.DataFrame | None:
+    """Inductor's output code and fx_graph_runnable files of the trace, one row each (key: the
+    row of `trace.index_events()`, whose payload is read when shown), each tagged with its AOT
+    graph (forward/backward) by the post-grad graph beside it: Inductor logs a graph's
+    fx_graph_runnable before its post-grad graph and its output code after
+    (torch/_inductor/compile_fx.py, codecache.py on a cache hit)."""
+    ev = trace.index_events()
+    if ev.height == 0:
+        return None
+    idx = ev.select("file", "lineno", "end_lineno", "rank", "compile_id", "trace_id", "kind", "name").with_row_index("_row")
+    hit = idx.filter(
+        (pl.col("kind") == "inductor_output_code") | ((pl.col("kind") == "artifact") & (pl.col("name") == "fx_graph_runnable"))
+    )
+    if hit.height == 0:
+        return None
+    which = pl.when(pl.col("kind") == "artifact").then(pl.col("name")).otherwise(pl.col("kind")).cast(pl.String)
+    rows = hit.select(
+        pl.lit("output").alias("what"),
+        which.alias("kind"),
+        which.replace_strict(_WHOLE_FILES, default="?").alias("label"),
+        which.alias("name"),
+        pl.col("rank").cast(pl.Int32),
+        pl.col("compile_id").cast(pl.String),
+        pl.col("trace_id").cast(pl.String),
+        pl.lit("trace").alias("src"),
+        (pl.col("end_lineno") - pl.col("lineno")).clip(lower_bound=1).cast(pl.Int64).alias("lines"),
+        pl.col("_row").cast(pl.String).alias("key"),
+        pl.col("lineno").cast(pl.Int64),
+        pl.col("file").cast(pl.String),
+    )
+    if graphs.height and "aot_id" in graphs.columns:
+        aot = (
+            graphs.filter(pl.col("aot_id").is_not_null() & (pl.col("source") == "trace")
+                          & pl.col("kind").is_in(["post_grad_before", "post_grad"]))
+            .select(pl.col("file").cast(pl.String), pl.col("compile_id").cast(pl.String),
+                    pl.col("lineno").cast(pl.Int64).alias("_at"), pl.col("aot_id").cast(pl.String).alias("graph"))
+            .sort("_at")
+        )
+        tagged = []
+        for kind, strategy in (("fx_graph_runnable", "forward"), ("inductor_output_code", "backward")):
+            part = rows.filter(pl.col("kind") == kind).sort("lineno")
+            tagged.append(part.join_asof(
+                aot, left_on="lineno", right_on="_at", by=["file", "compile_id"], strategy=strategy, check_sortedness=False,
+            ).drop("_at"))
+        rows = pl.concat(tagged, how="vertical_relaxed")
+    else:
+        rows = rows.with_columns(pl.lit(None, pl.String).alias("graph"))
+    return rows.drop("file").with_columns(_part(pl.col("graph")).alias("part"))
 
 
 def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> pl.DataFrame:
@@ -416,6 +485,7 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
                 (pl.col("text").str.count_matches("\n") + 1).fill_null(0).cast(pl.Int64).alias("lines"),
                 pl.col("graph_id").cast(pl.String).alias("key"),
                 pl.col("lineno").cast(pl.Int64),
+                _part(pl.col("aot_id").cast(pl.String)).alias("part"),
                 pl.concat_str(pl.col("kind"), pl.lit("|"), pl.col("aot_id").fill_null("")).alias("_dedupe"),
             )
         )
@@ -435,12 +505,18 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
                 (pl.col("code").str.count_matches("\n") + 1).fill_null(0).cast(pl.Int64).alias("lines"),
                 pl.col("kernel_id").cast(pl.String).alias("key"),
                 pl.col("lineno").cast(pl.Int64),
+                _part(pl.col("graph").cast(pl.String)).alias("part"),
                 pl.concat_str(
                     pl.col("kind").fill_null(""), pl.lit("|"), pl.col("name").fill_null(""), pl.lit("|"),
                     pl.col("graph").fill_null(""),
                 ).alias("_dedupe"),
             )
         )
+    whole = _whole_files(trace, g) if "events" not in skip else None
+    if whole is not None:
+        parts.append(whole.with_columns(
+            pl.concat_str(pl.col("key"), pl.lit("|output")).alias("_dedupe")
+        ).select(parts[0].columns if parts else [*_CODE_SCHEMA, "_dedupe"]))
     if not parts:
         return pl.DataFrame(schema=_CODE_SCHEMA)
     df = pl.concat(parts, how="vertical_relaxed")
@@ -453,6 +529,9 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
 
 
 def code_text(trace: Trace, what: str, key: str) -> str:
+    """The text of a row of `code_index`: a graph, a kernel, or a whole Inductor file."""
+    if what == "output":
+        return _event_payload(trace, int(key))
     if what == "graph":
         hit = trace.graphs.filter(pl.col("graph_id") == key).select("text")
     else:
