@@ -1090,3 +1090,36 @@ async def test_code_view_has_the_output_code_and_fx_graph_runnable_tagged_forwar
         assert "class Repro(torch.nn.Module)" in r1
         text = screen_text(app)
         assert "output code   inductor_output_code" in text and "fx runnable   fx_graph_runnable" in text
+
+
+# ------------------------------------------------------------------------ text log alone
+@sync
+async def test_a_text_log_alone_says_what_it_knows_and_reaches_the_guards() -> None:
+    # issue 16.13: TORCH_LOGS text of fixtures/recompiles without its trace: no compile
+    # metrics, so no "0 compiles" or "0.00s compiling"; the frames tree lists the compile ids
+    # the log names, and Enter leads to their guards from the text log
+    app = build_app(open_args("fixtures/recompiles/torch_logs.txt"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+        main = app.screen
+        text = screen_text(app)
+        assert "13 compile ids in the text log (no compile metrics)" in text
+        assert "0 compiles" not in text and "compiling" not in text
+        await press(pilot, "2")
+        frames = main.query_one(FramesView)
+        title = static_text(frames.query_one("#frames-title"))
+        assert title.startswith("13 compile ids in the text log, 3 code objects (no compile metrics")
+        leaves = [n for n in _walk(frames.query_one("#frames-tree").root) if n.data and n.data[0] == "compile"]
+        assert len(leaves) == 13
+        await press(pilot, "g", *"0/1", "enter")
+        detail = static_text(frames.query_one("#compile-detail"))
+        assert "[0/1]  from the text log: no compile metrics" in detail
+        assert "function     shape_storm" in detail and "0/0: tensor 'x' size mismatch at index 1. expected 2, actual 3" in detail
+        await press(pilot, "enter")
+        guards = main.query_one(GuardsView)
+        assert main.view.view_id == "guards" and guards.key == (None, "0/1") and guards.compare_id == "0/0"
+        assert "Guards of [0/1] shape_storm  12 guards logged (from the text log)" in static_text(guards.query_one("#guards-title"))
+        right = guards.query_one("#guards-right", LazyTable).frame
+        assert right.filter(pl.col("mark") == FAILED_MARK)["guard_source"].to_list() == ["L['x']"]
+        await press(pilot, "6")
+        assert "Timeline: no compile has a start time: the text log has no compile metrics" in screen_text(app)

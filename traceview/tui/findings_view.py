@@ -71,7 +71,9 @@ class FindingsView(View):
             ol.highlighted = 0
         else:
             n = self.model.compiles.height
-            ol.add_option(Option(safe(f"No findings: {n} compiles, no recompiles, graph breaks or failures."), disabled=True))
+            what = (f"{self.model.report.get('compile_ids_in_text_logs')} compile ids in the text log" if self.model.text_only
+                    else f"{n} compiles")
+            ol.add_option(Option(safe(f"No findings: {what}, no recompiles, graph breaks or failures."), disabled=True))
             self.query_one("#finding-detail", Static).update(safe("Nothing to report. Press 2 for the frames view."))
 
     def _summary(self) -> Text:

@@ -166,6 +166,25 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
     return t
 
 
+def text_log_detail(rank: int | None, compile_id: str, model: TraceModel) -> Text:
+    """A compile known only from a text log: its id, recompile reasons and graph breaks."""
+    t = Text(end="")
+    t.append_text(safe(f"[{compile_id}]" + (f" rank {rank}" if rank is not None else ""), "bold"))
+    t.append_text(safe("  from the text log: no compile metrics (status, times, counts)", "italic"))
+    t.append("\n\n")
+    row = model.compile_or_text_row(rank, compile_id) or {}
+    if row.get("function"):
+        _label(t, "function", f"{row['function']}  {row.get('filename') or '?'}:{row.get('line')}")
+    if row.get("recompile_reason"):
+        _label(t, "recompiled", row["recompile_reason"], "bold")
+    gbs = model.graph_breaks_of(rank, compile_id)
+    for g in gbs.iter_rows(named=True):
+        _label(t, "graph break", f"{one_line(g.get('reason'), 200)} at {g.get('filename') or '?'}:{g.get('line')}")
+    t.append("\n")
+    t.append_text(safe("enter: guards (from the text log) · 5: raw records", "italic"))
+    return t
+
+
 class CompilesTree(Tree[NodeData]):
     """The frames tree; a label wider than the pane ends with "…" (the whole text is in the
     detail pane) instead of being cut silently at the edge."""
@@ -215,8 +234,8 @@ class FramesView(View):
     def _build(self) -> None:
         tree = self.query_one("#frames-tree", Tree)
         df = self.model.compiles
-        rows = df.to_dicts()
-        ranked = df["rank"].drop_nulls().len() > 0
+        rows = self.model.text_log_compiles() if self.model.text_only else df.to_dicts()
+        ranked = any(r["rank"] is not None for r in rows)
         diverging = {f.rank: f.summary[0] for f in self.model.findings if f.kind == "divergence"}
         groups: dict[Any, dict[tuple, list[dict[str, Any]]]] = {}
         for r in rows:
@@ -236,11 +255,16 @@ class FramesView(View):
                 for i, r in enumerate(frows):
                     leaf = fnode.add_leaf(compile_label(r, i == 0), data=("compile", (rank, r["compile_id"])))
                     self._compile_nodes[(rank, r["compile_id"])] = leaf
-        n = df.height
+        n = len(rows)
         nf = sum(len(v) for v in groups.values())
         title = f"{n} compiles of {nf} code objects" + (f" on {len(groups)} ranks" if ranked else "")
+        if self.model.text_only:  # no compiles table: say what the text log does and does not tell
+            title = (f"{n} compile ids in the text log, {nf} code objects (no compile metrics: status and times"
+                     " need the TORCH_TRACE directory)")
         legend = "  ".join(f"{mark(o)} {OUTCOME_MEANING[o]}" for o in ("ok", "restarted", "eager", "failed", "empty"))
-        self.query_one("#frames-title", Static).update(safe(f"{title}   {legend}", "bold"))
+        if self.model.text_only:
+            legend = ""  # no status to explain
+        self.query_one("#frames-title", Static).update(safe(f"{title}   {legend}".rstrip(), "bold"))
         if self._compile_nodes:
             first = next(iter(self._compile_nodes.values()))
             tree.move_cursor(first)
@@ -258,6 +282,9 @@ class FramesView(View):
             self._row = row
             if row:
                 detail.update(compile_detail(self.model, row))
+                self.post_message(CompileFocused((rank, cid)))
+            elif self.model.text_only:
+                detail.update(text_log_detail(rank, cid, self.model))
                 self.post_message(CompileFocused((rank, cid)))
         elif kind == "frame":
             self._row = None

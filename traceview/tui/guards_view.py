@@ -260,7 +260,7 @@ class GuardsView(View):
         self.comparing = bool(compare_id) if compare is None else (compare and bool(compare_id))
         mine = guards_of(self.model.trace, rank, compile_id)
         other = guards_of(self.model.trace, self.compare_rank if cross else rank, compare_id) if compare_id else None
-        row = self.model.compile_row(rank, compile_id) or {}
+        row = self.model.compile_or_text_row(rank, compile_id) or {}
         src = mine["source"][0] if mine.height and "source" in mine.columns else None
         title = Text(end="")
         title.append_text(safe(f"Guards of [{compile_id}] {row.get('function') or '?'}", "bold"))

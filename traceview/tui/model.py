@@ -620,6 +620,7 @@ class TraceModel:
     graph_tables_ready: bool = False
     timeline: pl.DataFrame | None = None  # traceview.timeline.compile_rows, read with the graph tables
     jobs: int | None = None  # parallel processes for building tables (None: all cores)
+    _text_rows: list[dict[str, Any]] | None = field(default=None, repr=False)  # text_log_compiles, once
 
     @classmethod
     def build(cls, trace: Trace, progress: Callable[[str], None] | None = None) -> TraceModel:
@@ -688,7 +689,14 @@ class TraceModel:
             return None
         want_rank = m.group(1) or m.group(2)
         cid = parsed.compile_id
-        hits = self.compiles.filter(pl.col("compile_id") == cid)
+        known = self.compiles
+        if self.text_only:  # the compile ids the text log names
+            rows = self.text_log_compiles()
+            known = pl.DataFrame(
+                {"rank": [r["rank"] for r in rows], "compile_id": [r["compile_id"] for r in rows]},
+                schema={"rank": pl.Int32, "compile_id": pl.String},
+            )
+        hits = known.filter(pl.col("compile_id") == cid)
         if want_rank is not None:
             hits = hits.filter(pl.col("rank") == int(want_rank))
         if hits.height == 0:
@@ -699,6 +707,54 @@ class TraceModel:
                 hits = same
         r = hits.row(0, named=True)
         return (r["rank"], r["compile_id"])
+
+    @property
+    def text_only(self) -> bool:
+        """No compiles table (no compile metrics: a TORCH_LOGS text log alone) but compile ids
+        in the text log."""
+        return self.compiles.height == 0 and (self.report.get("compile_ids_in_text_logs") or 0) > 0
+
+    def text_log_compiles(self) -> list[dict[str, Any]]:
+        """The compile ids a text log names, as rows shaped like the compiles table's (what
+        the frames tree needs): function and source line from its recompile reasons or graph
+        breaks, the recompile reason; no status, times or counts (the text log has none)."""
+        if self._text_rows is not None:
+            return self._text_rows
+        recs = self.trace.log_records.filter(pl.col("compile_id").is_not_null())
+        ids = recs.select(pl.col("rank").cast(pl.Int32), pl.col("compile_id").cast(pl.String)).unique()
+        ids = ids.sort(["rank", *sort_exprs("compile_id")], nulls_last=False)
+        where: dict[CompileKey, dict[str, Any]] = {}
+        for name in ("recompiles", "graph_breaks"):
+            if name in self.missing:
+                continue
+            t = getattr(self.trace, name)
+            for r in t.filter(pl.col("function").is_not_null()).iter_rows(named=True):
+                where.setdefault((r["rank"], r["compile_id"]), r)
+        reasons: dict[CompileKey, list[str]] = {}
+        if "recompiles" not in self.missing:
+            for r in self.trace.recompiles.sort("reason_index").iter_rows(named=True):
+                reasons.setdefault((r["rank"], r["compile_id"]), []).append(f"{r['failed_against']}: {r['guard']}")
+        out = []
+        by_frame: dict[tuple[int | None, str], dict[str, Any]] = {}  # a frame's function, from any of its compiles
+        for (rank, cid), w in where.items():
+            by_frame.setdefault((rank, frame_group(cid)), w)
+        for rank, cid in ids.iter_rows():
+            w = where.get((rank, cid)) or by_frame.get((rank, frame_group(cid))) or {}
+            out.append({
+                "rank": rank, "compile_id": cid, "frame_id": None, "status": None, "fail_type": None,
+                "fail_reason": None, "function": w.get("function"), "filename": w.get("filename"),
+                "line": w.get("line"), "total_time_s": None, "attempts": None,
+                "recompile_reason": "\n".join(reasons.get((rank, cid), [])) or None,
+            })
+        self._text_rows = out
+        return out
+
+    def compile_or_text_row(self, rank: int | None, compile_id: str) -> dict[str, Any] | None:
+        """The compile's row; for a text log alone, what the text log says of it."""
+        row = self.compile_row(rank, compile_id)
+        if row is None and self.text_only:
+            row = next((r for r in self.text_log_compiles() if r["rank"] == rank and r["compile_id"] == compile_id), None)
+        return row
 
     def graph_breaks_of(self, rank: int | None, compile_id: str) -> pl.DataFrame:
         if "graph_breaks" in self.missing:

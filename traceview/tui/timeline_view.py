@@ -166,11 +166,22 @@ class TimelineView(View):
         if self.by_length:
             rows = rows.sort("dur_us", descending=True, nulls_last=True, maintain_order=True)
         self.rows = rows
-        nprocs = rows["process"].n_unique() if rows.height else 0
-        fwd = rows.filter(pl.col("part") == "forward").height if rows.height else 0
-        total = (rows["dur_us"].fill_null(0).sum() or 0) / 1e6 if rows.height else 0.0
+        if rows.height == 0:
+            self.query_one("#timeline-title", Static).update(safe(
+                "Timeline: no compile has a start time: "
+                + ("the text log has no compile metrics (add the TORCH_TRACE directory)" if self.model.text_only
+                   else "no compilation_metrics in this trace"), "bold"))
+            self.rows = rows
+            self.current = None
+            self.query_one("#timeline-list", LazyTable).set_frame(rows)
+            self._draw_bars()
+            self.query_one("#timeline-detail", Static).update("")
+            return
+        nprocs = rows["process"].n_unique()
+        fwd = rows.filter(pl.col("part") == "forward").height
+        total = (rows["dur_us"].fill_null(0).sum() or 0) / 1e6
         bwd = rows.height - fwd
-        unit = "rank" if rows.height and rows["rank"].drop_nulls().len() else "process"
+        unit = "rank" if rows["rank"].drop_nulls().len() else "process"
         ranks = f"{nprocs} {unit}{'s' if nprocs != 1 and unit == 'rank' else 'es' if nprocs != 1 else ''}"
         title.append_text(safe(
             f"Timeline: {fwd} compiles" + (f" + {bwd} backward" if bwd else "") + f" on {ranks}, {seconds(total)} compiling",
@@ -190,11 +201,6 @@ class TimelineView(View):
             cursor = int(hit[0]) if hit.len() else 0
         self.current = None
         self.query_one("#timeline-list", LazyTable).set_frame(rows, cursor=cursor)
-        if rows.height == 0:
-            self._draw_bars()
-            self.query_one("#timeline-detail", Static).update(
-                safe("no compile in this trace has a start time (no compilation_metrics)", "italic")
-            )
 
     def _draw_bars(self) -> None:
         if self.rows is None or self.rows.height == 0:
