@@ -1123,3 +1123,28 @@ async def test_a_text_log_alone_says_what_it_knows_and_reaches_the_guards() -> N
         assert right.filter(pl.col("mark") == FAILED_MARK)["guard_source"].to_list() == ["L['x']"]
         await press(pilot, "6")
         assert "Timeline: no compile has a start time: the text log has no compile metrics" in screen_text(app)
+
+
+@sync
+async def test_kind_selector_type_ahead_and_payload_paging_sideways() -> None:
+    # issue 16.9: in the kind selector, typing jumps to the kind; in a payload, shift+→ and
+    # shift+← move a page sideways (→ and ← a few columns)
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "5", "f")
+        records = main.query_one(RecordsView)
+        assert app.focused is records.query_one("#filter-kind")
+        await press(pilot, "enter", *"dynamo_s", "enter")
+        assert records.kind == "dynamo_start"
+        # a guards record (long check_tensor lines), its payload
+        await press(pilot, "escape", "x", "slash", *"check_tensor", "enter", "tab")
+        payload = records.query_one("#record-payload", CodeView)
+        assert app.focused is payload
+        assert max(len(line) for line in payload.lines) > 2 * payload.page_width
+        await press(pilot, "shift+right")
+        assert payload.scroll_x == payload.page_width
+        await press(pilot, "shift+left")
+        assert payload.scroll_x == 0
+        await press(pilot, "right")
+        assert payload.scroll_x == 8

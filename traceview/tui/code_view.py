@@ -116,6 +116,8 @@ class CodeView(ScrollView, can_focus=True):
         Binding("end", "edge(1)", "Bottom", show=False, id="code.end"),
         Binding("left,h", "hscroll(-8)", "Scroll left", show=False, id="code.left"),
         Binding("right,l", "hscroll(8)", "Scroll right", show=False, id="code.right"),
+        Binding("shift+left,H", "hscroll_page(-1)", "Page left", show=False, id="code.page_left"),
+        Binding("shift+right,L", "hscroll_page(1)", "Page right", show=False, id="code.page_right"),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "code-view--gutter",
@@ -273,6 +275,14 @@ class CodeView(ScrollView, can_focus=True):
 
     def action_hscroll(self, delta: int) -> None:
         self.scroll_to(x=max(0, self.scroll_x + delta), animate=False)
+
+    @property
+    def page_width(self) -> int:
+        """Columns one page left or right moves: the text's width less a few for context."""
+        return max(8, self.scrollable_content_region.width - self._gutter - 4)
+
+    def action_hscroll_page(self, direction: int) -> None:
+        self.action_hscroll(direction * self.page_width)
 
     def on_click(self, event: Any) -> None:
         self.go_to_line(int(self.scroll_y) + event.y)
