@@ -1148,3 +1148,45 @@ async def test_kind_selector_type_ahead_and_payload_paging_sideways() -> None:
         assert payload.scroll_x == 0
         await press(pilot, "right")
         assert payload.scroll_x == 8
+
+
+@sync
+async def test_palette_finds_a_kernel_by_its_exact_name_first() -> None:
+    # issue 16.11: kernels and graphs are in the palette; the one named as typed is first
+    # (not a fuzzy match of another cpp_fused_* kernel), and Textual's own entries come after
+    # traceview's
+    from textual.command import CommandList, CommandPalette
+
+    app = build_app(open_args("fixtures/training"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+        main = app.screen
+        def prompts(commands: CommandList) -> list[str]:
+            return [str(commands.get_option_at_index(i).prompt) for i in range(commands.option_count)]
+
+        # extern_kernels.mm (5 calls in the backward) before extern_kernels.addmm, a fuzzy match
+        await press(pilot, "ctrl+p", *"extern_kernels.mm")
+        palette = app.screen
+        assert isinstance(palette, CommandPalette)
+        commands = palette.query_one(CommandList)
+        await until(pilot, lambda: any("addmm" in p for p in prompts(commands)), "the fuzzy matches listed")
+        shown = prompts(commands)
+        assert all(p.startswith("Kernel extern_kernels.mm [0/0] bwd") for p in shown[:5])
+        assert all("addmm" in p for p in shown[5:8])
+        await press(pilot, "escape")
+        await press(pilot, "ctrl+p", *"cpp_fused_sum_2")
+        commands = app.screen.query_one(CommandList)
+        await until(pilot, lambda: commands.option_count >= 1, "the kernel listed")
+        assert prompts(commands)[0].startswith("Kernel cpp_fused_sum_2 [0/0] bwd")
+        await press(pilot, "enter")
+        await until(pilot, lambda: main.view.view_id == "code", "the graphs & kernels view")
+        assert main.query_one(CodeBrowser).item["name"] == "cpp_fused_sum_2"
+        # a query that matches Textual's "Theme" too: traceview's entries first
+        await press(pilot, "ctrl+p", *"the")
+        palette = app.screen
+        commands = palette.query_one(CommandList)
+        await until(pilot, lambda: any(str(commands.get_option_at_index(i).prompt).startswith("Theme")
+                                       for i in range(commands.option_count)), "Textual's Theme listed")
+        shown = prompts(commands)
+        ours = [i for i, p in enumerate(shown) if p.startswith(("Kernel", "Graph", "Compile", "Finding", "View", "Inductor"))]
+        assert ours and max(ours) < shown.index(next(p for p in shown if p.startswith("Theme")))

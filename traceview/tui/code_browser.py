@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from traceview.tui.code_view import CodeView
 from traceview.tui.lazy_table import Column, LazyTable
-from traceview.tui.model import CompileKey, TraceModel, code_text
+from traceview.tui.model import CompileKey, TraceModel, code_text, event_row
 from traceview.tui.navigation import Location
 from traceview.tui.text import safe
 from traceview.tui.view import CompileFocused, Navigate, View
@@ -319,7 +319,7 @@ class CodeBrowser(View):
         if self.item is None:
             return None
         if self.item["what"] == "output":  # key: the row of the trace's events
-            ev = self.model.trace.index_events().slice(int(self.item["key"]), 1)
+            ev = self.model.trace.index_events().slice(event_row(self.item["key"]), 1)
             return (ev["file"][0], int(ev["lineno"][0])) if ev.height else None
         if self.item["what"] == "graph":
             df = self.model.trace.graphs.filter(pl.col("graph_id") == self.item["key"])

@@ -1,5 +1,10 @@
-"""Command palette provider of the main screen (MainScreen.COMMANDS): views, findings and
-compile ids."""
+"""Command palette provider of the main screen (MainScreen.COMMANDS): views, findings,
+compile ids, graphs, kernels and Inductor files.
+
+Ranking: an entry whose name is the query comes first, then entries that contain it, then
+fuzzy matches; all of traceview's entries score above TIER, so Textual's own commands (Theme,
+Maximize, Screenshot, scored by the fuzzy matcher alone, a few points per letter) come after
+them."""
 
 from __future__ import annotations
 
@@ -15,6 +20,10 @@ from traceview.tui.navigation import VIEW_TITLES, Location
 from traceview.tui.text import plain, safe
 
 MAX_COMPILES = 2000
+TIER = 1_000_000.0  # above any fuzzy score (textual.fuzzy: a few points per query letter)
+MAX_CODE = 5000  # graphs, kernels and Inductor files offered
+CODE_WORDS = {"graph": "Graph", "kernel": "Kernel", "output": "Inductor file"}
+PART_WORDS = {"forward": "fwd", "backward": "bwd", "inference": "inf"}
 
 
 class PaletteTarget(Protocol):
@@ -38,17 +47,20 @@ class TraceviewCommands(Provider):
         screen = self.screen
         return screen if hasattr(screen, "model") else None  # type: ignore[return-value]
 
-    def _candidates(self) -> Iterator[tuple[str, Callable[[], object], str]]:
+    def _candidates(self) -> Iterator[tuple[str, Callable[[], object], str, str]]:
+        """(text, callback, help, name): `name` is what an exact query matches (a kernel's or
+        graph's name, a compile id), empty for the rest."""
         main = self._main()
         if main is None:
             return
         for i, (view, title) in enumerate(VIEW_TITLES.items(), 1):
-            yield f"View: {title}", partial(main.action_view, view), f"key {i}"
+            yield f"View: {title}", partial(main.action_view, view), f"key {i}", ""
         for i, f in enumerate(main.model.findings):
             yield (
                 plain(f"Finding {i + 1}: {KIND_TITLES[f.kind].lower()}: {f.title}")[:160],
                 partial(main.go_finding, i),
                 "n / N walk the findings",
+                "",
             )
         rows = main.model.compiles.select("rank", "compile_id", "function", "status").head(MAX_COMPILES)
         for rank, cid, fn, status in rows.iter_rows():
@@ -57,22 +69,48 @@ class TraceviewCommands(Provider):
                 plain(f"Compile {r}{cid} {fn or '?'} ({status})"),
                 partial(main.go, Location("frames", rank=rank, compile_id=cid)),
                 "frames view",
+                cid,
             )
-        yield "Help: every key", main.action_help, "?"
-        yield "Copy the current item", main.action_copy, "c"
-        yield "Write a repro of the current compile (traceview repro)", main.action_repro, "w"
+        if main.model.graph_tables_ready:
+            code = main.model.code.select("what", "name", "rank", "compile_id", "part", "key").head(MAX_CODE)
+            for what, name, rank, cid, part, key in code.iter_rows():
+                r = f" rank {rank}" if rank is not None else ""
+                p = f" {PART_WORDS[part]}" if part in PART_WORDS else ""
+                yield (
+                    plain(f"{CODE_WORDS.get(what, what)} {name or '?'} [{cid}]{r}{p}"),
+                    partial(main.go, Location("code", key=key)),
+                    "graphs & kernels view",
+                    plain(name or ""),
+                )
+        yield "Help: every key", main.action_help, "?", ""
+        yield "Copy the current item", main.action_copy, "c", ""
+        yield "Write a repro of the current compile (traceview repro)", main.action_repro, "w", ""
 
     async def discover(self) -> Hits:
-        for text, cb, help_text in self._candidates():
+        for text, cb, help_text, _name in self._candidates():
             if text.startswith(("View:", "Finding", "Help")):
                 yield DiscoveryHit(safe(text), cb, text=text, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for text, cb, help_text in self._candidates():
-            score = matcher.match(text)
+        needle = query.strip().lower()
+        for text, cb, help_text, name in self._candidates():
+            score = palette_score(text, name, needle, matcher.match(text))
             if score > 0:
                 yield Hit(score, _highlight(text, query), cb, text=text, help=help_text)
+
+
+def palette_score(text: str, name: str, needle: str, fuzzy: float) -> float:
+    """3 tiers for the entry named `needle`, 2 for one containing it, 1 for a fuzzy match (the
+    fuzzy score breaks ties within a tier); 0: no match. Textual's own entries score below a
+    tier."""
+    if not needle:
+        return 0.0
+    if name and name.lower() == needle:
+        return 3 * TIER + fuzzy
+    if needle in text.lower():
+        return 2 * TIER + fuzzy
+    return TIER + fuzzy if fuzzy > 0 else 0.0
 
 
 def _highlight(text: str, query: str) -> Text:

@@ -344,6 +344,11 @@ def _pretty_json(text: str) -> str:
         return text
 
 
+def event_row(key: str) -> int:
+    """The row of `trace.index_events()` a code_index key `event#N` names."""
+    return int(key.removeprefix("event#"))
+
+
 def _event_payload(trace: Trace, row: int) -> str:
     """The payload of row `row` of `trace.index_events()` (read from its file if need be)."""
     if trace.is_loaded("events"):
@@ -415,7 +420,7 @@ def _part(graph: pl.Expr) -> pl.Expr:
 
 def _whole_files(trace: Trace, graphs: pl.DataFrame) -> pl.DataFrame | None:
     """Inductor's output code and fx_graph_runnable files of the trace, one row each (key: the
-    row of `trace.index_events()`, whose payload is read when shown), each tagged with its AOT
+    row of `trace.index_events()` as `event#N`, whose payload is read when shown), each tagged with its AOT
     graph (forward/backward) by the post-grad graph beside it: Inductor logs a graph's
     fx_graph_runnable before its post-grad graph and its output code after
     (torch/_inductor/compile_fx.py, codecache.py on a cache hit)."""
@@ -439,7 +444,7 @@ def _whole_files(trace: Trace, graphs: pl.DataFrame) -> pl.DataFrame | None:
         pl.col("trace_id").cast(pl.String),
         pl.lit("trace").alias("src"),
         (pl.col("end_lineno") - pl.col("lineno")).clip(lower_bound=1).cast(pl.Int64).alias("lines"),
-        pl.col("_row").cast(pl.String).alias("key"),
+        pl.concat_str(pl.lit("event#"), pl.col("_row").cast(pl.String)).alias("key"),
         pl.col("lineno").cast(pl.Int64),
         pl.col("file").cast(pl.String),
     )
@@ -531,7 +536,7 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
 def code_text(trace: Trace, what: str, key: str) -> str:
     """The text of a row of `code_index`: a graph, a kernel, or a whole Inductor file."""
     if what == "output":
-        return _event_payload(trace, int(key))
+        return _event_payload(trace, event_row(key))
     if what == "graph":
         hit = trace.graphs.filter(pl.col("graph_id") == key).select("text")
     else:
