@@ -1190,3 +1190,31 @@ async def test_palette_finds_a_kernel_by_its_exact_name_first() -> None:
         shown = prompts(commands)
         ours = [i for i, p in enumerate(shown) if p.startswith(("Kernel", "Graph", "Compile", "Finding", "View", "Inductor"))]
         assert ours and max(ours) < shown.index(next(p for p in shown if p.startswith("Theme")))
+
+
+@sync
+async def test_a_graph_break_finding_shows_its_user_stack() -> None:
+    # issue 16.11: from a graph-break finding straight to its user stack: the "User code
+    # traceback" of its reason record, right under where it happened (and in what c copies)
+    trace = traceview.load("fixtures/graph_breaks")
+    gb = trace.graph_breaks.filter((pl.col("function") == "print_inside") & (pl.col("source") == "trace")).row(0, named=True)
+    payload = trace.events.filter((pl.col("file") == gb["file"]) & (pl.col("lineno") == gb["lineno"]))["payload"][0]
+    block = payload.split("User code traceback:\n", 1)[1].split("\n\nTraceback (most recent call last)", 1)[0]
+    expected = [line.rstrip() for line in block.rstrip().splitlines()]
+    assert expected[-2:] == [
+        '  File "/work/main/fixtures/programs/graph_breaks.py", line 16, in print_inside',
+        '    print("planted print inside a compiled function")',
+    ]
+    app = build_app(open_args("fixtures/graph_breaks"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "slash", *"print_inside", "enter")
+        view = main.query_one(FindingsView)
+        assert view.finding.kind == "graph_break" and "print_inside" in view.finding.title
+        detail = static_text(view.query_one("#finding-detail"))
+        where = detail.index("where: ")
+        stack = detail.index("user stack (last call last):\n")
+        assert where < stack < detail.index("gb id: ")
+        assert "\n".join(expected) in detail
+        await press(pilot, "c")
+        assert app.clipboard.endswith("user stack (last call last):\n" + "\n".join(expected))

@@ -12,7 +12,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from traceview.analyze.findings import ranks_text
-from traceview.tui.model import KIND_TITLES, CompileKey, Finding
+from traceview.tui.model import KIND_TITLES, CompileKey, Finding, TraceModel
 from traceview.tui.navigation import Location
 from traceview.tui.text import safe
 from traceview.tui.view import CompileFocused, Navigate, View
@@ -29,7 +29,9 @@ def finding_prompt(f: Finding) -> Text:
     return t
 
 
-def finding_detail(f: Finding) -> Text:
+def finding_detail(f: Finding, stack: list[str] | None = None) -> Text:
+    """The whole finding; `stack`: a graph break's user code traceback, shown right after
+    where it happened (before the long reason text)."""
     t = Text(end="")
     t.append_text(safe(KIND_TITLES[f.kind], "bold reverse"))
     t.append("\n")
@@ -40,6 +42,11 @@ def finding_detail(f: Finding) -> Text:
         if label:
             t.append_text(safe(f"{label}: ", "bold"))
         t.append_text(safe(value))
+        if stack and label == "where":
+            _stack(t, stack)
+            stack = None
+    if stack:
+        _stack(t, stack)
     t.append("\n\n")
     target = "the failing guard (guards view)" if f.view == "guards" else "the compile (frames view)"
     hint = f"enter: open {target}" if f.compile_id else ""
@@ -49,6 +56,14 @@ def finding_detail(f: Finding) -> Text:
     return t
 
 
+def _stack(t: Text, stack: list[str]) -> None:
+    t.append("\n")
+    t.append_text(safe("user stack (last call last):", "bold"))
+    for line in stack:
+        t.append("\n")
+        t.append_text(safe(line))
+
+
 class FindingsView(View):
     """Recompile storms, graph-break hotspots, failed compiles, rank divergence, slow compiles."""
 
@@ -56,6 +71,10 @@ class FindingsView(View):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", id="findings.open", show=False),
     ]
+
+    def __init__(self, model: TraceModel, **kwargs: object) -> None:
+        super().__init__(model, **kwargs)
+        self._stacks: dict[tuple[str, int], list[str]] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(self._summary(), id="findings-summary", classes="view-title")
@@ -126,9 +145,21 @@ class FindingsView(View):
         f = self.finding
         if f is None:
             return
-        self.query_one("#finding-detail", Static).update(finding_detail(f))
+        self.query_one("#finding-detail", Static).update(finding_detail(f, self._stack(f)))
         if f.compile_id:
             self.post_message(CompileFocused((f.rank, f.compile_id)))
+
+    def _stack(self, f: Finding) -> list[str] | None:
+        """A graph-break finding's user stack, from its reason record (read once)."""
+        if f.kind != "graph_break" or not (f.file and f.lineno):
+            return None
+        key = (f.file, f.lineno)
+        if key not in self._stacks:
+            try:
+                self._stacks[key] = self.model.user_stack_at(f.file, f.lineno)
+            except Exception:  # a record that cannot be read: the finding still shows
+                self._stacks[key] = []
+        return self._stacks[key]
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -169,7 +200,10 @@ class FindingsView(View):
 
     def copy_text(self) -> str | None:
         f = self.finding
-        return f.as_text() if f else None
+        if f is None:
+            return None
+        stack = self._stack(f)
+        return f.as_text() + ("\nuser stack (last call last):\n" + "\n".join(stack) if stack else "")
 
     def record_ref(self) -> tuple[str, int] | None:
         f = self.finding

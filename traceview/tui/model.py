@@ -402,6 +402,24 @@ def record_payload(trace: Trace, src: str, row: int) -> str:
     return head + "\n\n" + (r.get("text") or "")
 
 
+def user_code_traceback(text: str) -> list[str]:
+    """The "User code traceback:" block of a graph-break reason (Dynamo's own frames of the
+    user's code, last call last), without the internal traceback that may follow."""
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "User code traceback:")
+    except StopIteration:
+        return []
+    out: list[str] = []
+    for line in lines[start + 1 :]:
+        if line.startswith("Traceback (most recent call last)") or (line.strip() and not line.startswith(" ")):
+            break
+        out.append(line.rstrip())
+    while out and not out[-1].strip():
+        out.pop()
+    return out
+
+
 # ------------------------------------------------------------------ graphs and kernels
 _CODE_SCHEMA = {
     "what": pl.String, "kind": pl.String, "label": pl.String, "name": pl.String, "rank": pl.Int32,
@@ -760,6 +778,13 @@ class TraceModel:
         if row is None and self.text_only:
             row = next((r for r in self.text_log_compiles() if r["rank"] == rank and r["compile_id"] == compile_id), None)
         return row
+
+    def user_stack_at(self, file: str, lineno: int) -> list[str]:
+        """The user code traceback in the record at file:lineno (a graph break's reason)."""
+        hit = self.records.filter((pl.col("file") == file) & (pl.col("lineno") == lineno)).head(1)
+        if hit.height == 0:
+            return []
+        return user_code_traceback(record_payload(self.trace, hit["src"][0], int(hit["row"][0])))
 
     def graph_breaks_of(self, rank: int | None, compile_id: str) -> pl.DataFrame:
         if "graph_breaks" in self.missing:
