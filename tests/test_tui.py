@@ -1218,3 +1218,30 @@ async def test_a_graph_break_finding_shows_its_user_stack() -> None:
         assert "\n".join(expected) in detail
         await press(pilot, "c")
         assert app.clipboard.endswith("user stack (last call last):\n" + "\n".join(expected))
+
+
+@sync
+async def test_ddp_split_graph_and_its_children_are_in_the_graphs_view() -> None:
+    # issue 16.11: a real 2-rank DDP run (fixtures/gpu/ddp2_user_module, torch 2.11 + CUDA):
+    # DDPOptimizer's split graph and its submodules are listed and shown (rank 1 recompiled
+    # the split frame: 4/0 and 4/1)
+    trace = traceview.load("fixtures/gpu/ddp2_user_module")
+    child = trace.graphs.filter((pl.col("kind") == "ddp_child") & (pl.col("rank") == 1)).sort("lineno").row(3, named=True)
+    assert (child["compile_id"], child["label"]) == ("4/0", "submod_3")
+    app = build_app(open_args("fixtures/gpu/ddp2_user_module"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+        main = app.screen
+        await press(pilot, "4")
+        browser = main.query_one(CodeBrowser)
+        listed = browser.query_one("#code-list", LazyTable).frame
+        per_compile = listed.filter(pl.col("kind") == "ddp_child").group_by("rank", "compile_id").len().sort("rank", "compile_id").rows()
+        assert per_compile == [(0, "4/0", 4), (1, "4/0", 4), (1, "4/1", 4)]
+        assert listed.filter(pl.col("kind") == "ddp_split").height == 3
+        await press(pilot, "ctrl+p", *child["label"])
+        await until(pilot, lambda: "Graph submod_3 [4/0] rank 0" in screen_text(app), "the palette lists the child")
+        await press(pilot, "down", "enter")  # rank 1's
+        await until(pilot, lambda: main.view.view_id == "code" and browser.item is not None and browser.item.get("rank") == 1,
+                    "the child of rank 1")
+        assert browser.item["name"] == child["label"]
+        assert "\n".join(browser.query_one("#code-text", CodeView).lines).rstrip() == child["text"].rstrip()
