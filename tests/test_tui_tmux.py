@@ -112,6 +112,11 @@ def test_open_recompiles_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
     tmux.keys("Escape")  # leave the field; q quits again
     time.sleep(1.0)  # an Escape followed at once by q reads as alt+q
 
+    # the compile timeline: one line for the process, the compiles by start
+    tmux.keys("6")
+    screen = tmux.wait_for("Timeline: 13 compiles on 1 process")
+    assert "no rank │" in screen and "13 compiles" in screen and "+0.00s" in screen
+
     tmux.keys("q")
     deadline = time.monotonic() + 20
     while not exit_file.exists() and time.monotonic() < deadline:
