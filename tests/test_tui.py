@@ -1245,3 +1245,27 @@ async def test_ddp_split_graph_and_its_children_are_in_the_graphs_view() -> None
                     "the child of rank 1")
         assert browser.item["name"] == child["label"]
         assert "\n".join(browser.query_one("#code-text", CodeView).lines).rstrip() == child["text"].rstrip()
+
+
+@sync
+async def test_the_cursor_of_an_unfocused_table_stays_visible_in_16_colours(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 16.13: the ANSI theme (16 colours) gives a blurred cursor no colour; it is
+    # underlined, and the focused table's cursor keeps its colours: which has the focus shows
+    monkeypatch.setenv("TRACEVIEW_THEME", "ansi-dark")
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+        main = app.screen
+        await press(pilot, "enter")  # the storm: two guard tables side by side
+        guards = main.query_one(GuardsView)
+
+        def cursor_style(table: LazyTable):
+            return table.render_line(table.cursor - int(table.scroll_y) + 1)._segments[0].style
+
+        left, right = guards.query_one("#guards-left", LazyTable), guards.query_one("#guards-right", LazyTable)
+        assert app.focused is right
+        assert cursor_style(left).underline and not cursor_style(right).underline
+        assert not cursor_style(right).bgcolor.is_default and cursor_style(left).bgcolor.is_default  # no colour: only the underline
+        await press(pilot, "tab")
+        assert app.focused is left
+        assert cursor_style(right).underline and not cursor_style(left).underline

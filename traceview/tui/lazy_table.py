@@ -79,7 +79,8 @@ class LazyTable(ScrollView, can_focus=True):
         & > .lazy-table--cursor {
             color: $block-cursor-blurred-foreground;
             background: $block-cursor-blurred-background;
-            text-style: $block-cursor-blurred-text-style;
+            /* underlined: the ANSI themes (16 colours) give the blurred cursor no colour */
+            text-style: underline;
         }
         &:focus > .lazy-table--cursor {
             color: $block-cursor-foreground;
