@@ -644,6 +644,7 @@ class TraceModel:
     timeline: pl.DataFrame | None = None  # traceview.timeline.compile_rows, read with the graph tables
     jobs: int | None = None  # parallel processes for building tables (None: all cores)
     _text_rows: list[dict[str, Any]] | None = field(default=None, repr=False)  # text_log_compiles, once
+    _ranks: list[int] | None = field(default=None, repr=False)  # ranks(), once
 
     @classmethod
     def build(cls, trace: Trace, progress: Callable[[str], None] | None = None) -> TraceModel:
@@ -793,8 +794,10 @@ class TraceModel:
         return prefer_trace(gb, ["rank", "compile_id"])
 
     def ranks(self) -> list[int]:
-        """The ranks of the trace, in order (empty without ranks)."""
-        return sorted(self.compiles["rank"].drop_nulls().unique().to_list())
+        """The ranks of the trace, in order (empty without ranks; asked at every footer refresh)."""
+        if self._ranks is None:
+            self._ranks = sorted(self.compiles["rank"].drop_nulls().unique().to_list())
+        return self._ranks
 
     def on_other_rank(self, rank: int | None, compile_id: str, after: int | None = None) -> CompileKey | None:
         """The same compile on the next rank after `after` (default: after `rank`, cycling,
