@@ -349,29 +349,28 @@ def event_row(key: str) -> int:
     return int(key.removeprefix("event#"))
 
 
-def _event_payload(trace: Trace, row: int) -> str:
-    """The payload of row `row` of `trace.index_events()` (read from its file if need be)."""
-    if trace.is_loaded("events"):
-        one = trace.events.slice(row, 1)
-    else:
-        from parsers.tracelog import hydrate
+def _event(trace: Trace, row: int) -> pl.DataFrame:
+    """Row `row` of the trace's events with its payload: read from its log file when the
+    index has the offsets, else from the events (a trace read from an export holds no offsets
+    into a log)."""
+    index = None if trace.is_loaded("events") else trace.index_events()
+    if index is None or "payload_start" not in index.columns:
+        return trace.events.slice(row, 1)
+    from parsers.tracelog import hydrate
 
-        one = hydrate(trace.index_events().slice(row, 1))[0]
+    return hydrate(index.slice(row, 1))[0]
+
+
+def _event_payload(trace: Trace, row: int) -> str:
+    """The payload of row `row` of `trace.index_events()`."""
+    one = _event(trace, row)
     return (one["payload"][0] or "") if one.height else ""
 
 
 def record_payload(trace: Trace, src: str, row: int) -> str:
     """The full record behind a row of `record_index`: header, metadata and payload."""
     if src == "trace":
-        index = None if trace.is_loaded("events") else trace.index_events()
-        if index is None or "payload_start" not in index.columns:
-            # the events themselves (a trace read from an export holds no offsets into a log)
-            one = trace.events.slice(row, 1)
-        else:  # read just this record's payload from its file
-            from parsers.tracelog import hydrate
-
-            one = hydrate(index.slice(row, 1))[0]
-        r = one.to_dicts()[0]
+        r = _event(trace, row).to_dicts()[0]
         head = f"{r['file']}:{r['lineno']}-{r['end_lineno']}  {r['kind']}"
         if r.get("name"):
             head += f" {r['name']}"
