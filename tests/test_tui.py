@@ -938,6 +938,15 @@ async def test_m_compares_a_compile_with_the_same_frame_on_another_rank() -> Non
         detail = static_text(guards.query_one("#guard-detail"))
         assert 'L_x_: "f32[6, 8][8, 1]cpu"' in detail.split("[0/0] rank 3:")[0]
         assert 'L_x_: "f32[8, 8][8, 1]cpu"' in detail.split("[0/0] rank 3:")[1]
+        # c copies the graph with the focus (rank 3's), / searches it
+        assert app.focused is guards.query_one("#graph-right")
+        rank3 = main.model.trace.graphs.filter(
+            (pl.col("kind") == "dynamo") & (pl.col("rank") == 3) & (pl.col("compile_id") == "0/0")
+        )["text"][0]
+        await press(pilot, "c")
+        assert app.clipboard.rstrip("\n") == rank3.rstrip("\n")
+        await press(pilot, "slash", *"linear_1", "enter")
+        assert "linear_1" in guards.query_one("#graph-right", CodeView).current_line
         await press(pilot, "v")
         assert not guards.showing_graphs and guards.query_one("#guards-left").display
         # back: the frames view where m was pressed

@@ -186,6 +186,7 @@ class GuardsView(View):
         self.comparing = False
         self.showing_graphs = False  # the panes show the two compiles' Dynamo graphs
         self._last_table = "guards-left"
+        self._last_graph = "graph-left"
         self._pending: tuple | None = None
 
     def compose(self) -> ComposeResult:
@@ -416,6 +417,8 @@ class GuardsView(View):
 
     def on_descendant_focus(self, event: Any) -> None:
         w = event.widget
+        if isinstance(w, CodeView) and w.id in ("graph-left", "graph-right"):
+            self._last_graph = w.id
         if isinstance(w, LazyTable) and w.id in ("guards-left", "guards-right"):
             self._last_table = w.id
             row = w.current
@@ -460,7 +463,14 @@ class GuardsView(View):
     def _table(self) -> LazyTable:
         return self.query_one(f"#{self._last_table}", LazyTable)
 
+    def _graph_view(self) -> CodeView:
+        """In graph mode, the graph pane that had the focus last."""
+        return self.query_one(f"#{self._last_graph}", CodeView)
+
     def search(self, query: str, forward: bool = True) -> bool:
+        if self.showing_graphs:
+            view = self._graph_view()
+            return view.find(query, forward=forward) is not None
         t = self._table()
         i = t.find(query, start=t.cursor + (1 if forward else -1), forward=forward, keys=["kind", "code", "guard_source", "user_code", "where"])
         if i is None:
@@ -469,6 +479,8 @@ class GuardsView(View):
         return True
 
     def copy_text(self) -> str | None:
+        if self.showing_graphs:
+            return self._graph_view().text or None
         row = self._table().current
         return row.get("code") if row else None
 
