@@ -878,6 +878,10 @@ async def test_timeline_shows_when_each_rank_compiled(size: tuple[int, int]) -> 
         assert row["dur_us"] == round(extra[0]["compile_time_s"] * 1e6)
         detail = static_text(view.query_one("#timeline-detail"))
         assert f"rank 2: compile started +{extra_offset:.2f}s after the first compile, took 201ms" in detail
+        # the rank that compiled alone: 1 of 4 ranks (every other compile: 4 of 4)
+        assert row["on_ranks"] == "1/4" and "only rank 2 compiled this: the other 3 ranks did not" in detail
+        alone = [table.row(i) for i in range(table.row_count) if table.row(i)["on_ranks"] != "4/4"]
+        assert {(r["rank"], r["compile_id"], r["part"]) for r in alone} == {(2, "0/1", "forward"), (2, "0/1", "backward")}
         assert "recompiled: 0/0: tensor 'x' size mismatch at index 0. expected 8, actual 6" in detail
         # the selected compile is drawn in its own glyph on rank 2's line only
         text = screen_text(app)

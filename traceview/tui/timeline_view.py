@@ -47,6 +47,7 @@ def timeline_columns() -> list[Column]:
         Column("dur_us", "took", 6, fmt=_took),
         Column("compile_id", "id", 6),
         Column("part", "part", 8),
+        Column("on_ranks", "ranks", 5, optional=True),  # of the trace's ranks, how many compiled it
         Column("outcome", "outcome", 12, optional=True),
         Column("function", "function", min_width=10),
     ]
@@ -163,6 +164,16 @@ class TimelineView(View):
         ) if rows.height else rows.with_columns(pl.lit("").alias("outcome"))
         # a process without a rank: "no rank" (the Chrome trace's longer name does not fit a column)
         rows = rows.with_columns(pl.col("process_label").str.replace("^process without a rank", "no rank"))
+        # how many of the ranks compiled this (compile id, part): "1/4" is a rank compiling alone
+        nranks = rows["rank"].drop_nulls().n_unique() if rows.height else 0
+        if nranks > 1:
+            rows = rows.with_columns(
+                pl.col("rank").n_unique().over("compile_id", "part").alias("_n"),
+            ).with_columns(
+                pl.concat_str(pl.col("_n").cast(pl.String), pl.lit(f"/{nranks}")).alias("on_ranks")
+            ).drop("_n")
+        else:
+            rows = rows.with_columns(pl.lit("").alias("on_ranks"))
         if self.by_length:
             rows = rows.sort("dur_us", descending=True, nulls_last=True, maintain_order=True)
         self.rows = rows
@@ -237,6 +248,13 @@ class TimelineView(View):
             f"  {who}{what} started {_offset(row['offset_s'])} after the first compile,"
             f" took {_took(row.get('dur_us'))}  {row.get('outcome') or ''}"
         ))
+        ranks = self.model.ranks()
+        if row.get("on_ranks", "").startswith("1/") and len(ranks) > 1 and row.get("rank") is not None:
+            others = len(ranks) - 1
+            t.append("\n")
+            t.append_text(safe(
+                f"only rank {row['rank']} compiled this: the other {others} rank{'s' if others != 1 else ''} did not",
+                "bold"))
         phases = longest_phases(self.model.trace, row)
         if phases:
             t.append("\n")
