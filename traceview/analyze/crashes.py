@@ -305,8 +305,8 @@ def _launcher_finding(r: dict[str, Any]) -> dict[str, Any]:
         "called_from": None, "kernel": None,
         "next_step": (
             f"torchrun says {who}, but the ranks' own tracebacks are not in this capture: read that "
-            "rank's stderr (torchrun --tee 3 --log-dir DIR keeps each rank's output, prefixed "
-            "[rankN]:) and run traceview on it."
+            "rank's stderr (torchrun --log-dir DIR --tee 3 keeps each rank's output in a file of "
+            "its own) and run traceview on it."
         ),
         "consequence_of": None, "certainty": r["certainty"], "evidence": r["evidence"],
         "file": r["file"], "lineno": r["lineno"],
