@@ -49,6 +49,7 @@ __all__ = [
     "parse_fx_graph",
     "parse_fx_graph_rows",
     "parse_fx_graphs",
+    "split_top_level",
     "split_traced_graphs",
 ]
 
@@ -251,8 +252,9 @@ def _split_code_comment(s: str) -> tuple[str, str | None]:
     return s, None
 
 
-def _split_top(s: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` at bracket depth 0 outside of strings."""
+def split_top_level(s: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` at bracket depth 0 outside of strings (empty pieces dropped): the
+    arguments of a call, the items of a tuple, in graph and wrapper code alike."""
     parts: list[str] = []
     depth = 0
     start = 0
@@ -504,7 +506,7 @@ def _parse_rows_py(text: str) -> list[dict[str, Any]]:
                     if _DEF_END.match(pl_raw):
                         break
                     code, comment = _split_code_comment(pl_raw.strip())
-                    for p in _split_top(code):
+                    for p in split_top_level(code):
                         parsed = _parse_param(p)
                         if parsed:
                             params.append((*parsed, comment, i))
@@ -568,7 +570,7 @@ def _parse_rows_py(text: str) -> list[dict[str, Any]]:
         # joined by ``; ``), unpacked later by ``... = fx_pytree.tree_flatten_spec(...)``
         dc = _DECL.match(code) if '"' in code else None
         decls = [dc] if dc else (
-            [_DECL.match(d) for d in _split_top(code, ";")] if '"; ' in code else [])
+            [_DECL.match(d) for d in split_top_level(code, ";")] if '"; ' in code else [])
         if decls and all(decls):
             for dc in decls:
                 mod.decls[dc.group("name")] = (dc.group("ann"), dc.group("c"), lineno)
@@ -710,7 +712,7 @@ def _signature_params(rest: str, plain: bool | None = None
     inner = rest[: rest.rfind(")")] if ")" in rest else rest
     if plain if plain is not None else _SIG_PLAIN.fullmatch(inner):
         return [(n, q[1:-1].strip() if q else None, None) for n, q in _SIG_PARAMS.findall(inner)]
-    return [parsed for parsed in map(_parse_param, _split_top(inner)) if parsed]
+    return [parsed for parsed in map(_parse_param, split_top_level(inner)) if parsed]
 
 
 def _line_kind(clean: str) -> int:
@@ -738,7 +740,7 @@ def _param_line(clean: str) -> list[tuple[str, str | None, str | None, str | Non
     """Parameters on one line of a multi-line signature: (name, annotation, default, comment)."""
     code, comment = _split_code_comment(clean.strip())
     out = []
-    for p in _split_top(code):
+    for p in split_top_level(code):
         parsed = _parse_param(p)
         if parsed:
             out.append((*parsed, comment))
@@ -776,7 +778,7 @@ def _node_record(stripped: str) -> tuple[Any, ...]:
                 f"{im.group('lhs')}, {im.group('rhs')}", None, None, False)
     dc = _DECL.match(code)
     decls = [dc] if dc else (
-        [_DECL.match(d) for d in _split_top(code, ";")] if '"; ' in code else [])
+        [_DECL.match(d) for d in split_top_level(code, ";")] if '"; ' in code else [])
     if decls and all(decls):
         return ("decl", [(d.group("name"), d.group("ann"), d.group("c")) for d in decls if d])
     tm = _TUPLE.match(code)

@@ -38,6 +38,8 @@ from typing import Any
 import orjson
 import polars as pl
 
+from parsers.fxgraph import split_top_level
+
 __all__ = [
     "CALL_SCHEMA",
     "KERNEL_SCHEMA",
@@ -137,22 +139,15 @@ def _top_args(text: str) -> list[str]:
     i = text.find("(")
     if i < 0:
         return []
-    depth, cur, out = 0, [], []
-    for ch in text[i + 1 :]:
-        if ch in "([{":
+    depth = 0
+    for j in range(i + 1, len(text)):  # the call's closing parenthesis (or the end)
+        if text[j] in "([{":
             depth += 1
-        elif ch in ")]}":
+        elif text[j] in ")]}":
             if depth == 0:
-                break
+                return split_top_level(text[i + 1 : j])
             depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
+    return split_top_level(text[i + 1 :])
 
 
 def _arg_name(arg: str) -> str | None:

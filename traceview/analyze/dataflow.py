@@ -29,6 +29,8 @@ from collections.abc import Iterable
 
 import polars as pl
 
+from parsers.fxgraph import split_top_level
+
 __all__ = ["DATAFLOW_SCHEMA", "kernel_dataflow"]
 
 DATAFLOW_SCHEMA = pl.Schema({"kernel_id": pl.String, "node": pl.String})
@@ -85,21 +87,11 @@ def _closes_at(text: str) -> int:
 
 
 def _split_top(text: str) -> list[str]:
+    """The items of a tuple or list (its brackets taken off), or of a bare argument list."""
     text = text.strip()
     if text[:1] in "([" and _closes_at(text) == len(text) - 1:
         text = text[1:-1]
-    out, depth, cur = [], 0, []
-    for ch in text:
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
+    return split_top_level(text)
 
 
 class _Graph:
