@@ -13,7 +13,9 @@ The forms (torch/_guards.py `CompileId.__str__` and `TraceId.__str__`):
 One id is not one compile: `torch._dynamo.reset()` clears the frame counters, so the next
 compile of any function is `0/0` again. A compile is one `dynamo_start … compilation_metrics`
 span; its *occurrence* (1, 2, …) counts the spans of the same id in one process (file), and
-`label` shows it (`0/0`, then `0/0 #2`). `occurrence_expr` is that rule for the events table.
+`label` shows it (`0/0`, then `0/0 #2`). `occurrence_expr` is that rule for the events table;
+`epoch_expr` numbers the stretches between resets (a frame id names one code object only
+within one).
 
 `sort_key` is the one order of compile ids every table, finding and view uses: plain ids
 before compiled-autograd ones, then by frame, compile number and attempt, as numbers
@@ -80,6 +82,18 @@ def occurrence_expr(
     closed_before = closed.cum_sum().over(list(group), order_by=order) - closed
     opened = pl.when(pl.col(kind) == "dynamo_start").then(closed_before).otherwise(None)
     return (opened.forward_fill().over(list(group), order_by=order).fill_null(0) + 1).cast(pl.Int32)
+
+
+def epoch_expr(occurrence: str = "occurrence", group: tuple[str, ...] = ("file",), order: str = "lineno") -> object:
+    """Which stretch between two `torch._dynamo.reset()` calls a compile (or a text log record)
+    belongs to, 1 before the first reset (a polars expression over rows that carry their
+    `occurrence`). reset() restarts frame ids at 0, so the first compile after it has an id
+    the process used before (occurrence 2, then 3 after the next reset): the epoch is the
+    running maximum of the occurrence in log order. Frame ids name a code object only within
+    an epoch: frame 0 before a reset and frame 0 after it may be different functions."""
+    import polars as pl
+
+    return pl.col(occurrence).cum_max().over(list(group), order_by=order).cast(pl.Int32)
 
 
 TEXT_START = "Step 1: torchdynamo start tracing "  # symbolic_convert.py, TORCH_LOGS=dynamo

@@ -242,3 +242,30 @@ def test_gpu_ddp_wrapper_is_torchs_own_code() -> None:
 def test_gpu_llama_static_cache_kwargs_signature() -> None:
     [s] = gpu_storms("hf_llama_generate_static")
     assert [(c["kind"], c["source"], c["count"]) for c in s["causes"]] == [("signature", "kwargs", 1)]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_reset_between_models_keeps_two_functions_apart(source: str) -> None:
+    """torch._dynamo.reset() restarts frame ids: scale_a (before) and scale_b (after) are both
+    frame 0 with compile ids 0/0 and 0/1. Each is its own storm with its own cause, one
+    recompile each as torch counted, the second in epoch 2; the trace says so from the compile
+    ids seen again, the text log (no TORCH_LOGS=dynamo) from the function a frame id names
+    (it shows no reset, so its epoch stays 1)."""
+    got = {
+        s["function"]: (s["epoch"], s["compiles"], s["recompiles"], [(c["kind"], c["source"], c["count"]) for c in s["causes"]])
+        for s in storms("reset_between_models", source)
+    }
+    assert got == {
+        "scale_a": (1, 2, 1, [("value:int", "n", 1)]),
+        "scale_b": (2 if source == "trace" else 1, 2, 1, [("value:int", "m", 1)]),
+    }
+    for fn in got:
+        assert torch_recompiles("reset_between_models", fn) == 1
+
+
+def test_reset_between_models_summary_names_the_epoch() -> None:
+    from traceview.report import build_report, render_text
+
+    text = render_text(build_report(traceview.load(CORPUS / "reset_between_models" / "trace")))
+    assert "scale_b (reset_between_models.py:19) after torch._dynamo.reset() #1: 2" in " ".join(text.split())
+    assert "[0/1 #2] scale_b" in text and "[0/1] scale_a" in text

@@ -219,6 +219,9 @@ def _causes(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
         for s in side.keep(recompile_storms(side.trace)):
             for c in s["causes"]:
                 k = (side.rank_of(s), s["function"], file_tail(s["filename"]), c["kind"], c["source"], c["dim"])
+                if k in out:  # the same function's storm in another epoch (after a torch._dynamo.reset())
+                    out[k]["count"] += c["count"]
+                    continue
                 out[k] = {**c, "function": s["function"], "filename": s["filename"], "line": s["line"]}
         return out
 

@@ -459,6 +459,12 @@ def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
         t.label("graphs per function:", per + more, "  ")
 
 
+def _after_resets(s: dict[str, Any]) -> str:
+    """" after torch._dynamo.reset() #N" for a storm of a later epoch (parsers.compile_ids.epoch_expr)."""
+    epoch = s.get("epoch") or 1
+    return f" after torch._dynamo.reset() #{epoch - 1}" if epoch > 1 else ""
+
+
 def _render_storms(
     t: _Text, paths: _Paths, storms: list[dict[str, Any]], title: str, order: str, optim: dict[tuple, dict[str, Any]]
 ) -> None:
@@ -469,7 +475,7 @@ def _render_storms(
     functions = {(s["function"], s["filename"], s["line"]) for s in storms}
     t.heading(f"{title}  {_plural(len(functions), 'function')}, {order}")
     for s, rs in groups[:8]:
-        line = f"{ranks_text(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}): {s['compiles']} compiles"
+        line = f"{ranks_text(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}){_after_resets(s)}: {s['compiles']} compiles"
         failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
         if failed > 0:
             line += f" ({failed} failed)"
@@ -577,7 +583,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
         top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
             t.add(
-                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{r['compile_id']}] {r['function'] or '?'} "
+                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'))}] {r['function'] or '?'} "
                 f"({paths.show(r['filename'], r['line'])})",
                 "    ",
                 "              ",

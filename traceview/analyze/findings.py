@@ -14,7 +14,7 @@ from traceview.analyze.failures import categorize
 
 def storm_key(s: dict[str, Any]) -> tuple:
     """What makes two ranks' recompile storms the same finding."""
-    return (s["function"], s["filename"], s["line"], s["compiles"], s["hit_recompile_limit"],
+    return (s["function"], s["filename"], s["line"], s.get("epoch") or 1, s["compiles"], s["hit_recompile_limit"],
             tuple((c["kind"], c["text"], c["count"]) for c in s["causes"]))
 
 
@@ -25,7 +25,7 @@ def failure_key(f: dict[str, Any]) -> tuple:
 
 def slow_compile_key(r: dict[str, Any]) -> tuple:
     """What makes two ranks' slowest compiles the same line."""
-    return (r["seconds"], r["compile_id"], r["function"], r["filename"], r["line"])
+    return (r["seconds"], r["compile_id"], r.get("occurrence"), r["function"], r["filename"], r["line"])
 
 
 def group_ranks(

@@ -16,9 +16,13 @@ Whether the code forced `dynamic=False` is read from the Dynamo config of each c
 (`compiles.automatic_dynamic_shapes` / `assume_static_by_default`); a text log alone shows it
 only through repeated static size guards.
 
-A frame is identified by (rank, process, frame id): the compile that hit the recompile limit
-has no function name in its metrics, so it is attributed to its frame through the frame id.
-Recompiles read from a text log attach to the trace's frame of the same rank and frame id.
+A frame is identified by (rank, process, epoch, frame id): the compile that hit the recompile
+limit has no function name in its metrics, so it is attributed to its frame through the frame
+id. The epoch (parsers.compile_ids.epoch_expr) counts `torch._dynamo.reset()` calls: reset
+restarts frame ids, so frame 0 after a reset is another code object than frame 0 before it
+(a benchmark harness or a test suite resets between models: their compiles must not add up
+to one function's recompiles). Recompiles read from a text log attach to the trace's frame of
+the same rank, epoch and frame id.
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ from typing import Any
 
 import polars as pl
 
-from parsers.compile_ids import compile_number, frame_of, sort_key
+from parsers.compile_ids import (
+    TEXT_START,
+    compile_number,
+    epoch_expr,
+    frame_of,
+    sort_key,
+    text_occurrence_expr,
+)
 from parsers.facts import guards_from_text, guards_from_trace, user_name
 from parsers.sources import prefer_trace
 from parsers.tracelog import InputChanged, hydrate
@@ -55,6 +66,7 @@ STORM_SCHEMA_KEYS = (
     "compile_id",
     "file",
     "lineno",
+    "epoch",
 )
 
 CAUSE_KINDS = (
@@ -339,10 +351,57 @@ def dynamic_config(compiles: pl.DataFrame) -> dict[tuple[str, str], bool]:
     }
 
 
-def _new_frame(rank: Any, proc: str) -> dict[str, Any]:
+def _epoch_starts(trace: Trace) -> pl.DataFrame:
+    """(file, lineno, epoch) where each epoch after the first begins in a log: in a trace at
+    the first line of the epoch's first compile, in a text log at its first `Step 1: torchdynamo
+    start tracing` record (the only records that open an occurrence). Empty without resets."""
+    schema = {"file": pl.String, "epoch": pl.Int32, "lineno": pl.Int64}
+    parts = []
+    comp = trace.compiles
+    if comp.height and "occurrence" in comp.columns:
+        parts.append(
+            comp.filter(pl.col("lineno").is_not_null())
+            .select("file", "lineno", pl.col("occurrence").fill_null(1))
+            .with_columns(epoch_expr().alias("epoch"))
+        )
+    lr = trace.log_records
+    if lr.height and "text" in lr.columns:
+        starts = lr.filter(pl.col("text").str.starts_with(TEXT_START) & (pl.col("attempt").fill_null(0) == 0))
+        if starts.height:
+            parts.append(
+                starts.select("file", "lineno", "compile_id", "attempt", "text")
+                .with_columns(text_occurrence_expr().alias("occurrence"))
+                .with_columns(epoch_expr().alias("epoch"))
+            )
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    return (
+        pl.concat([p.select("file", "epoch", "lineno") for p in parts], how="vertical_relaxed")
+        .filter(pl.col("epoch") > 1)
+        .group_by("file", "epoch")
+        .agg(pl.col("lineno").min())
+        .cast(schema)  # type: ignore[arg-type]
+        .sort("lineno")
+    )
+
+
+def _with_epoch(df: pl.DataFrame, starts: pl.DataFrame) -> pl.DataFrame:
+    """`df` (rows with file and lineno) with the epoch of each row (1 before the first
+    reset of its log), row order kept."""
+    if starts.is_empty() or df.is_empty():
+        return df.with_columns(pl.lit(1, dtype=pl.Int32).alias("epoch"))
+    indexed = df.with_row_index("_row").with_columns(pl.col("lineno").fill_null(0).alias("_at")).sort("_at")
+    joined = indexed.join_asof(
+        starts.rename({"lineno": "_start"}), left_on="_at", right_on="_start", by="file", strategy="backward", check_sortedness=False
+    )
+    return joined.sort("_row").drop("_row", "_at", "_start").with_columns(pl.col("epoch").fill_null(1))
+
+
+def _new_frame(rank: Any, proc: str, epoch: int = 1) -> dict[str, Any]:
     return {
         "rank": rank,
         "proc": proc,
+        "epoch": epoch,
         "compile_ids": set(),
         "failed": set(),
         "seconds": 0.0,
@@ -364,9 +423,10 @@ def _new_frame(rank: Any, proc: str) -> dict[str, Any]:
 def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
     """Code objects that compiled more than once, per rank, most costly first: frames that hit
     the recompile limit, then by compiles, then by compile seconds."""
-    comp = trace.compiles
-    rec = prefer_trace(trace.recompiles, ["rank", "compile_id"])  # logged twice: counted once
-    limit = trace.limit_hits
+    starts = _epoch_starts(trace)
+    comp = _with_epoch(trace.compiles, starts)
+    rec = _with_epoch(prefer_trace(trace.recompiles, ["rank", "compile_id"]), starts)  # logged twice: counted once
+    limit = _with_epoch(trace.limit_hits, starts)
     if "automatic_dynamic_shapes" in comp.columns:
         known = comp.filter(pl.col("automatic_dynamic_shapes").is_not_null())
         config = {
@@ -376,14 +436,14 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
     else:  # tables from before the compiles table carried the config
         config = dynamic_config(trace.compiles)
     frames: dict[tuple, dict[str, Any]] = {}
-    by_rank_frame: dict[tuple, tuple] = {}  # (rank, frame id) -> key of the trace frame
+    by_rank_frame: dict[tuple, tuple] = {}  # (rank, epoch, frame id) -> key of the trace frame
 
     # trace compiles: the count and cost per frame
     dyn = comp.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
     for r in dyn.iter_rows(named=True):
-        k = (r["rank"], r["file"], r["frame_id"])
-        f = frames.setdefault(k, _new_frame(r["rank"], r["file"]))
-        by_rank_frame.setdefault((r["rank"], r["frame_id"]), k)
+        k = (r["rank"], r["file"], r["epoch"], r["frame_id"])
+        f = frames.setdefault(k, _new_frame(r["rank"], r["file"], r["epoch"]))
+        by_rank_frame.setdefault((r["rank"], r["epoch"], r["frame_id"]), k)
         f["compile_ids"].add(r["compile_id"])
         f["records"][r["compile_id"]] = (r["file"], r["lineno"])
         f["seconds"] += r["total_time_s"] or 0.0
@@ -400,23 +460,26 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         if r.get("assume_static_by_default") is False:
             f["dynamic_true"] = True
 
-    def key_for(rank: Any, file: str, compile_id: str | None, source: str | None) -> tuple:
-        fid = frame_of(compile_id)
-        if source == "trace":
-            return (rank, file, fid)
-        return by_rank_frame.get((rank, fid), (rank, file, fid))
+    def key_for(r: dict[str, Any]) -> tuple:
+        rank, file, epoch, fid = r["rank"], r["file"], r["epoch"], frame_of(r["compile_id"])
+        if r.get("source") == "trace":
+            return (rank, file, epoch, fid)
+        # a text log's record: the trace's frame, or its own frame; a text log without
+        # TORCH_LOGS=dynamo shows no reset, but a frame id that names another function than
+        # before is another code object (the frame counter was reset)
+        return by_rank_frame.get((rank, epoch, fid), (rank, file, epoch, fid, r.get("function"), r.get("filename")))
 
     for r in rec.iter_rows(named=True):
-        k = key_for(r["rank"], r["file"], r["compile_id"], r.get("source"))
-        f = frames.setdefault(k, _new_frame(r["rank"], r["file"]))
+        k = key_for(r)
+        f = frames.setdefault(k, _new_frame(r["rank"], r["file"], r["epoch"]))
         f["compile_ids"].add(r["compile_id"])
         f["function"] = f["function"] or r["function"]
         f["filename"] = f["filename"] or r["filename"]
         f["line"] = f["line"] or r["line"]
         f["guards"].append(r)
     for r in limit.iter_rows(named=True):
-        k = key_for(r["rank"], r["file"], r["compile_id"], r.get("source"))
-        f = frames.setdefault(k, _new_frame(r["rank"], r["file"]))
+        k = key_for(r)
+        f = frames.setdefault(k, _new_frame(r["rank"], r["file"], r["epoch"]))
         f["compile_ids"].add(r["compile_id"])
         f["limit"] = True
         f["limit_value"] = f["limit_value"] or r.get("limit")
@@ -445,16 +508,16 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             # or the `dynamic` log's "marking L['x'] as dynamic (from automatic dynamic/PGO)"
             forced_static = True if _static_sizes_evident(guards) else None
             known_from = "guards" if forced_static else None
-            if forced_static is None and _automatic_dynamic_logged(trace, f["rank"], ids):
+            if forced_static is None and _automatic_dynamic_logged(trace, f["rank"], ids, f["epoch"], starts):
                 forced_static = False
-        for cid, exc in _user_exceptions_from_graph_breaks(trace, f["rank"]).items():
-            if cid in ids:
+        for (epoch, cid), exc in _user_exceptions_from_graph_breaks(trace, f["rank"], starts).items():
+            if cid in ids and epoch == f["epoch"]:
                 f["user_exceptions"].setdefault(cid, exc)
         causes, n_secondary = _causes(
             guards, forced_static, dynamic_true=f["dynamic_true"], limit=bool(f["limit"]),
             user_exceptions=f["user_exceptions"],
         )
-        _add_latest_values(causes, trace, f, ids)
+        _add_latest_values(causes, trace, f, ids, starts)
         if _torch_wrapper(f["filename"]):
             for c in causes:
                 c["fix"] = (
@@ -492,10 +555,13 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 "compile_id": first["compile_id"],
                 "file": first["file"],
                 "lineno": first["lineno"],
+                "epoch": f["epoch"],
             }
         )
     storms.sort(
-        key=lambda s: (not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"]), s["rank"] or -1)
+        key=lambda s: (
+            not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"]), s["rank"] or -1, s["epoch"]
+        )
     )
     return storms
 
@@ -512,9 +578,9 @@ def _short(filename: str | None) -> str:
     return f[i:] if i >= 0 else f
 
 
-def _automatic_dynamic_logged(trace: Trace, rank: Any, ids: set[str]) -> bool:
+def _automatic_dynamic_logged(trace: Trace, rank: Any, ids: set[str], epoch: int, starts: pl.DataFrame) -> bool:
     """A text log (TORCH_LOGS=dynamic) shows automatic dynamic shapes at work in one of these
-    compiles: `marking L['x'] as dynamic (from automatic dynamic/PGO)`."""
+    compiles (of this epoch): `marking L['x'] as dynamic (from automatic dynamic/PGO)`."""
     lr = trace.log_records
     if lr.is_empty() or not ids or "text" not in lr.columns:
         return False
@@ -522,7 +588,7 @@ def _automatic_dynamic_logged(trace: Trace, rank: Any, ids: set[str]) -> bool:
         pl.col("compile_id").is_in(sorted(ids)) & pl.col("text").str.contains("(from automatic dynamic", literal=True)
         & (pl.col("rank").is_null() if rank is None else pl.col("rank") == rank)
     )
-    return not hits.is_empty()
+    return not _with_epoch(hits, starts).filter(pl.col("epoch") == epoch).is_empty()
 
 
 def user_exception(reason: str | None) -> str | None:
@@ -535,23 +601,28 @@ def user_exception(reason: str | None) -> str | None:
     return m.group(1) if m else "an exception"
 
 
-def _user_exceptions_from_graph_breaks(trace: Trace, rank: Any) -> dict[str, str]:
-    """compile id -> the user's exception, from "Observed exception" graph-break records (text
-    logs have no compilation metrics)."""
+def _user_exceptions_from_graph_breaks(trace: Trace, rank: Any, starts: pl.DataFrame) -> dict[tuple[int, str], str]:
+    """(epoch, compile id) -> the user's exception, from "Observed exception" graph-break
+    records (text logs have no compilation metrics)."""
     gbs = trace.graph_breaks
     if gbs.is_empty() or "reason" not in gbs.columns or "debug_context" not in gbs.columns:
         return {}
-    out: dict[str, str] = {}
-    for r in gbs.filter(pl.col("reason").str.starts_with("Observed exception")).iter_rows(named=True):
+    out: dict[tuple[int, str], str] = {}
+    observed = _with_epoch(gbs.filter(pl.col("reason").str.starts_with("Observed exception")), starts)
+    for r in observed.iter_rows(named=True):
         if r.get("rank") == rank and r.get("compile_id"):
-            out[r["compile_id"]] = user_exception(r["reason"] + "\n" + (r.get("debug_context") or "")) or "an exception"
+            out[(r["epoch"], r["compile_id"])] = (
+                user_exception(r["reason"] + "\n" + (r.get("debug_context") or "")) or "an exception"
+            )
     return out
 
 
 _GUARD_VALUE = re.compile(r"^(?P<src>.+?)\s*(?:==\s*(?P<v>.+)|is None)$")
 
 
-def _add_latest_values(causes: list[dict[str, Any]], trace: Trace, f: dict[str, Any], ids: set[str]) -> None:
+def _add_latest_values(
+    causes: list[dict[str, Any]], trace: Trace, f: dict[str, Any], ids: set[str], starts: pl.DataFrame
+) -> None:
     """The value that triggered the newest recompile is in no failed guard, only in the guards
     of the newest compile (trace `dynamo_cpp_guards_str`, text `guards`): add it to the values
     of value-like causes."""
@@ -561,7 +632,7 @@ def _add_latest_values(causes: list[dict[str, Any]], trace: Trace, f: dict[str, 
         return
     newest = max(ids, key=sort_key)
     rank = pl.col("rank").is_null() if f["rank"] is None else pl.col("rank") == f["rank"]
-    rows = _guards_of(trace, newest, rank).filter(pl.col("kind").is_in(["EQUALS_MATCH", "NONE_MATCH"]))
+    rows = _guards_of(trace, newest, rank, f["epoch"], starts).filter(pl.col("kind").is_in(["EQUALS_MATCH", "NONE_MATCH"]))
     for code, gsrc in rows.select("code", "guard_source").iter_rows():
         c = want.get(user_name(gsrc))
         m = _GUARD_VALUE.match((code or "").strip())
@@ -575,23 +646,30 @@ def _add_latest_values(causes: list[dict[str, Any]], trace: Trace, f: dict[str, 
                 c["fix"] = cause_fix(c["kind"], c["source"], c["dim"], forced_static=None, count=c["count"], values=c["values"])
 
 
-def _guards_of(trace: Trace, compile_id: str, rank: pl.Expr) -> pl.DataFrame:
-    """The guards of one compile. The summary does not build the guards table of the whole
-    trace for this (it would read every payload of a big log): it reads that compile's
-    `dynamo_cpp_guards_str` payload alone, and the text log's guard records."""
+def _guards_of(trace: Trace, compile_id: str, rank: pl.Expr, epoch: int, starts: pl.DataFrame) -> pl.DataFrame:
+    """The guards of one compile (of one epoch: the same id names a compile in each). The
+    summary does not build the guards table of the whole trace for this (it would read every
+    payload of a big log): it reads that compile's `dynamo_cpp_guards_str` payload alone, and
+    the text log's guard records."""
+
+    def of_epoch(df: pl.DataFrame) -> pl.DataFrame:
+        return _with_epoch(df, starts).filter(pl.col("epoch") == epoch).drop("epoch")
+
     if trace.is_loaded("guards"):
-        return trace.guards.filter((pl.col("compile_id") == compile_id) & rank)
-    ev = trace.index_events().filter((pl.col("kind") == "dynamo_cpp_guards_str") & (pl.col("compile_id") == compile_id) & rank)
+        return of_epoch(trace.guards.filter((pl.col("compile_id") == compile_id) & rank))
+    ev = of_epoch(
+        trace.index_events().filter((pl.col("kind") == "dynamo_cpp_guards_str") & (pl.col("compile_id") == compile_id) & rank)
+    )
     if ev.height and "payload_start" not in ev.columns and ev["payload"].null_count() == ev.height:
         # a trace read from an export: no payload to read back from a log, its guards table has them
-        return trace.guards.filter((pl.col("compile_id") == compile_id) & rank)
+        return of_epoch(trace.guards.filter((pl.col("compile_id") == compile_id) & rank))
     try:
         parts = [guards_from_trace(hydrate(ev)[0] if ev.height else ev)]
     except (InputChanged, OSError):  # the log changed or went away since it was parsed
         parts = [guards_from_trace(ev.clear())]
     lr = trace.log_records
     if not lr.is_empty():
-        parts.append(guards_from_text(lr.filter((pl.col("compile_id") == compile_id) & rank)))
+        parts.append(guards_from_text(of_epoch(lr.filter((pl.col("compile_id") == compile_id) & rank))))
     return pl.concat(parts, how="vertical_relaxed")
 
 

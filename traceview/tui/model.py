@@ -114,7 +114,11 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         ids = s.get("compile_ids") or []
         limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
         kind, why = ("storm", "") if is_storm(s) else ("recompile", f" ({recompile_why(s)})")
-        title = f"{ranks_text(ranks)}{s['function'] or '?'} ({_at(s['filename'], s['line'])}) compiled {s['compiles']} times{limit}{why}"
+        after = f" after torch._dynamo.reset() #{s['epoch'] - 1}" if (s.get("epoch") or 1) > 1 else ""
+        title = (
+            f"{ranks_text(ranks)}{s['function'] or '?'} ({_at(s['filename'], s['line'])}){after} "
+            f"compiled {s['compiles']} times{limit}{why}"
+        )
         summary, detail = [], []
         target, compare = (ids[1] if len(ids) > 1 else (ids[0] if ids else None)), None
         for i, c in enumerate(s.get("causes") or []):
