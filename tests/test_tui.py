@@ -1282,3 +1282,24 @@ async def test_the_cursor_of_an_unfocused_table_stays_visible_in_16_colours(monk
         await press(pilot, "tab")
         assert app.focused is left
         assert cursor_style(right).underline and not cursor_style(left).underline
+
+
+@sync
+async def test_frames_after_a_reset_are_two_code_objects() -> None:
+    # fixtures/corpus/reset_between_models: scale_a and, after torch._dynamo.reset(), scale_b
+    # are both frame 0 (ids 0/0 and 0/1 each); the tree shows two code objects with one
+    # recompile each, and the second 0/0 leaf shows scale_b's compile, not scale_a's
+    app = build_app(open_args("fixtures/corpus/reset_between_models/trace"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2")
+        frames = main.query_one(FramesView)
+        tree = frames.query_one("#frames-tree")
+        labels = [n.label.plain for n in tree.root.children]
+        assert len(labels) == 2
+        assert labels[0].startswith("scale_a  2 compiles (1 recompile)")
+        assert labels[1].startswith("scale_b  2 compiles (1 recompile)") and "after torch._dynamo.reset() #1" in labels[1]
+        await press(pilot, "down", "down")  # scale_a's 0/0 -> 0/1 -> scale_b's frame
+        await press(pilot, "down")  # scale_b's 0/0
+        detail = static_text(frames.query_one("#compile-detail"))
+        assert detail.startswith("[0/0 #2] scale_b")

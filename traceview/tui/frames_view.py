@@ -14,6 +14,7 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from parsers.compile_ids import frame_group
+from parsers.compile_ids import label as compile_id_label
 from traceview.analyze.findings import compile_outcome
 from traceview.printable import one_line
 from traceview.tui.model import CompileKey, TraceModel
@@ -25,11 +26,13 @@ NodeData = tuple[str, Any]
 
 
 def _frame_key(row: dict[str, Any]) -> tuple:
-    """The code object a compile belongs to: Dynamo's frame id (compiled-autograd ids apart)."""
+    """The code object a compile belongs to: Dynamo's frame id (compiled-autograd ids apart),
+    within its epoch (frame ids restart at a torch._dynamo.reset(): parsers.compile_ids.epoch_expr)."""
     group = frame_group(row["compile_id"] or "?")
+    epoch = row.get("epoch") or 1
     if group.startswith("!"):
-        return ("ca", group)
-    return ("frame", row["frame_id"] if row["frame_id"] is not None else group)
+        return ("ca", epoch, group)
+    return ("frame", epoch, row["frame_id"] if row["frame_id"] is not None else group)
 
 
 # outcomes worth counting beside a code object or a rank, worst first
@@ -46,7 +49,7 @@ def compile_label(row: dict[str, Any], first: bool) -> Text:
     t = Text(end="")
     outcome = compile_outcome(row)
     t.append_text(safe(f"{status_label(outcome):<12}", "bold" if outcome in ("failed", "eager") else ""))
-    t.append_text(safe(f" {row['compile_id']:<6}"))
+    t.append_text(safe(f" {compile_id_label(row['compile_id'], row.get('occurrence')):<6}"))
     t.append_text(safe(f" {seconds(row['total_time_s']):>6}"))
     if (row.get("attempts") or 1) > 1:
         t.append_text(safe(f"  {row['attempts']} attempts"))
@@ -76,6 +79,8 @@ def frame_label(rows: list[dict[str, Any]]) -> Text:
     if counts:
         t.append_text(safe(f"  {counts}", "bold" if "failed" in counts or "eager" in counts else ""))
     t.append_text(safe(f"  {where}", "italic"))
+    if (named.get("epoch") or 1) > 1:
+        t.append_text(safe(f"  after torch._dynamo.reset() #{named['epoch'] - 1}", "italic"))
     return t
 
 
@@ -88,7 +93,7 @@ def _label(t: Text, label: str, value: Any, style: str = "") -> None:
 def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True) -> Text:
     """The selected compile; `hint`: end with the keys that lead on (not when copied)."""
     t = Text(end="")
-    t.append_text(safe(f"[{row['compile_id']}] {row.get('function') or '?'}", "bold"))
+    t.append_text(safe(f"[{compile_id_label(row['compile_id'], row.get('occurrence'))}] {row.get('function') or '?'}", "bold"))
     t.append("  ")
     outcome = compile_outcome(row)
     t.append_text(safe(OUTCOME_MEANING[outcome], "bold reverse" if outcome in ("failed", "eager") else "bold"))
@@ -216,6 +221,7 @@ class FramesView(View):
     def __init__(self, model: TraceModel, **kwargs: object) -> None:
         super().__init__(model, **kwargs)
         self._compile_nodes: dict[CompileKey, TreeNode[NodeData]] = {}
+        self._leaf_rows: dict[Any, dict[str, Any]] = {}  # tree node id -> its compile's row
         self._row: dict[str, Any] | None = None
 
     def compose(self) -> ComposeResult:
@@ -254,7 +260,8 @@ class FramesView(View):
                 fnode = parent.add(frame_label(frows), data=("frame", (rank, fkey)), expand=True)
                 for i, r in enumerate(frows):
                     leaf = fnode.add_leaf(compile_label(r, i == 0), data=("compile", (rank, r["compile_id"])))
-                    self._compile_nodes[(rank, r["compile_id"])] = leaf
+                    self._compile_nodes.setdefault((rank, r["compile_id"]), leaf)  # (the first, after a reset)
+                    self._leaf_rows[leaf.id] = r
         n = len(rows)
         nf = sum(len(v) for v in groups.values())
         title = f"{n} compiles of {nf} code objects" + (f" on {len(groups)} ranks" if ranked else "")
@@ -278,7 +285,9 @@ class FramesView(View):
         detail = self.query_one("#compile-detail", Static)
         if kind == "compile":
             rank, cid = value
-            row = self.model.compile_row(rank, cid)
+            # the leaf's own row: after a torch._dynamo.reset() one id names several compiles
+            row = self._leaf_rows.get(event.node.id) if not self.model.text_only else None
+            row = row or self.model.compile_row(rank, cid)
             self._row = row
             if row:
                 detail.update(compile_detail(self.model, row))

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from parsers.compile_ids import frame_group, sort_exprs
+from parsers.compile_ids import epoch_expr, frame_group, sort_exprs
 from parsers.compile_ids import label as compile_label
 from parsers.compile_ids import parse as parse_compile_id
 from parsers.facts import user_name
@@ -673,7 +673,11 @@ class TraceModel:
         say("indexing raw records")
         records = record_index(trace)
         findings = findings_from_report(report, trace.recompiles if "recompiles" not in missing else None)
-        order = compiles.sort(["rank", *sort_exprs("compile_id")], nulls_last=False, maintain_order=True)
+        epochs = []
+        if compiles.height and "occurrence" in compiles.columns:  # frame ids restart at a torch._dynamo.reset()
+            compiles = compiles.with_columns(epoch_expr().alias("epoch"))
+            epochs = ["epoch"]
+        order = compiles.sort(["rank", *epochs, *sort_exprs("compile_id")], nulls_last=False, maintain_order=True)
         return cls(trace, report, findings, records, order, missing=missing)
 
     def build_graph_tables(self, progress: Callable[[str], None] | None = None) -> None:
