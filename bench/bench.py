@@ -13,7 +13,8 @@ else tlparse on PATH), ``--work DIR`` (default
 /work/shared), ``--scenario NAME ...``, ``--tools TOOL ...``, ``--repeat N``, ``--timeout S``,
 ``--summary-cold-args=--no-cache`` (the ``=`` is needed for a value starting with ``-``;
 ``--summary-cold-args=`` for none), ``--keep-outputs``, ``--json FILE``.  With ``--repeat N``
-each tool runs N times and the fastest run is shown (all attempts are kept in the JSON).
+each tool runs N times, in N rounds of every tool once (the machine's drift falls on all tools
+alike), and the fastest run is shown (all attempts are kept in the JSON).
 
 Scenarios (inputs are built once into the work dir and reused while a manifest of file names
 and sizes matches; the real traces are used in place):
@@ -623,11 +624,15 @@ def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -
         elif tool == "summary-warm":
             argv = fill(SUMMARY_CMD, python=py, input=str(path))
             plan += [("summary-prime", argv, None), ("summary-warm", argv, None)]
-    runs: list[Run] = []
-    for tool, argv, out in plan:
-        best: Run | None = None
-        attempts: list[dict[str, Any]] = []
-        for _ in range(args.repeat if tool != "summary-prime" else 1):
+    # rounds: every tool once per round, so that the machine's drift (a shared VM's speed can
+    # change 2x within minutes) falls on all tools alike; the fastest run of each is shown
+    best: dict[str, Run] = {}
+    attempts: dict[str, list[dict[str, Any]]] = {}
+    failed: set[str] = set()
+    for rnd in range(args.repeat):
+        for tool, argv, out in plan:
+            if tool in failed or (tool == "summary-prime" and rnd > 0):
+                continue
             if out is not None:
                 shutil.rmtree(out, ignore_errors=True)
                 out.parent.mkdir(parents=True, exist_ok=True)
@@ -639,7 +644,7 @@ def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -
             r = measure(
                 Run(s.name, tool, argv, mb, str(path)), logdir, args.timeout, {**env, "TRACEVIEW_CACHE_DIR": str(cache)}
             )
-            attempts.append(
+            attempts.setdefault(tool, []).append(
                 {
                     "wall_s": r.wall_s,
                     "cpu_s": r.cpu_s,
@@ -648,17 +653,20 @@ def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -
                     "ok": r.ok,
                 }
             )
-            if best is None or (r.ok and (not best.ok or (r.wall_s or 0) < (best.wall_s or 0))):
-                best = r
+            b = best.get(tool)
+            if b is None or (r.ok and (not b.ok or (r.wall_s or 0) < (b.wall_s or 0))):
+                best[tool] = r
             if not r.ok:
-                break
-        assert best is not None
-        if len(attempts) > 1:
-            best.extra["attempts"] = attempts
-        if out is not None and not args.keep_outputs:
-            shutil.rmtree(out, ignore_errors=True)
-        print(f"[{s.name}] {status_line(best)}", file=sys.stderr)
-        runs.append(best)
+                failed.add(tool)
+            if out is not None and not args.keep_outputs:
+                shutil.rmtree(out, ignore_errors=True)
+    runs: list[Run] = []
+    for tool, _argv, _out in plan:
+        r = best[tool]
+        if len(attempts[tool]) > 1:
+            r.extra["attempts"] = attempts[tool]
+        print(f"[{s.name}] {status_line(r)}", file=sys.stderr)
+        runs.append(r)
     return runs
 
 
