@@ -84,13 +84,14 @@ def occurrence_expr(
     return (opened.forward_fill().over(list(group), order_by=order).fill_null(0) + 1).cast(pl.Int32)
 
 
-def epoch_expr(occurrence: str = "occurrence", group: tuple[str, ...] = ("file",), order: str = "lineno") -> object:
+def epoch_expr(occurrence: str = "occurrence", group: tuple[str, ...] = ("file", "rank"), order: str = "lineno") -> object:
     """Which stretch between two `torch._dynamo.reset()` calls a compile (or a text log record)
     belongs to, 1 before the first reset (a polars expression over rows that carry their
     `occurrence`). reset() restarts frame ids at 0, so the first compile after it has an id
     the process used before (occurrence 2, then 3 after the next reset): the epoch is the
-    running maximum of the occurrence in log order. Frame ids name a code object only within
-    an epoch: frame 0 before a reset and frame 0 after it may be different functions."""
+    running maximum of the occurrence in log order, per process (file and rank: one text log
+    may hold the records of several ranks). Frame ids name a code object only within an epoch:
+    frame 0 before a reset and frame 0 after it may be different functions."""
     import polars as pl
 
     return pl.col(occurrence).cum_max().over(list(group), order_by=order).cast(pl.Int32)
@@ -100,12 +101,16 @@ TEXT_START = "Step 1: torchdynamo start tracing "  # symbolic_convert.py, TORCH_
 
 
 def text_occurrence_expr(
-    text: str = "text", attempt: str = "attempt", group: tuple[str, ...] = ("file", "compile_id"), order: str = "lineno"
+    text: str = "text",
+    attempt: str = "attempt",
+    group: tuple[str, ...] = ("file", "rank", "compile_id"),
+    order: str = "lineno",
 ) -> object:
     """`occurrence_expr` for a text log's records: a `Step 1: torchdynamo start tracing`
     record of attempt 0 for an id that already had one opens the next occurrence (a restart
-    logs it again as `[0/0_1]`, attempt 1). Without TORCH_LOGS=dynamo there is no such line
-    and every record is occurrence 1."""
+    logs it again as `[0/0_1]`, attempt 1), counted per rank (a text log of a torchrun job
+    holds every rank's records, each rank's `[0/0]` its own). Without TORCH_LOGS=dynamo there
+    is no such line and every record is occurrence 1."""
     import polars as pl
 
     start = (pl.col(text).str.starts_with(TEXT_START) & (pl.col(attempt).fill_null(0) == 0)).cast(pl.Int32)

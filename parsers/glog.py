@@ -24,9 +24,13 @@ if TYPE_CHECKING:
 # polars is imported where a timestamp is built: discovery (on the start-up path) reads the
 # grammar and must not pay for polars.
 
-# `[rankN]:` that torchrun's --tee / --log-line-prefix-template puts before a record (optional),
-# level, MMDD, and time: the first fields, enough to tell a record's line from anything else.
-RANK = r"\[rank(?P<rank>\d+)\]:"
+# The rank prefix before a record (optional): torch's own `[rankN]:` (a process in a process
+# group), torchrun's `--tee` prefix `[<role><local rank>]:` (`[default0]:`), or both
+# (`[default0]:[rank0]:`, the global rank wins). Then level, MMDD, and time: the first fields,
+# enough to tell a record's line from anything else. (No lookahead: polars' regex has none; the
+# lazy `??` skips the first bracket only when a second one follows.)
+_ROLE = r"[A-Za-z_][A-Za-z0-9_.-]*?"
+RANK = r"(?:\[" + _ROLE + r"\d+\]:)??\[" + _ROLE + r"(?P<rank>\d+)\]:"
 HEAD = r"(?:" + RANK + r")?(?P<level>[VIWEC])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d{6})"
 # The whole prefix up to and with its `]`: HEAD, thread id (glog's pid), `path:line`. A record's
 # message starts after the `] ` that follows.

@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from parsers.compile_ids import TRACE_ID_RE
-from parsers.glog import PREFIX, TEXT_TAGS, plain, timestamp, year_and_month
+from parsers.glog import PREFIX, RANK, TEXT_TAGS, plain, timestamp, year_and_month
 from parsers.gzipped import is_gzip, read_all
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ PREFIX_FIELDS_RE = "^" + PREFIX + TEXT_TAGS + "$"
 _OUTPUT_LIKE = (
     r"^(?:\S.*:\d+: \w*Warning: "
     r"|Traceback \(most recent call last\):$|Fatal Python error: "
-    r"|\[(?:rank|default)\d+\]:"
+    r"|" + plain(RANK) +
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\S+:)"
 )
 # A continuation line that only a multi-line message produces: empty, indented, or guard tree.
@@ -231,7 +231,7 @@ def read_text_log(
     other = df.filter(pl.col("rec").is_null()).select(
         pl.lit(name).alias("file"),
         "lineno",
-        pl.col("text").str.extract(r"^\[(?:rank|default)(\d+)\]:", 1).cast(pl.Int32, strict=False).alias("rank"),
+        pl.col("text").str.extract("^" + RANK, 1).cast(pl.Int32, strict=False).alias("rank"),
         "text",
     )
     cont_lines = int(part.select((~pl.col("prefixed")).sum()).item() or 0)

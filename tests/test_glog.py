@@ -92,10 +92,13 @@ def test_str_bytes_named_and_plain_variants_agree(source: str) -> None:
         assert h == {k: v for k, v in _groups(m).items() if k in h}, raw
         # the fields, read from the line without the grammar
         rest = text
-        if text.startswith("[rank"):
+        tags = []  # `[rank1]:`, torchrun --tee's `[default1]:`, or both: the last one is the rank
+        while rest.startswith("[") and "]:" in rest[:40] and not rest[1:2].isdigit():
+            tag, _, rest = rest[1:].partition("]:")
+            tags.append(tag)
+        if tags:
             ranked += 1
-            rank, _, rest = text[len("[rank") :].partition("]:")
-            assert m["rank"] == rank
+            assert m["rank"] == tags[-1].lstrip("abcdefghijklmnopqrstuvwxyz_")
         assert (m["level"], m["md"], m["time"]) == (rest[0], rest[1:5], rest[6:21])
         pid, _, source = rest[21:].lstrip(" ").partition(" ")
         assert m["pid"] == pid and source.startswith(f"{m['src_file']}:{m['src_line']}]")

@@ -78,3 +78,45 @@ def test_glog_year_comes_from_the_mtime_and_wraps_at_new_year() -> None:
     df = pl.DataFrame({"md": ["1231", "0102", "bad!"], "time": ["23:59:59.000001", "00:00:01.500000", "x"]})
     ts = df.select(timestamp(pl.col("md"), pl.col("time"), *year_and_month(jan)).alias("ts"))["ts"].to_list()
     assert ts == [dt.datetime(2024, 12, 31, 23, 59, 59, 1), dt.datetime(2025, 1, 2, 0, 0, 1, 500000), None]
+
+
+def test_glog_rank_prefixes_of_torch_and_torchrun() -> None:
+    """The rank before a record: torch's `[rankN]:`, torchrun --tee's `[<role><local rank>]:`,
+    or both (the global rank wins); the same in Python's re and in polars (no lookahead)."""
+    import re
+
+    from parsers.glog import HEAD
+
+    lines = {
+        "I1123 11:57:52.767000 30233 torch/_dynamo/x.py:1] m": None,
+        "[rank3]:W1123 11:57:52.767000 30233 torch/_dynamo/x.py:1] m": "3",
+        "[default1]:I1123 11:57:52.767000 30233 torch/_dynamo/x.py:1] m": "1",
+        "[default0]:[rank0]:V1123 11:57:53.368000 30232 torch/_dynamo/x.py:1] m": "0",
+        "[trainer12]:[rank7]:E1123 11:57:53.368000 30232 torch/_dynamo/x.py:1] m": "7",
+    }
+    py = {line: re.match(HEAD, line) for line in lines}
+    assert {line: m and m["rank"] for line, m in py.items()} == lines
+    assert all(m is not None and m["level"] == line.split("]:")[-1][0] for line, m in py.items())
+    got = pl.Series(list(lines)).str.extract_groups(HEAD).struct.field("rank").to_list()
+    assert got == list(lines.values())
+
+
+def test_torchrun_tee_capture_keeps_the_ranks_apart() -> None:
+    """fixtures/torchrun_tee: a real `torchrun --tee 3` run, both ranks' records in one capture
+    (`[default1]:` before init_process_group, `[default0]:[rank0]:` after) with the same compile
+    ids. Each rank is its own process: rank 0 compiled `scale` 3 times, rank 1 twice (planted),
+    from the text log alone and from the trace alone; a rank's `[0/0]` is not another
+    occurrence of the other rank's."""
+    import traceview
+    from traceview.analyze.storms import recompile_storms
+
+    from .conftest import FIXTURES
+
+    text = traceview.load(FIXTURES / "torchrun_tee" / "torch_logs.txt")
+    lr = text.log_records.filter(pl.col("compile_id").is_not_null())
+    # every record of a pid carries that pid's rank
+    assert lr.group_by("pid").agg(pl.col("rank").n_unique())["rank"].to_list() == [1, 1]
+    assert sorted(lr["rank"].unique().to_list()) == [0, 1]
+    for t in (text, traceview.load(FIXTURES / "torchrun_tee" / "trace")):
+        got = {s["rank"]: (s["function"], s["epoch"], s["compiles"], s["recompiles"]) for s in recompile_storms(t)}
+        assert got == {0: ("scale", 1, 3, 2), 1: ("scale", 1, 2, 1)}

@@ -352,16 +352,16 @@ def dynamic_config(compiles: pl.DataFrame) -> dict[tuple[str, str], bool]:
 
 
 def _epoch_starts(trace: Trace) -> pl.DataFrame:
-    """(file, lineno, epoch) where each epoch after the first begins in a log: in a trace at
+    """(file, rank, epoch, lineno) where each epoch after the first begins in a log: in a trace at
     the first line of the epoch's first compile, in a text log at its first `Step 1: torchdynamo
     start tracing` record (the only records that open an occurrence). Empty without resets."""
-    schema = {"file": pl.String, "epoch": pl.Int32, "lineno": pl.Int64}
+    schema = {"file": pl.String, "rank": pl.Int32, "epoch": pl.Int32, "lineno": pl.Int64}
     parts = []
     comp = trace.compiles
     if comp.height and "occurrence" in comp.columns:
         parts.append(
             comp.filter(pl.col("lineno").is_not_null())
-            .select("file", "lineno", pl.col("occurrence").fill_null(1))
+            .select("file", "rank", "lineno", pl.col("occurrence").fill_null(1))
             .with_columns(epoch_expr().alias("epoch"))
         )
     lr = trace.log_records
@@ -369,16 +369,16 @@ def _epoch_starts(trace: Trace) -> pl.DataFrame:
         starts = lr.filter(pl.col("text").str.starts_with(TEXT_START) & (pl.col("attempt").fill_null(0) == 0))
         if starts.height:
             parts.append(
-                starts.select("file", "lineno", "compile_id", "attempt", "text")
+                starts.select("file", "rank", "lineno", "compile_id", "attempt", "text")
                 .with_columns(text_occurrence_expr().alias("occurrence"))
                 .with_columns(epoch_expr().alias("epoch"))
             )
     if not parts:
         return pl.DataFrame(schema=schema)
     return (
-        pl.concat([p.select("file", "epoch", "lineno") for p in parts], how="vertical_relaxed")
+        pl.concat([p.select("file", "rank", "epoch", "lineno") for p in parts], how="vertical_relaxed")
         .filter(pl.col("epoch") > 1)
-        .group_by("file", "epoch")
+        .group_by("file", "rank", "epoch")
         .agg(pl.col("lineno").min())
         .cast(schema)  # type: ignore[arg-type]
         .sort("lineno")
@@ -390,11 +390,13 @@ def _with_epoch(df: pl.DataFrame, starts: pl.DataFrame) -> pl.DataFrame:
     reset of its log), row order kept."""
     if starts.is_empty() or df.is_empty():
         return df.with_columns(pl.lit(1, dtype=pl.Int32).alias("epoch"))
-    indexed = df.with_row_index("_row").with_columns(pl.col("lineno").fill_null(0).alias("_at")).sort("_at")
+    rank = pl.col("rank").fill_null(-1).alias("_rank")  # per process: a text log may hold several ranks
+    indexed = df.with_row_index("_row").with_columns(pl.col("lineno").fill_null(0).alias("_at"), rank).sort("_at")
     joined = indexed.join_asof(
-        starts.rename({"lineno": "_start"}), left_on="_at", right_on="_start", by="file", strategy="backward", check_sortedness=False
+        starts.rename({"lineno": "_start"}).with_columns(rank).drop("rank"),
+        left_on="_at", right_on="_start", by=["file", "_rank"], strategy="backward", check_sortedness=False,
     )
-    return joined.sort("_row").drop("_row", "_at", "_start").with_columns(pl.col("epoch").fill_null(1))
+    return joined.sort("_row").drop("_row", "_at", "_start", "_rank").with_columns(pl.col("epoch").fill_null(1))
 
 
 def _new_frame(rank: Any, proc: str, epoch: int = 1) -> dict[str, Any]:
