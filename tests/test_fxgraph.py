@@ -9,13 +9,15 @@ import polars as pl
 import pytest
 import torch
 
-from parsers import fxgraph
 from parsers.fxgraph import (
+    cache,
+    columns,
     graph_kind,
     is_graph_text,
     parse_fx_graph,
     parse_fx_graph_rows,
     parse_fx_graphs,
+    reference,
     split_traced_graphs,
 )
 from parsers.graphs import build_graph_nodes, build_graphs
@@ -294,10 +296,11 @@ def test_training_fixture_graphs() -> None:
 # parse_fx_graphs (all texts at once, polars string kernels) must give exactly the rows of the
 # line-by-line parser; both are forced here whatever the amount of text.
 def _both_parsers(texts: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[pl.DataFrame, pl.DataFrame]:
-    monkeypatch.setattr(fxgraph, "_VECTOR_MIN_BYTES", 0)
+    monkeypatch.setattr(columns, "VECTOR_MIN_BYTES", 0)
+    cache.clear()  # (rows cached by an earlier test may come from the reference parser)
     vec = parse_fx_graphs(texts)
     ref = pl.concat([
-        pl.DataFrame(fxgraph._parse_rows_py(t), schema=fxgraph.NODE_SCHEMA)
+        pl.DataFrame(reference.parse_rows(t), schema=reference.NODE_SCHEMA)
         .with_columns(pl.lit(i, dtype=pl.UInt32).alias("graph")) for i, t in enumerate(texts)
     ]).select(vec.columns)
     return vec, ref
@@ -383,16 +386,16 @@ def test_parsed_graph_cache_gives_the_same_rows(monkeypatch: pytest.MonkeyPatch)
     texts = build_graphs(events_of(str(FIXTURES / "training" / "trace")))["text"].to_list()
     texts = [t for t in texts if t]
     assert len(texts) >= 8
-    monkeypatch.setattr(fxgraph, "_CACHE", {})
-    monkeypatch.setattr(fxgraph, "_CACHE_ROWS", [0])
-    fresh = fxgraph._parse_uncached(pl.Series(texts))
+    cache.clear()
+    fresh = cache.parse_uncached(pl.Series(texts))
     first = parse_fx_graphs(texts)  # fills the cache
     assert first.equals(fresh)
+    assert cache.cached_texts() == len(set(texts))
     mixed = texts[::-1] + texts[:3]  # all from the cache, in another order, with repeats
-    want = fxgraph._parse_uncached(pl.Series(mixed))
+    want = cache.parse_uncached(pl.Series(mixed))
     assert parse_fx_graphs(mixed).equals(want)
-    # a cache over its budget is emptied, not grown
-    monkeypatch.setattr(fxgraph, "CACHE_MAX_ROWS", 10)
-    fxgraph._CACHE_ROWS[0] = 11
+    assert cache.cached_texts() == len(set(texts))
+    # a cache over its budget (it holds more than 10 rows now) is emptied, not grown
+    monkeypatch.setattr(cache, "CACHE_MAX_ROWS", 10)
     assert parse_fx_graphs([*texts[1:], "def forward(self, x):\n    return (x,)"]).height > 0
-    assert len(fxgraph._CACHE) == len(set(texts[1:])) + 1
+    assert cache.cached_texts() == len(set(texts[1:])) + 1

@@ -22,7 +22,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parsers import fxgraph, messages, outputcode
+from parsers import messages, outputcode
+from parsers.fxgraph import lexing, reference
 
 ROOT = Path(__file__).resolve().parent.parent
 MB = 1 << 20
@@ -144,24 +145,24 @@ def test_recompile_reason_with_many_guards_is_bounded() -> None:
 
 def test_stack_comment_on_many_file_markers() -> None:
     with deadline():
-        a = fxgraph._find_stack("File: " * (MB // 6))
-        b = fxgraph._find_stack("File: x" + ":1 in a" * (MB // 7))
-        c = fxgraph._find_stack("File: x" + ":1 in a, code: " * (MB // 14))
+        a = reference.find_stack("File: " * (MB // 6))
+        b = reference.find_stack("File: x" + ":1 in a" * (MB // 7))
+        c = reference.find_stack("File: x" + ":1 in a, code: " * (MB // 14))
     assert a is None and b is None
     assert c is not None and c[1:4] == ("x", "1", "a")
 
 
 def test_param_with_a_long_whitespace_run() -> None:
     with deadline():
-        got = fxgraph._parse_param("a: x" + " " * (4 * MB) + "y")
+        got = lexing.parse_param("a: x" + " " * (4 * MB) + "y")
     assert got == ("a", "x" + " " * (4 * MB) + "y", None)
 
 
 def test_unterminated_quotes() -> None:
     s = "'\\" * (2 * MB)
     with deadline():
-        left, _ = quotes_left(fxgraph._QUOTED, fxgraph._unquote, s)
-        fxgraph._balance("(" + s)
+        left, _ = quotes_left(lexing.QUOTED, lexing.unquote, s)
+        lexing.balance("(" + s)
     assert left  # the caller then falls back to its character walk, as before
 
 
@@ -188,10 +189,10 @@ texts = st.lists(st.sampled_from(FRAGMENTS), max_size=14).map("".join)
 def test_same_answers_as_the_old_regexes(t: str) -> None:
     assert new_split(t) == old_split(t)
     assert messages._find_sym(t) == old_sym(t)
-    assert fxgraph._find_stack(t) == old_stack(t)
-    assert fxgraph._parse_param(t) == old_param(t)
+    assert reference.find_stack(t) == old_stack(t)
+    assert lexing.parse_param(t) == old_param(t)
     old_left, old_t = quotes_left(OLD_QUOTED, "", t)
-    new_left, new_t = quotes_left(fxgraph._QUOTED, fxgraph._unquote, t)
+    new_left, new_t = quotes_left(lexing.QUOTED, lexing.unquote, t)
     assert old_left == new_left and (old_left or old_t == new_t)
     # (the old launch regexes also took a `=` with only spaces before it for an assignment)
     if not re.match(r"\s*(?: +)?=", t) and not re.match(r"\s* = ", t):
@@ -214,7 +215,7 @@ def test_same_answers_on_real_traces() -> None:
             checked += 1
         if "File: " in line:
             comment = line.split("#", 1)[-1]
-            assert fxgraph._find_stack(comment) == old_stack(comment), line
+            assert reference.find_stack(comment) == old_stack(comment), line
         assert groups(outputcode._LAUNCH.match(line)) == groups(OLD_LAUNCH.match(line)), line
         assert groups(outputcode._EXTERN.match(line)) == groups(OLD_EXTERN.match(line)), line
     assert checked > 500  # the fixtures have guard trees and recompile reasons
