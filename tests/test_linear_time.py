@@ -22,8 +22,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parsers import messages, outputcode
-from parsers.fxgraph import lexing, reference
+from parsers import lexing, messages, outputcode
+from parsers.fxgraph import reference
 
 ROOT = Path(__file__).resolve().parent.parent
 MB = 1 << 20

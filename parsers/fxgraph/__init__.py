@@ -10,10 +10,10 @@ Only the graph text is read: no analysis here. ``parse_fx_graphs`` parses many t
 with polars string kernels (for the big traces); it gives exactly the rows of the line-by-line
 parser (``parse_fx_graph_rows``), which it uses for little text and odd lines.
 
-The modules, bottom up:
+The modules, bottom up (all read lines with :mod:`parsers.lexing`: string literals,
+brackets, comments and signature parameters of printed Python, shared with the wrapper-code
+and message parsers):
 
-* :mod:`~parsers.fxgraph.lexing`: string literals, brackets, comments and signature
-  parameters of printed Python (:func:`split_top_level` also serves other parsers).
 * :mod:`~parsers.fxgraph.dumps`: which payloads are graph texts, the ``TRACED GRAPH`` blocks
   of a text log, and the graph kind of each.
 * :mod:`~parsers.fxgraph.reference`: the grammar and the readable line-by-line parser, the
@@ -38,8 +38,8 @@ from parsers.fxgraph.dumps import (
     is_graph_text,
     split_traced_graphs,
 )
-from parsers.fxgraph.lexing import split_top_level
 from parsers.fxgraph.reference import NODE_SCHEMA, parse_rows
+from parsers.lexing import split_top_level
 
 __all__ = [
     "CACHE_MAX_ROWS",

@@ -19,15 +19,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from parsers.fxgraph.lexing import (
-    ANSI,
-    balance,
-    closes_at_end,
-    parse_param,
-    signature_params,
-    split_code_comment,
-    split_top_level,
-)
 from parsers.fxgraph.reference import (
     ASSIGN,
     CALL_HEAD,
@@ -44,6 +35,15 @@ from parsers.fxgraph.reference import (
     classify,
     source_from_comment,
     strip_ops,
+)
+from parsers.lexing import (
+    ANSI,
+    balance,
+    closes_at_end,
+    parse_param,
+    signature_params,
+    split_code_comment,
+    split_top_level,
 )
 
 __all__ = ["VECTOR_MIN_BYTES", "parse_many"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from parsers.fxgraph.lexing import ANSI
+from parsers.lexing import ANSI
 
 __all__ = ["GRAPH_KINDS", "GraphDump", "graph_kind", "is_graph_text", "split_traced_graphs"]
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers.fxgraph.lexing import (
+from parsers.lexing import (
     ANSI,
     balance,
     closes_at_end,

@@ -1,11 +1,11 @@
-"""Shared lexing of the Python that torch prints in FX graphs and wrapper code.
+"""Shared lexing of the Python that torch prints: FX graphs and wrapper code.
 
 String literals, brackets and comments, read as Python reads them: :func:`split_top_level`
-(the arguments of a call, the items of a tuple: also used by :mod:`parsers.outputcode`,
-:mod:`parsers.messages` and ``traceview.analyze.dataflow``), bracket balance, the
-``code  # comment`` split, and the parameters of a ``def forward(...)`` signature. Both FX
-graph parsers (:mod:`parsers.fxgraph.reference` and :mod:`parsers.fxgraph.columns`) use
-these, so they read a line the same way. No knowledge of graphs here.
+(the arguments of a call, the items of a tuple: used by :mod:`parsers.fxgraph`,
+:mod:`parsers.outputcode` and ``traceview.analyze.dataflow``), bracket balance, the
+``code  # comment`` split, and the parameters of a ``def forward(...)`` signature. Both FX graph parsers
+(:mod:`parsers.fxgraph.reference` and :mod:`parsers.fxgraph.columns`) use these, so they
+read a line the same way. No knowledge of graphs here, and no polars.
 """
 
 from __future__ import annotations
