@@ -1,9 +1,10 @@
-"""Shared lexing of the Python that torch prints: FX graphs and wrapper code.
+"""Shared lexing of the Python that torch prints: FX graphs, wrapper code, guards.
 
 String literals, brackets and comments, read as Python reads them: :func:`split_top_level`
-(the arguments of a call, the items of a tuple: used by :mod:`parsers.fxgraph`,
-:mod:`parsers.outputcode` and ``traceview.analyze.dataflow``), bracket balance, the
-``code  # comment`` split, and the parameters of a ``def forward(...)`` signature. Both FX graph parsers
+(the arguments of a call, the items of a tuple, the guards of a recompile reason: used by
+:mod:`parsers.fxgraph`, :mod:`parsers.outputcode`, :mod:`parsers.messages` and
+``traceview.analyze.dataflow``), bracket balance, the ``code  # comment`` split, and the
+parameters of a ``def forward(...)`` signature. Both FX graph parsers
 (:mod:`parsers.fxgraph.reference` and :mod:`parsers.fxgraph.columns`) use these, so they
 read a line the same way. No knowledge of graphs here, and no polars.
 """
@@ -61,19 +62,25 @@ def split_code_comment(s: str) -> tuple[str, str | None]:
 
 
 def split_top_level(s: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` at bracket depth 0 outside of strings (empty pieces dropped): the
-    arguments of a call, the items of a tuple, in graph and wrapper code alike."""
+    """Split on ``sep`` at bracket depth 0 outside of strings (pieces stripped, empty ones
+    dropped): the arguments of a call, the items of a tuple, in graph and wrapper code alike,
+    and the guards of a recompile reason (``sep="; "``). ``sep`` may be several characters,
+    none of them a quote or a bracket. A closing bracket with no opener is passed over (the
+    depth stays 0): printed code has none, but the user source quoted in a guard's comment
+    may, and the guards after it are still split."""
     parts: list[str] = []
     depth = 0
     start = 0
+    head, wide = sep[0], len(sep) > 1
     for i, c in unquoted(s):
         if c in "([{":
             depth += 1
         elif c in ")]}":
-            depth -= 1
-        elif c == sep and depth == 0:
+            if depth:
+                depth -= 1
+        elif c == head and depth == 0 and (not wide or (i >= start and s.startswith(sep, i))):
             parts.append(s[start:i])
-            start = i + 1
+            start = i + len(sep)
     parts.append(s[start:])
     return [p.strip() for p in parts if p.strip()]
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from parsers.lexing import split_top_level
+
 __all__ = [
     "classify_guard",
     "parse_annotation",
@@ -388,34 +390,6 @@ _GUARD_BLOCK = re.compile(r"^guard \d+ failures:$")
 _RECOMPILING = re.compile(r"^Recompiling function (?P<fn>\S+) in (?P<file>.+):(?P<line>\d+)\s*$")
 
 
-def _split_top_level(body: str, sep: str = "; ") -> list[str]:
-    """Split on ``sep`` outside brackets and quotes (verbose reasons join guards with '; ')."""
-    parts: list[str] = []
-    depth = 0
-    quote = None
-    start = 0
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if quote:
-            if c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth = max(depth - 1, 0)
-        elif depth == 0 and body.startswith(sep, i):
-            parts.append(body[start:i])
-            start = i + len(sep)
-            i += len(sep)
-            continue
-        i += 1
-    parts.append(body[start:])
-    return [p for p in parts if p.strip()]
-
-
 def _reason_rows(reason: str, index: int) -> list[dict[str, Any]]:
     """Rows for one cache entry's reason: ``cid: guard[; guard]`` + optional user stack."""
     lines = reason[:MESSAGE_MAX].split("\n")
@@ -438,7 +412,7 @@ def _reason_rows(reason: str, index: int) -> list[dict[str, Any]]:
             stack = {"user_file": f[0], "user_line": f[1], "user_function": f[2],
                      "user_code": f[3]}
     rows = []
-    pieces = _split_top_level(body) if "; " in body else [body]
+    pieces = split_top_level(body, "; ") if "; " in body else [body]
     for piece in pieces:
         c = split_guard_comment(piece)
         row: dict[str, Any] = {"reason_index": index, "failed_against": against,

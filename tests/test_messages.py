@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from parsers.messages import (
 )
 from parsers.textlog import read_text_log
 from parsers.tracelog import read_trace
-from tests.conftest import FIXTURES, GPU, skip_without_shared
+from tests.conftest import FIXTURES, GPU, program_env, skip_without_shared
 
 
 def scenario_dir(name: str) -> Path:
@@ -219,6 +221,73 @@ def test_requires_grad_and_multirank_reasons():
     [m] = parse_recompile_reasons(text_of("multirank", "recompiles", "[0/1]"))
     assert (m["function"], m["line"], m["failed_against"], m["kind"], m["expected"],
             m["actual"]) == ("forward", 31, "0/0", "size", "8", "6")
+
+
+# A real run whose recompile reasons put `; ` where it is not a separator: inside a string
+# literal with an escaped quote, and after the user source of a multi-line condition (its last
+# line closes a bracket that opened on the line before).
+_SPLIT_PROGRAM = """\
+import torch
+
+
+@torch.compile(backend="eager", dynamic=False)
+def words(x, s, t):
+    return x + len(s) + len(t)
+
+
+@torch.compile(backend="eager")
+def ranges(x, z):
+    if (x.dim() == 1 and
+            x.size(0) > 8):
+        x = x + 1
+    if z.size(0) > 8:
+        z = z + 1
+    return x, z
+
+
+words(torch.ones(2), "it's \\"q\\"; y)", "a")
+words(torch.ones(2), "other", "b")
+a, c = torch.ones(20), torch.ones(30)
+torch._dynamo.mark_dynamic(a, 0)
+torch._dynamo.mark_dynamic(c, 0)
+ranges(a, c)
+ranges(torch.ones(3), torch.ones(4))
+"""
+
+
+@pytest.fixture(scope="module")
+def split_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], list[dict], str]:
+    d = tmp_path_factory.mktemp("split")
+    (d / "split.py").write_text(_SPLIT_PROGRAM)
+    env = {**program_env(), "TORCH_TRACE": str(d / "trace"), "TORCH_LOGS": "recompiles_verbose"}
+    with open(d / "torch_logs.txt", "wb") as err:
+        subprocess.run([sys.executable, str(d / "split.py")], cwd=d, env=env, stderr=err,
+                       stdout=subprocess.DEVNULL, check=True, timeout=600)
+    ev = read_trace(sorted((d / "trace").glob("*.log"))).events
+    payloads = ev.filter(pl.col("name") == "recompile_reasons").sort("lineno")["payload"]
+    records = read_text_log(d / "torch_logs.txt").records
+    texts = records.filter(pl.col("artifact") == "recompiles_verbose").sort("lineno")["text"]
+    trace = [r for t in payloads for r in parse_recompile_reasons(t)]
+    text = [r for t in texts for r in parse_recompile_reasons(t)]
+    return trace, text, (d / "torch_logs.txt").read_text()
+
+
+def test_recompile_reason_guards_split_where_torch_joined_them(split_run):
+    trace, text, log = split_run
+    # what torch printed: the string guard alone; the two range guards joined by `; `
+    assert """s == 'it\\'s "q"; y)'  """ in log
+    assert "# x.size(0) > 8):  # " in log and "evaluate_expr); 9 <= z.size()[0]  # " in log
+    want = [
+        ("0/0", """s == 'it\\'s "q"; y)'""", "value", "s", """'it\\'s "q"; y)'""", 6),
+        ("1/0", "9 <= x.size()[0]", "size", "x", None, None),
+        ("1/0", "9 <= z.size()[0]", "size", "z", None, None),
+    ]
+    for rows in (text, trace):
+        assert [(r["failed_against"], r["guard"].split("  # ")[0], r["kind"], r["guard_source"],
+                 r["expected"], r["user_line"]) for r in rows] == want
+    # (a range guard's comment ends with torch's own frame, `(_dynamo/...:N in evaluate_expr)`,
+    # which split_guard_comment does not take for a source comment: no user line)
+    assert text[1]["guard"].endswith("in evaluate_expr)")
 
 
 def test_classify_guard_codes_of_real_guard_trees():
