@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from parsers.fxgraph import split_top_level
+from parsers.lexing import split_top_level
 
 __all__ = [
     "CALL_SCHEMA",

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from parsers.fxgraph import split_top_level
+from parsers.lexing import split_top_level
 
 __all__ = ["DATAFLOW_SCHEMA", "kernel_dataflow"]
 
