@@ -203,12 +203,14 @@ def parse_graph_break(text: str) -> dict[str, Any]:
 
 # ----------------------------------------------------------- guards and reasons
 
-# `code  # user code  # path:line in fn (HINT: ...)`; the user-code part may be missing.
+# `code  # user code  # path:line in fn (HINT: ...)`; the user-code part may be missing; a
+# range guard's comment ends with torch's own frame or a note in parentheses instead of a HINT.
 # What the regex
 #   ^(?P<code>.*?)\s+# (?:(?P<ucode>.*?)  # )?(?P<ufile>\S+?):(?P<uline>\d+) in (?P<ufn>\S+)
 #   (?: \(HINT: (?P<hint>.*)\))?\s*$            (re.S)
 # matches, found in linear time by _guard_comment (the regex is quadratic on many `# `).
 _COMMENT_SOURCE = re.compile(r"(?P<ufile>\S+?):(?P<uline>\d+) in (?P<ufn>\S+)")
+_FRAMEWORK_FRAME = re.compile(r"\S+\.py:\d+ in \S+")
 # Guard text longer than this is classified on its first CLASSIFY_MAX characters (a guard on
 # a huge repr, or a line that is not a guard at all).
 CLASSIFY_MAX = 4096
@@ -284,6 +286,13 @@ def _guard_comment(text: str) -> tuple[str, str | None, re.Match[str], str | Non
             return m, None
         if text.startswith(" (HINT: ", q) and text[end - 1] == ")" and end - 1 >= q + 8:
             return m, text[q + 8 : end - 1]
+        if text.startswith(" (", q) and text[end - 1] == ")" and end - 1 >= q + 2:
+            # torch's own note after the user's line: the framework frame that added a range
+            # guard, `(_dynamo/variables/tensor.py:2606 in evaluate_expr)`, or why the user
+            # code shown is not the guard's cause (`(user code shown is first use of this
+            # value--...)`); a note is kept as the hint, a frame is not one
+            note = text[q + 2 : end - 1]
+            return m, None if _FRAMEWORK_FRAME.fullmatch(note) else note
         return None
 
     # `  # ` followed by a source comment, in order (the user code ends at the first one)

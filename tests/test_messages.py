@@ -279,15 +279,19 @@ def test_recompile_reason_guards_split_where_torch_joined_them(split_run):
     assert "# x.size(0) > 8):  # " in log and "evaluate_expr); 9 <= z.size()[0]  # " in log
     want = [
         ("0/0", """s == 'it\\'s "q"; y)'""", "value", "s", """'it\\'s "q"; y)'""", 6),
-        ("1/0", "9 <= x.size()[0]", "size", "x", None, None),
-        ("1/0", "9 <= z.size()[0]", "size", "z", None, None),
+        ("1/0", "9 <= x.size()[0]", "size", "x", None, 12),
+        ("1/0", "9 <= z.size()[0]", "size", "z", None, 14),
     ]
     for rows in (text, trace):
         assert [(r["failed_against"], r["guard"].split("  # ")[0], r["kind"], r["guard_source"],
                  r["expected"], r["user_line"]) for r in rows] == want
-    # (a range guard's comment ends with torch's own frame, `(_dynamo/...:N in evaluate_expr)`,
-    # which split_guard_comment does not take for a source comment: no user line)
-    assert text[1]["guard"].endswith("in evaluate_expr)")
+    # a range guard's comment ends with torch's own frame, `(_dynamo/...:N in evaluate_expr)`:
+    # the user's line before it is the guard's source, the frame is not kept
+    for rows in (text, trace):
+        assert [(r["guard"], r["user_code"], r["user_function"]) for r in rows[1:]] == [
+            ("9 <= x.size()[0]", "x.size(0) > 8):", "ranges"),
+            ("9 <= z.size()[0]", "if z.size(0) > 8:", "ranges"),
+        ]
 
 
 def test_classify_guard_codes_of_real_guard_trees():
