@@ -51,7 +51,7 @@ def deadline(seconds: int = 120) -> Iterator[None]:
 
 OLD_GUARD_COMMENT = re.compile(
     r"^(?P<code>.*?)\s+# (?:(?P<ucode>.*?)  # )?(?P<ufile>\S+?):(?P<uline>\d+) in (?P<ufn>\S+)"
-    r"(?: \(HINT: (?P<hint>.*)\))?\s*$",
+    r"(?: \(HINT: (?P<hint>.*)\)| \((?P<note>.*)\))?\s*$",
     re.S,
 )
 OLD_SYM = re.compile(r"(?P<src>[\w'\[\]\.]+?)\.(?P<what>size|stride)\(\)\[(?P<dim>\d+)\]")
@@ -74,7 +74,9 @@ def old_split(text: str) -> tuple:
     m = OLD_GUARD_COMMENT.match(text)
     if not m:
         return (text.rstrip(), None, None, None, None, None)
-    return (m["code"].rstrip(), m["ucode"], m["ufile"], int(m["uline"]), m["ufn"], m["hint"])
+    # a note in parentheses (a range guard's) is the hint, unless it is torch's own frame
+    note = m["note"] if m["note"] is not None and not re.fullmatch(r"\S+\.py:\d+ in \S+", m["note"]) else None
+    return (m["code"].rstrip(), m["ucode"], m["ufile"], int(m["uline"]), m["ufn"], m["hint"] if m["hint"] is not None else note)
 
 
 def new_split(text: str) -> tuple:
