@@ -22,6 +22,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from parsers.compile_ids import compile_id_expr, trace_id_expr
 from parsers.discover import InputError, rank_number
 from parsers.glog import PREFIX, renamed, timestamp, year_and_month
 from parsers.gzipped import GzipStream, is_gzip, read_all
@@ -745,25 +746,9 @@ def _build(scans: list[_Scan], *, lazy: bool) -> ParsedFile:
     )
     if lazy:
         raw = raw.with_columns(pl.col("payload_start", "payload_end").replace(-1, None))
-    ints = {c: pl.col(c).cast(pl.String) for c in ("compiled_autograd_id", "frame_id", "frame_compile_id")}
-    compile_id = (
-        pl.when(pl.col("compiled_autograd_id").is_not_null())
-        .then(
-            pl.concat_str(
-                pl.lit("!"),
-                ints["compiled_autograd_id"],
-                pl.when(pl.col("frame_id").is_not_null())
-                .then(pl.concat_str(pl.lit("/"), ints["frame_id"], pl.lit("/"), ints["frame_compile_id"]))
-                .otherwise(pl.lit("")),
-            )
-        )
-        .when(pl.col("frame_id").is_not_null())
-        .then(pl.concat_str(ints["frame_id"], pl.lit("/"), ints["frame_compile_id"].fill_null("-")))
-        .otherwise(None)
-    )
     kinds_seen = {kd for s in scans for kd in s.kinds}
     events = (
-        raw.with_columns(compile_id.alias("compile_id"))
+        raw.with_columns(compile_id_expr().alias("compile_id"))
         .with_columns(
             (pl.col("lineno") + pl.col("n_payload")).alias("end_lineno"),
             # the file name's rank_N wins: it is what the user sees and what tlparse uses
@@ -776,18 +761,7 @@ def _build(scans: list[_Scan], *, lazy: bool) -> ParsedFile:
             pl.col("src_line").cast(pl.Int32, strict=False),
             timestamp(pl.col("md"), pl.col("time"), pl.col("_year"), pl.col("_month")).alias("ts"),
             pl.col("kind").is_in(sorted(k for k in kinds_seen if is_known_kind(k))).alias("known_kind"),
-            pl.when(pl.col("compile_id").is_not_null())
-            .then(
-                pl.concat_str(
-                    pl.lit("["),
-                    pl.col("compile_id"),
-                    pl.when(pl.col("attempt").fill_null(0) != 0)
-                    .then(pl.concat_str(pl.lit("_"), pl.col("attempt").cast(pl.String)))
-                    .otherwise(pl.lit("")),
-                    pl.lit("]"),
-                )
-            )
-            .alias("trace_id"),
+            trace_id_expr().alias("trace_id"),
             pl.when(pl.col("n_payload") > 0).then(pl.col("block")).otherwise(None).alias("payload"),
         )
     )
