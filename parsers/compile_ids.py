@@ -19,7 +19,7 @@ within one).
 
 `CompileId.compile_id` and `with_attempt` write an id from its parts in Python;
 `compile_id_expr` and `trace_id_expr` write the same strings from an events table's integer
-columns (what parsers.tracelog builds the `compile_id` and `trace_id` columns with).
+columns (what parsers.torch_trace builds the `compile_id` and `trace_id` columns with).
 
 `sort_key` is the one order of compile ids every table, finding and view uses: plain ids
 before compiled-autograd ones, then by frame, compile number and attempt, as numbers

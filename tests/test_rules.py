@@ -23,7 +23,7 @@ from parsers.compile_ids import (
 from parsers.facts import user_name
 from parsers.glog import timestamp, year_and_month
 from parsers.sources import prefer_trace
-from parsers.tracelog import read_trace
+from parsers.torch_trace import read_trace
 from tests.conftest import FIXTURES
 
 # every form torch writes (torch/_guards.py CompileId.__str__ / TraceId.__str__), shuffled
