@@ -6,6 +6,7 @@ line that is not one). Invalid UTF-8 is found here, and repaired on the slow pat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,6 +42,8 @@ def fix_utf8(data: bytes, problems: Problems) -> bytes:
 
 @dataclass
 class Split:
+    """A trace log cut into lines; its record headers (`cand`) and their payloads."""
+
     n: int
     nlines: int
     truncated: bool
@@ -146,7 +149,8 @@ def split_lines(data: bytes, *, lazy: bool = False) -> Split:
     )
 
 
-def pyarrow_module():  # -> the pyarrow module
+def pyarrow_module() -> ModuleType:
+    """pyarrow, imported when first needed (a lazy parse mostly does without it)."""
     import pyarrow
 
     return pyarrow

@@ -12,6 +12,9 @@ from parsers.torch_trace.schemas import PROBLEMS_SCHEMA
 
 @dataclass
 class Problems:
+    """The problems of one file (or piece) found while it is scanned, one per line that has one
+    (a detail is cut at 200 characters)."""
+
     linenos: list[int] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
@@ -23,6 +26,7 @@ class Problems:
 
 
 def problem_frame(file: str, problems: Problems) -> pl.DataFrame:
+    """The `problems` table rows of `problems` (PROBLEMS_SCHEMA)."""
     return pl.DataFrame(
         {
             "file": [file] * len(problems.linenos),
@@ -35,6 +39,7 @@ def problem_frame(file: str, problems: Problems) -> pl.DataFrame:
 
 
 def with_problem(problems: pl.DataFrame, file: str, lineno: int, kind: str, detail: str) -> pl.DataFrame:
+    """`problems` and one more row."""
     row = pl.DataFrame({"file": [file], "lineno": [lineno], "problem": [kind], "detail": [detail]}, schema=PROBLEMS_SCHEMA)
     return pl.concat([problems, row])
 
