@@ -8,7 +8,7 @@ The forms (torch/_guards.py `CompileId.__str__` and `TraceId.__str__`):
                 carry no attempt, the `trace_id` columns do, in brackets)
     "!0"        compiled-autograd graph 0
     "!0/3/1"    frame 3, compile 1, compiled while compiled-autograd graph 0 ran
-    "3/-"       frame 3 with no compile number in its envelope (parsers.tracelog writes it)
+    "3/-"       frame 3 with no compile number in its envelope (the events table writes it)
 
 One id is not one compile: `torch._dynamo.reset()` clears the frame counters, so the next
 compile of any function is `0/0` again. A compile is one `dynamo_start … compilation_metrics`
@@ -16,6 +16,10 @@ span; its *occurrence* (1, 2, …) counts the spans of the same id in one proces
 `label` shows it (`0/0`, then `0/0 #2`). `occurrence_expr` is that rule for the events table;
 `epoch_expr` numbers the stretches between resets (a frame id names one code object only
 within one).
+
+`CompileId.compile_id` and `with_attempt` write an id from its parts in Python;
+`compile_id_expr` and `trace_id_expr` write the same strings from an events table's integer
+columns (what parsers.torch_trace builds the `compile_id` and `trace_id` columns with).
 
 `sort_key` is the one order of compile ids every table, finding and view uses: plain ids
 before compiled-autograd ones, then by frame, compile number and attempt, as numbers
@@ -26,6 +30,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # A trace id as TORCH_LOGS prints it between brackets (parsers.textlog reads it with this).
 TRACE_ID_RE = r"^(?:!(?P<ca>\d+))?/?(?:(?P<fid>\d+)/(?P<fcid>\d+))?(?:_(?P<att>\d+))?$"
@@ -57,6 +65,54 @@ def with_attempt(compile_id: str | None, attempt: int | None) -> str | None:
     if compile_id is None:
         return None
     return f"{compile_id}_{attempt}" if attempt else compile_id
+
+
+def compile_id_expr(
+    compiled_autograd: str = "compiled_autograd_id", frame: str = "frame_id", frame_compile: str = "frame_compile_id"
+) -> pl.Expr:
+    """`CompileId.compile_id` of three integer columns, as a polars expression: "3/1",
+    "3/-" (a frame without a compile number), "!0", "!0/3/1"; null when there is neither a
+    frame nor a compiled-autograd id. (A compiled-autograd id with a frame but no compile
+    number, which torch never writes, is null here where `CompileId.compile_id` writes
+    "!0/3/-": parsed tables are kept under their PARSER_VERSION, so it stays.)"""
+    import polars as pl
+
+    ca, fid, fcid = (pl.col(c).cast(pl.String) for c in (compiled_autograd, frame, frame_compile))
+    return (
+        pl.when(pl.col(compiled_autograd).is_not_null())
+        .then(
+            pl.concat_str(
+                pl.lit("!"),
+                ca,
+                pl.when(pl.col(frame).is_not_null())
+                .then(pl.concat_str(pl.lit("/"), fid, pl.lit("/"), fcid))
+                .otherwise(pl.lit("")),
+            )
+        )
+        .when(pl.col(frame).is_not_null())
+        .then(pl.concat_str(fid, pl.lit("/"), fcid.fill_null("-")))
+        .otherwise(None)
+    )
+
+
+def trace_id_expr(compile_id: str = "compile_id", attempt: str = "attempt") -> pl.Expr:
+    """`with_attempt` as a polars expression, in brackets as the `trace_id` columns hold it:
+    "[3/1]", "[3/1_2]" (attempt 2), "[!0/3/1]"; null without a compile id."""
+    import polars as pl
+
+    return (
+        pl.when(pl.col(compile_id).is_not_null())
+        .then(
+            pl.concat_str(
+                pl.lit("["),
+                pl.col(compile_id),
+                pl.when(pl.col(attempt).fill_null(0) != 0)
+                .then(pl.concat_str(pl.lit("_"), pl.col(attempt).cast(pl.String)))
+                .otherwise(pl.lit("")),
+                pl.lit("]"),
+            )
+        )
+    )
 
 
 def label(compile_id: str | None, occurrence: int | None = None) -> str:

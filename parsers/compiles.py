@@ -432,7 +432,7 @@ _CHROMIUM = pl.Struct(
 def build_spans(events: pl.DataFrame, chromium: pl.DataFrame | None = None) -> pl.DataFrame:
     """Compile phases from chromium events: B/E pairs matched per name and nesting depth,
     X (complete) events as they are; instant events are left out. `chromium`: the events
-    already decoded by a lazy parse (parsers.tracelog.CHROMIUM_SCHEMA); else the payloads of
+    already decoded by a lazy parse (parsers.torch_trace.CHROMIUM_SCHEMA); else the payloads of
     `events` are decoded."""
     dec = _decode_chromium(events) if chromium is None else chromium
     if dec.height == 0:

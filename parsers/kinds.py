@@ -74,7 +74,7 @@ def is_known_kind(kind: str) -> bool:
 # Payloads the parse-time tables need (recompile reasons, graph breaks): a lazy parse
 # (traceview.pipeline) materializes only these, decodes chromium events straight into the
 # `chromium` rows that spans are built from, and reads every other payload from the input
-# file when something asks for it (`parsers.tracelog.hydrate`).
+# file when something asks for it (`parsers.torch_trace.hydrate`).
 SUMMARY_PAYLOAD_ARTIFACTS: frozenset[str] = frozenset(
     {
         "recompile_reasons",

@@ -1,6 +1,6 @@
 """Loaders shared by test_fxgraph.py, test_outputcode.py and test_origin.py.
 
-Traces are read with parsers.tracelog.read_trace and text logs with
+Traces are read with parsers.torch_trace.read_trace and text logs with
 parsers.textlog.read_text_log; `raw_envelopes` is an independent, minimal reader
 (header = glog prefix + ``] `` + JSON, payload = following TAB lines with the TAB removed,
 joined by ``\\n``) used to check that tables keep payload bytes exactly.
@@ -24,7 +24,7 @@ from parsers.graphs import (
     build_provenance,
 )
 from parsers.textlog import read_text_log
-from parsers.tracelog import read_trace
+from parsers.torch_trace import read_trace
 from tests.conftest import FIXTURES, GPU, PEER
 
 _PREFIX = re.compile(r"^[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\]]+:\d+\] (.*)$")

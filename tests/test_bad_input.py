@@ -22,9 +22,8 @@ import polars as pl
 import pytest
 
 import traceview
-from parsers import tracelog
 from parsers.discover import InputError, discover
-from parsers.tracelog import InputChanged, read_trace_files
+from parsers.torch_trace import InputChanged, hydrate, read_trace_files, scanning
 from tests.conftest import FIXTURES
 from traceview.export import EXPORT_MARKER, write_export
 from traceview.loading import LoadOptions, load_trace
@@ -72,14 +71,14 @@ def test_file_truncated_between_discovery_and_parse(tmp_path: Path) -> None:
 SHRINK_DURING_PARSE = textwrap.dedent(
     """
     import os, sys
-    import parsers.tracelog as tl
+    import parsers.torch_trace.reading as reading
     path = sys.argv[1]
-    scan = tl._scan
+    scan = reading.scan_bytes
     def shrink_then_scan(data, *a, **k):
         os.truncate(path, 100)  # the job rotated its log while we parse it
         return scan(data, *a, **k)
-    tl._scan = shrink_then_scan
-    parsed = tl.read_trace_files([path], lazy=True)
+    reading.scan_bytes = shrink_then_scan
+    parsed = reading.read_trace_files([path], lazy=True)
     print(parsed.events.height)
     """
 )
@@ -252,21 +251,21 @@ def test_gzip_is_parsed_in_bounded_pieces(tmp_path: Path, monkeypatch: pytest.Mo
     text = b"".join(recs) * 8
     f = tmp_path / "dedicated_log_torch_trace_x.log.gz"
     f.write_bytes(gzip.compress(text, compresslevel=1))
-    monkeypatch.setattr(tracelog, "GZIP_PIECE", 256 * 1024)
+    monkeypatch.setattr(scanning, "GZIP_PIECE", 256 * 1024)
     sizes: list[int] = []
-    scan = tracelog._scan
+    scan = scanning.scan_bytes
 
     def spy(data: bytes, *a: object, **k: object) -> object:
         sizes.append(len(data))
         return scan(data, *a, **k)
 
-    monkeypatch.setattr(tracelog, "_scan", spy)
+    monkeypatch.setattr(scanning, "scan_bytes", spy)
     parsed = read_trace_files([str(f)], lazy=True)
     assert len(sizes) > 10 and max(sizes) <= 256 * 1024 + max(map(len, recs))
     assert sum(sizes) == len(text)
     assert parsed.events.height == 8 * len(recs)
     assert parsed.stats.height == 1 and parsed.stats["lines"][0] == text.count(b"\n")
-    events, problems = tracelog.hydrate(parsed.events, verify=True)
+    events, problems = hydrate(parsed.events, verify=True)
     assert events["payload_ok"].drop_nulls().all() and problems.height == 0
 
 

@@ -17,7 +17,7 @@ from parsers.facts import (
     recompiles_from_trace,
 )
 from parsers.textlog import read_text_log
-from parsers.tracelog import read_trace
+from parsers.torch_trace import read_trace
 from tests.conftest import FIXTURES, GPU, skip_without_shared
 
 # TORCH_LOGS of each gpu/ scenario, from shared/traces/README.md.

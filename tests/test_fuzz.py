@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import traceview
-from parsers.tracelog import read_trace_files
+from parsers.torch_trace import read_trace_files
 from traceview.report import build_report, render_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -415,7 +415,7 @@ def test_odd_value_in_every_field_the_builders_read(tmp_path: Path) -> None:
     report are built. (A sweep of every value on every record kind found the crashes this
     guards against; this is its fast part.)"""
     from parsers.textlog import LOG_RECORDS_SCHEMA, OTHER_LINES_SCHEMA
-    from parsers.tracelog import read_trace_file
+    from parsers.torch_trace import read_trace_file
 
     values = [True, [1, "a"], {"": None}]  # not iterable, not hashable, not a list (2**70: test_bad_input)
     checked = 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from parsers import discover, glog, textlog, tracelog
+from parsers import discover, glog, textlog, torch_trace
 from tests.conftest import PEER, skip_without_shared
 from traceview import ablate_rung, pipeline
 
@@ -111,16 +111,16 @@ def test_str_bytes_named_and_plain_variants_agree(source: str) -> None:
 
 @pytest.mark.parametrize("source", SOURCES)
 def test_readers_patterns_agree_with_the_grammar(source: str) -> None:
-    """Each reader's own pattern (tracelog's column names, textlog's tags, discovery's bytes,
-    the pipeline's record start, ablate's log check) matches where the grammar does, with the
+    """Each reader's own pattern (the trace-log scan's column names, textlog's tags, discovery's
+    bytes, the pipeline's record start, ablate's log check) matches where the grammar does, with the
     same fields; polars' regex engine reads the same fields as Python's."""
     lines = SOURCES[source]()
     texts = [raw.decode("utf-8", "replace") for raw in lines]
     grammar = [_groups(re.match("^" + glog.PREFIX, t)) for t in texts]
 
-    # tracelog: the named variant with its own column names, through polars as tracelog runs it
+    # trace logs: the named variant with its own column names, through polars as the scan runs it
     rename = {"prefix_rank": "rank", "src": "src_file", "srcline": "src_line"}
-    got = pl.Series(texts).str.extract_groups(tracelog.PREFIX_PATTERN).struct.unnest().to_dicts()
+    got = pl.Series(texts).str.extract_groups(torch_trace.PREFIX_PATTERN).struct.unnest().to_dicts()
     for t, g, row in zip(texts, grammar, got, strict=True):
         prefix = row.pop("prefix")
         if g is None:

@@ -16,9 +16,9 @@ import pytest
 import traceview
 from parsers.compiles import build_spans
 from parsers.discover import discover
-from parsers.tracelog import InputChanged, hydrate, read_trace_file, read_trace_files
+from parsers.torch_trace import InputChanged, hydrate, read_trace_file, read_trace_files
 from tests.conftest import FIXTURES, PEER, needs_shared, skip_without_shared
-from tests.test_tracelog import all_trace_files
+from tests.test_torch_trace import all_trace_files
 from traceview import pipeline
 
 
@@ -85,7 +85,7 @@ def test_summary_never_reads_graph_payloads(tmp_path: Path) -> None:
 
 
 def test_md5_mismatch_found_when_payloads_are_checked() -> None:
-    # tlparse's simple_corrupted_json.log lost a payload line at line 13 (see test_tracelog)
+    # tlparse's simple_corrupted_json.log lost a payload line at line 13 (see test_torch_trace)
     skip_without_shared()
     t = traceview.load(PEER / "simple_corrupted_json.log")
     assert t.problems.filter(pl.col("problem") == "md5_mismatch").height == 0  # not checked yet
@@ -215,7 +215,7 @@ def test_md5_of_a_payload_equal_to_a_checked_one_is_not_recomputed(tmp_path: Pat
     # simple.log and its corrupted copy claim the same md5 for the payload at line 13; once
     # the good one is checked, an equal payload is good without hashing, and the corrupted
     # one (different bytes) is still hashed and reported
-    from parsers import tracelog
+    from parsers.torch_trace import payloads
 
     good = tmp_path / "dedicated_log_torch_trace_rank_0_a.log"
     again = tmp_path / "dedicated_log_torch_trace_rank_1_b.log"
@@ -223,20 +223,20 @@ def test_md5_of_a_payload_equal_to_a_checked_one_is_not_recomputed(tmp_path: Pat
     shutil.copy(PEER / "simple.log", good)
     shutil.copy(PEER / "simple.log", again)
     shutil.copy(PEER / "simple_corrupted_json.log", bad)
-    tracelog._VERIFIED.clear()
+    payloads._VERIFIED.clear()
     lazy = read_trace_files([str(good), str(again), str(bad)], lazy=True)
     hashed: list[int] = []
-    real_md5 = tracelog.hashlib.md5
+    real_md5 = payloads.hashlib.md5
 
     def counting_md5(data: object) -> object:
         hashed.append(1)
         return real_md5(data)
 
-    tracelog.hashlib.md5 = counting_md5  # type: ignore[assignment]
+    payloads.hashlib.md5 = counting_md5  # type: ignore[assignment]
     try:
         events, problems = hydrate(lazy.events, verify=True)
     finally:
-        tracelog.hashlib.md5 = real_md5  # type: ignore[assignment]
+        payloads.hashlib.md5 = real_md5  # type: ignore[assignment]
     per_file = events.filter(pl.col("payload_ok").is_not_null()).group_by("file").len()
     n_good = per_file.filter(pl.col("file") == str(good))["len"].item()
     # every payload of the first copy hashed; of the second copy, none; of the corrupted

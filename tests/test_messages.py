@@ -19,7 +19,7 @@ from parsers.messages import (
     split_graph_breaks,
 )
 from parsers.textlog import read_text_log
-from parsers.tracelog import read_trace
+from parsers.torch_trace import read_trace
 from tests.conftest import FIXTURES, GPU, program_env, skip_without_shared
 
 

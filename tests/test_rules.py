@@ -9,16 +9,22 @@ import polars as pl
 
 from parsers.compile_ids import (
     CompileId,
+    compile_id_expr,
     compile_number,
     frame_group,
     frame_of,
+    label,
     parse,
     sort_exprs,
     sort_key,
+    trace_id_expr,
+    with_attempt,
 )
 from parsers.facts import user_name
 from parsers.glog import timestamp, year_and_month
 from parsers.sources import prefer_trace
+from parsers.torch_trace import read_trace
+from tests.conftest import FIXTURES
 
 # every form torch writes (torch/_guards.py CompileId.__str__ / TraceId.__str__), shuffled
 IDS = ["!1", "10/0", "0/1", "!0/3/1", "2/0", "0/0", "3/-", "0/1_1", "!0", "!0/1/0", "9/2"]
@@ -48,6 +54,56 @@ def test_one_order_of_compile_ids() -> None:
     # the polars form sorts a column the same way, unparsable text last
     df = pl.DataFrame({"compile_id": [*IDS, "junk", None]})
     assert df.sort(sort_exprs())["compile_id"].to_list() == [*expected, None, "junk"]
+
+
+def _ids_of(fields: list[tuple[int | None, int | None, int | None, int | None]]) -> pl.DataFrame:
+    """compile_id and trace_id of envelope fields (compiled_autograd_id, frame_id,
+    frame_compile_id, attempt) as the events table builds them."""
+    df = pl.DataFrame(
+        fields,
+        schema={"compiled_autograd_id": pl.Int32, "frame_id": pl.Int32, "frame_compile_id": pl.Int32, "attempt": pl.Int32},
+        orient="row",
+    )
+    return df.with_columns(compile_id_expr().alias("compile_id")).with_columns(trace_id_expr().alias("trace_id"))
+
+
+def test_the_id_expressions_write_what_parse_reads() -> None:
+    # each form torch writes, with the attempt, and "3/-" (a frame without a compile number)
+    forms = ["3/1", "3/1_2", "10/12", "!0", "!2_1", "!0/3/1", "!0/3/1_1", "3/-", "3/-_1"]
+    parsed = [parse(t) for t in forms]
+    assert None not in parsed
+    got = _ids_of([(c.compiled_autograd, c.frame, c.compile, c.attempt) for c in parsed])
+    assert got["trace_id"].to_list() == [f"[{t}]" for t in forms]
+    assert got["compile_id"].to_list() == [t.split("_")[0] for t in forms]
+    # the Python side writes the same strings, and parse reads them back into the same fields
+    assert got["compile_id"].to_list() == [c.compile_id for c in parsed]
+    assert [with_attempt(c.compile_id, c.attempt) for c in parsed] == forms
+    assert [parse(t) for t in got["trace_id"]] == parsed
+    assert [label(t) for t in got["compile_id"]] == [c.compile_id for c in parsed]
+
+
+def test_the_id_expressions_without_a_frame() -> None:
+    got = _ids_of([(None, None, None, None), (None, None, None, 2), (None, None, 4, 0), (0, None, 4, 0)])
+    assert got["compile_id"].to_list() == [None, None, None, "!0"]
+    assert got["trace_id"].to_list() == [None, None, None, "[!0]"]
+    # torch never writes a compiled-autograd id with a frame but no compile number: the
+    # expression gives null where CompileId.compile_id writes "!0/3/-" (kept: parsed tables
+    # are cached under their PARSER_VERSION; see compile_id_expr)
+    assert _ids_of([(0, 3, None, 0)])["compile_id"].to_list() == [None]
+    assert CompileId(frame=3, compile=None, compiled_autograd=0).compile_id == "!0/3/-"
+
+
+def test_the_events_ids_read_back_into_their_own_fields() -> None:
+    # real torch traces: plain compiles and recompiles, and compiled autograd (`!0/1/0`, a gzip log)
+    files = [*(FIXTURES / "recompiles" / "trace").glob("*.log"), *(FIXTURES / "corpus" / "compiled_autograd" / "trace").glob("*")]
+    ev = read_trace(files).events.filter(pl.col("compile_id").is_not_null())
+    rows = ev.select("compile_id", "trace_id", "compiled_autograd_id", "frame_id", "frame_compile_id", "attempt").rows()
+    assert len(rows) > 100
+    assert any(r[2] is not None and r[3] is not None for r in rows)  # !N/F/C ids are there
+    assert any(r[2] is None for r in rows) and any(r[5] for r in rows)  # plain ids, and an attempt
+    for cid, tid, ca, fid, fcid, attempt in rows:
+        assert parse(cid) == CompileId(fid, fcid, ca), cid
+        assert parse(tid) == CompileId(fid, fcid, ca, attempt or 0), tid
 
 
 def test_prefer_trace_keeps_text_rows_only_where_the_trace_has_none() -> None:

@@ -51,7 +51,7 @@ def build_graph_tables(part: Path, on_group: GroupSink | None = None) -> dict[st
         build_provenance,
     )
     from parsers.seq_links import seq_links
-    from parsers.tracelog import hydrate
+    from parsers.torch_trace import hydrate
 
     records = read_ipc(part / "log_records.arrow") if (part / "log_records.arrow").exists() else None
     # forward/backward pairs never span two files, so the links are built per group,

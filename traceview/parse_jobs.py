@@ -16,14 +16,14 @@ from parsers.schemas import empty_table
 from traceview.parts import read_ipc, read_or_empty, replace_table, shift_lines, write_part
 
 if TYPE_CHECKING:
-    from parsers.tracelog import ParsedFile
+    from parsers.torch_trace import ParsedFile
 
 
 def process_trace_files(paths: list[str], outdir: str) -> None:
     """Worker: parse a batch of TORCH_TRACE logs and write them as one part. Every table is
     keyed by file, so the derived tables are built once over the batch (small files cost
     a fixed overhead per table operation that a batch pays once)."""
-    from parsers.tracelog import read_trace_files
+    from parsers.torch_trace import read_trace_files
 
     parsed = read_trace_files(paths, lazy=True)
     tables = {
@@ -61,7 +61,7 @@ def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.D
 def process_trace_chunk(path: str, start: int, end: int, outdir: str) -> None:
     """Worker: parse bytes [start, end) of a big trace log (a piece that starts at a record).
     Line numbers count from the piece's first line until `finish_trace_file` shifts them."""
-    from parsers.tracelog import file_changed, parse_trace_bytes
+    from parsers.torch_trace import file_changed, parse_trace_bytes
 
     # read, not memory-mapped: the file may shrink meanwhile (a mapping read past its new
     # end kills the process with SIGBUS)

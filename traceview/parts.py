@@ -95,7 +95,7 @@ def hydrated_events(part: Path) -> pl.DataFrame:
 
 
 def _hydrate(index: pl.DataFrame) -> pl.DataFrame:
-    from parsers.tracelog import hydrate
+    from parsers.torch_trace import hydrate
 
     return hydrate(index)[0]
 
@@ -105,7 +105,7 @@ def event_chunks(part: Path, *, verify: bool = False) -> Iterator[pl.DataFrame]:
     GROUP_BYTES of payload (a big file's payloads are never all in memory at once).
     `verify`: check every payload's md5 here (for when the graph tables, which check them
     too, are being built at the same time); else `payload_ok` as `_graph_tables` found it."""
-    from parsers.tracelog import hydrate
+    from parsers.torch_trace import hydrate
 
     index = part_events(part)
     if index.height == 0:
@@ -258,7 +258,7 @@ def all_problems(workdir: Path) -> pl.DataFrame:
 
 
 def index_events(workdir: Path) -> pl.DataFrame:
-    """The events as parsed: payloads of SUMMARY_PAYLOAD_ARTIFACTS only (see parsers.tracelog)."""
+    """The events as parsed: payloads of SUMMARY_PAYLOAD_ARTIFACTS only (see parsers.torch_trace)."""
     return _events_of_parts(workdir, part_events)
 
 

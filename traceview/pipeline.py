@@ -8,7 +8,7 @@ tables the summary needs: `compiles`, `spans`, `recompiles`, `graph_breaks`, `li
 `annotations`); what it writes: traceview.parts (uncompressed Arrow IPC per part and table;
 nothing large travels between processes). Guards, graphs, kernels and seq_nr links
 (GRAPH_TABLES) are built per part later, on demand (UI, export: traceview.graph_tables).
-Trace logs are parsed lazily (parsers.tracelog.parse_trace_bytes): the parts hold no
+Trace logs are parsed lazily (parsers.torch_trace.parse_trace_bytes): the parts hold no
 payload text, which `events` reads from the input files when it is opened. Opening
 memory-maps the parts (`open_dir`, `Parts`). The workdir is the parse cache entry (see
 `traceview.cache`) or a temporary dir; traceview.loading is the way in.

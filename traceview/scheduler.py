@@ -113,7 +113,7 @@ def run_jobs(
         t.join()
     if errors:
         if errors[0].startswith("InputChanged: "):
-            from parsers.tracelog import InputChanged
+            from parsers.torch_trace import InputChanged
 
             raise InputChanged(errors[0].removeprefix("InputChanged: "))
         raise WorkerError(errors[0])

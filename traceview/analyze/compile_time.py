@@ -205,7 +205,7 @@ def _autotuning_from_trace(events: pl.DataFrame, spans: pl.DataFrame, at: pl.Dat
     pre = spans.filter(pl.col("name").str.ends_with("_template_precompiling"))
     ends = pl.concat([at.select("file", "end_lineno"), pre.select("file", "end_lineno")]).drop_nulls()
     if "payload_start" in events.columns:  # events as parsed: read just these payloads
-        from parsers.tracelog import hydrate
+        from parsers.torch_trace import hydrate
 
         wanted = pl.concat([ends.rename({"end_lineno": "lineno"}), at.select("file", "lineno")]).unique()
         events, _ = hydrate(events.join(wanted, on=["file", "lineno"], how="semi"))

@@ -42,7 +42,7 @@ from parsers.compile_ids import (
 )
 from parsers.facts import guards_from_text, guards_from_trace, user_name
 from parsers.sources import prefer_trace
-from parsers.tracelog import InputChanged, hydrate
+from parsers.torch_trace import InputChanged, hydrate
 from traceview.trace import Trace
 
 STORM_SCHEMA_KEYS = (

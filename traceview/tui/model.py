@@ -360,7 +360,7 @@ def _event(trace: Trace, row: int) -> pl.DataFrame:
     index = None if trace.is_loaded("events") else trace.index_events()
     if index is None or "payload_start" not in index.columns:
         return trace.events.slice(row, 1)
-    from parsers.tracelog import hydrate
+    from parsers.torch_trace import hydrate
 
     return hydrate(index.slice(row, 1))[0]
 

@@ -15,7 +15,7 @@ import pytest
 
 from parsers.compiles import build_compiles
 from parsers.discover import InputError, discover
-from parsers.tracelog import read_trace, read_trace_file
+from parsers.torch_trace import read_trace, read_trace_file
 from tests.conftest import FIXTURES, GPU, PEER, SHARED, needs_shared, shared_inputs
 
 PREFIX = re.compile(r"^(\[rank\d+\]:)?[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\]]+:\d+\] ")
