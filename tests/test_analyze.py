@@ -41,7 +41,7 @@ def storm_of(storms: list[dict[str, Any]], function: str, rank: int | None = Non
 
 
 def failures_of(t: Trace) -> pl.DataFrame:
-    return failures(t.compiles, limit_hits=t.limit_hits, graph_breaks=t.graph_breaks)
+    return failures(t, caught=False)
 
 
 def raw_line(file: str, lineno: int) -> str:
@@ -313,7 +313,7 @@ def test_categories(fail_type: str, reason: str, category: str) -> None:
 @pytest.mark.parametrize("path", [fx("multirank"), fx("multirank", "trace"), fx("multirank", "torch_logs.txt")])
 def test_rank_1_compiles_0_1_extra(path: str) -> None:
     t = load(path)
-    d = rank_divergence(t.compiles, t.graph_breaks, log_records=t.log_records, recompiles=t.recompiles)
+    d = rank_divergence(t)
     assert d.height == 1  # nothing for rank 0
     row = d.row(0, named=True)
     assert (row["rank"], row["extra_compile_ids"], row["missing_compile_ids"], row["different"]) == (1, ["0/1"], [], [])
@@ -349,33 +349,33 @@ def test_object_ids_do_not_make_ranks_diverge() -> None:
     c = t.compiles.filter(pl.col("compile_id") == "0/1").sort("rank")
     reasons = dict(zip(c["rank"].to_list(), c["recompile_reason"].to_list()))
     assert reasons[0] != reasons[1]  # ___check_obj_id(fn, <a different id per process>)
-    d = rank_divergence(t.compiles, t.graph_breaks)
+    d = rank_divergence(t)
     assert d["rank"].to_list() == [5, 6]  # ranks 0-4 agree despite their ids
     assert d["missing_compile_ids"].to_list() == [["0/2", "0/3"], ["0/2", "0/3"]]
 
 
 # ------------------------------------------------------------------ compile time, cache
 def test_cache_hits_and_misses() -> None:
-    c = ct.cache_summary(load(fx("training")).compiles)
+    c = ct.cache_summary(load(fx("training")))
     assert (c["fx_graph_hits"], c["fx_graph_misses"], c["fx_graph_hit_ratio"]) == (0, 2, 0.0)
     assert (c["aot_autograd_hits"], c["aot_autograd_misses"], c["aot_autograd_hit_ratio"]) == (0, 1, 0.0)
-    none = ct.cache_summary(load(fx("recompiles")).compiles)  # backend eager: no Inductor cache lookups
+    none = ct.cache_summary(load(fx("recompiles")))  # backend eager: no Inductor cache lookups
     assert none["fx_graph_hit_ratio"] is None and none["aot_autograd_hit_ratio"] is None
 
 
 @needs_shared
 def test_cache_hit_ratio_on_tlparse_input() -> None:
-    c = ct.cache_summary(load(str(PEER / "cache_hit_miss.log")).compiles)
+    c = ct.cache_summary(load(str(PEER / "cache_hit_miss.log")))
     assert (c["fx_graph_hits"], c["fx_graph_misses"], c["fx_graph_hit_ratio"]) == (1, 2, 0.3333)
 
 
 def test_phases_and_top_compiles() -> None:
     t = load(fx("training"))
-    ph = ct.phase_totals(t.compiles, t.spans)
+    ph = ct.phase_totals(t)
     assert set(ph) == {"dynamo", "aot+backend", "aot", "inductor", "codegen", "autotuning", "backward"}
     assert ph["inductor"] > 0 and ph["backward"] > 0 and ph["autotuning"] == 0.0
     assert ph["aot"] == pytest.approx(ph["aot+backend"] - ph["inductor"], abs=1e-5)
-    [top] = ct.top_compiles(t.compiles, spans=t.spans).to_dicts()
+    [top] = ct.top_compiles(t).to_dicts()
     assert (top["compile_id"], top["function"], top["line"]) == ("0/0", "forward", 20)
     assert top["seconds"] == pytest.approx(top["dynamo_time_s"] + top["backend_compile_time_s"] + top["bwd_compile_time_s"], rel=1e-6)
 
@@ -384,7 +384,7 @@ def test_phases_and_top_compiles() -> None:
 @pytest.mark.parametrize("part", ["trace", "torch_logs.txt"])
 def test_max_autotune_autotuning(part: str) -> None:
     t = load(str(GPU / "max_autotune" / part))
-    a = ct.autotuning(t.events, t.spans, t.other_lines)
+    a = ct.autotuning(t)
     rows = a.select("op", "shape", "choices", "best_kernel", "best_triton_kernel").rows()
     assert rows == [
         ("addmm", "512x4096, 512x1024, 1024x4096", 21, "bias_addmm", "triton_mm_18"),
@@ -398,7 +398,7 @@ def test_max_autotune_autotuning(part: str) -> None:
         assert first["failed_choices"] == 1  # the triton_mm config that ran out of shared memory
         assert first["compile_id"] == "0/0"
         assert "addmm_template_autotuning" in raw_line(first["file"], first["lineno"] + 2)
-        ph = ct.phase_totals(t.compiles, t.spans)
+        ph = ct.phase_totals(t)
         assert 4.0 < ph["autotuning"] < ph["inductor"]
 
 
@@ -490,7 +490,7 @@ def test_breaks_from_restart_reasons_and_failures_without_messages() -> None:
 def test_ranks_that_differ_in_cache_and_graph_breaks() -> None:
     """multirank's tables with rank 1 changed: an AOTAutograd cache hit on 0/0 and another
     graph-break reason on 1/0. Two ranks: a tie goes to rank 0's behaviour."""
-    t = load(fx("multirank", "trace"))
+    t = traceview.load(fx("multirank", "trace"))  # not the cached one: two tables are replaced
     r1 = pl.col("rank") == 1
     comp = t.compiles.with_columns(
         pl.when(r1 & (pl.col("compile_id") == "0/0")).then(1).otherwise(pl.col("aot_cache_hits")).cast(pl.Int32).alias("aot_cache_hits")
@@ -498,7 +498,9 @@ def test_ranks_that_differ_in_cache_and_graph_breaks() -> None:
     gb = t.graph_breaks.with_columns(
         pl.when(r1).then(pl.lit("Data-dependent branching")).otherwise(pl.col("reason")).alias("reason")
     )
-    d = rank_divergence(comp, gb)
+    t.provide("compiles", comp)
+    t.provide("graph_breaks", gb)
+    d = rank_divergence(t)
     assert d["rank"].to_list() == [1]
     row = d.row(0, named=True)
     assert (row["extra_compile_ids"], row["different"]) == (["0/1"], ["0/0", "1/0"])
@@ -521,11 +523,13 @@ def test_functions_compiled_more_than_once_ties_in_rank_order() -> None:
     # (or on polars' group_by), or the summary changes from one run to the next
     from traceview.analyze.compile_time import by_function
 
-    c = traceview.load(FIXTURES / "corpus" / "multirank4").compiles
-    c = c.with_columns(pl.lit(1.0).alias("total_time_s"))  # every rank ties
-    want = by_function(c)
+    t = traceview.load(FIXTURES / "corpus" / "multirank4")
+    c = t.compiles.with_columns(pl.lit(1.0).alias("total_time_s"))  # every rank ties
+    t.provide("compiles", c)
+    want = by_function(t)
     for seed in range(5):
-        assert by_function(c.sample(fraction=1.0, shuffle=True, seed=seed)).equals(want)
+        t.provide("compiles", c.sample(fraction=1.0, shuffle=True, seed=seed))
+        assert by_function(t).equals(want)
     for _, tied in want.group_by("seconds", "compiles", "function", "filename", "line"):
         assert tied["rank"].to_list() == sorted(tied["rank"].to_list())
     assert want.height == 12 and want["rank"].head(4).to_list() == [2, 0, 1, 3]  # rank 2 compiled forward twice

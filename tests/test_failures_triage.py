@@ -313,7 +313,7 @@ def test_failures_table_types() -> None:
     from traceview.analyze.failures import SCHEMA, failures
 
     t = traceview.load(CORPUS / "reset_same_id" / "trace")
-    df = failures(t.compiles)
+    df = failures(t)
     assert df.schema == pl.Schema(SCHEMA)
 
 

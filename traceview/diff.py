@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.storms import recompile_storms
 from traceview.errors import UserError
 from traceview.printable import one_line, printable
-from traceview.trace import Trace
+from traceview.trace import TABLES, Trace
 from traceview.versions import DIFF_SCHEMA_VERSION
 
 # Sections that count as changes, most important first (compile time is apart: see `noise`).
@@ -103,17 +104,38 @@ def kernel_key(name: pl.Expr, kind: pl.Expr) -> pl.Expr:
 
 
 # ------------------------------------------------------------------------------ one side
+def _of_rank(df: pl.DataFrame, rank: Any) -> pl.DataFrame:
+    return df.filter(pl.col("rank").eq_missing(rank)) if "rank" in df.columns else df
+
+
+def _rank_view(trace: Trace, rank: Any) -> Trace:
+    """The rows of one rank of `trace` as a Trace of their own (each table filtered when first
+    read), for the analyzers that compare one rank with another."""
+
+    def of_rank(name: str) -> Callable[[], pl.DataFrame]:
+        return lambda: _of_rank(trace.table(name), rank)
+
+    return Trace.from_tables(
+        {name: of_rank(name) for name in TABLES}, inputs=trace.inputs, index=lambda: _of_rank(trace.index_events(), rank)
+    )
+
+
 class _Side:
-    """What one run (or one rank of it) compiled, keyed by code object."""
+    """What one run (or one rank of it) compiled, keyed by code object.
+
+    `trace` is the whole run (analyzers that give each row its rank run on it, `keep` picks
+    this side's rows); `view` is this side's rank of it (the whole run without --rank), for
+    the analyzers that sum or compare over a run: failures, compile time, cache."""
 
     def __init__(self, trace: Trace, rank: Any) -> None:
         self.trace = trace
         self.rank = rank
-        comp = trace.compiles
-        if rank is not _ANY_RANK:
-            comp = comp.filter(pl.col("rank").eq_missing(rank))
-        self.all_compiles = comp
-        self.compiles = comp.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
+        self.view = trace if rank is _ANY_RANK else _rank_view(trace, rank)
+        self.all_compiles = self.view.compiles
+        # the compiles matched by code object: a Dynamo frame's, outside compiled autograd
+        self.compiles = self.all_compiles.filter(
+            pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null()
+        )
 
     def keep(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Rows of an analyzer (each with `rank`) of this side's rank."""
@@ -139,10 +161,8 @@ class _Side:
         return {k: sorted(v, key=sort_key) for k, v in out.items()}
 
     def table(self, name: str) -> pl.DataFrame:
-        df = self.trace.table(name)
-        if self.rank is not _ANY_RANK and "rank" in df.columns:
-            df = df.filter(pl.col("rank").eq_missing(self.rank))
-        return df
+        """Table `name` of this side's rank (of the whole run without --rank)."""
+        return self.view.table(name)
 
     def per_compile(self, name: str, key: pl.Expr) -> dict[tuple, Counter]:
         """(rank, compile_id) -> Counter of `key` (null: not counted) over table `name`."""
@@ -294,7 +314,7 @@ def _break_row(change: str, g: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 def _failures(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     def collect(side: _Side) -> dict[tuple, dict[str, Any]]:
-        rows = failures(side.all_compiles, limit_hits=side.table("limit_hits"), graph_breaks=side.table("graph_breaks"))
+        rows = failures(side.view, caught=False)
         out = {}
         for r in rows.iter_rows(named=True):
             k = (side.rank_of(r), r.get("function"), file_tail(r.get("filename")), r["category"])
@@ -371,7 +391,7 @@ def _compile_time(sa: _Side, sb: _Side, noise: Noise) -> dict[str, Any]:
 
     def by_fn(s: _Side) -> dict[str, float]:
         out: dict[str, float] = {}
-        for r in ct.by_function(s.compiles).iter_rows(named=True):
+        for r in ct.by_function(s.view, frames_only=True).iter_rows(named=True):
             k = code_object(r["function"], r["filename"], r["line"])
             if s.rank is _ANY_RANK and r["rank"] is not None:
                 k = f"rank {r['rank']} {k}"
@@ -379,8 +399,7 @@ def _compile_time(sa: _Side, sb: _Side, noise: Noise) -> dict[str, Any]:
         return out
 
     ta, tb = total(sa), total(sb)
-    phases = _time_rows(ct.phase_totals(sa.all_compiles, sa.table("spans")),
-                        ct.phase_totals(sb.all_compiles, sb.table("spans")), noise, "phase")
+    phases = _time_rows(ct.phase_totals(sa.view), ct.phase_totals(sb.view), noise, "phase")
     fns = _time_rows(by_fn(sa), by_fn(sb), noise, "function")
     return {
         "noise": {"pct": noise.pct, "seconds": noise.seconds},
@@ -395,19 +414,17 @@ def _compile_time(sa: _Side, sb: _Side, noise: Noise) -> dict[str, Any]:
 
 
 def _cache(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
-    a, b = ct.cache_summary(sa.all_compiles), ct.cache_summary(sb.all_compiles)
+    a, b = ct.cache_summary(sa.view), ct.cache_summary(sb.view)
     return [{"counter": k, "a": a.get(k), "b": b.get(k)} for k in a if not k.endswith("_ratio") and a.get(k) != b.get(k)]
 
 
 def _autotuning(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     """Autotuned template ops (by op, input shapes and dtypes, in order) whose winner or
     number of choices changed, or that one side only autotuned."""
-    from traceview.report import autotuning_of
-
     def collect(s: _Side) -> dict[tuple, dict[str, Any]]:
         out: dict[tuple, dict[str, Any]] = {}
         seen: Counter = Counter()
-        rows = autotuning_of(s.trace, s.trace.spans).to_dicts()
+        rows = ct.autotuning(s.trace).to_dicts()
         for r in s.keep(rows):
             k = (s.rank_of(r), r["op"], r["shape"], r["dtypes"])
             seen[k] += 1
@@ -449,8 +466,7 @@ def _divergence(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
         return []  # one rank against another: the whole diff is their divergence
 
     def collect(s: _Side) -> dict[int, dict[str, Any]]:
-        t = s.trace
-        rows = rank_divergence(t.compiles, t.graph_breaks, log_records=t.log_records, recompiles=t.recompiles)
+        rows = rank_divergence(s.trace)
         return {r["rank"]: r for r in rows.iter_rows(named=True)}
 
     da, db = collect(sa), collect(sb)

@@ -17,7 +17,6 @@ import polars as pl
 from parsers.compile_ids import label as id_label
 from parsers.compile_ids import text_occurrence_expr
 from parsers.compiles import STATUSES
-from parsers.tracebacks import tracebacks_from_text, uncaught_from_text, wont_convert_from_text
 from traceview.analyze import compile_time as ct
 from traceview.analyze.compile_facts import compile_facts
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
@@ -66,14 +65,6 @@ def ranks_of(trace: Trace) -> list[int]:
     return sorted(int(x) for x in pl.concat(cols)["rank"].drop_nulls().unique().to_list())
 
 
-def autotuning_of(trace: Trace, spans: pl.DataFrame) -> pl.DataFrame:
-    """The autotuned template ops of `trace` (traceview.analyze.compile_time.autotuning)."""
-    # the payloads (events) only when the trace autotuned, the text's other lines only when not
-    if ct.has_template_autotuning(spans):
-        return ct.autotuning(trace.index_events(), spans)
-    return ct.autotuning(None, spans, trace.other_lines)
-
-
 def _use_optimizer_fix(storms: list[dict[str, Any]], optimizer: list[dict[str, Any]]) -> None:
     """An optimizer step's lr causes get the compiled-optimizer fix (a tensor lr), not the
     generic float advice (which promises a dynamic float after one recompile)."""
@@ -87,10 +78,10 @@ def _use_optimizer_fix(storms: list[dict[str, Any]], optimizer: list[dict[str, A
                 c["fix"] = o["fix"]
 
 
-def _with_scheduler_advice(hotspots: list[dict[str, Any]], graph_breaks: pl.DataFrame) -> list[dict[str, Any]]:
+def _with_scheduler_advice(hotspots: list[dict[str, Any]], trace: Trace) -> list[dict[str, Any]]:
     """The LR scheduler's step wrapper (gb0007 at `opt.step()`) gets its advice, not Dynamo's
     "avoid calling the function `Adam.step`"."""
-    advice = scheduler_wrapper_advice(graph_breaks)
+    advice = scheduler_wrapper_advice(trace)
     for g in hotspots:
         a = advice.get((g["filename"], g["line"], g["function"]))
         if a is not None:
@@ -101,18 +92,8 @@ def _with_scheduler_advice(hotspots: list[dict[str, Any]], graph_breaks: pl.Data
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
-    spans = trace.spans
-    uncaught = uncaught_from_text(trace.other_lines, trace.log_records)
-    printed = tracebacks_from_text(trace.other_lines).join(uncaught.select("file", "lineno"), on=["file", "lineno"], how="anti")
-    fails = failures(
-        compiles,
-        limit_hits=trace.limit_hits,
-        graph_breaks=trace.graph_breaks,
-        wont_convert=wont_convert_from_text(trace.log_records),
-        printed=printed,
-        log_records=trace.log_records,
-    )
-    crashes = crash_findings(uncaught, trace.other_lines)
+    fails = failures(trace)
+    crashes = crash_findings(trace)
     per_rank = (
         compiles.group_by("rank")
         .agg(
@@ -132,7 +113,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
     inp = trace.inputs
     problems = trace.problems
     storms = recompile_storms(trace)
-    optimizer = compiled_optimizer_findings(storms)
+    optimizer = compiled_optimizer_findings(trace, storms=storms)
     _use_optimizer_fix(storms, optimizer)
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -141,7 +122,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "compile_ids_in_text_logs": logged_ids.height,
         "recompile_storms": storms,
         "compiled_optimizer": optimizer,
-        "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace.graph_breaks),
+        "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace),
         "failures": [
             {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"]}
             for r in _rows(fails)
@@ -149,22 +130,20 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "crashes": crashes,
         "compile_time": {
             "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
-            "phases_s": ct.phase_totals(compiles, spans),
-            "top": _rows(_round(ct.top_compiles(compiles, spans=spans))),
-            "by_function": _rows(_round(ct.by_function(compiles).head(10))),
-            "spans": _rows(_round(ct.span_totals(spans))),
-            "autotuning": _rows(_round(autotuning_of(trace, spans), 6)),
+            "phases_s": ct.phase_totals(trace),
+            "top": _rows(_round(ct.top_compiles(trace))),
+            "by_function": _rows(_round(ct.by_function(trace).head(10))),
+            "spans": _rows(_round(ct.span_totals(trace))),
+            "autotuning": _rows(_round(ct.autotuning(trace), 6)),
         },
-        "cache": ct.cache_summary(compiles),
+        "cache": ct.cache_summary(trace),
         "cudagraphs": {
             **cudagraph_counts(trace),
             "findings": cudagraph_findings(trace),
             "functions": recordings_per_function(trace),
         },
         "facts": compile_facts(trace),
-        "rank_divergence": _rows(
-            rank_divergence(compiles, trace.graph_breaks, log_records=trace.log_records, recompiles=trace.recompiles)
-        ),
+        "rank_divergence": _rows(rank_divergence(trace)),
         "per_rank": _rows(per_rank),
         "inputs": {
             "root": inp.root if inp else None,

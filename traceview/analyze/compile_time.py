@@ -15,6 +15,8 @@ import re
 import orjson
 import polars as pl
 
+from traceview.trace import Trace
+
 PHASES = {
     "dynamo": "dynamo_time_s",
     "aot+backend": "backend_compile_time_s",
@@ -52,12 +54,12 @@ def _cid(col: str = "compile_id") -> pl.Expr:
     return pl.col(col).str.replace(r"_\d+$", "")
 
 
-def autotune_spans(spans: pl.DataFrame) -> pl.DataFrame:
+def _autotune_spans(spans: pl.DataFrame) -> pl.DataFrame:
     """The chromium spans of autotuning."""
     return spans.filter(pl.col("name").str.contains(AUTOTUNE_SPAN) & pl.col("duration_s").is_not_null())
 
 
-def merged_seconds(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+def _merged_seconds(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Seconds covered by `spans` per `by` group, overlapping (nested) spans counted once."""
     if spans.height == 0:
         return pl.DataFrame(schema={**{c: spans.schema[c] for c in by}, "seconds": pl.Float64})
@@ -74,20 +76,20 @@ def merged_seconds(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     return s
 
 
-def autotune_by_compile(spans: pl.DataFrame) -> pl.DataFrame:
+def _autotune_by_compile(spans: pl.DataFrame) -> pl.DataFrame:
     """Autotuning seconds per (file, compile_id)."""
-    a = autotune_spans(spans).with_columns(_cid())
-    return merged_seconds(a, ["file", "compile_id"]).rename({"seconds": "autotuning_s"})
+    a = _autotune_spans(spans).with_columns(_cid())
+    return _merged_seconds(a, ["file", "compile_id"]).rename({"seconds": "autotuning_s"})
 
 
-def top_compiles(compiles: pl.DataFrame, n: int = 10, spans: pl.DataFrame | None = None) -> pl.DataFrame:
+def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
     """The slowest compiles (forward + backward seconds), with their phase seconds: the `n`
     slowest distinct ones (seconds, compile id, function, place), each with every rank on
     which it took exactly as long, so that ranks that compiled alike are all listed rather
     than as many as fit in `n` rows."""
-    c = compiles
-    if spans is not None and spans.height:
-        c = c.join(autotune_by_compile(spans), on=["file", "compile_id"], how="left")
+    c, spans = trace.compiles, trace.spans
+    if spans.height:
+        c = c.join(_autotune_by_compile(spans), on=["file", "compile_id"], how="left")
     else:
         c = c.with_columns(pl.lit(None, dtype=pl.Float64).alias("autotuning_s"))
     ranked = c.filter(pl.col("total_time_s") > 0).sort("total_time_s", descending=True, maintain_order=True)
@@ -117,9 +119,18 @@ def top_compiles(compiles: pl.DataFrame, n: int = 10, spans: pl.DataFrame | None
     )
 
 
-def by_function(compiles: pl.DataFrame) -> pl.DataFrame:
+def by_function(trace: Trace, *, frames_only: bool = False) -> pl.DataFrame:
     """Compile seconds per code object and rank, most first. Compiled-autograd graphs (`!N`,
-    no code object of their own) are not functions: they are left out."""
+    no code object of their own) are not functions: they are left out. `frames_only`: only
+    the compiles of a Dynamo frame outside compiled autograd (frame id set, no `!N`), the
+    ones `traceview diff` matches by code object."""
+    compiles = trace.compiles
+    if frames_only:
+        compiles = compiles.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
+    return _by_function(compiles)
+
+
+def _by_function(compiles: pl.DataFrame) -> pl.DataFrame:
     if "compiled_autograd_id" in compiles.columns:
         ca_graph = pl.col("compiled_autograd_id").is_not_null() & pl.col("frame_id").is_null()
         compiles = compiles.filter(~ca_graph.fill_null(False))
@@ -135,22 +146,23 @@ def by_function(compiles: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def phase_totals(compiles: pl.DataFrame, spans: pl.DataFrame | None = None) -> dict[str, float]:
+def phase_totals(trace: Trace) -> dict[str, float]:
     """Seconds per compile phase, summed over compiles. Phases nest: Inductor and autotuning
     are inside aot+backend; `aot` is aot+backend minus Inductor (AOTAutograd and any other
     backend work)."""
+    compiles, spans = trace.compiles, trace.spans
     out = {k: round(float(compiles[c].fill_null(0).sum()), 6) for k, c in PHASES.items()}
     aot = (pl.col("backend_compile_time_s") - pl.col("inductor_compile_time_s").fill_null(0)).clip(lower_bound=0)
     out["aot"] = round(float(compiles.select(aot.fill_null(0).sum()).item()), 6) if compiles.height else 0.0
-    a = autotune_spans(spans) if spans is not None else None
-    out["autotuning"] = round(float(merged_seconds(a, ["file"])["seconds"].sum()), 6) if a is not None and a.height else 0.0
+    a = _autotune_spans(spans)
+    out["autotuning"] = round(float(_merged_seconds(a, ["file"])["seconds"].sum()), 6) if a.height else 0.0
     return out
 
 
-def span_totals(spans: pl.DataFrame, n: int = 12) -> pl.DataFrame:
+def span_totals(trace: Trace, *, n: int = 12) -> pl.DataFrame:
     """Seconds per chromium-event phase name (dynamo, inductor_compile, autotuning, ...)."""
     return (
-        spans.filter(pl.col("duration_s").is_not_null())
+        trace.spans.filter(pl.col("duration_s").is_not_null())
         .group_by("name")
         .agg(pl.col("duration_s").sum().alias("seconds"), pl.len().alias("count"))
         .sort(["seconds", "name"], descending=[True, False])
@@ -182,17 +194,24 @@ def _f(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def has_template_autotuning(spans: pl.DataFrame) -> bool:
+def _has_template_autotuning(spans: pl.DataFrame) -> bool:
     """Whether the trace logged template autotuning (then `autotuning` reads `events`)."""
     return spans.height > 0 and spans.filter(pl.col("name").str.ends_with("_template_autotuning")).height > 0
 
 
-def autotuning(events: pl.DataFrame | None, spans: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> pl.DataFrame:
+def autotuning(trace: Trace) -> pl.DataFrame:
     """One row per autotuned template op (e.g. an addmm under max-autotune): shapes, how many
     choices, the winner and its time, and the seconds spent precompiling and benchmarking.
     From the trace's autotuning spans; from a text log's `AUTOTUNE` tables when there is no
-    trace. `events` is only read when the spans show template autotuning, `other_lines` only
-    when they do not."""
+    trace. The payloads (`index_events`) are only read when the spans show template
+    autotuning, the text's other lines only when they do not."""
+    spans = trace.spans
+    if _has_template_autotuning(spans):
+        return _autotuning(trace.index_events(), spans)
+    return _autotuning(None, spans, trace.other_lines)
+
+
+def _autotuning(events: pl.DataFrame | None, spans: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> pl.DataFrame:
     at = spans.filter(pl.col("name").str.ends_with("_template_autotuning")) if spans.height else spans
     if at.height and events is not None:
         return _autotuning_from_trace(events, spans, at)
@@ -306,8 +325,9 @@ def _autotuning_from_text(other_lines: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=AUTOTUNE_SCHEMA)
 
 
-def cache_summary(compiles: pl.DataFrame) -> dict[str, float | int | None]:
+def cache_summary(trace: Trace) -> dict[str, float | int | None]:
     """FX graph cache and AOTAutograd cache hits and misses, with hit ratios."""
+    compiles = trace.compiles
     s = {
         c: int(compiles[c].fill_null(0).sum())
         for c in ("fx_cache_hits", "fx_cache_misses", "aot_cache_hits", "aot_cache_misses", "fx_cache_bypasses", "aot_cache_bypasses")

@@ -2,7 +2,7 @@
 capture, as a finding: its type and message, the user frame, the triage category PyTorch's
 developers use, and their next step.
 
-Input: `parsers.tracebacks.uncaught_from_text` rows. The user frame is the innermost frame
+Read from `parsers.tracebacks.uncaught_from_text` over the trace's text-log lines. The user frame is the innermost frame
 outside torch, Python and site-packages (the program's own code); where the exception came from
 (`raised_in`) is read from the frames: torch.compile compiling the function (Dynamo/Inductor
 frames under `compile_wrapper`), compiled code running (`<eval_with_key>`, Inductor's generated
@@ -16,7 +16,9 @@ from typing import Any
 
 import polars as pl
 
+from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.failures import categorize, detail_of, headline, next_step, user_frame_of
+from traceview.trace import Trace
 
 _SITE = re.compile(r"(?:site-packages|dist-packages)[/\\]|^/usr/lib/python|^<frozen |^<string>")
 _COMPILED = re.compile(r"<eval_with_key>|torchinductor|/tv_gpu_cache_|[/\\][a-z0-9]{2}[/\\]c[a-z0-9]{50,}\.py")
@@ -217,9 +219,14 @@ def _root_of(crashes: pl.DataFrame) -> dict[str, int]:
     return out
 
 
-def crash_findings(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> list[dict[str, Any]]:
+def crash_findings(trace: Trace) -> list[dict[str, Any]]:
     """One finding per crashed process (see the module doc). Where several ranks crashed, the
     rank that failed first comes first and the others say they are its consequence."""
+    return _crash_rows(uncaught_from_text(trace.other_lines, trace.log_records), trace.other_lines)
+
+
+def _crash_rows(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> list[dict[str, Any]]:
+    """`crash_findings` of `crashes` (parsers.tracebacks.uncaught_from_text rows)."""
     out: list[dict[str, Any]] = []
     roots = _root_of(crashes)
     for r in crashes.iter_rows(named=True):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from parsers.compile_ids import sort_key
+from traceview.trace import Trace
 
 SCHEMA = {
     "rank": pl.Int32,
@@ -122,14 +123,19 @@ def _signatures_from_text(
     )
 
 
-def rank_divergence(
+def rank_divergence(trace: Trace) -> pl.DataFrame:
+    """One row per rank that differs from the majority (SCHEMA); empty with fewer than two ranks."""
+    return _divergence_rows(trace.compiles, trace.graph_breaks, log_records=trace.log_records, recompiles=trace.recompiles)
+
+
+def _divergence_rows(
     compiles: pl.DataFrame,
     graph_breaks: pl.DataFrame | None = None,
     *,
     log_records: pl.DataFrame | None = None,
     recompiles: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per rank that differs from the majority; empty with fewer than two ranks."""
+    """`rank_divergence` over the tables."""
     source = "trace"
     sig = _signatures_from_compiles(compiles, graph_breaks)
     if sig["rank"].n_unique() < 2 and log_records is not None and log_records.height:

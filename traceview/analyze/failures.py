@@ -21,6 +21,8 @@ import re
 import polars as pl
 
 from parsers.compile_ids import TEXT_START, sort_key, text_occurrence_expr
+from parsers.tracebacks import tracebacks_from_text, uncaught_from_text, wont_convert_from_text
+from traceview.trace import Trace
 
 CATEGORIES = (
     "graph_break",
@@ -287,7 +289,34 @@ def next_step(category: str, fail_type: str | None, reason: str | None, *, in_lo
     return step
 
 
-def failures(
+def failures(trace: Trace, *, caught: bool = True) -> pl.DataFrame:
+    """One row per failed compile (SCHEMA): category and next step, keeping
+    rank/compile_id/file/lineno, most severe first.
+
+    The trace's failed compiles, then what a text log shows for compiles the trace does not
+    have: recompile-limit warnings and skipped frames (the `limit_hits` and `graph_breaks`
+    fact tables). With `caught` (the default) also the errors that did not stop the program:
+    `WON'T CONVERT` warnings (suppress_errors=True) and the torch.compile errors the program
+    caught and printed (each given the compile id, and its occurrence, of the last log record
+    before it); `traceview diff` compares failures without them."""
+    wont_convert = printed = None
+    if caught:
+        uncaught = uncaught_from_text(trace.other_lines, trace.log_records)
+        printed = tracebacks_from_text(trace.other_lines).join(
+            uncaught.select("file", "lineno"), on=["file", "lineno"], how="anti"
+        )
+        wont_convert = wont_convert_from_text(trace.log_records)
+    return _failure_rows(
+        trace.compiles,
+        limit_hits=trace.limit_hits,
+        graph_breaks=trace.graph_breaks,
+        wont_convert=wont_convert,
+        printed=printed,
+        log_records=trace.log_records if caught else None,
+    )
+
+
+def _failure_rows(
     compiles: pl.DataFrame,
     *,
     limit_hits: pl.DataFrame | None = None,
@@ -296,14 +325,8 @@ def failures(
     printed: pl.DataFrame | None = None,
     log_records: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per failed compile: category and next step, keeping rank/compile_id/file/lineno.
-
-    `limit_hits` and `graph_breaks` (the fact tables) and `wont_convert`
-    (parsers.tracebacks.wont_convert_from_text) add failures a text log shows for compiles the
-    trace does not have: recompile-limit warnings, skipped frames, WON'T CONVERT warnings.
-    `printed` (parsers.tracebacks.tracebacks_from_text, without the uncaught one) adds the
-    torch.compile errors a program caught and printed, each given the compile id (and its
-    occurrence) of the last log record before it in `log_records`."""
+    """`failures` over the tables: `wont_convert` is parsers.tracebacks.wont_convert_from_text,
+    `printed` parsers.tracebacks.tracebacks_from_text without the uncaught traceback."""
     failed = compiles.filter(pl.col("status") == "failed")
     in_loop: set[tuple] = set()
     if graph_breaks is not None and graph_breaks.height:

@@ -8,7 +8,7 @@ until the recompile limit. Torch also writes the same guard as
 the same value, not another cause. The fix (torch tutorial "Running the compiled optimizer with
 an LR Scheduler"): create the optimizer with a tensor lr, which the scheduler updates in place.
 
-Pure functions of the storms of ``traceview.analyze.storms.recompile_storms`` and of the
+Pure functions of a Trace: its storms (``traceview.analyze.storms.recompile_storms``) and its
 ``graph_breaks`` table (the scheduler's step wrapper, which Dynamo does not trace).
 """
 
@@ -18,6 +18,9 @@ import re
 from typing import Any
 
 import polars as pl
+
+from traceview.analyze.storms import recompile_storms
+from traceview.trace import Trace
 
 _OPTIM_FILE = re.compile(r"(?:^|/)torch/optim/(?P<module>\w+)\.py$")
 _LR = re.compile(r"param_groups\[(?P<group>\d+)\]\[['\"]lr['\"]\]")
@@ -49,10 +52,11 @@ def lr_fix() -> str:
     )
 
 
-def compiled_optimizer_findings(storms: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One finding per recompiling optimizer step whose causes are its learning rate."""
+def compiled_optimizer_findings(trace: Trace, *, storms: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One finding per recompiling optimizer step whose causes are its learning rate; `storms`:
+    the trace's `recompile_storms` when they were computed already."""
     out = []
-    for s in storms:
+    for s in recompile_storms(trace) if storms is None else storms:
         cls = optimizer_class(s.get("filename"))
         if cls is None:
             continue
@@ -97,13 +101,14 @@ _SCHEDULER_SKIP = re.compile(
 )
 
 
-def scheduler_wrapper_advice(graph_breaks: pl.DataFrame | None) -> dict[tuple, str]:
+def scheduler_wrapper_advice(trace: Trace) -> dict[tuple, str]:
     """Advice for the graph break at `opt.step()` under an LR scheduler, keyed by the break's
     (filename, line, function): the scheduler replaces `step` with a wrapper defined in
     torch/optim/lr_scheduler.py, which Dynamo does not trace (gb0007 "Attempted to call function
     marked as skipped" naming `Adam.step` in lr_scheduler.py). Dynamo's own hint, "Avoid calling
     the function `Adam.step`", is not advice anyone can follow here."""
-    if graph_breaks is None or graph_breaks.height == 0 or "explanation" not in graph_breaks.columns:
+    graph_breaks = trace.graph_breaks
+    if graph_breaks.height == 0 or "explanation" not in graph_breaks.columns:
         return {}
     rows = graph_breaks.filter(pl.col("explanation").str.contains("lr_scheduler.py", literal=True))
     out: dict[tuple, str] = {}
