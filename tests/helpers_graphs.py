@@ -23,9 +23,11 @@ from parsers.graphs import (
     build_kernels,
     build_provenance,
 )
+from parsers.seq_links import seq_links
 from parsers.textlog import read_text_log
 from parsers.torch_trace import read_trace
 from tests.conftest import FIXTURES, GPU, PEER
+from traceview.trace import TABLES, Trace
 
 _PREFIX = re.compile(r"^[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^\]]+:\d+\] (.*)$")
 
@@ -92,5 +94,16 @@ def tables(scenario_dir: str, *, text: bool = True, trace: bool = True) -> dict[
     }
 
 
-__all__ = ["FIXTURES", "GPU", "PEER", "events_of", "log_records_of", "raw_envelopes",
+def as_trace(tables: dict[str, pl.DataFrame]) -> Trace:
+    """A Trace over tables built here (for the origin analyzer, which reads graph_nodes,
+    seq_links, kernels and kernel_calls): a table not given is empty, without columns (no
+    kernel_calls: no dataflow), seq_links is built from the graph nodes (and the annotations
+    when given) when not given."""
+    t = {name: pl.DataFrame() for name in TABLES} | tables
+    if "seq_links" not in tables:
+        t["seq_links"] = seq_links(t["graph_nodes"], tables.get("annotations"))
+    return Trace.from_tables(t)
+
+
+__all__ = ["FIXTURES", "GPU", "PEER", "as_trace", "events_of", "log_records_of", "raw_envelopes",
            "tables", "trace_files"]

@@ -10,8 +10,9 @@ import pytest
 from parsers.facts import annotations_from_text
 from parsers.seq_links import SEQ_LINKS_SCHEMA, seq_links
 from tests.conftest import needs_shared
-from tests.helpers_graphs import FIXTURES, GPU, PEER, tables
+from tests.helpers_graphs import FIXTURES, GPU, PEER, as_trace, tables
 from traceview.analyze.origin import origin, origin_table
+from traceview.trace import Trace
 
 TRAINING = FIXTURES / "training"
 ERF_LINE = 23  # fixtures/programs/training.py:23  h = torch.erf(h) * 0.5
@@ -19,18 +20,18 @@ GPT = "/home/user/gptdemo/gpt.py"
 
 
 @functools.cache
-def _with_annotations(d: str) -> dict[str, pl.DataFrame]:
+def _with_annotations(d: str) -> Trace:
     t = dict(tables(d))
     t["annotations"] = annotations_from_text(t["log_records"])
     t["seq_links"] = seq_links(t["graph_nodes"], t["annotations"])
-    return t
+    return as_trace(t)
 
 
 @functools.cache
-def _without_annotations(d: str) -> dict[str, pl.DataFrame]:
+def _without_annotations(d: str) -> Trace:
     t = {k: v for k, v in tables(d).items()}
     t["seq_links"] = seq_links(t["graph_nodes"], None)
-    return t
+    return as_trace(t)
 
 
 def _training() -> str:
@@ -42,7 +43,7 @@ def _training() -> str:
 # ------------------------------------------------------------------ CPU training fixture
 def test_seq_links_planted_erf_by_seq_nr() -> None:
     t = _with_annotations(_training())
-    sl = t["seq_links"]
+    sl = t.seq_links
     assert sl.schema == SEQ_LINKS_SCHEMA
     for source in ("trace", "text"):
         erf = sl.filter((pl.col("source") == source) & pl.col("seq_nr").is_in([23, 24]))
@@ -64,7 +65,7 @@ def test_seq_links_planted_erf_by_seq_nr() -> None:
 
 def test_seq_links_planted_erf_by_source_line() -> None:
     """Without the annotation log: backward nodes of the erf line link by `# File:` line."""
-    sl = _without_annotations(_training())["seq_links"].filter(pl.col("source") == "trace")
+    sl = _without_annotations(_training()).seq_links.filter(pl.col("source") == "trace")
     assert set(sl["link"]) == {"source_line"}
     line = sl.filter(pl.col("user_line") == ERF_LINE)
     assert sorted(set(line["backward_node"])) == ["exp", "mul_1", "mul_2", "mul_3", "neg", "pow_1"]
@@ -113,7 +114,7 @@ def test_origin_kernels_fusing_erf() -> None:
     assert (erf2.link, erf2.seq_nrs) == ("source_line", [])
     # without kernel_calls (no dataflow) a C++ kernel has no chain unless the name match is
     # asked for, and then it says it is not exact
-    bare = {k: v for k, v in t.items() if k != "kernel_calls"}
+    bare = as_trace({k: v for k, v in t.tables().items() if k != "kernel_calls"})
     (none,) = origin(bare, kernel="cpp_fused_erf_mul_1")
     assert none.user_file is None and none.via is None and none.confidence is None
     assert ("via", "no match: nothing recorded ties this kernel to graph nodes") in none.steps()
@@ -133,7 +134,7 @@ def test_origin_kernels_fusing_erf() -> None:
 def test_every_backward_triton_kernel_leads_to_gpt_py() -> None:
     d = str(GPU / "train_dynamic")
     t = _with_annotations(d)
-    k = t["kernels"].filter(
+    k = t.kernels.filter(
         (pl.col("source") == "trace") & (pl.col("kind") == "triton")
         & pl.col("graph").str.ends_with("_backward")
     )
@@ -182,7 +183,7 @@ def test_origin_through_provenance_artifacts() -> None:
 
     ev = events_of(str(PEER / "inductor_provenance_jit_debug_handle_log.txt"))
     g = build_graphs(ev)
-    tt = {"graph_nodes": build_graph_nodes(g), "kernels": build_kernels(ev)}
+    tt = as_trace({"graph_nodes": build_graph_nodes(g), "kernels": build_kernels(ev)})
     (mul,) = origin(tt, kernel="triton_poi_fused_mul_1")
     assert (mul.via, mul.nodes, mul.user_line, mul.user_code) == (
         "provenance", ["mul"], 82, "d = a * 3.14")
@@ -197,7 +198,7 @@ def test_kernel_in_several_ranks() -> None:
     from tests.helpers_graphs import events_of
 
     ev = events_of(str(PEER / "multi_rank_runtime"))
-    tt = {"graph_nodes": build_graph_nodes(build_graphs(ev)), "kernels": build_kernels(ev)}
+    tt = as_trace({"graph_nodes": build_graph_nodes(build_graphs(ev)), "kernels": build_kernels(ev)})
     name = "triton_poi_fused_relu_1"
     chains = origin(tt, kernel=name)
     # one chain per rank, never a pick; these logs carry provenance artifacts
@@ -212,7 +213,7 @@ def test_kernel_in_several_ranks() -> None:
 
 def test_origin_needs_a_start() -> None:
     with pytest.raises(ValueError):
-        origin({"graph_nodes": pl.DataFrame(), "kernels": pl.DataFrame()})
+        origin(_with_annotations(_training()))
 
 
 @needs_shared
@@ -258,7 +259,7 @@ TRAINING_CPP = {
 @pytest.mark.parametrize("where", ["training", "training_provenance"])
 def test_every_cpp_kernel_of_training_gives_exactly_its_lines(where: str) -> None:
     t = _with_annotations(str(FIXTURES / where))
-    k = t["kernels"].filter((pl.col("kind") == "cpp") & (pl.col("source") == "trace"))
+    k = t.kernels.filter((pl.col("kind") == "cpp") & (pl.col("source") == "trace"))
     assert set(k.select("graph", "name").rows()) == set(TRAINING_CPP)
     for graph, name, kid in k.select("graph", "name", "kernel_id").rows():
         chains = origin(t, kernel=kid)

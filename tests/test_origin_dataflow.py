@@ -29,7 +29,7 @@ import functools
 import polars as pl
 import pytest
 
-from tests.helpers_graphs import FIXTURES
+from tests.helpers_graphs import FIXTURES, as_trace
 from traceview.analyze.origin import origin
 from traceview.loading import load
 from traceview.trace import Trace
@@ -207,7 +207,7 @@ def test_the_issue_examples() -> None:
         (51, ["clone_3", "permute_5"]),
     ]
     # without the wrapper's launches nothing ties a C++ kernel: said plainly, no guess
-    bare = {"graph_nodes": t.graph_nodes, "kernels": t.kernels, "seq_links": t.seq_links}
+    bare = as_trace({"graph_nodes": t.graph_nodes, "kernels": t.kernels, "seq_links": t.seq_links})
     (none,) = origin(bare, kernel=by["0_forward", "cpp_fused_gelu_native_layer_norm_0"])
     assert (none.via, none.confidence, none.user_line) == (None, None, None)
 
@@ -326,7 +326,7 @@ def test_name_match_only_on_request_and_marked() -> None:
     from traceview.report import render_origin
 
     t = load(str(PLAIN / "torch_logs.txt"))
-    bare = {"graph_nodes": t.graph_nodes, "kernels": t.kernels, "seq_links": t.seq_links}
+    bare = as_trace({"graph_nodes": t.graph_nodes, "kernels": t.kernels, "seq_links": t.seq_links})
     (none,) = origin(bare, kernel="cpp_fused_sum_view_6")
     assert "via: no match: nothing recorded ties this kernel to graph nodes" in render_origin(
         [none]

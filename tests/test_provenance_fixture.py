@@ -18,7 +18,7 @@ import pytest
 from parsers.facts import annotations_from_text
 from parsers.outputcode import stack_frame
 from parsers.seq_links import seq_links
-from tests.helpers_graphs import FIXTURES, tables
+from tests.helpers_graphs import FIXTURES, as_trace, tables
 from traceview.analyze.origin import origin
 from traceview.cli import main
 
@@ -72,7 +72,7 @@ def test_trace_carries_provenance_artifacts() -> None:
 
 def test_forward_erf_kernel_is_exact_through_provenance() -> None:
     for name_match in (True, False):  # the provenance link does not need the name match
-        (c,) = origin(_tables(), kernel=FW, name_match=name_match)
+        (c,) = origin(as_trace(_tables()), kernel=FW, name_match=name_match)
         assert (c.source, c.compile_id, c.graph, c.kernel_kind) == ("trace", "0/0", "0_forward", "cpp")
         assert (c.via, c.link, c.node_graph) == ("provenance", "direct", "post_grad")
         assert sorted(c.nodes) == ["erf", "mul"]
@@ -90,7 +90,7 @@ def test_backward_erf_kernel_dataflow_agrees_with_provenance_stack() -> None:
     stack_lines = sorted(stack_frame(s)["user_line"] for s in bw["provenance_stack"][0])
     for t in (_tables(), _training_tables()):
         for name_match in (False, True):  # an exact tie never gives way to the name match
-            chains = origin(t, kernel=BW, name_match=name_match)
+            chains = origin(as_trace(t), kernel=BW, name_match=name_match)
             assert {(c.via, c.confidence, c.link) for c in chains} == {("dataflow", "exact", "seq_nr")}
             assert [c.user_line for c in chains] == stack_lines == [ERF_LINE, FC3_LINE]
             assert all(c.user_file.endswith(PROGRAM) for c in chains)
@@ -106,7 +106,7 @@ def test_backward_erf_kernel_through_provenance_stack_without_dataflow() -> None
     # Without the wrapper's launches (no kernel_calls table) the provenance stack traces
     # answer alone, with the same lines.
     t = {k: v for k, v in _tables().items() if k != "kernel_calls"}
-    chains = origin(t, kernel=BW)
+    chains = origin(as_trace(t), kernel=BW)
     assert {(c.via, c.confidence, c.link) for c in chains} == {
         ("provenance_stack", "exact", "provenance_stack")}
     assert sorted(c.user_line for c in chains) == [ERF_LINE, FC3_LINE]

@@ -16,16 +16,15 @@ provenance stack-trace strings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import polars as pl
 
 from parsers.outputcode import stack_frame
-from parsers.seq_links import COMPUTE_OPS, USER_COLUMNS, compute_nodes, seq_links
+from parsers.seq_links import COMPUTE_OPS, USER_COLUMNS, compute_nodes
 from parsers.sources import prefer_trace
 from traceview.analyze.dataflow import kernel_dataflow
+from traceview.trace import Trace
 
 __all__ = ["CONFIDENCE", "ORIGIN_SCHEMA", "Chain", "origin", "origin_table"]
 
@@ -121,15 +120,6 @@ class Chain:
             # e.g. nodes Inductor's post-grad pattern matcher made: no stack trace to follow
             out.append(("source", "none recorded: these nodes carry no `# File:` line"))
         return out
-
-
-def _table(tables: Any, name: str) -> pl.DataFrame | None:
-    if isinstance(tables, Mapping):
-        return tables.get(name)
-    try:
-        return getattr(tables, name)
-    except (AttributeError, KeyError):
-        return None
 
 
 def _filter(df: pl.DataFrame, compile_id: str | None, rank: int | None) -> pl.DataFrame:
@@ -280,20 +270,20 @@ def _chains(rows: pl.DataFrame, group: list[str], start: str) -> pl.DataFrame:
 
 
 def origin_table(
-    trace_tables: Any,
+    trace: Trace,
+    *,
     kernel: str | None = None,
     node: str | None = None,
     seq_nr: int | None = None,
     compile_id: str | None = None,
     rank: int | None = None,
-    *,
     source: str | None = None,
     name_match: bool = False,
 ) -> pl.DataFrame:
     """Origin chains as a table (ORIGIN_SCHEMA), one row per (start, user source line).
 
-    ``trace_tables``: a Trace or a mapping with ``graph_nodes`` and ``kernels`` (and
-    ``seq_links`` or ``annotations``). Give one of ``kernel`` (a kernel name or kernel_id),
+    Read from the trace's ``graph_nodes``, ``seq_links``, ``kernels`` and ``kernel_calls``
+    (an empty ``kernel_calls``: no dataflow). Give one of ``kernel`` (a kernel name or kernel_id),
     ``node`` (a graph node name) or ``seq_nr``; ``compile_id``/``rank`` narrow the search.
     A start that leads nowhere still gets a row, with null user columns.
 
@@ -305,30 +295,24 @@ def origin_table(
     """
     if kernel is None and node is None and seq_nr is None:
         raise ValueError("origin needs one of kernel=, node= or seq_nr=")
-    graph_nodes = _table(trace_tables, "graph_nodes")
-    if graph_nodes is None:
-        raise ValueError("origin needs the graph_nodes table")
-    links = _table(trace_tables, "seq_links")
-    if links is None:
-        links = seq_links(graph_nodes, _table(trace_tables, "annotations"))
+    graph_nodes = trace.graph_nodes
+    links = trace.seq_links
     if source is not None:
         graph_nodes = graph_nodes.filter(pl.col("source") == source)
         links = links.filter(pl.col("source") == source)
     empty = pl.DataFrame(schema=ORIGIN_SCHEMA)
 
     if kernel is not None:
-        kernels = _table(trace_tables, "kernels")
-        if kernels is None:
-            raise ValueError("origin(kernel=...) needs the kernels table")
+        kernels = trace.kernels
         k = _filter(kernels.filter((pl.col("name") == kernel) | (pl.col("kernel_id") == kernel)),
                     compile_id, rank)
         k = k.filter(pl.col("source") == source) if source is not None else prefer_trace(
             k, ["rank", "compile_id"])
         if k.is_empty():
             return empty
-        calls = _table(trace_tables, "kernel_calls")
+        calls = trace.kernel_calls
         flow = None
-        if calls is not None and "reads" in calls.columns:
+        if "reads" in calls.columns:
             calls = calls.filter(pl.struct("file", "lineno").is_in(
                 k.select(pl.struct("file", "lineno")).to_series().implode()))
             flow = kernel_dataflow(calls, graph_nodes)
@@ -428,18 +412,18 @@ def _finish(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def origin(
-    trace_tables: Any,
+    trace: Trace,
+    *,
     kernel: str | None = None,
     node: str | None = None,
     seq_nr: int | None = None,
     compile_id: str | None = None,
     rank: int | None = None,
-    *,
     source: str | None = None,
     name_match: bool = False,
 ) -> list[Chain]:
     """Origin chains (see :func:`origin_table`) as :class:`Chain` objects."""
-    df = origin_table(trace_tables, kernel=kernel, node=node, seq_nr=seq_nr,
+    df = origin_table(trace, kernel=kernel, node=node, seq_nr=seq_nr,
                       compile_id=compile_id, rank=rank, source=source, name_match=name_match)
     return [Chain(**{k: (v if v is not None or k not in ("nodes", "backward_nodes", "seq_nrs",
                                                           "forward_nodes") else [])
