@@ -7,6 +7,7 @@ import ast
 import pkgutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -310,4 +311,144 @@ def test_the_private_name_check_finds_both_forms(tmp_path: Path) -> None:
     assert private_uses(mods) == [
         "traceview.user: from traceview.owner import _parts",
         "traceview.user: traceview.owner._parts",
+    ]
+
+
+# ------------------------------------------------------------------ analyzers take a Trace
+# The rule is traceview/analyze/__init__.py's docstring. Read from the source (no import): a
+# public function of traceview.analyze with a table first must be a declared TABLE_HELPER, one
+# with a Trace first takes nothing else positionally, and what the rest of the project calls
+# from traceview.analyze never takes a table first.
+_TABLE_TYPES = ("DataFrame", "LazyFrame", "Series", "Mapping", "TableSource")
+
+
+def _first_annotation(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str | None, str | None]:
+    """(name, annotation) of a function's first parameter; (None, None) without one."""
+    params = node.args.posonlyargs + node.args.args
+    if not params:
+        return None, None
+    return params[0].arg, ast.unparse(params[0].annotation) if params[0].annotation is not None else None
+
+
+def _is_table(annotation: str | None) -> bool:
+    """Whether a first parameter may be a table: unannotated, `Any`, or naming a table type."""
+    return annotation is None or annotation == "Any" or any(t in annotation for t in _TABLE_TYPES)
+
+
+def analyzer_functions(modules: dict[str, Path]) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """module.function -> its definition, for every public function of traceview.analyze."""
+    out = {}
+    for name, path in modules.items():
+        if _in(name, *ANALYZERS):
+            for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                    out[f"{name}.{node.name}"] = node
+    return out
+
+
+def analyzer_uses(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """module outside traceview.analyze -> the analyze functions it uses, imported by name
+    (`from traceview.analyze.failures import failures`) or through a module
+    (`from traceview.analyze import compile_time as ct` ... `ct.by_function`), anywhere."""
+    functions = analyzer_functions(modules)
+    out: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        if _in(name, *ANALYZERS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        bound: dict[str, str] = {}  # local name -> analyze module
+        used: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bound.update({a.asname: a.name for a in node.names if a.asname and _in(a.name, *ANALYZERS)})
+            elif isinstance(node, ast.ImportFrom) and node.module and _in(node.module, *ANALYZERS):
+                for a in node.names:
+                    target = f"{node.module}.{a.name}"
+                    if target in functions:
+                        used.add(target)
+                    elif target in modules:
+                        bound[a.asname or a.name] = target
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+                target = f"{bound[node.value.id]}.{node.attr}"
+                if target in functions:
+                    used.add(target)
+        if used:
+            out[name] = used
+    return out
+
+
+def analyzer_rule_violations(modules: dict[str, Path] | None = None, table_helpers: Iterable[str] | None = None) -> list[str]:
+    from traceview.analyze import TABLE_HELPERS
+
+    modules = modules if modules is not None else _project_modules()
+    helpers = set(TABLE_HELPERS if table_helpers is None else table_helpers)
+    functions = analyzer_functions(modules)
+    out = []
+    for qual, node in functions.items():
+        param, ann = _first_annotation(node)
+        if param is None:
+            continue
+        if ann == "Trace":
+            rest = (node.args.posonlyargs + node.args.args)[1:]
+            if rest:
+                out.append(f"{qual}: options after the Trace are keyword-only (`*, {rest[0].arg}`)")
+        elif ann is None:
+            out.append(f"{qual}: its first parameter `{param}` has no annotation")
+        elif _is_table(ann) and qual not in helpers:
+            out.append(f"{qual}: takes a table first ({param}: {ann}): an analyzer takes a Trace; "
+                       "a table-level building block is private or named in TABLE_HELPERS")
+    for mod, used in sorted(analyzer_uses(modules).items()):
+        for qual in sorted(used):
+            param, ann = _first_annotation(functions[qual])
+            if param is not None and ann != "Trace" and _is_table(ann):
+                out.append(f"{mod} calls {qual}, which takes {param}: {ann} first, not a Trace")
+    return sorted(out)
+
+
+def test_analyzers_take_a_trace() -> None:
+    assert analyzer_rule_violations() == []
+
+
+def test_the_analyzer_check_sees_what_report_diff_and_the_ui_call() -> None:
+    uses = analyzer_uses(_project_modules())
+    a = "traceview.analyze."
+    assert {f"{a}failures.failures", f"{a}crashes.crash_findings", f"{a}divergence.rank_divergence",
+            f"{a}storms.recompile_storms", f"{a}compile_time.by_function", f"{a}compile_time.phase_totals",
+            f"{a}optimizer.compiled_optimizer_findings"} <= uses["traceview.report"]
+    assert {f"{a}failures.failures", f"{a}compile_time.cache_summary", f"{a}compile_time.autotuning",
+            f"{a}divergence.rank_divergence"} <= uses["traceview.diff"]
+    assert f"{a}origin.origin_table" in uses["traceview.tui.code_browser"]
+    assert f"{a}origin.origin" in uses["traceview.cli"]
+
+
+def test_the_analyzer_check_catches_a_table_first(tmp_path: Path) -> None:
+    # hand-written modules: an analyzer over tables (what failures, rank_divergence and the
+    # compile-time functions were), an unannotated one, a positional option after the Trace,
+    # and a table helper called from the report
+    (tmp_path / "fails.py").write_text(
+        "import polars as pl\n"
+        "from traceview.trace import Trace\n"
+        "def failures(compiles: pl.DataFrame, *, limit_hits: pl.DataFrame | None = None) -> pl.DataFrame: ...\n"
+        "def storms(trace: Trace, limit: int = 8) -> list: ...\n"
+        "def origin(tables, kernel=None): ...\n"
+        "def rows_of(compiles: pl.DataFrame) -> pl.DataFrame: ...\n"
+        "def headline(reason: str | None) -> str: ...\n"
+        "def _private(compiles: pl.DataFrame) -> pl.DataFrame: ...\n"
+        "def good(trace: Trace, *, caught: bool = True) -> list: ...\n"
+    )
+    (tmp_path / "report.py").write_text(
+        "from traceview.analyze.fails import failures, headline, good\n"
+        "def build(t):\n"
+        "    from traceview.analyze import fails as f\n"
+        "    return f.rows_of(t.compiles), failures(t.compiles), headline('x'), good(t)\n"
+    )
+    mods = {"traceview.analyze.fails": tmp_path / "fails.py", "traceview.report": tmp_path / "report.py"}
+    assert analyzer_rule_violations(mods, table_helpers={"traceview.analyze.fails.rows_of"}) == [
+        "traceview.analyze.fails.failures: takes a table first (compiles: pl.DataFrame): an analyzer takes a Trace; "
+        "a table-level building block is private or named in TABLE_HELPERS",
+        "traceview.analyze.fails.origin: its first parameter `tables` has no annotation",
+        "traceview.analyze.fails.storms: options after the Trace are keyword-only (`*, limit`)",
+        "traceview.report calls traceview.analyze.fails.failures, which takes compiles: pl.DataFrame first, not a Trace",
+        "traceview.report calls traceview.analyze.fails.rows_of, which takes compiles: pl.DataFrame first, not a Trace",
     ]

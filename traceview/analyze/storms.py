@@ -338,7 +338,7 @@ def cause_fix(
     return "run with TORCH_LOGS=recompiles_verbose to see every failed guard of each cache entry"
 
 
-def dynamic_config(compiles: pl.DataFrame) -> dict[tuple[str, str], bool]:
+def _dynamic_config(compiles: pl.DataFrame) -> dict[tuple[str, str], bool]:
     """(file, compile_id) -> whether the compile ran with automatic dynamic shapes off and
     static by default (what `torch.compile(dynamic=False)` sets), for every compile whose
     `compilation_metrics` carries the Dynamo config (the compiles table's columns)."""
@@ -436,7 +436,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             for f, c, a, st in known.select("file", "compile_id", "automatic_dynamic_shapes", "assume_static_by_default").iter_rows()
         }
     else:  # tables from before the compiles table carried the config
-        config = dynamic_config(trace.compiles)
+        config = _dynamic_config(trace.compiles)
     frames: dict[tuple, dict[str, Any]] = {}
     by_rank_frame: dict[tuple, tuple] = {}  # (rank, epoch, frame id) -> key of the trace frame
 
