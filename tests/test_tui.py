@@ -339,9 +339,11 @@ async def test_payload_markup_and_escapes_show_literally(tmp_path: Path) -> None
         main = await ready(pilot)
         await press(pilot, "5")
         records = main.query_one(RecordsView)
-        records.query_one("#filter-text").value = "PLANTED"
-        await pilot.pause()
         table = records.query_one("#records-table", LazyTable)
+        await press(pilot, "f", "tab", "tab")  # kind, compile id, text (no ranks: no rank field)
+        assert app.focused is records.query_one("#filter-text")
+        await press(pilot, *"PLANTED", "enter")  # typed; enter goes back to the list
+        assert records.contains == "PLANTED" and app.focused is table
         assert table.row_count == 1
         payload = records.query_one("#record-payload", CodeView)
         shown = "\n".join(payload.lines)
