@@ -17,6 +17,7 @@ import polars as pl
 from parsers.compile_ids import label as id_label
 from parsers.compile_ids import text_occurrence_expr
 from parsers.compiles import STATUSES
+from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
 from traceview.analyze.compile_facts import compile_facts
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
@@ -92,8 +93,9 @@ def _with_scheduler_advice(hotspots: list[dict[str, Any]], trace: Trace) -> list
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
-    fails = failures(trace)
-    crashes = crash_findings(trace)
+    uncaught = uncaught_from_text(trace.other_lines, trace.log_records)  # read by both: once
+    fails = failures(trace, uncaught=uncaught)
+    crashes = crash_findings(trace, uncaught=uncaught)
     per_rank = (
         compiles.group_by("rank")
         .agg(

@@ -6,7 +6,10 @@ The rule, once:
   command show. It takes a `Trace` first and nothing else positionally: its options are
   keyword-only (`failures(trace, caught=False)`, `by_function(trace, frames_only=True)`,
   `origin(trace, kernel=...)`). It reads the tables it needs from the Trace itself, so a
-  caller cannot hand it a mismatched set. A caller that wants the findings of a subset gives
+  caller cannot hand it a mismatched set. An option may hand over what the caller already
+  computed from the same Trace, to save doing it twice: `compiled_optimizer_findings(trace,
+  storms=...)`, `failures(trace, uncaught=...)` and `crash_findings(trace, uncaught=...)`
+  (the crashed processes, which both read). A caller that wants the findings of a subset gives
   a Trace of that subset: `traceview diff --rank` runs the analyzers that sum over a run on a
   Trace of one rank's rows (diff.py's `_rank_view`); the UI shows the report of the whole
   trace and asks `origin` on the whole trace.

@@ -219,10 +219,14 @@ def _root_of(crashes: pl.DataFrame) -> dict[str, int]:
     return out
 
 
-def crash_findings(trace: Trace) -> list[dict[str, Any]]:
+def crash_findings(trace: Trace, *, uncaught: pl.DataFrame | None = None) -> list[dict[str, Any]]:
     """One finding per crashed process (see the module doc). Where several ranks crashed, the
-    rank that failed first comes first and the others say they are its consequence."""
-    return _crash_rows(uncaught_from_text(trace.other_lines, trace.log_records), trace.other_lines)
+    rank that failed first comes first and the others say they are its consequence.
+    `uncaught`: the trace's parsers.tracebacks.uncaught_from_text when the caller has it
+    already (failures reads it too)."""
+    if uncaught is None:
+        uncaught = uncaught_from_text(trace.other_lines, trace.log_records)
+    return _crash_rows(uncaught, trace.other_lines)
 
 
 def _crash_rows(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> list[dict[str, Any]]:

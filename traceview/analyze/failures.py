@@ -289,7 +289,7 @@ def next_step(category: str, fail_type: str | None, reason: str | None, *, in_lo
     return step
 
 
-def failures(trace: Trace, *, caught: bool = True) -> pl.DataFrame:
+def failures(trace: Trace, *, caught: bool = True, uncaught: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per failed compile (SCHEMA): category and next step, keeping
     rank/compile_id/file/lineno, most severe first.
 
@@ -298,10 +298,13 @@ def failures(trace: Trace, *, caught: bool = True) -> pl.DataFrame:
     fact tables). With `caught` (the default) also the errors that did not stop the program:
     `WON'T CONVERT` warnings (suppress_errors=True) and the torch.compile errors the program
     caught and printed (each given the compile id, and its occurrence, of the last log record
-    before it); `traceview diff` compares failures without them."""
+    before it); `traceview diff` compares failures without them. `uncaught`: the trace's
+    parsers.tracebacks.uncaught_from_text when the caller has it already (crash_findings
+    reads it too; it is not cheap on a long capture)."""
     wont_convert = printed = None
     if caught:
-        uncaught = uncaught_from_text(trace.other_lines, trace.log_records)
+        if uncaught is None:
+            uncaught = uncaught_from_text(trace.other_lines, trace.log_records)
         printed = tracebacks_from_text(trace.other_lines).join(
             uncaught.select("file", "lineno"), on=["file", "lineno"], how="anti"
         )
