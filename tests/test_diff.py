@@ -15,6 +15,7 @@ import pytest
 
 import traceview
 from tests.conftest import FIXTURES, GPU, PEER, ROOT, needs_shared
+from traceview.analyze.failures import failures
 from traceview.cli import main
 from traceview.diff import (
     SECTIONS,
@@ -177,6 +178,23 @@ def test_a_run_against_itself(name: str, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["diff", str(path), str(path), "--no-cache", "--fail-on", "new-recompiles,compile-time:+0%"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "no changes"
+
+
+def test_failures_leave_out_the_errors_the_program_survived() -> None:
+    # fixtures/backend_error: two failed compiles, and the program caught a third error and
+    # printed its traceback. The summary lists all three; the diff compares the compiles'
+    # failures only (traceview.analyze.failures with caught=False)
+    a, b = traceview.load(FIXTURES / "backend_error"), traceview.load(FIXTURES / "simple")
+    summary = [(f["function"], f["category"], f["source"]) for f in failures(a).to_dicts()]
+    assert summary == [
+        ("add_one", "backend_compiler_failure", "trace"),
+        (None, "backend_compiler_failure", "text"),
+        ("checked", "user_exception", "trace"),
+    ]
+    assert [(f["change"], f["function"], f["category"]) for f in build_diff(a, b)["failures"]] == [
+        ("fixed", "add_one", "backend_compiler_failure"),
+        ("fixed", "checked", "user_exception"),
+    ]
 
 
 def test_rank_against_rank() -> None:
