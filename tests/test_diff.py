@@ -181,15 +181,26 @@ def test_a_run_against_itself(name: str, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_failures_leave_out_the_errors_the_program_survived() -> None:
-    # fixtures/backend_error: two failed compiles, and the program caught a third error and
-    # printed its traceback. The summary lists all three; the diff compares the compiles'
-    # failures only (traceview.analyze.failures with caught=False)
+    # fixtures/corpus/suppress_errors, its text log alone: suppress_errors=True turned the
+    # backend failure into a WON'T CONVERT warning and the frame ran eagerly. The summary lists
+    # it (traceview.analyze.failures); the diff compares the compiles' failures only
+    # (caught=False), and a text log has no compile metrics: no failure to compare
+    a = traceview.load(FIXTURES / "corpus" / "suppress_errors" / "torch_logs.txt")
+    b = traceview.load(FIXTURES / "simple")
+    assert [(f["function"], f["category"], f["source"]) for f in failures(a).to_dicts()] == [
+        ("score", "backend_compiler_failure", "text"),
+    ]
+    assert build_diff(a, b)["failures"] == []
+
+
+def test_a_printed_traceback_of_a_traced_failure_is_that_failure() -> None:
+    # fixtures/backend_error: the program caught add_one's BackendCompilerFailed and printed its
+    # traceback (no compile id logged before it: TORCH_LOGS without dynamo). That is the [0/0]
+    # failure of the trace, not a third one: torch recorded two failed compiles
     a, b = traceview.load(FIXTURES / "backend_error"), traceview.load(FIXTURES / "simple")
-    summary = [(f["function"], f["category"], f["source"]) for f in failures(a).to_dicts()]
-    assert summary == [
-        ("add_one", "backend_compiler_failure", "trace"),
-        (None, "backend_compiler_failure", "text"),
-        ("checked", "user_exception", "trace"),
+    assert [(f["compile_id"], f["function"], f["category"], f["source"]) for f in failures(a).to_dicts()] == [
+        ("0/0", "add_one", "backend_compiler_failure", "trace"),
+        ("1/0", "checked", "user_exception", "trace"),
     ]
     assert [(f["change"], f["function"], f["category"]) for f in build_diff(a, b)["failures"]] == [
         ("fixed", "add_one", "backend_compiler_failure"),

@@ -501,6 +501,13 @@ def _printed_rows(printed: pl.DataFrame, log_records: pl.DataFrame, failed: pl.D
     )
     starts = recs.filter(pl.col("text").str.starts_with(TEXT_START))
     traced = {(r["rank"], r["compile_id"], r["occurrence"]) for r in failed.select("rank", "compile_id", "occurrence").iter_rows(named=True)}
+    # without a compile id before it (no TORCH_LOGS=dynamo), a printed traceback is a traced
+    # failure when it is the same error on the same rank: the program caught the exception
+    # torch raised for that compile and printed it (fixtures/backend_error)
+    traced_errors = {
+        (r["rank"], r["fail_type"], (r["fail_reason"] or "").strip())
+        for r in failed.select("rank", "fail_type", "fail_reason").iter_rows(named=True)
+    }
     rows = []
     for p in printed.filter(pl.col("exc_type").str.contains(_COMPILE_ERROR.pattern)).iter_rows(named=True):
         before = recs.filter((pl.col("file") == p["file"]) & (pl.col("lineno") < p["lineno"])).tail(1)
@@ -516,6 +523,8 @@ def _printed_rows(printed: pl.DataFrame, log_records: pl.DataFrame, failed: pl.D
             continue
         short = p["exc_type"].rsplit(".", 1)[-1]
         reason = p["message"] or ""
+        if cid is None and (p["rank"], short, reason.strip()) in traced_errors:
+            continue
         cat = categorize(short, reason)
         detail = detail_of(cat, reason)
         uf = user_frame_of(reason)
