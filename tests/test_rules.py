@@ -176,3 +176,17 @@ def test_torchrun_tee_capture_keeps_the_ranks_apart() -> None:
     for t in (text, traceview.load(FIXTURES / "torchrun_tee" / "trace")):
         got = {s["rank"]: (s["function"], s["epoch"], s["compiles"], s["recompiles"]) for s in recompile_storms(t)}
         assert got == {0: ("scale", 1, 3, 2), 1: ("scale", 1, 2, 1)}
+
+
+def test_two_ranks_have_no_majority() -> None:
+    """fixtures/torchrun_tee: rank 0 compiled 0/2, rank 1 did not. With two ranks neither is
+    "most ranks": the summary names the reference rank instead."""
+    import traceview
+    from traceview.report import build_report, render_text
+
+    from .conftest import FIXTURES
+
+    text = render_text(build_report(traceview.load(FIXTURES / "torchrun_tee" / "trace")))
+    assert "RANK DIVERGENCE  the 2 ranks compiled differently (rank 1 shown against rank 0)" in text
+    assert "  rank 1: lacks 0/2 that rank 0 compiles" in text
+    assert "most ranks" not in text and "majority" not in text

@@ -402,7 +402,10 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     if cgf or report.get("cudagraphs", {}).get("cudagraphified_compiles"):
         _render_cudagraphs(t, report["cudagraphs"])
     if div:
-        t.heading(f"RANK DIVERGENCE  {_plural(len(div), 'rank')} {'differs' if len(div) == 1 else 'differ'} from the majority")
+        if len(report["ranks"]) == 2 and None not in report["ranks"]:  # no majority of two: said so
+            t.heading(f"RANK DIVERGENCE  the 2 ranks compiled differently (rank {report['ranks'][1]} shown against rank {report['ranks'][0]})")
+        else:
+            t.heading(f"RANK DIVERGENCE  {_plural(len(div), 'rank')} {'differs' if len(div) == 1 else 'differ'} from the majority")
         dgroups = group_ranks(div, divergence_key)  # 1,000 ranks that differ alike: one line
         for d, ranks in dgroups[:16]:
             t.add(f"{ranks_text(ranks).strip()}: {d['detail']}", "  ", "    ")

@@ -145,6 +145,8 @@ def _divergence_rows(
     if len(ranks) < 2:
         return pl.DataFrame(schema=SCHEMA)
     nranks = len(ranks)
+    # two ranks have no majority: the lower one is the reference, and the text says so
+    others = "most ranks" if nranks > 2 else f"rank {ranks[0]}"
     present = sig.group_by("compile_id").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").min().alias("first"))
     # present on more than half of the ranks; a tie (2 of 4) goes to the group with the lowest rank
     majority = set(
@@ -191,11 +193,11 @@ def _divergence_rows(
                 fn, why = mine_rows.get(cid, (None, None))
                 what = ", ".join(x for x in (fn, f"recompiled because {why}" if why else None) if x)
                 described.append(f"{cid} ({what})" if what else cid)
-            parts.append(f"{verb} {', '.join(described)} that most ranks do not")
+            parts.append(f"{verb} {', '.join(described)} that {others} do not" if nranks > 2 else f"{verb} {', '.join(described)} that {others} does not")
         if missing:
-            parts.append(f"lacks {', '.join(missing)} that most ranks {verb[:-1]}")
+            parts.append(f"lacks {', '.join(missing)} that {others} {verb if nranks == 2 else verb[:-1]}")
         for cid, s, m in d:
-            parts.append(f"{cid}: {_explain(s, m)}")
+            parts.append(f"{cid}: {_explain(s, m, others)}")
         # the record to jump to: the first extra or different compile of this rank
         first = (extra + different)[:1]
         rec = sig.filter((pl.col("rank") == r) & pl.col("compile_id").is_in(first)).select("file", "lineno").rows()
@@ -216,11 +218,11 @@ def _divergence_rows(
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
-def _explain(sig: str, major: str) -> str:
+def _explain(sig: str, major: str, others: str = "most ranks") -> str:
     a = sig.split(" | ")
     b = major.split(" | ")
     out = []
     for name, x, y in zip(_FIELDS, a, b):
         if x != y:
-            out.append(f"{name} {x.split('=', 1)[-1] or '-'} (most ranks: {y.split('=', 1)[-1] or '-'})")
+            out.append(f"{name} {x.split('=', 1)[-1] or '-'} ({others}: {y.split('=', 1)[-1] or '-'})")
     return ", ".join(out) or "differs"
