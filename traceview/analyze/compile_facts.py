@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from parsers.compile_ids import sort_key
+from parsers.compile_ids import CompileId, sort_key
 from parsers.facts import user_name
 from parsers.fxgraph import split_traced_graphs
 from parsers.kinds import SUMMARY_PAYLOAD_GRAPH_MARK
@@ -159,13 +159,18 @@ def pgo(trace: Trace) -> list[dict[str, Any]]:
     return out
 
 
+def _ca_id(compiled_autograd_id: int) -> str:
+    """`!N`, as parsers.compile_ids writes a compiled-autograd graph's id."""
+    return str(CompileId(frame=None, compile=None, compiled_autograd=compiled_autograd_id).compile_id)
+
+
 def compiled_autograd_graphs(trace: Trace) -> list[dict[str, Any]]:
     """One per compiled-autograd graph id (`!N`), with the Dynamo compiles of its code."""
     comp = trace.compiles.filter(pl.col("compiled_autograd_id").is_not_null())
     ids: dict[tuple, dict[str, Any]] = {}
     for r in comp.sort("file", "lineno").iter_rows(named=True):
         k = (r["rank"], r["compiled_autograd_id"])
-        g = ids.setdefault(k, {"id": f"!{r['compiled_autograd_id']}", "compiles": [], "rank": r["rank"],
+        g = ids.setdefault(k, {"id": _ca_id(r["compiled_autograd_id"]), "compiles": [], "rank": r["rank"],
                                "file": r["file"], "lineno": r["lineno"]})
         if r["frame_id"] is not None:
             g["compiles"].append(r["compile_id"])
@@ -174,7 +179,7 @@ def compiled_autograd_graphs(trace: Trace) -> list[dict[str, Any]]:
         if not lr.is_empty() and "compiled_autograd_id" in lr.columns:
             for r in lr.filter(pl.col("compiled_autograd_id").is_not_null()).sort("file", "lineno").iter_rows(named=True):
                 k = (r["rank"], r["compiled_autograd_id"])
-                g = ids.setdefault(k, {"id": f"!{r['compiled_autograd_id']}", "compiles": [], "rank": r["rank"],
+                g = ids.setdefault(k, {"id": _ca_id(r["compiled_autograd_id"]), "compiles": [], "rank": r["rank"],
                                        "file": r["file"], "lineno": r["lineno"]})
                 if r["frame_id"] is not None and r["compile_id"] not in g["compiles"]:
                     g["compiles"].append(r["compile_id"])
