@@ -42,6 +42,8 @@ async def diff_screen(pilot) -> DiffScreen:
     app = pilot.app
     await until(pilot, lambda: isinstance(app.screen, DiffScreen) or app.error is not None, "the diff screen")
     assert app.error is None, app.error
+    # and drawn to its last line (the footer: under load it came one frame later, CI saw it blank)
+    await until(pilot, lambda: screen_text(app).splitlines()[-1].strip() != "", "the diff screen's footer")
     return app.screen
 
 
