@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # (`[default0]:[rank0]:`, the global rank wins). Then level, MMDD, and time: the first fields,
 # enough to tell a record's line from anything else. (No lookahead: polars' regex has none; the
 # lazy `??` skips the first bracket only when a second one follows.)
-_ROLE = r"[A-Za-z_][A-Za-z0-9_.-]*?"
+_ROLE = r"[A-Za-z_][A-Za-z_.-]*"  # no digits: the rank's digits follow unambiguously (linear time)
 RANK = r"(?:\[" + _ROLE + r"\d+\]:)??\[" + _ROLE + r"(?P<rank>\d+)\]:"
 HEAD = r"(?:" + RANK + r")?(?P<level>[VIWEC])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d{6})"
 # The whole prefix up to and with its `]`: HEAD, thread id (glog's pid), `path:line`. A record's

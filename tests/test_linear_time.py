@@ -221,3 +221,27 @@ def test_same_answers_on_real_traces() -> None:
         assert groups(outputcode._LAUNCH.match(line)) == groups(OLD_LAUNCH.match(line)), line
         assert groups(outputcode._EXTERN.match(line)) == groups(OLD_EXTERN.match(line)), line
     assert checked > 500  # the fixtures have guard trees and recompile reasons
+
+
+def test_glog_rank_prefix_on_a_long_digit_run() -> None:
+    """A line that starts like a rank prefix, `[a` + a megabyte of digits: the rank pattern
+    (parsers.glog.RANK, `[<role><digits>]:`) read it in quadratic time while a role could hold
+    digits too (8,000 digits took 0.85 s); a role is letters only now. Also read through the
+    text-log reader, which matches every line against the prefix."""
+    from parsers.glog import HEAD, PREFIX
+
+    line = "[a" + "1" * MB + "x"
+    with deadline():
+        assert re.match("^" + PREFIX, line) is None
+        assert re.match("^" + HEAD, "[default" + "1" * MB + "]:I1123 11:57:52.767000") is not None
+
+
+def test_glog_rank_prefix_through_the_text_log_reader(tmp_path: Path) -> None:
+    # hand-made lines (log text is data): a megabyte-long would-be prefix, then a real record
+    from parsers.textlog import read_text_log
+
+    f = tmp_path / "log.txt"
+    f.write_text("[a" + "1" * MB + "x\n" + "[default1]:I1123 11:57:52.767000 30233 torch/_dynamo/x.py:1] [0/0] hello\n")
+    with deadline():
+        tl = read_text_log(f)
+    assert tl.records.select("rank", "compile_id", "text").rows() == [(1, "0/0", "hello")]
