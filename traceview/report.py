@@ -30,6 +30,7 @@ from traceview.analyze.cudagraphs import (
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
 from traceview.analyze.findings import (
+    after_resets,
     divergence_key,
     failure_key,
     group_ranks,
@@ -443,12 +444,6 @@ def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
         t.label("graphs per function:", per + more, "  ")
 
 
-def _after_resets(s: dict[str, Any]) -> str:
-    """" after torch._dynamo.reset() #N" for a storm of a later epoch (parsers.compile_ids.epoch_expr)."""
-    epoch = s.get("epoch") or 1
-    return f" after torch._dynamo.reset() #{epoch - 1}" if epoch > 1 else ""
-
-
 def _render_storms(
     t: _Text, paths: _Paths, storms: list[dict[str, Any]], title: str, order: str, optim: dict[tuple, dict[str, Any]]
 ) -> None:
@@ -459,7 +454,7 @@ def _render_storms(
     functions = {(s["function"], s["filename"], s["line"]) for s in storms}
     t.heading(f"{title}  {_plural(len(functions), 'function')}, {order}")
     for s, rs in groups[:8]:
-        line = f"{ranks_text(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}){_after_resets(s)}: {s['compiles']} compiles"
+        line = f"{ranks_text(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}){after_resets(s.get('epoch'))}: {s['compiles']} compiles"
         failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
         if failed > 0:
             line += f" ({failed} failed)"

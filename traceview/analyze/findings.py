@@ -57,6 +57,12 @@ def divergence_key(d: dict[str, Any]) -> tuple:
 _MAX_RANK_PIECES = 12
 
 
+def after_resets(epoch: int | None) -> str:
+    """" after torch._dynamo.reset() #N" for a finding of a later epoch (frame ids restart at a
+    reset: parsers.compile_ids.epoch_expr), "" for the first."""
+    return f" after torch._dynamo.reset() #{epoch - 1}" if (epoch or 1) > 1 else ""
+
+
 def ranks_text(ranks: list[Any]) -> str:
     """"rank 3 ", "ranks 0-47 ", "ranks 1,5 ", "ranks 0-99,120-1023 " (runs of three or more
     as ranges; a long list cut, with the count); empty for a process without a rank."""

@@ -15,7 +15,7 @@ from textual.widgets.tree import TreeNode
 
 from parsers.compile_ids import frame_group
 from parsers.compile_ids import label as compile_id_label
-from traceview.analyze.findings import compile_outcome
+from traceview.analyze.findings import after_resets, compile_outcome
 from traceview.printable import one_line
 from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
@@ -79,8 +79,9 @@ def frame_label(rows: list[dict[str, Any]]) -> Text:
     if counts:
         t.append_text(safe(f"  {counts}", "bold" if "failed" in counts or "eager" in counts else ""))
     t.append_text(safe(f"  {where}", "italic"))
-    if (named.get("epoch") or 1) > 1:
-        t.append_text(safe(f"  after torch._dynamo.reset() #{named['epoch'] - 1}", "italic"))
+    after = after_resets(named.get("epoch"))
+    if after:
+        t.append_text(safe(" " + after, "italic"))
     return t
 
 

@@ -22,6 +22,7 @@ from parsers.facts import user_name
 from parsers.sources import prefer_trace
 from traceview.analyze.findings import (
     COST_ORDER,
+    after_resets,
     break_failure,
     compile_key,
     cost_index,
@@ -114,9 +115,8 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         ids = s.get("compile_ids") or []
         limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
         kind, why = ("storm", "") if is_storm(s) else ("recompile", f" ({recompile_why(s)})")
-        after = f" after torch._dynamo.reset() #{s['epoch'] - 1}" if (s.get("epoch") or 1) > 1 else ""
         title = (
-            f"{ranks_text(ranks)}{s['function'] or '?'} ({_at(s['filename'], s['line'])}){after} "
+            f"{ranks_text(ranks)}{s['function'] or '?'} ({_at(s['filename'], s['line'])}){after_resets(s.get('epoch'))} "
             f"compiled {s['compiles']} times{limit}{why}"
         )
         summary, detail = [], []
