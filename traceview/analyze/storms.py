@@ -491,6 +491,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         f["filename"] = f["filename"] or r.get("filename")
         f["line"] = f["line"] or r.get("line")
 
+    user_exceptions = _user_exceptions_from_graph_breaks(trace, starts)  # once, not per frame
     storms = []
     for f in frames.values():
         ids = {c for c in f["compile_ids"] if c}
@@ -512,8 +513,8 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             known_from = "guards" if forced_static else None
             if forced_static is None and _automatic_dynamic_logged(trace, f["rank"], ids, f["epoch"], starts):
                 forced_static = False
-        for (epoch, cid), exc in _user_exceptions_from_graph_breaks(trace, f["rank"], starts).items():
-            if cid in ids and epoch == f["epoch"]:
+        for (rank, epoch, cid), exc in user_exceptions.items():
+            if rank == f["rank"] and epoch == f["epoch"] and cid in ids:
                 f["user_exceptions"].setdefault(cid, exc)
         causes, n_secondary = _causes(
             guards, forced_static, dynamic_true=f["dynamic_true"], limit=bool(f["limit"]),
@@ -603,17 +604,17 @@ def user_exception(reason: str | None) -> str | None:
     return m.group(1) if m else "an exception"
 
 
-def _user_exceptions_from_graph_breaks(trace: Trace, rank: Any, starts: pl.DataFrame) -> dict[tuple[int, str], str]:
-    """(epoch, compile id) -> the user's exception, from "Observed exception" graph-break
+def _user_exceptions_from_graph_breaks(trace: Trace, starts: pl.DataFrame) -> dict[tuple[Any, int, str], str]:
+    """(rank, epoch, compile id) -> the user's exception, from "Observed exception" graph-break
     records (text logs have no compilation metrics)."""
     gbs = trace.graph_breaks
     if gbs.is_empty() or "reason" not in gbs.columns or "debug_context" not in gbs.columns:
         return {}
-    out: dict[tuple[int, str], str] = {}
+    out: dict[tuple[Any, int, str], str] = {}
     observed = _with_epoch(gbs.filter(pl.col("reason").str.starts_with("Observed exception")), starts)
     for r in observed.iter_rows(named=True):
-        if r.get("rank") == rank and r.get("compile_id"):
-            out[(r["epoch"], r["compile_id"])] = (
+        if r.get("compile_id"):
+            out[(r.get("rank"), r["epoch"], r["compile_id"])] = (
                 user_exception(r["reason"] + "\n" + (r.get("debug_context") or "")) or "an exception"
             )
     return out
