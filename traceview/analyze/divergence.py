@@ -147,6 +147,7 @@ def _divergence_rows(
     nranks = len(ranks)
     # two ranks have no majority: the lower one is the reference, and the text says so
     others = "most ranks" if nranks > 2 else f"rank {ranks[0]}"
+    others_do = "do" if nranks > 2 else "does"  # the verb agrees with `others`
     present = sig.group_by("compile_id").agg(pl.col("rank").n_unique().alias("n"), pl.col("rank").min().alias("first"))
     # present on more than half of the ranks; a tie (2 of 4) goes to the group with the lowest rank
     majority = set(
@@ -193,9 +194,9 @@ def _divergence_rows(
                 fn, why = mine_rows.get(cid, (None, None))
                 what = ", ".join(x for x in (fn, f"recompiled because {why}" if why else None) if x)
                 described.append(f"{cid} ({what})" if what else cid)
-            parts.append(f"{verb} {', '.join(described)} that {others} do not" if nranks > 2 else f"{verb} {', '.join(described)} that {others} does not")
+            parts.append(f"{verb} {', '.join(described)} that {others} {others_do} not")
         if missing:
-            parts.append(f"lacks {', '.join(missing)} that {others} {verb if nranks == 2 else verb[:-1]}")
+            parts.append(f"lacks {', '.join(missing)} that {others} {verb[:-1] if nranks > 2 else verb}")
         for cid, s, m in d:
             parts.append(f"{cid}: {_explain(s, m, others)}")
         # the record to jump to: the first extra or different compile of this rank
