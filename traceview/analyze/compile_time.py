@@ -93,16 +93,15 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
     else:
         c = c.with_columns(pl.lit(None, dtype=pl.Float64).alias("autotuning_s"))
     ranked = c.filter(pl.col("total_time_s") > 0).sort("total_time_s", descending=True, maintain_order=True)
-    same = ["total_time_s", "compile_id", "function", "filename", "line"]
-    if "occurrence" in ranked.columns:  # the second 0/0 (after a torch._dynamo.reset()) is another compile
-        same.append("occurrence")
+    # (the occurrence: the second 0/0, after a torch._dynamo.reset(), is another compile)
+    same = ["total_time_s", "compile_id", "occurrence", "function", "filename", "line"]
     slowest = ranked.select(same).unique(maintain_order=True).head(n)
     return (
         ranked.join(slowest, on=same, how="semi", nulls_equal=True, maintain_order="left")
         .select(
             "rank",
             "compile_id",
-            pl.col("occurrence") if "occurrence" in ranked.columns else pl.lit(None, dtype=pl.Int32).alias("occurrence"),
+            "occurrence",
             "function",
             "filename",
             "line",

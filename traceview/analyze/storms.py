@@ -358,7 +358,7 @@ def _epoch_starts(trace: Trace) -> pl.DataFrame:
     schema = {"file": pl.String, "rank": pl.Int32, "epoch": pl.Int32, "lineno": pl.Int64}
     parts = []
     comp = trace.compiles
-    if comp.height and "occurrence" in comp.columns:
+    if comp.height:
         parts.append(
             comp.filter(pl.col("lineno").is_not_null())
             .select("file", "rank", "lineno", pl.col("occurrence").fill_null(1))

@@ -673,11 +673,9 @@ class TraceModel:
         say("indexing raw records")
         records = record_index(trace)
         findings = findings_from_report(report, trace.recompiles if "recompiles" not in missing else None)
-        epochs = []
-        if compiles.height and "occurrence" in compiles.columns:  # frame ids restart at a torch._dynamo.reset()
-            compiles = compiles.with_columns(epoch_expr().alias("epoch"))
-            epochs = ["epoch"]
-        order = compiles.sort(["rank", *epochs, *sort_exprs("compile_id")], nulls_last=False, maintain_order=True)
+        # frame ids restart at a torch._dynamo.reset(): each epoch's compiles together
+        compiles = compiles.with_columns(epoch_expr().alias("epoch"))
+        order = compiles.sort(["rank", "epoch", *sort_exprs("compile_id")], nulls_last=False, maintain_order=True)
         return cls(trace, report, findings, records, order, missing=missing)
 
     def build_graph_tables(self, progress: Callable[[str], None] | None = None) -> None:
