@@ -16,7 +16,7 @@ import traceview
 from parsers.discover import discover
 from parsers.gzipped import is_gzip
 from tests.conftest import FIXTURES, GPU, needs_shared
-from traceview import graph_tables, parts, pipeline
+from traceview import graph_tables, parts, pipeline, worker_pool
 from traceview.cache import cache_dir, clear_cache
 from traceview.loading import LoadOptions, load_trace
 
@@ -184,6 +184,22 @@ def test_graph_and_export_jobs_are_sized_by_their_input() -> None:
     inputs = sum(f.stat().st_size for f in d.glob("*.log"))
     jobs = graph_tables.graph_jobs(trace.workdir)
     assert jobs and sum(size for _, _, size in jobs) == inputs
+
+
+def test_parse_processes_follow_the_input_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a plain parse starts one process per BYTES_PER_PARSE_PROCESS of input (each pays a fixed
+    # start-up), up to the cores; an export keeps every core; the user's -j wins
+    monkeypatch.setattr(worker_pool, "cpu_count", lambda: 16)
+    mb = 1024 * 1024
+    assert worker_pool.BYTES_PER_PARSE_PROCESS == 128 * mb
+    assert worker_pool.parse_processes(10 * mb, None, heavy=False) == 1
+    assert worker_pool.parse_processes(128 * mb, None, heavy=False) == 1
+    assert worker_pool.parse_processes(129 * mb, None, heavy=False) == 2
+    assert worker_pool.parse_processes(470 * mb, None, heavy=False) == 4
+    assert worker_pool.parse_processes(5000 * mb, None, heavy=False) == 16
+    assert worker_pool.parse_processes(470 * mb, None, heavy=True) == 16
+    assert worker_pool.parse_processes(470 * mb, 3, heavy=False) == 3
+    assert worker_pool.parse_processes(10 * mb, 7, heavy=True) == 7
 
 
 def test_cache_entry_names_files_as_they_were_given(monkeypatch: pytest.MonkeyPatch) -> None:

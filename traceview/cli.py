@@ -26,7 +26,7 @@ def _add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latest", action="store_true", help="keep only the newest run when a directory holds several")
     p.add_argument("--logs", nargs="+", metavar="FILE", default=[], help="TORCH_LOGS text logs to merge with the trace")
     p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
-    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: all cores)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: one per 128 MB of input, up to the cores; export: all cores)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output (json: a list of row objects)")
     p.add_argument("--latest", action="store_true", help="keep only the newest run when a directory holds several")
     p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
-    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: all cores)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: one per 128 MB of input, up to the cores; export: all cores)")
 
     p = sub.add_parser("timeline", help="compile phases of every rank as a Chrome Trace (Perfetto, chrome://tracing)")
     _add_input_args(p)
@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--noise-s", type=float, default=0.2, help="compile-time changes below these seconds are noise (default 0.2)")
     p.add_argument("--latest", action="store_true", help="keep only the newest run of a directory that holds several")
     p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
-    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: all cores)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: one per 128 MB of input, up to the cores; export: all cores)")
     p.add_argument("--width", type=int, default=None, help="text width (default: terminal width, max 120)")
 
     p = sub.add_parser("run", help="run a command with TORCH_TRACE and TORCH_LOGS set, then summarise")

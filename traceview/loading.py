@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from parsers.discover import InputError, Inputs, discover
+from traceview import worker_pool
 from traceview.manifest import export_dirs, inputs_of_exports, read_manifest
 
 if TYPE_CHECKING:  # imported before polars (see traceview.worker_pool)
@@ -100,22 +101,21 @@ def load_trace(opts: LoadOptions, inputs: Inputs | None = None) -> Trace:
     if inputs is None:
         inputs = discover_inputs(opts)
     cached = opts.use_cache and cache.is_cached(inputs)
+    total = sum(t.size for t in inputs.traces) + sum(os.path.getsize(p) for p in inputs.text_logs)
+    jobs = worker_pool.parse_processes(total, opts.jobs, heavy=opts.heavy)
     if opts.prestart and not cached:
-        prestart_workers(inputs, opts.jobs, heavy=opts.heavy)
+        prestart_workers(total, jobs, heavy=opts.heavy)
     if not opts.use_cache:
         from traceview.pipeline import load_parsed
 
-        return load_parsed(inputs, jobs=opts.jobs, heavy=opts.heavy)
-    return cache.load_cached(inputs, jobs=opts.jobs, heavy=opts.heavy)
+        return load_parsed(inputs, jobs=jobs, heavy=opts.heavy)
+    return cache.load_cached(inputs, jobs=jobs, heavy=opts.heavy)
 
 
-def prestart_workers(inputs: Inputs, jobs: int | None, *, heavy: bool) -> None:
-    """Start the parse workers now, when the input is big enough for traceview.pipeline to
-    use them (polars not imported yet: their start-up overlaps this process's)."""
-    from traceview import worker_pool
-
-    n = jobs or worker_pool.cpu_count()
-    total = sum(t.size for t in inputs.traces) + sum(os.path.getsize(p) for p in inputs.text_logs)
+def prestart_workers(total: int, n: int, *, heavy: bool) -> None:
+    """Start the parse workers now (`n` processes will parse `total` bytes), when the input is
+    big enough for traceview.pipeline to use them (polars not imported yet: their start-up
+    overlaps this process's)."""
     if n > 1 and total >= (worker_pool.HEAVY_PARALLEL_MIN_BYTES if heavy else worker_pool.PARALLEL_MIN_BYTES):
         # this process parses too, so the parse uses n - 1 workers; an export's second
         # phase runs in n workers only, and the last one is best started now, while the

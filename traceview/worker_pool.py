@@ -15,6 +15,13 @@ import sys
 from pathlib import Path
 
 PARALLEL_MIN_BYTES = 128 * 1024 * 1024  # below this, starting worker processes costs more than it saves
+# A parse process pays a fixed start-up (imports, and its first batch's warm-up: ~0.5 s of CPU
+# on this project's 2-core machine, ~1 s on a 16-core GPU host), so a plain parse (summary,
+# open, diff) starts one process per this much input, up to the cores: on a 16-core host,
+# 470 MB of rank logs parsed in 2.9-3.1 s by 4 processes, 3.3 s by 8 and 3.4-3.7 s by 16 (with
+# 2.5x the CPU time of 4), 1.9 GB in 4.2-4.6 s by 16 and 4.4 s by 8 (docs/performance.md).
+# An export (heavy) does several times more work per byte and keeps every core.
+BYTES_PER_PARSE_PROCESS = 128 * 1024 * 1024
 # graph tables and export cost several times the parse per byte: workers pay off sooner
 HEAVY_PARALLEL_MIN_BYTES = 24 * 1024 * 1024
 
@@ -75,6 +82,16 @@ def _close_all() -> None:
             proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
+
+
+def parse_processes(total_bytes: int, jobs: int | None, *, heavy: bool) -> int:
+    """How many processes parse `total_bytes` of input: `jobs` when the user chose, every core
+    for heavy work (export), else one per BYTES_PER_PARSE_PROCESS, between 1 and the cores."""
+    if jobs:
+        return jobs
+    if heavy:
+        return cpu_count()
+    return max(1, min(cpu_count(), -(-total_bytes // BYTES_PER_PARSE_PROCESS)))
 
 
 def cpu_count() -> int:
