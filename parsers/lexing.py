@@ -3,7 +3,7 @@
 String literals, brackets and comments, read as Python reads them: :func:`split_top_level`
 (the arguments of a call, the items of a tuple, the guards of a recompile reason: used by
 :mod:`parsers.fxgraph`, :mod:`parsers.outputcode`, :mod:`parsers.messages` and
-``traceview.analyze.dataflow``), bracket balance, the ``code  # comment`` split, and the
+``parsers.dataflow``), bracket balance, the ``code  # comment`` split, and the
 parameters of a ``def forward(...)`` signature. Both FX graph parsers
 (:mod:`parsers.fxgraph.reference` and :mod:`parsers.fxgraph.columns`) use these, so they
 read a line the same way. No knowledge of graphs here, and no polars.

@@ -32,11 +32,6 @@ positionally, and no module outside this package calls one whose first parameter
 from __future__ import annotations
 
 # Public table-level building blocks (module.function -> why it is public).
-TABLE_HELPERS: dict[str, str] = {
-    "traceview.analyze.dataflow.kernel_dataflow": (
-        "(kernel_calls, graph_nodes) -> (kernel_id, node): the nodes each generated kernel "
-        "computes, from the wrapper's buffers; origin's exact link for kernels without "
-        "provenance, and a module of its own because it is a parser of the wrapper's "
-        "dataflow more than a finding. Only origin.py calls it."
-    ),
-}
+TABLE_HELPERS: dict[str, str] = {}
+# (none today: kernel_dataflow, the one there was, builds a table from two tables and lives
+# in parsers/dataflow.py beside seq_links.py, which builds one the same way)

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from parsers.dataflow import kernel_dataflow
 from parsers.outputcode import stack_frame
 from parsers.seq_links import COMPUTE_OPS, USER_COLUMNS, compute_nodes
 from parsers.sources import prefer_trace
-from traceview.analyze.dataflow import kernel_dataflow
 from traceview.trace import Trace
 
 __all__ = ["CONFIDENCE", "ORIGIN_SCHEMA", "Chain", "origin", "origin_table"]
