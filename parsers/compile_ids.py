@@ -140,6 +140,47 @@ def occurrence_expr(
     return (opened.forward_fill().over(list(group), order_by=order).fill_null(0) + 1).cast(pl.Int32)
 
 
+OPENS_AND_CLOSES = ("dynamo_start", "compilation_metrics")  # the records occurrence_expr reads
+
+
+def occurrence_at(rows: pl.DataFrame, events: pl.DataFrame, *, at: str = "lineno") -> pl.Series:
+    """`occurrence_expr` for rows derived from a trace (a span, a graph-break artifact, a
+    graph dump): the occurrence of the row's compile id at its place in its file, line `at`
+    (for a span the line of its end: a compile's first phases begin just before its
+    `dynamo_start`). Reads the `dynamo_start` and `compilation_metrics` records of `events`
+    (file, compile_id, lineno, kind). One Int32 per row of `rows`, in their order; null
+    where a row has no compile id. The evidence is the log order only: a row logged after
+    a compile's metrics (a backward, a runtime record) goes to the compile it closed, also
+    when it really belongs to an earlier compile of the same id."""
+    import polars as pl
+
+    markers = events.filter(pl.col("kind").is_in(OPENS_AND_CLOSES) & pl.col("compile_id").is_not_null()).select(
+        pl.col("file").cast(pl.String),
+        pl.col("compile_id").cast(pl.String),
+        pl.col("lineno").cast(pl.Int64),
+        pl.col("kind").cast(pl.String),
+        pl.lit(None, dtype=pl.Int64).alias("_row"),
+    )
+    mine = rows.select(
+        pl.col("file").cast(pl.String),
+        pl.col("compile_id").cast(pl.String),
+        pl.col(at).cast(pl.Int64).alias("lineno"),
+        pl.lit("", dtype=pl.String).alias("kind"),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+    )
+    both = pl.concat([markers, mine]).with_columns(
+        # a row on a marker's line (none in torch's logs) comes after it
+        (pl.col("lineno").fill_null(0) * 2 + pl.col("_row").is_not_null().cast(pl.Int64)).alias("_order")
+    )
+    out = (
+        both.with_columns(occurrence_expr(order="_order").alias("occurrence"))
+        .filter(pl.col("_row").is_not_null())
+        .sort("_row")
+        .select(pl.when(pl.col("compile_id").is_not_null()).then(pl.col("occurrence")).alias("occurrence"))
+    )
+    return out.to_series().cast(pl.Int32)
+
+
 def epoch_expr(occurrence: str = "occurrence", group: tuple[str, ...] = ("file", "rank"), order: str = "lineno") -> object:
     """Which stretch between two `torch._dynamo.reset()` calls a compile (or a text log record)
     belongs to, 1 before the first reset (a polars expression over rows that carry their
@@ -171,6 +212,28 @@ def text_occurrence_expr(
 
     start = (pl.col(text).str.starts_with(TEXT_START) & (pl.col(attempt).fill_null(0) == 0)).cast(pl.Int32)
     return pl.max_horizontal(start.cum_sum().over(list(group), order_by=order), pl.lit(1)).cast(pl.Int32)
+
+
+def text_occurrence_at(rows: pl.DataFrame, records: pl.DataFrame | None) -> pl.Series:
+    """`text_occurrence_expr` for rows derived from a text log's records: the occurrence of
+    the record the row was read from (`rows` and `records` joined on file and lineno: the
+    record's first line). One Int32 per row, in their order; 1 where no record matches (or
+    there are no records), null where a row has no compile id."""
+    import polars as pl
+
+    need = {"file", "lineno", "rank", "compile_id", "text", "attempt"}
+    if records is None or records.height == 0 or not need <= set(records.columns):
+        occ = pl.DataFrame(schema={"file": pl.String, "lineno": pl.Int64, "occurrence": pl.Int32})
+    else:
+        occ = records.select(
+            pl.col("file").cast(pl.String),
+            pl.col("lineno").cast(pl.Int64),
+            text_occurrence_expr().alias("occurrence"),
+        ).unique(["file", "lineno"], keep="first")
+    out = rows.select(
+        pl.col("file").cast(pl.String), pl.col("lineno").cast(pl.Int64), pl.col("compile_id").is_not_null().alias("_id")
+    ).join(occ, on=["file", "lineno"], how="left", maintain_order="left")
+    return out.select(pl.when(pl.col("_id")).then(pl.col("occurrence").fill_null(1))).to_series().cast(pl.Int32).alias("occurrence")
 
 
 def parse(text: str | None) -> CompileId | None:

@@ -11,7 +11,7 @@ import orjson
 import polars as pl
 
 from parsers.coerce import typed_frame
-from parsers.compile_ids import occurrence_expr
+from parsers.compile_ids import occurrence_at, occurrence_expr
 
 METRICS_KINDS = (
     "compilation_metrics",
@@ -85,6 +85,7 @@ SPANS_SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String,
     "rank": pl.Int32,
     "compile_id": pl.String,
+    "occurrence": pl.Int32,
     "name": pl.String,
     "cat": pl.String,
     "ph": pl.String,
@@ -431,7 +432,8 @@ _CHROMIUM = pl.Struct(
 
 def build_spans(events: pl.DataFrame, chromium: pl.DataFrame | None = None) -> pl.DataFrame:
     """Compile phases from chromium events: B/E pairs matched per name and nesting depth,
-    X (complete) events as they are; instant events are left out. `chromium`: the events
+    X (complete) events as they are; instant events are left out. `occurrence`: which
+    compile of its id the span belongs to (parsers.compile_ids.occurrence_at, at its end). `chromium`: the events
     already decoded by a lazy parse (parsers.torch_trace.CHROMIUM_SCHEMA); else the payloads of
     `events` are decoded."""
     dec = _decode_chromium(events) if chromium is None else chromium
@@ -488,4 +490,8 @@ def build_spans(events: pl.DataFrame, chromium: pl.DataFrame | None = None) -> p
         # a time beyond what a datetime holds (ts 1e30, NaN) has no start
         pl.from_epoch(pl.col("start_us").cast(pl.Int64, strict=False), time_unit="us").alias("start")
     )
+    # which compile of that id (after torch._dynamo.reset() two compiles share it): the one
+    # the span ends in (its B is logged just before the compile's dynamo_start)
+    at = out.select("file", "compile_id", pl.coalesce("end_lineno", "lineno").alias("at"))
+    out = out.with_columns(occurrence_at(at, events, at="at").alias("occurrence"))
     return out.select([pl.col(c).cast(t) for c, t in SPANS_SCHEMA.items()]).sort("file", "lineno")

@@ -19,6 +19,7 @@ import orjson
 import polars as pl
 
 from parsers.coerce import as_text, typed_frame
+from parsers.compile_ids import occurrence_at, text_occurrence_at
 from parsers.messages import (
     parse_annotation,
     parse_graph_break,
@@ -72,8 +73,8 @@ RECOMPILES_SCHEMA = pl.Schema(
 )
 GRAPH_BREAKS_SCHEMA = pl.Schema(
     {
-        "rank": _I32, "compile_id": _S, "trace_id": _S, "attempt": _I32, "filename": _S,
-        "line": _I32, "function": _S, "reason": _S, "reason_line": _S, "gb_id": _S,
+        "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "attempt": _I32,
+        "filename": _S, "line": _I32, "function": _S, "reason": _S, "reason_line": _S, "gb_id": _S,
         "explanation": _S, "hint": _S, "debug_context": _S, "frame_skipped": _B,
         "inner_reason": _S, "inner_gb_id": _S, "skipped_function": _S, "skipped_filename": _S,
         "skipped_line": _I32, "user_stack_suppressed": _B, **_TAIL,
@@ -237,7 +238,7 @@ def recompiles_from_trace(
 
 def _gb_row(parsed: dict[str, Any], rec: Mapping[str, Any], source: str, lineno: int) -> dict:
     return {
-        **parsed, "rank": rec["rank"], "compile_id": rec["compile_id"],
+        **parsed, "rank": rec["rank"], "compile_id": rec["compile_id"], "occurrence": rec.get("occurrence"),
         "trace_id": rec["trace_id"], "attempt": rec["attempt"], "source": source,
         "file": rec["file"], "lineno": lineno,
     }
@@ -246,7 +247,11 @@ def _gb_row(parsed: dict[str, Any], rec: Mapping[str, Any], source: str, lineno:
 def graph_breaks_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
     """One row per graph-break message of the ``graph_breaks`` records."""
     out = []
-    for rec in _rows(_records(log), pl.col("artifact") == "graph_breaks"):
+    records = _records(log)
+    # which compile of that id (after torch._dynamo.reset() two share it): the occurrence
+    # of the record (1 unless TORCH_LOGS=dynamo logged where each compile starts)
+    records = records.with_columns(text_occurrence_at(records, records).alias("occurrence"))
+    for rec in _rows(records, pl.col("artifact") == "graph_breaks"):
         for offset, msg in split_graph_breaks(rec["text"]):
             out.append(_gb_row(parse_graph_break(msg), rec, "text", _at(rec, offset)))
     # "user stack suppressed due to duplicate graph break": torch logged the same break
@@ -262,13 +267,16 @@ def graph_breaks_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
 
 
 def graph_breaks_from_trace(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per ``dynamo_graph_break_reason`` artifact."""
+    """One row per ``dynamo_graph_break_reason`` artifact; `occurrence`: which compile of
+    its id (parsers.compile_ids.occurrence_at)."""
     cond = (pl.col("kind") == "artifact") & (pl.col("name") == "dynamo_graph_break_reason")
     out = [
         _gb_row(parse_graph_break(ev["payload"] or ""), ev, "trace", ev["lineno"])
         for ev in _rows(events, cond)
     ]
-    return _frame(out, GRAPH_BREAKS_SCHEMA)
+    df = _frame(out, GRAPH_BREAKS_SCHEMA)
+    # which compile of that id (after torch._dynamo.reset() two share it): by log order
+    return df.with_columns(occurrence_at(df, events).alias("occurrence"))
 
 
 # ---------------------------------------------------------------------- guards

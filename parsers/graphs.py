@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers.compile_ids import occurrence_at, text_occurrence_at
 from parsers.fxgraph import (
     GRAPH_KINDS,
     NODE_SCHEMA,
@@ -48,7 +49,7 @@ _S, _I32, _I64 = pl.String, pl.Int32, pl.Int64
 
 GRAPHS_SCHEMA = pl.Schema(
     {
-        "graph_id": _S, "rank": _I32, "compile_id": _S, "trace_id": _S, "kind": _S,
+        "graph_id": _S, "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "kind": _S,
         "name": _S, "label": _S, "aot_id": _S, "text": _S, "source": _S, "file": _S,
         "lineno": _I64, "text_lineno": _I64,
     }
@@ -242,10 +243,15 @@ def _assign_aot_ids(g: pl.DataFrame, oc: pl.DataFrame) -> pl.DataFrame:
 
 
 def build_graphs(events: pl.DataFrame, log_records: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per FX graph dump (trace payloads and TORCH_LOGS ``TRACED GRAPH`` blocks)."""
+    """One row per FX graph dump (trace payloads and TORCH_LOGS ``TRACED GRAPH`` blocks);
+    `occurrence`: which compile of its id it belongs to (parsers.compile_ids)."""
     ev = _events(events)
     lr = _log_records(log_records)
-    g = pl.concat([_trace_graphs(ev), _text_graphs(lr)], how="vertical_relaxed")
+    tg, xg = _trace_graphs(ev), _text_graphs(lr)
+    # which compile of that id (two share it after torch._dynamo.reset()): by log order
+    tg = tg.with_columns(occurrence_at(tg, ev).alias("occurrence"))
+    xg = xg.with_columns(text_occurrence_at(xg, log_records).alias("occurrence"))
+    g = pl.concat([tg, xg.select(tg.columns)], how="vertical_relaxed")
     g = _assign_aot_ids(g, _output_code_index(ev, lr))
     return g.select(GRAPHS_SCHEMA.names()).cast(dict(GRAPHS_SCHEMA)).sort(
         ["source", "file", "lineno", "text_lineno"]

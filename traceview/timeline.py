@@ -52,8 +52,10 @@ def compile_rows(trace: Trace) -> pl.DataFrame:
     )
     bwd_spans = spans.filter((pl.col("name") == BACKWARD_SPAN) & pl.col("start_us").is_not_null())
     meta = compiles.select("file", "rank", "compile_id", "occurrence", "filename", "line", "status", "fail_type",
-                           "fail_reason", "recompile_reason").unique(["file", "rank", "compile_id"], keep="first", maintain_order=True)
-    bwd = bwd_spans.join(meta, on=["file", "rank", "compile_id"], how="left", nulls_equal=True).with_columns(
+                           "fail_reason", "recompile_reason")
+    # the compile the span's end falls in (spans.occurrence: a compile id used again after a
+    # torch._dynamo.reset() is another compile)
+    bwd = bwd_spans.join(meta, on=["file", "rank", "compile_id", "occurrence"], how="left", nulls_equal=True).with_columns(
         pl.lit("backward").alias("part"),
         (pl.col("duration_s") * 1e6).round().cast(pl.Int64).clip(lower_bound=0).alias("dur_us"),
     )
@@ -144,25 +146,13 @@ def write_timeline(trace: Trace, out: str | os.PathLike[str]) -> tuple[Path, int
 
 
 def _spans_with_function(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
-    """Each phase with the function of its compile: the compile of that id in that process
-    that started nearest to it (a compile id used again after a reset is another compile;
-    the `dynamo` phase starts a little before the metrics' start time)."""
-    s = spans.select("file", "rank", "compile_id", "name", "cat", "start_us", "duration_s")
+    """Each phase with the function of its compile: the compile of that id and occurrence
+    in that file (spans.occurrence, from log order: a compile id used again after a
+    torch._dynamo.reset() is another compile)."""
+    s = spans.select("file", "rank", "compile_id", "occurrence", "name", "cat", "start_us", "duration_s")
     s = s.with_columns(pl.col("start_us").cast(pl.Int64))
-    c = (
-        compiles.filter(pl.col("start_us").is_not_null() & pl.col("compile_id").is_not_null())
-        .select("file", "compile_id", "function", pl.col("start_us").alias("compile_start_us"))
-        .sort("compile_start_us")
-    )
-    known = s.filter(pl.col("start_us").is_not_null() & pl.col("compile_id").is_not_null()).sort("start_us")
-    joined = known.join_asof(
-        c, left_on="start_us", right_on="compile_start_us", by=["file", "compile_id"], strategy="nearest",
-        check_sortedness=False,  # sorted by start overall, so within every group
-    ).drop("compile_start_us")
-    rest = s.filter(pl.col("start_us").is_null() | pl.col("compile_id").is_null()).with_columns(
-        pl.lit(None, pl.Utf8).alias("function")
-    )
-    return pl.concat([joined, rest], how="vertical_relaxed")
+    c = compiles.filter(pl.col("compile_id").is_not_null()).select("file", "compile_id", "occurrence", "function")
+    return s.join(c, on=["file", "compile_id", "occurrence"], how="left", maintain_order="left")
 
 
 def _processes(compiles: pl.DataFrame, spans: pl.DataFrame) -> dict[tuple[int | None, str], int]:
@@ -215,7 +205,7 @@ def _us(seconds: float) -> int:
 
 
 def _args(row: dict[str, Any]) -> dict[str, Any]:
-    return {"compile_id": row["compile_id"], "function": row["function"], "rank": row["rank"], "file": row["file"]}
+    return {"compile_id": row["compile_id"], "occurrence": row.get("occurrence"), "function": row["function"], "rank": row["rank"], "file": row["file"]}
 
 
 def _complete(name: str, cat: str, ts: int, dur: int, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:

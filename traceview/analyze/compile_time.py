@@ -77,9 +77,10 @@ def _merged_seconds(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
 
 
 def _autotune_by_compile(spans: pl.DataFrame) -> pl.DataFrame:
-    """Autotuning seconds per (file, compile_id)."""
+    """Autotuning seconds per compile (file, compile_id, occurrence: spans.occurrence, read
+    from log order)."""
     a = _autotune_spans(spans).with_columns(_cid())
-    return _merged_seconds(a, ["file", "compile_id"]).rename({"seconds": "autotuning_s"})
+    return _merged_seconds(a, ["file", "compile_id", "occurrence"]).rename({"seconds": "autotuning_s"})
 
 
 def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
@@ -89,7 +90,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
     than as many as fit in `n` rows."""
     c, spans = trace.compiles, trace.spans
     if spans.height:
-        c = c.join(_autotune_by_compile(spans), on=["file", "compile_id"], how="left")
+        c = c.join(_autotune_by_compile(spans), on=["file", "compile_id", "occurrence"], how="left")
     else:
         c = c.with_columns(pl.lit(None, dtype=pl.Float64).alias("autotuning_s"))
     ranked = c.filter(pl.col("total_time_s") > 0).sort("total_time_s", descending=True, maintain_order=True)

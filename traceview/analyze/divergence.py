@@ -43,24 +43,26 @@ def _normalise(expr: pl.Expr) -> pl.Expr:
     )
 
 
-def _breaks(graph_breaks: pl.DataFrame | None, source: str) -> pl.DataFrame:
-    """Per (rank, compile_id): the sorted graph breaks as `reason @ line`."""
+def _breaks(graph_breaks: pl.DataFrame | None, source: str, by: tuple[str, ...] = ("rank", "compile_id")) -> pl.DataFrame:
+    """Per `by` (rank, compile_id; and occurrence for a trace's compiles): the sorted graph
+    breaks as `reason @ line`."""
     if graph_breaks is None or graph_breaks.height == 0:
-        return pl.DataFrame(schema={"rank": pl.Int32, "compile_id": pl.String, "breaks": pl.String})
+        return pl.DataFrame(schema={"rank": pl.Int32, "compile_id": pl.String, "occurrence": pl.Int32, "breaks": pl.String}).select(*by, "breaks")
     gb = graph_breaks.filter(pl.col("source") == source)
     return (
         gb.with_columns(
             pl.concat_str(pl.col("reason").fill_null("?"), pl.lit(" @ "), pl.col("line").cast(pl.String).fill_null("?")).alias("b")
         )
-        .group_by("rank", "compile_id")
+        .group_by(*by)
         .agg(pl.col("b").sort().str.join("; ").alias("breaks"))
     )
 
 
 def _signatures_from_compiles(compiles: pl.DataFrame, graph_breaks: pl.DataFrame | None) -> pl.DataFrame:
     c = compiles.filter(pl.col("rank").is_not_null())
-    br = _breaks(graph_breaks, "trace")
-    c = c.join(br, on=["rank", "compile_id"], how="left")
+    # each compile its own breaks (the second 0/0, after a torch._dynamo.reset(), is another)
+    br = _breaks(graph_breaks, "trace", ("rank", "compile_id", "occurrence"))
+    c = c.join(br, on=["rank", "compile_id", "occurrence"], how="left")
     return c.select(
         "rank",
         "compile_id",

@@ -61,6 +61,7 @@ _EXCEPTION_GB = "gb0088"
 ROW_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32,
     "compile_id": pl.String,
+    "occurrence": pl.Int32,
     "filename": pl.String,
     "line": pl.Int32,
     "function": pl.String,
@@ -114,7 +115,7 @@ def _message_rows(trace: Trace) -> pl.DataFrame:
 def _compile_rows(trace: Trace, covered: pl.DataFrame) -> pl.DataFrame:
     """Breaks known only from `compilation_metrics`: restart reasons and Unsupported failures
     of compiles that have no graph-break message."""
-    comp = trace.compiles.join(covered, on=["file", "compile_id"], how="anti", nulls_equal=True)
+    comp = trace.compiles.join(covered, on=["file", "compile_id", "occurrence"], how="anti", nulls_equal=True)
     rows: list[dict[str, Any]] = []
     for r in comp.filter(pl.col("restart_reasons").list.len() > 0).iter_rows(named=True):
         for text in r["restart_reasons"]:
@@ -125,6 +126,7 @@ def _compile_rows(trace: Trace, covered: pl.DataFrame) -> pl.DataFrame:
                 {
                     "rank": r["rank"],
                     "compile_id": r["compile_id"],
+                    "occurrence": r["occurrence"],
                     "filename": r["filename"],
                     "line": None,
                     "function": r["function"],
@@ -147,6 +149,7 @@ def _compile_rows(trace: Trace, covered: pl.DataFrame) -> pl.DataFrame:
             {
                 "rank": r["rank"],
                 "compile_id": r["compile_id"],
+                "occurrence": r["occurrence"],
                 "filename": r["fail_user_filename"] or r["filename"],
                 "line": r["fail_user_line"],
                 "function": r["function"] if r["fail_user_filename"] in (None, r["filename"]) else None,
@@ -169,13 +172,17 @@ def graph_break_rows(trace: Trace) -> pl.DataFrame:
     """All graph-break observations (messages, restart reasons, failures) without double
     counting, with the frame (code object) each happened in."""
     msg = _message_rows(trace)
-    # compiles whose break has a message: by file for trace rows, by rank for text rows
-    by_rank = trace.compiles.join(msg.select("rank", "compile_id").unique(), on=["rank", "compile_id"], nulls_equal=True)
-    covered = pl.concat([msg.select("file", "compile_id"), by_rank.select("file", "compile_id")]).unique()
+    # compiles whose break has a message: by file and occurrence for trace rows (the second
+    # 0/0, after a torch._dynamo.reset(), is another compile), by rank for text rows (every
+    # occurrence: a text log without TORCH_LOGS=dynamo does not say which)
+    text = msg.filter(pl.col("file").is_in(trace.compiles["file"].implode()).not_())
+    by_rank = trace.compiles.join(text.select("rank", "compile_id").unique(), on=["rank", "compile_id"], nulls_equal=True)
+    covered = pl.concat([msg.select("file", "compile_id", "occurrence"), by_rank.select("file", "compile_id", "occurrence")]).unique()
     rows = pl.concat([msg, _compile_rows(trace, covered)])
     comp = trace.compiles.select(
         "file",
         "compile_id",
+        "occurrence",
         pl.col("function").alias("_ffn"),
         pl.col("filename").alias("_ffile"),
         pl.col("line").alias("_fline"),
@@ -183,7 +190,7 @@ def graph_break_rows(trace: Trace) -> pl.DataFrame:
         pl.col("fail_type").alias("_fail_type"),
         ((pl.col("graph_breaks").fill_null(0) == 0) & (pl.col("attempts").fill_null(1) <= 1)).alias("_fullgraph"),
     )
-    rows = rows.join(comp, on=["file", "compile_id"], how="left", nulls_equal=True)
+    rows = rows.join(comp, on=["file", "compile_id", "occurrence"], how="left", nulls_equal=True)
     # a compile that failed as Unsupported ran its whole frame eagerly (unless fullgraph=True
     # raised it: analyze.failures.fullgraph_likely; the break rows from its metrics say so)
     failed_here = (
