@@ -82,7 +82,7 @@ GRAPH_BREAKS_SCHEMA = pl.Schema(
 )
 GUARDS_SCHEMA = pl.Schema(
     {
-        "rank": _I32, "compile_id": _S, "trace_id": _S, "kind": _S, "code": _S,
+        "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "kind": _S, "code": _S,
         "guard_source": _S, "user_code": _S, "user_file": _S, "user_line": _I32,
         "user_function": _S, "depth": _I32, **_TAIL,
     }
@@ -284,7 +284,8 @@ def graph_breaks_from_trace(events: pl.DataFrame) -> pl.DataFrame:
 
 def _guard_rows(text: str, rec: Mapping[str, Any], source: str, payload: bool) -> list[dict]:
     return [
-        {**g, "rank": rec["rank"], "compile_id": rec["compile_id"], "trace_id": rec["trace_id"],
+        {**g, "rank": rec["rank"], "compile_id": rec["compile_id"], "occurrence": rec.get("occurrence"),
+         "trace_id": rec["trace_id"],
          "source": source, "file": rec["file"],
          "lineno": _at(rec, g["line_offset"], payload=payload)}
         for g in parse_guard_tree(text)
@@ -297,7 +298,9 @@ def guards_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
         "TREE_GUARD_MANAGER:", literal=True
     )
     out = []
-    for rec in _rows(_records(log), cond):
+    records = _records(log)
+    records = records.with_columns(text_occurrence_at(records, records).alias("occurrence"))
+    for rec in _rows(records, cond):
         out += _guard_rows(rec["text"], rec, "text", payload=False)
     return _frame(out, GUARDS_SCHEMA)
 
@@ -305,7 +308,9 @@ def guards_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
 def guards_from_trace(events: pl.DataFrame) -> pl.DataFrame:
     """One row per guard of each ``dynamo_cpp_guards_str`` payload (exact payload line)."""
     out = []
-    for ev in _rows(events, pl.col("kind") == "dynamo_cpp_guards_str"):
+    recs = events.filter(pl.col("kind") == "dynamo_cpp_guards_str")
+    recs = recs.with_columns(occurrence_at(recs, events).alias("occurrence"))
+    for ev in recs.iter_rows(named=True):
         out += _guard_rows(ev["payload"] or "", ev, "trace", payload=True)
     return _frame(out, GUARDS_SCHEMA)
 

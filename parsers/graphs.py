@@ -56,14 +56,14 @@ GRAPHS_SCHEMA = pl.Schema(
 )
 GRAPH_NODES_SCHEMA = pl.Schema(
     {
-        "graph_id": _S, "rank": _I32, "compile_id": _S, "trace_id": _S, "graph_kind": _S,
+        "graph_id": _S, "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "graph_kind": _S,
         "aot_id": _S, "source": _S, **{k: v for k, v in NODE_SCHEMA.items()},
         "file": _S, "lineno": _I64,
     }
 )
 KERNELS_SCHEMA = pl.Schema(
     {
-        "kernel_id": _S, "rank": _I32, "compile_id": _S, "trace_id": _S, "graph": _S,
+        "kernel_id": _S, "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "graph": _S,
         "name": _S, "kind": _S, "variant": _S, "code": _S, "source_nodes": pl.List(_S),
         "aten_ops": pl.List(_S), "post_grad_nodes": pl.List(_S),
         "provenance_nodes": pl.List(_S), "provenance_stack": pl.List(_S),
@@ -73,7 +73,7 @@ KERNELS_SCHEMA = pl.Schema(
 )
 KERNEL_CALLS_SCHEMA = pl.Schema(
     {
-        "kernel_id": _S, "rank": _I32, "compile_id": _S, "trace_id": _S, "graph": _S,
+        "kernel_id": _S, "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "graph": _S,
         **{k: v for k, v in CALL_SCHEMA.items() if k != "kernel_order"},
         "file": _S, "lineno": _I64, "source": _S,
     }
@@ -103,7 +103,7 @@ def _events(events: pl.DataFrame) -> pl.DataFrame:
 
 def _log_records(log_records: pl.DataFrame | None) -> pl.DataFrame:
     cols = {"file": _S, "lineno": _I64, "rank": _I32, "compile_id": _S, "trace_id": _S,
-            "artifact": _S, "text": _S}
+            "attempt": _I32, "artifact": _S, "text": _S}
     if log_records is None:
         return pl.DataFrame(schema=cols)
     return log_records.select([_col(log_records, c, t) for c, t in cols.items()])
@@ -250,7 +250,7 @@ def build_graphs(events: pl.DataFrame, log_records: pl.DataFrame | None = None) 
     tg, xg = _trace_graphs(ev), _text_graphs(lr)
     # which compile of that id (two share it after torch._dynamo.reset()): by log order
     tg = tg.with_columns(occurrence_at(tg, ev).alias("occurrence"))
-    xg = xg.with_columns(text_occurrence_at(xg, log_records).alias("occurrence"))
+    xg = xg.with_columns(text_occurrence_at(xg, lr).alias("occurrence"))
     g = pl.concat([tg, xg.select(tg.columns)], how="vertical_relaxed")
     g = _assign_aot_ids(g, _output_code_index(ev, lr))
     return g.select(GRAPHS_SCHEMA.names()).cast(dict(GRAPHS_SCHEMA)).sort(
@@ -261,7 +261,7 @@ def build_graphs(events: pl.DataFrame, log_records: pl.DataFrame | None = None) 
 def build_graph_nodes(graphs: pl.DataFrame) -> pl.DataFrame:
     """One row per node of every graph in ``graphs`` (all texts parsed at once by
     parsers.fxgraph.parse_fx_graphs)."""
-    keys = ("graph_id", "rank", "compile_id", "trace_id", "aot_id", "source", "file", "lineno")
+    keys = ("graph_id", "rank", "compile_id", "occurrence", "trace_id", "aot_id", "source", "file", "lineno")
     meta = graphs.select(*keys, pl.col("kind").alias("graph_kind")).cast(
         {k: GRAPH_NODES_SCHEMA[k] for k in (*keys, "graph_kind")})
     nodes = parse_fx_graphs(graphs["text"])
@@ -271,15 +271,18 @@ def build_graph_nodes(graphs: pl.DataFrame) -> pl.DataFrame:
 
 # ------------------------------------------------------------------------ kernels
 def _wrappers(ev: pl.DataFrame, lr: pl.DataFrame) -> list[dict[str, Any]]:
+    """Every output-code wrapper, with the occurrence of its compile id (parsers.compile_ids)."""
     out: list[dict[str, Any]] = []
     t = ev.filter((pl.col("kind") == "inductor_output_code") & pl.col("payload").is_not_null())
-    for r in t.select("file", "lineno", "rank", "compile_id", "trace_id", "payload").iter_rows(named=True):
+    t = t.with_columns(occurrence_at(t, ev).alias("occurrence"))
+    for r in t.select("file", "lineno", "rank", "compile_id", "occurrence", "trace_id", "payload").iter_rows(named=True):
         out.append({**r, "text": r.pop("payload"), "source": "trace"})
     x = lr.filter((pl.col("artifact") == "output_code") & pl.col("text").str.contains(r"^\s*Output code:"))
+    x = x.with_columns(text_occurrence_at(x, lr).alias("occurrence"))
     for r in x.iter_rows(named=True):
         code = output_code_from_log_text(r["text"])
         if code:
-            out.append({**{k: r[k] for k in ("file", "lineno", "rank", "compile_id", "trace_id")},
+            out.append({**{k: r[k] for k in ("file", "lineno", "rank", "compile_id", "occurrence", "trace_id")},
                         "text": code, "source": "text"})
     return out
 
@@ -295,7 +298,7 @@ def _parse_wrappers(ev: pl.DataFrame, lr: pl.DataFrame, what: str) -> pl.DataFra
         n = len(rows)
         if not n:
             continue
-        base = {"rank": w["rank"], "compile_id": w["compile_id"], "trace_id": w["trace_id"],
+        base = {"rank": w["rank"], "compile_id": w["compile_id"], "occurrence": w["occurrence"], "trace_id": w["trace_id"],
                 "graph": oc.aot_id, "file": w["file"], "lineno": w["lineno"], "source": w["source"]}
         for c, v in base.items():
             cols[c].extend([v] * n)

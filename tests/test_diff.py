@@ -16,6 +16,7 @@ import pytest
 import traceview
 from tests.conftest import FIXTURES, GPU, PEER, ROOT, needs_shared
 from traceview.analyze.failures import failures
+from traceview.analyze.storms import recompile_storms
 from traceview.cli import main
 from traceview.diff import (
     SECTIONS,
@@ -168,6 +169,23 @@ def test_rerun_has_no_changes_beyond_time(capsys: pytest.CaptureFixture[str]) ->
     a, b = PAIRS / "rerun" / "a" / "trace", PAIRS / "rerun" / "b" / "trace"
     assert main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-graph-breaks,new-recompiles,new-failures,new-eager-frames"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_reset_between_models_is_no_change() -> None:
+    """b resets Dynamo before each of two models (fixtures/diff/reset_between_models): Scale.forward
+    and Shift.forward, two different functions, are then both 0/0 and 0/1 in b (frames 0 and 1
+    in a). Each still compiles twice with one recompile on its own `n == 1`; each compile's
+    graph and guards are its own, so nothing changed. (Keyed by compile id alone, b's 0/0 held
+    both models' graphs and guards: each forward 'gained' the other's ops and guards.)"""
+    d = diff("reset_between_models/a", "reset_between_models/b")
+    assert changed_sections(d) == set() and d["changes"] == 0
+    b = run("reset_between_models/b").compiles.sort("lineno")
+    assert b.select("function", "line", "compile_id", "occurrence").rows() == [
+        ("forward", 5, "0/0", 1), ("forward", 5, "0/1", 1), ("forward", 10, "0/0", 2), ("forward", 10, "0/1", 2),
+    ]
+    # the two code objects' recompile causes stay apart (same function name, same file, both on `n`)
+    storms = recompile_storms(run("reset_between_models/b"))
+    assert sorted((s["line"], s["epoch"], s["recompiles"]) for s in storms) == [(5, 1, 1), (10, 2, 1)]
 
 
 @pytest.mark.parametrize("name", ["graph_break/b", "recompile_fix/a", "multirank4"])

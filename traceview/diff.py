@@ -23,7 +23,8 @@ from typing import Any
 
 import polars as pl
 
-from parsers.compile_ids import sort_key
+from parsers.compile_ids import epoch_expr, sort_key
+from parsers.compile_ids import label as id_label
 from traceview.analyze import compile_time as ct
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
@@ -148,34 +149,45 @@ class _Side:
         return r.get("rank") if self.rank is _ANY_RANK else None
 
     def failed(self) -> set[tuple]:
-        """(rank, compile_id) of the compiles that failed."""
+        """(rank, compile_id, occurrence) of the compiles that failed."""
         f = self.compiles.filter(pl.col("status") == "failed")
-        return {(self.rank_of(r), r["compile_id"]) for r in f.select("rank", "compile_id").iter_rows(named=True)}
+        return {
+            (self.rank_of(r), r["compile_id"], r["occurrence"])
+            for r in f.select("rank", "compile_id", "occurrence").iter_rows(named=True)
+        }
 
-    def frames(self) -> dict[tuple, list[str]]:
-        """(rank, function, file tail, line) -> compile ids in order."""
-        out: dict[tuple, list[str]] = {}
-        for r in self.compiles.select("rank", "function", "filename", "line", "compile_id").iter_rows(named=True):
+    def frames(self) -> dict[tuple, list[tuple[str, int]]]:
+        """(rank, function, file tail, line) -> its compiles, (compile id, occurrence), in
+        order: by epoch (a code object compiled again after a torch._dynamo.reset() has
+        compiles in two epochs, with the ids of the first again), then by id. A code object is
+        its function, file and line, never its frame id: after a reset another function
+        may have the same frame id."""
+        c = self.compiles.with_columns(epoch_expr(order="lineno").alias("_epoch"))
+        out: dict[tuple, list[tuple[int, str, int]]] = {}
+        for r in c.select("rank", "function", "filename", "line", "compile_id", "occurrence", "_epoch").iter_rows(named=True):
             k = (self.rank_of(r), r["function"], file_tail(r["filename"]), r["line"])
-            out.setdefault(k, []).append(r["compile_id"])
-        return {k: sorted(v, key=sort_key) for k, v in out.items()}
+            out.setdefault(k, []).append((r["_epoch"], r["compile_id"], r["occurrence"]))
+        return {
+            k: [(cid, occ) for _, cid, occ in sorted(v, key=lambda e: (e[0], sort_key(e[1]), e[2]))] for k, v in out.items()
+        }
 
     def table(self, name: str) -> pl.DataFrame:
         """Table `name` of this side's rank (of the whole run without --rank)."""
         return self.view.table(name)
 
     def per_compile(self, name: str, key: pl.Expr) -> dict[tuple, Counter]:
-        """(rank, compile_id) -> Counter of `key` (null: not counted) over table `name`."""
+        """(rank, compile_id, occurrence) -> Counter of `key` (null: not counted) over table
+        `name` (each compile its own rows: the table's `occurrence`, from log order)."""
         counts = (
             self.table(name)
-            .select("rank", "compile_id", key.alias("_key"))
+            .select("rank", "compile_id", "occurrence", key.alias("_key"))
             .filter(pl.col("_key").is_not_null())
-            .group_by("rank", "compile_id", "_key")
+            .group_by("rank", "compile_id", "occurrence", "_key")
             .len()
         )
         out: dict[tuple, Counter] = {}
         for r in counts.iter_rows(named=True):
-            out.setdefault((self.rank_of(r), r["compile_id"]), Counter())[r["_key"]] += r["len"]
+            out.setdefault((self.rank_of(r), r["compile_id"], r["occurrence"]), Counter())[r["_key"]] += r["len"]
         return out
 
 
@@ -227,40 +239,61 @@ def _functions(pairs: list, fa: dict, fb: dict) -> list[dict[str, Any]]:
             "change": change, "rank": k[0], "function": k[1], "file": k[2],
             "line_a": ka[3] if ka else None, "line_b": kb[3] if kb else None,
             "compiles_a": na, "compiles_b": nb,
-            "compile_ids_a": fa.get(ka, []) if ka else [], "compile_ids_b": fb.get(kb, []) if kb else [],
+            "compile_ids_a": [cid for cid, _ in fa.get(ka, [])] if ka else [],
+            "compile_ids_b": [cid for cid, _ in fb.get(kb, [])] if kb else [],
         })
     order = {"new": 0, "more": 1, "gone": 2, "fewer": 3, "moved": 4}
     return sorted(out, key=lambda r: (order[r["change"]], -abs(r["compiles_b"] - r["compiles_a"])))
 
 
-def _causes(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
-    def collect(side: _Side) -> dict[tuple, dict[str, Any]]:
-        out = {}
+def _causes(sa: _Side, sb: _Side, pairs: list) -> list[dict[str, Any]]:
+    """Recompile causes per code object, A's against B's of the code object `pairs` matched
+    it with (a code object is function, file and line: never a frame id, which after a
+    torch._dynamo.reset() may name another function). Storms are per epoch; the causes of
+    one code object's storms in several epochs (compiled again after a reset) are summed."""
+
+    def collect(side: _Side) -> dict[tuple, dict[tuple, dict[str, Any]]]:
+        out: dict[tuple, dict[tuple, dict[str, Any]]] = {}
         for s in side.keep(recompile_storms(side.trace)):
+            code = out.setdefault((side.rank_of(s), s["function"], file_tail(s["filename"]), s["line"]), {})
             for c in s["causes"]:
-                k = (side.rank_of(s), s["function"], file_tail(s["filename"]), c["kind"], c["source"], c["dim"])
-                if k in out:  # the same function's storm in another epoch (after a torch._dynamo.reset())
-                    out[k]["count"] += c["count"]
+                k = (c["kind"], c["source"], c["dim"])
+                if k in code:  # the same code object's storm in another epoch
+                    code[k]["count"] += c["count"]
                     continue
-                out[k] = {**c, "function": s["function"], "filename": s["filename"], "line": s["line"]}
+                code[k] = {**c, "function": s["function"], "filename": s["filename"], "line": s["line"]}
         return out
 
     ca, cb = collect(sa), collect(sb)
+    paired_a = {ka for ka, _ in pairs if ka is not None}
+    paired_b = {kb for _, kb in pairs if kb is not None}
+    # code objects without compiles (a text log alone): matched by their own key
+    rest_a = [k for k in ca if k not in paired_a]
+    rest_b = [k for k in cb if k not in paired_b]
+    codes = [(ka, kb) for ka, kb in pairs if ka in ca or kb in cb]
+    codes += [(k, k if k in rest_b else None) for k in rest_a] + [(None, k) for k in rest_b if k not in rest_a]
     out = []
-    for k in [*ca, *(k for k in cb if k not in ca)]:
-        a, b = ca.get(k), cb.get(k)
-        if a and b and a["count"] == b["count"] and a["text"] == b["text"]:
-            continue
-        change = "new" if not a else "gone" if not b else "changed"
-        c = b or a
-        out.append({
-            "change": change, "rank": k[0], "function": c["function"], "file": k[2], "line": c["line"],
-            "kind": k[3], "source": k[4], "dim": k[5],
-            "count_a": a["count"] if a else 0, "count_b": b["count"] if b else 0,
-            "text_a": a["text"] if a else None, "text_b": b["text"] if b else None,
-            "fix": c.get("fix"),
-        })
+    for ka, kb in codes:
+        code_a, code_b = ca.get(ka, {}), cb.get(kb, {})
+        for k in [*code_a, *(k for k in code_b if k not in code_a)]:
+            a, b = code_a.get(k), code_b.get(k)
+            if a and b and a["count"] == b["count"] and a["text"] == b["text"]:
+                continue
+            out.append(_cause_row(a, b, (kb or ka)[0], (kb or ka)[2], k))
     return sorted(out, key=lambda r: ["new", "changed", "gone"].index(r["change"]))
+
+
+def _cause_row(a: dict[str, Any] | None, b: dict[str, Any] | None, rank: Any, file: str, k: tuple) -> dict[str, Any]:
+    change = "new" if not a else "gone" if not b else "changed"
+    c = b if b is not None else a
+    assert c is not None  # one side has the cause
+    return {
+        "change": change, "rank": rank, "function": c["function"], "file": file, "line": c["line"],
+        "kind": k[0], "source": k[1], "dim": k[2],
+        "count_a": a["count"] if a else 0, "count_b": b["count"] if b else 0,
+        "text_a": a["text"] if a else None, "text_b": b["text"] if b else None,
+        "fix": c.get("fix"),
+    }
 
 
 def _breaks(sa: _Side, sb: _Side) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -345,12 +378,13 @@ def _per_compile(
         for i in range(max(len(ids_a), len(ids_b))):
             ia = ids_a[i] if i < len(ids_a) else None
             ib = ids_b[i] if i < len(ids_b) else None
-            if ia is None or ib is None or ("a", ka[0], ia) in failed or ("b", kb[0], ib) in failed:
+            if ia is None or ib is None or ("a", ka[0], *ia) in failed or ("b", kb[0], *ib) in failed:
                 continue  # a compile only one side has: the functions section says so
-            added, removed = _counter_change(ca.get((ka[0], ia), Counter()), cb.get((kb[0], ib), Counter()))
+            added, removed = _counter_change(ca.get((ka[0], *ia), Counter()), cb.get((kb[0], *ib), Counter()))
             if added or removed:
                 out.append({"rank": kb[0], "function": kb[1], "file": kb[2], "line": kb[3], "nth": i,
-                            "compile_id_a": ia, "compile_id_b": ib, f"{what}_added": added,
+                            "compile_id_a": ia[0], "compile_id_b": ib[0],
+                            "occurrence_a": ia[1], "occurrence_b": ib[1], f"{what}_added": added,
                             f"{what}_removed": removed})
     return out
 
@@ -517,7 +551,7 @@ def build_diff(
         "a": _about(sa, names[0], fa),
         "b": _about(sb, names[1], fb),
         "functions": _functions(pairs, fa, fb),
-        "recompile_causes": _causes(sa, sb),
+        "recompile_causes": _causes(sa, sb, pairs),
         "graph_breaks": breaks,
         "frames_eager": eager,
         "failures": fails,
@@ -711,7 +745,8 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
             add({"graphs": "Dynamo graphs:", "guards": "guards:", "kernels": "kernels:"}[name])
         for r in rows:
             co = code_object(r["function"], r["file"], r["line"])
-            add(f"{_rank(r)}{co} compile #{r['nth'] + 1} ({r['compile_id_a']} -> {r['compile_id_b']}):", "  ")
+            ids = f"{id_label(r['compile_id_a'], r.get('occurrence_a'))} -> {id_label(r['compile_id_b'], r.get('occurrence_b'))}"
+            add(f"{_rank(r)}{co} compile #{r['nth'] + 1} ({ids}):", "  ")
             for sign, items in (("+", r[f"{what}_added"]), ("-", r[f"{what}_removed"])):
                 for item, n in items.items():
                     add(f"{sign} {item}" + (f" (x{n})" if n > 1 else ""), "    ")
