@@ -1305,3 +1305,31 @@ async def test_frames_after_a_reset_are_two_code_objects() -> None:
         await press(pilot, "down")  # scale_b's 0/0
         detail = static_text(frames.query_one("#compile-detail"))
         assert detail.startswith("[0/0 #2] scale_b")
+
+
+@sync
+async def test_guards_and_graph_of_the_second_compile_with_an_id() -> None:
+    # fixtures/corpus/reset_between_models: selecting scale_b's 0/1 (after the reset, the second
+    # compile with that id) shows scale_b's guards (`m`) compared with scale_b's own 0/0, and
+    # scale_b's Dynamo graph (cos), never scale_a's (`n`, the first 0/0 and 0/1)
+    app = build_app(open_args("fixtures/corpus/reset_between_models/trace"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        await press(pilot, "2")
+        frames = main.query_one(FramesView)
+        await press(pilot, "down", "down", "down", "down")  # scale_a 0/0, 0/1, scale_b's frame, 0/0, 0/1
+        assert static_text(frames.query_one("#compile-detail")).startswith("[0/1 #2] scale_b")
+        await press(pilot, "enter")
+        assert main.view.view_id == "guards"
+        guards = main.query_one(GuardsView)
+        assert (guards.key, guards.occurrence, guards.compare_id, guards.compare_occurrence) == ((None, "0/1"), 2, "0/0", 2)
+        left = guards.query_one("#guards-left", LazyTable).frame
+        right = guards.query_one("#guards-right", LazyTable).frame
+        assert "L['m'] == 2" in left["code"].to_list() and "L['m'] == 1" in right["code"].to_list()
+        assert not any("L['n']" in c for c in [*left["code"].to_list(), *right["code"].to_list()])
+        assert "Guards of [0/1 #2] scale_b" in screen_text(app)
+        await press(pilot, "v")  # the two compiles' Dynamo graphs
+        graph = guards.query_one("#graph-left", CodeView).text
+        assert "cos" in graph and "mul" in graph
+        assert "add" not in graph  # scale_a's x * n + 1.0

@@ -148,7 +148,7 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
         for r in restarts:
             t.append_text(safe(f"  {mark('restarted')} {one_line(r, 300)}"))
             t.append("\n")
-    gbs = model.graph_breaks_of(row.get("rank"), row["compile_id"])
+    gbs = model.graph_breaks_of(row.get("rank"), row["compile_id"], row.get("occurrence"))
     if gbs.height:
         t.append_text(safe(f"graph breaks ({gbs.height})", "bold"))
         t.append("\n")
@@ -223,6 +223,7 @@ class FramesView(View):
         super().__init__(model, **kwargs)
         self._compile_nodes: dict[CompileKey, TreeNode[NodeData]] = {}
         self._leaf_rows: dict[Any, dict[str, Any]] = {}  # tree node id -> its compile's row
+        self._occurrence_nodes: dict[tuple[Any, str, Any], TreeNode[NodeData]] = {}  # (rank, id, occurrence) -> leaf
         self._row: dict[str, Any] | None = None
 
     def compose(self) -> ComposeResult:
@@ -262,6 +263,7 @@ class FramesView(View):
                 for i, r in enumerate(frows):
                     leaf = fnode.add_leaf(compile_label(r, i == 0), data=("compile", (rank, r["compile_id"])))
                     self._compile_nodes.setdefault((rank, r["compile_id"]), leaf)  # (the first, after a reset)
+                    self._occurrence_nodes[(rank, r["compile_id"], r.get("occurrence"))] = leaf
                     self._leaf_rows[leaf.id] = r
         n = len(rows)
         nf = sum(len(v) for v in groups.values())
@@ -308,12 +310,15 @@ class FramesView(View):
         data = event.node.data
         if data and data[0] == "compile":
             rank, cid = data[1]
-            row = self.model.compile_row(rank, cid) or {}
+            # the leaf's own compile: after a torch._dynamo.reset() one id names several
+            row = (self._leaf_rows.get(event.node.id) if not self.model.text_only else None) or self.model.compile_row(rank, cid) or {}
             compare = None
             reason = row.get("recompile_reason") or ""
             if reason and ":" in reason:
                 compare = reason.split(":", 1)[0].strip()
-            self.post_message(Navigate(Location("guards", rank=rank, compile_id=cid, compare_id=compare)))
+            self.post_message(
+                Navigate(Location("guards", rank=rank, compile_id=cid, occurrence=row.get("occurrence"), compare_id=compare))
+            )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # m only where there are ranks to compare (not in the footer of a one-process trace)
@@ -341,7 +346,8 @@ class FramesView(View):
     def show(self, loc: Location) -> None:
         if loc.compile_id is None:
             return
-        node = self._compile_nodes.get((loc.rank, loc.compile_id))
+        node = self._occurrence_nodes.get((loc.rank, loc.compile_id, loc.occurrence)) if loc.occurrence else None
+        node = node or self._compile_nodes.get((loc.rank, loc.compile_id))
         if node is None:
             hit = self.model.find_compile(loc.compile_id, loc.rank)
             node = self._compile_nodes.get(hit) if hit else None
@@ -357,7 +363,9 @@ class FramesView(View):
 
     def location(self) -> Location:
         key = self.compile_ref()
-        return Location("frames", rank=key[0], compile_id=key[1]) if key else Location("frames")
+        if not key:
+            return Location("frames")
+        return Location("frames", rank=key[0], compile_id=key[1], occurrence=(self._row or {}).get("occurrence"))
 
     def compile_ref(self) -> CompileKey | None:
         return (self._row.get("rank"), self._row["compile_id"]) if self._row else None

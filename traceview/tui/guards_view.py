@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical
 from textual.widgets import Static
 
+from parsers.compile_ids import label as compile_label
 from traceview.tui.code_view import CodeView
 from traceview.tui.lazy_table import Column, LazyTable
 from traceview.tui.model import (
@@ -21,6 +22,7 @@ from traceview.tui.model import (
     failed_guard_rows,
     failures_of,
     guards_of,
+    occurrence_is,
 )
 from traceview.tui.navigation import Location
 from traceview.tui.text import FAILED_MARK, plain, safe, short_path
@@ -181,6 +183,10 @@ class GuardsView(View):
     def __init__(self, model: TraceModel, **kwargs: object) -> None:
         super().__init__(model, **kwargs)
         self.key: CompileKey | None = None
+        # which compile with the key's id, and with compare_id (after torch._dynamo.reset()
+        # one id names several; None: the first)
+        self.occurrence: int | None = None
+        self.compare_occurrence: int | None = None
         self.compare_id: str | None = None
         self.compare_rank: int | None = None  # the compared compile's rank when another rank's
         self.comparing = False
@@ -219,7 +225,7 @@ class GuardsView(View):
     def tables_ready(self) -> None:
         if self._pending is not None:
             pending, self._pending = self._pending, None
-            self.load(*pending[:3], compare=pending[3], compare_rank=pending[4])
+            self.load(*pending[:3], compare=pending[3], compare_rank=pending[4], occurrence=pending[5])
 
     @property
     def other_rank(self) -> bool:
@@ -234,12 +240,15 @@ class GuardsView(View):
         *,
         compare: bool | None = None,
         compare_rank: int | None = None,
+        occurrence: int | None = None,
     ) -> None:
-        """Show the guards of `compile_id` on `rank`, compared with `compare_id` (by default
-        the compile whose guard failed, else the frame's previous compile) on the same rank,
-        or on `compare_rank`."""
+        """Show the guards of `compile_id` on `rank` (its `occurrence`-th compile with that
+        id, after torch._dynamo.reset(); None: the first), compared with `compare_id` (by
+        default the compile whose guard failed, else the frame's previous compile; the one
+        of that id in the same epoch) on the same rank, or on `compare_rank`."""
+        self.occurrence = occurrence
         if not self.model.graph_tables_ready:
-            self._pending = (rank, compile_id, compare_id, compare, compare_rank)
+            self._pending = (rank, compile_id, compare_id, compare, compare_rank, occurrence)
             self.key = (rank, compile_id)
             self.query_one("#guards-title", Static).update(safe(f"Guards of [{compile_id}]: reading the guards…", "bold"))
             return
@@ -259,12 +268,17 @@ class GuardsView(View):
             compare_id = ids[i - 1] if i > 0 else None
         self.compare_id = compare_id
         self.comparing = bool(compare_id) if compare is None else (compare and bool(compare_id))
-        mine = guards_of(self.model.trace, rank, compile_id)
-        other = guards_of(self.model.trace, self.compare_rank if cross else rank, compare_id) if compare_id else None
-        row = self.model.compile_or_text_row(rank, compile_id) or {}
+        row = (self.model.compile_row(rank, compile_id, occurrence) if occurrence else None) or self.model.compile_or_text_row(rank, compile_id) or {}
+        # the compared compile is in this compile's epoch (frame ids restart at a reset)
+        self.compare_occurrence = self.model.in_epoch(self.compare_rank if cross else rank, compare_id, row.get("epoch"))
+        mine = guards_of(self.model.trace, rank, compile_id, occurrence)
+        other = (
+            guards_of(self.model.trace, self.compare_rank if cross else rank, compare_id, self.compare_occurrence)
+            if compare_id else None
+        )
         src = mine["source"][0] if mine.height and "source" in mine.columns else None
         title = Text(end="")
-        title.append_text(safe(f"Guards of [{compile_id}] {row.get('function') or '?'}", "bold"))
+        title.append_text(safe(f"Guards of [{compile_label(compile_id, occurrence)}] {row.get('function') or '?'}", "bold"))
         title.append_text(safe(f"  {guard_count_text(mine.height, src, row.get('guard_count'))}"))
         if rank is not None:
             title.append_text(safe(f"  rank {rank}"))
@@ -287,7 +301,7 @@ class GuardsView(View):
         if fails.height and other is not None and not cross:  # the failed guards are this rank's
             right_failed = failed_guard_rows(other, fails, compare_id or "")
         left = with_marks(mine, other if self.comparing else None, left_failed)
-        me = f"[{compile_id}]" + (f" rank {rank}" if cross else "")
+        me = f"[{compile_label(compile_id, occurrence)}]" + (f" rank {rank}" if cross else "")
         self.query_one("#guards-left-label", Static).update(
             safe(f"{me} this compile" + (f"   {DIFFERS}: not in {self._compared_name()}" if self.comparing else ""))
         )
@@ -312,17 +326,17 @@ class GuardsView(View):
         self.post_message(CompileFocused((rank, compile_id)))
 
     def _compared_name(self) -> str:
-        return f"[{self.compare_id}]" + (f" rank {self.compare_rank}" if self.other_rank else "")
+        return f"[{compile_label(self.compare_id, self.compare_occurrence)}]" + (f" rank {self.compare_rank}" if self.other_rank else "")
 
     # -- graphs side by side ----------------------------------------------------------
-    def _graph_of(self, rank: int | None, compile_id: str | None) -> str | None:
+    def _graph_of(self, rank: int | None, compile_id: str | None, occurrence: int | None) -> str | None:
         """The Dynamo output graph of a compile (None when none was logged)."""
         if compile_id is None:
             return None
         code = self.model.code
         hit = code.filter(
             (pl.col("what") == "graph") & (pl.col("kind") == "dynamo") & (pl.col("compile_id") == compile_id)
-            & (pl.col("rank").is_null() if rank is None else pl.col("rank") == rank)
+            & (pl.col("rank").is_null() if rank is None else pl.col("rank") == rank) & occurrence_is(occurrence)
         )
         return code_text(self.model.trace, "graph", hit["key"][0]) if hit.height else None
 
@@ -335,11 +349,14 @@ class GuardsView(View):
         if not shown or self.key is None:
             return
         rank, cid = self.key
-        mine = self._graph_of(rank, cid)
-        other = self._graph_of(self.compare_rank if self.other_rank else rank, self.compare_id) if self.comparing else None
+        mine = self._graph_of(rank, cid, self.occurrence)
+        other = (
+            self._graph_of(self.compare_rank if self.other_rank else rank, self.compare_id, self.compare_occurrence)
+            if self.comparing else None
+        )
         left = self.query_one("#graph-left", CodeView)
         left.set_text(mine if mine is not None else "(no Dynamo graph logged for this compile)", language="python")
-        me = f"[{cid}]" + (f" rank {rank}" if self.other_rank else "")
+        me = f"[{compile_label(cid, self.occurrence)}]" + (f" rank {rank}" if self.other_rank else "")
         self.query_one("#guards-left-label", Static).update(safe(f"{me} Dynamo graph   v: guards"))
         if not self.comparing:
             self.query_one("#guard-detail", Static).update(safe("the Dynamo graph of this compile (d compares it)", "italic"))
@@ -370,7 +387,7 @@ class GuardsView(View):
         if self.key is None:
             return
         self.showing_graphs = not self.showing_graphs
-        self.load(*self.key, self.compare_id, compare=self.comparing, compare_rank=self.compare_rank)
+        self.load(*self.key, self.compare_id, compare=self.comparing, compare_rank=self.compare_rank, occurrence=self.occurrence)
         self.focus_main()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -390,7 +407,7 @@ class GuardsView(View):
         if target is None:
             self.app.notify(plain(f"no other rank compiled the frame of [{cid}]"), severity="warning")
             return
-        self.load(rank, cid, target[1], compare=True, compare_rank=target[0])
+        self.load(rank, cid, target[1], compare=True, compare_rank=target[0], occurrence=self.occurrence)
         self.focus_main()
 
     def on_lazy_table_highlighted(self, event: LazyTable.Highlighted) -> None:
@@ -431,7 +448,7 @@ class GuardsView(View):
         if not self.compare_id:
             self.app.notify("no earlier compile of this frame to compare with", severity="warning")
             return
-        self.load(*self.key, self.compare_id, compare=not self.comparing, compare_rank=self.compare_rank)
+        self.load(*self.key, self.compare_id, compare=not self.comparing, compare_rank=self.compare_rank, occurrence=self.occurrence)
 
     def action_step(self, delta: int) -> None:
         if self.key is None:
@@ -441,7 +458,9 @@ class GuardsView(View):
             return
         i = ids.index(self.key[1]) + delta
         if 0 <= i < len(ids):
-            self.load(self.key[0], ids[i])
+            # the frame's compiles in this compile's epoch (its ids restart at a reset)
+            row = self.model.compile_row(self.key[0], self.key[1], self.occurrence) or {}
+            self.load(self.key[0], ids[i], occurrence=self.model.in_epoch(self.key[0], ids[i], row.get("epoch")))
         else:
             which = "first" if delta < 0 else "last"
             self.app.notify(plain(f"[{self.key[1]}] is the {which} compile of this frame"))
@@ -450,13 +469,14 @@ class GuardsView(View):
     def show(self, loc: Location) -> None:
         if loc.compile_id is not None:
             compare = True if loc.compare_id else None
-            self.load(loc.rank, loc.compile_id, loc.compare_id, compare=compare, compare_rank=loc.compare_rank)
+            self.load(loc.rank, loc.compile_id, loc.compare_id, compare=compare, compare_rank=loc.compare_rank, occurrence=loc.occurrence)
 
     def location(self) -> Location:
         if self.key is None:
             return Location("guards")
         return Location(
-            "guards", rank=self.key[0], compile_id=self.key[1], compare_id=self.compare_id if self.comparing else None,
+            "guards", rank=self.key[0], compile_id=self.key[1], occurrence=self.occurrence,
+            compare_id=self.compare_id if self.comparing else None,
             compare_rank=self.compare_rank if self.comparing else None,
         )
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from parsers.compile_ids import epoch_expr, frame_group, sort_exprs
+from parsers.compile_ids import epoch_expr, frame_group, occurrence_at, sort_exprs
 from parsers.compile_ids import label as compile_label
 from parsers.compile_ids import parse as parse_compile_id
 from parsers.facts import user_name
@@ -426,7 +426,7 @@ def user_code_traceback(text: str) -> list[str]:
 # ------------------------------------------------------------------ graphs and kernels
 _CODE_SCHEMA = {
     "what": pl.String, "kind": pl.String, "label": pl.String, "name": pl.String, "rank": pl.Int32,
-    "compile_id": pl.String, "trace_id": pl.String, "graph": pl.String, "src": pl.String,
+    "compile_id": pl.String, "occurrence": pl.Int32, "trace_id": pl.String, "graph": pl.String, "src": pl.String,
     "lines": pl.Int64, "key": pl.String, "lineno": pl.Int64, "part": pl.String,
 }
 # Inductor's whole files, from the trace's envelopes (read when selected): its output code
@@ -454,6 +454,7 @@ def _whole_files(trace: Trace, graphs: pl.DataFrame) -> pl.DataFrame | None:
     )
     if hit.height == 0:
         return None
+    hit = hit.with_columns(occurrence_at(hit, ev).alias("occurrence"))
     which = pl.when(pl.col("kind") == "artifact").then(pl.col("name")).otherwise(pl.col("kind")).cast(pl.String)
     rows = hit.select(
         pl.lit("output").alias("what"),
@@ -462,6 +463,7 @@ def _whole_files(trace: Trace, graphs: pl.DataFrame) -> pl.DataFrame | None:
         which.alias("name"),
         pl.col("rank").cast(pl.Int32),
         pl.col("compile_id").cast(pl.String),
+        pl.col("occurrence").cast(pl.Int32),
         pl.col("trace_id").cast(pl.String),
         pl.lit("trace").alias("src"),
         (pl.col("end_lineno") - pl.col("lineno")).clip(lower_bound=1).cast(pl.Int64).alias("lines"),
@@ -505,6 +507,7 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
                 pl.coalesce(pl.col("label"), pl.col("name")).cast(pl.String).alias("name"),
                 pl.col("rank").cast(pl.Int32),
                 pl.col("compile_id").cast(pl.String),
+                pl.col("occurrence").cast(pl.Int32),
                 pl.col("trace_id").cast(pl.String),
                 pl.col("aot_id").cast(pl.String).alias("graph"),
                 pl.col("source").cast(pl.String).alias("src"),
@@ -525,6 +528,7 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
                 pl.col("name").cast(pl.String),
                 pl.col("rank").cast(pl.Int32),
                 pl.col("compile_id").cast(pl.String),
+                pl.col("occurrence").cast(pl.Int32),
                 pl.col("trace_id").cast(pl.String),
                 pl.col("graph").cast(pl.String),
                 pl.col("source").cast(pl.String).alias("src"),
@@ -573,8 +577,14 @@ def _rank_is(rank: int | None) -> pl.Expr:
     return pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
 
 
-def guards_of(trace: Trace, rank: int | None, compile_id: str) -> pl.DataFrame:
-    g = trace.guards.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
+def occurrence_is(occurrence: int | None) -> pl.Expr:
+    """Rows of one compile among those with its id (after a torch._dynamo.reset() an id names
+    several): every row when `occurrence` is None."""
+    return pl.lit(True) if occurrence is None else pl.col("occurrence").fill_null(1) == occurrence
+
+
+def guards_of(trace: Trace, rank: int | None, compile_id: str, occurrence: int | None = None) -> pl.DataFrame:
+    g = trace.guards.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id) & occurrence_is(occurrence))
     return prefer_trace(g, ["rank", "compile_id"]).with_row_index("i")
 
 
@@ -705,9 +715,20 @@ class TraceModel:
         self.graph_tables_ready = True
 
     # -- compiles ---------------------------------------------------------------------
-    def compile_row(self, rank: int | None, compile_id: str) -> dict[str, Any] | None:
-        hit = self.compiles.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id)).head(1)
+    def compile_row(self, rank: int | None, compile_id: str, occurrence: int | None = None) -> dict[str, Any] | None:
+        """The compile `compile_id` of `rank` (its `occurrence`-th, after torch._dynamo.reset():
+        None for the first)."""
+        hit = self.compiles.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id) & occurrence_is(occurrence)).head(1)
         return hit.to_dicts()[0] if hit.height else None
+
+    def in_epoch(self, rank: int | None, compile_id: str | None, epoch: int | None) -> int | None:
+        """The occurrence of `compile_id` on `rank` in `epoch` (frame ids name one code object
+        only within an epoch: the compile a recompile reason names is in its own); None
+        when that id has no compile there."""
+        if compile_id is None or epoch is None:
+            return None
+        hit = self.compiles.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id) & (pl.col("epoch") == epoch))
+        return int(hit["occurrence"][0]) if hit.height else None
 
     def find_compile(self, text: str, rank: int | None = None) -> CompileKey | None:
         """A compile id typed by the user (`0/1`, `[0/1]`, `[0/1_1]`, `rank 1 0/1`, `1:0/1`)."""
@@ -792,11 +813,11 @@ class TraceModel:
             return []
         return user_code_traceback(record_payload(self.trace, hit["src"][0], int(hit["row"][0])))
 
-    def graph_breaks_of(self, rank: int | None, compile_id: str) -> pl.DataFrame:
+    def graph_breaks_of(self, rank: int | None, compile_id: str, occurrence: int | None = None) -> pl.DataFrame:
         if "graph_breaks" in self.missing:
             return pl.DataFrame()
         gb = self.trace.graph_breaks.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
-        return prefer_trace(gb, ["rank", "compile_id"])
+        return prefer_trace(gb, ["rank", "compile_id"]).filter(occurrence_is(occurrence))
 
     def ranks(self) -> list[int]:
         """The ranks of the trace, in order (empty without ranks; asked at every footer refresh)."""

@@ -22,6 +22,7 @@ class Location:
     view: str
     rank: int | None = None
     compile_id: str | None = None
+    occurrence: int | None = None  # which compile with that id (after torch._dynamo.reset()); None: the first
     compare_id: str | None = None  # guards: the compile to compare with
     compare_rank: int | None = None  # guards: its rank, when another rank's (else the same rank)
     file: str | None = None  # records: the record holding file:lineno
