@@ -143,7 +143,7 @@ def occurrence_expr(
 OPENS_AND_CLOSES = ("dynamo_start", "compilation_metrics")  # the records occurrence_expr reads
 
 
-def occurrence_at(rows: pl.DataFrame, events: pl.DataFrame, *, at: str = "lineno") -> pl.Series:
+def occurrence_at(rows: pl.DataFrame, events: pl.DataFrame, *, at: str = "lineno", prelude: bool = False) -> pl.Series:
     """`occurrence_expr` for rows derived from a trace (a span, a graph-break artifact, a
     graph dump): the occurrence of the row's compile id at its place in its file, line `at`
     (for a span the line of its end: a compile's first phases begin just before its
@@ -151,7 +151,9 @@ def occurrence_at(rows: pl.DataFrame, events: pl.DataFrame, *, at: str = "lineno
     (file, compile_id, lineno, kind). One Int32 per row of `rows`, in their order; null
     where a row has no compile id. The evidence is the log order only: a row logged after
     a compile's metrics (a backward, a runtime record) goes to the compile it closed, also
-    when it really belongs to an earlier compile of the same id."""
+    when it really belongs to an earlier compile of the same id. `prelude`: the rows are
+    logged before their compile's `dynamo_start` (the `recompile_reasons` artifact): each
+    belongs to the compile after the ones of its id closed before it."""
     import polars as pl
 
     markers = events.filter(pl.col("kind").is_in(OPENS_AND_CLOSES) & pl.col("compile_id").is_not_null()).select(
@@ -172,8 +174,13 @@ def occurrence_at(rows: pl.DataFrame, events: pl.DataFrame, *, at: str = "lineno
         # a row on a marker's line (none in torch's logs) comes after it
         (pl.col("lineno").fill_null(0) * 2 + pl.col("_row").is_not_null().cast(pl.Int64)).alias("_order")
     )
+    if prelude:
+        closed = (pl.col("kind") == "compilation_metrics").cast(pl.Int32)
+        occurrence = (closed.cum_sum().over(["file", "compile_id"], order_by="_order") + 1).cast(pl.Int32)
+    else:
+        occurrence = occurrence_expr(order="_order")
     out = (
-        both.with_columns(occurrence_expr(order="_order").alias("occurrence"))
+        both.with_columns(occurrence.alias("occurrence"))
         .filter(pl.col("_row").is_not_null())
         .sort("_row")
         .select(pl.when(pl.col("compile_id").is_not_null()).then(pl.col("occurrence")).alias("occurrence"))

@@ -65,7 +65,7 @@ _TAIL = {"source": _S, "file": _S, "lineno": _I64}
 
 RECOMPILES_SCHEMA = pl.Schema(
     {
-        "rank": _I32, "compile_id": _S, "trace_id": _S, "function": _S, "filename": _S,
+        "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "function": _S, "filename": _S,
         "line": _I32, "reason_index": _I32, "failed_against": _S, "guard": _S, "kind": _S,
         "guard_source": _S, "dim": _I32, "expected": _S, "actual": _S, "user_code": _S,
         "user_file": _S, "user_line": _I32, "user_function": _S, **_TAIL,
@@ -217,17 +217,26 @@ def recompiles_from_trace(
     ``dynamo_start`` records of the same compile (or of the same frame).
     """
     cond = (pl.col("kind") == "artifact") & (pl.col("name") == "recompile_reasons")
-    rows = list(_rows(events, cond))
-    if not rows:
+    recs = events.filter(cond)
+    if recs.height == 0:
         return _frame([], RECOMPILES_SCHEMA)
+    # which compile of that id (after torch._dynamo.reset() two share it): by log order
+    # (logged before the compile's dynamo_start: convert_frame.py logs the reasons, then compiles)
+    recs = recs.with_columns(occurrence_at(recs, events, prelude=True).alias("occurrence"))
     code = _code_objects(events, compiles)
+    own: dict[tuple, tuple] = {}  # (file, compile_id, occurrence) -> code object, from compiles
+    if compiles is not None and {"file", "compile_id", "occurrence", "function"} <= set(compiles.columns):
+        for r in compiles.filter(pl.col("function").is_not_null()).iter_rows(named=True):
+            own[(r["file"], r["compile_id"], r["occurrence"])] = (r["function"], r.get("filename"), r.get("line"))
     out = []
-    for ev in rows:
-        fn, fname, line = code.get((ev["file"], ev["compile_id"]), (None, None, None))
+    for ev in recs.iter_rows(named=True):
+        fn, fname, line = own.get((ev["file"], ev["compile_id"], ev["occurrence"])) or code.get(
+            (ev["file"], ev["compile_id"]), (None, None, None)
+        )
         for row in parse_recompile_reasons(ev["payload"] or ""):
             out.append(
                 {**row, "function": fn, "filename": fname, "line": line, "rank": ev["rank"],
-                 "compile_id": ev["compile_id"], "trace_id": ev["trace_id"], "source": "trace",
+                 "compile_id": ev["compile_id"], "occurrence": ev["occurrence"], "trace_id": ev["trace_id"], "source": "trace",
                  "file": ev["file"], "lineno": ev["lineno"]}
             )
     return _frame(out, RECOMPILES_SCHEMA)

@@ -103,3 +103,20 @@ def test_timeline_puts_phases_under_their_compile() -> None:
     assert ("inductor_compile", "big_model") in named
     assert ("inductor_compile", "tiny_model") not in named
     assert ("dynamo", "tiny_model") in named
+
+
+def test_recompile_reasons_name_their_own_function() -> None:
+    """fixtures/corpus/reset_between_models: scale_a's 0/1 and, after the reset, scale_b's 0/1
+    each recompiled on its own int (torch's CompilationMetrics.recompile_reason per compile).
+    The `recompile_reasons` artifact is logged before its compile's dynamo_start: each row
+    goes to the compile after the ones of its id that closed before it."""
+    doc = json.loads((FIXTURES / "corpus" / "reset_between_models" / "oracle.json").read_text())
+    torch_says = {
+        (m["function"], m["compile_id"], m["recompile_reason"].split(":", 1)[1].split("#")[0].strip())
+        for p in doc["processes"] for e in p["epochs"] for m in e["compilation_metrics"] if m["recompile_reason"]
+    }
+    assert torch_says == {("scale_a", "0/1", "n == 1"), ("scale_b", "0/1", "m == 1")}
+    r = traceview.load(FIXTURES / "corpus" / "reset_between_models" / "trace").recompiles
+    got = {(f, c, g) for f, c, g in r.select("function", "compile_id", "guard").iter_rows()}
+    assert got == torch_says
+    assert sorted(r.select("occurrence", "function").rows()) == [(1, "scale_a"), (2, "scale_b")]

@@ -1328,7 +1328,8 @@ async def test_guards_and_graph_of_the_second_compile_with_an_id() -> None:
         right = guards.query_one("#guards-right", LazyTable).frame
         assert "L['m'] == 2" in left["code"].to_list() and "L['m'] == 1" in right["code"].to_list()
         assert not any("L['n']" in c for c in [*left["code"].to_list(), *right["code"].to_list()])
-        assert "Guards of [0/1 #2] scale_b" in screen_text(app)
+        text = screen_text(app)
+        assert "Guards of [0/1 #2] scale_b" in text and "0/0: m == 1" in text and "n == 1" not in text
         await press(pilot, "v")  # the two compiles' Dynamo graphs
         graph = guards.query_one("#graph-left", CodeView).text
         assert "cos" in graph and "mul" in graph

@@ -259,7 +259,7 @@ class GuardsView(View):
         self.key = (rank, compile_id)
         self.compare_rank = compare_rank if compare_rank != rank and compare_id is not None else None
         cross = self.compare_rank is not None
-        fails = failures_of(self.model.trace, rank, compile_id) if "recompiles" not in self.model.missing else pl.DataFrame()
+        fails = failures_of(self.model.trace, rank, compile_id, occurrence) if "recompiles" not in self.model.missing else pl.DataFrame()
         if compare_id is None and fails.height:
             compare_id = fails["failed_against"][0]
         if compare_id is None:

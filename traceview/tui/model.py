@@ -588,10 +588,11 @@ def guards_of(trace: Trace, rank: int | None, compile_id: str, occurrence: int |
     return prefer_trace(g, ["rank", "compile_id"]).with_row_index("i")
 
 
-def failures_of(trace: Trace, rank: int | None, compile_id: str) -> pl.DataFrame:
-    """Recompile reasons of `compile_id`: the guards of earlier compiles that failed."""
+def failures_of(trace: Trace, rank: int | None, compile_id: str, occurrence: int | None = None) -> pl.DataFrame:
+    """Recompile reasons of `compile_id` (its `occurrence`-th compile; None: every one): the
+    guards of earlier compiles that failed."""
     r = trace.recompiles.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
-    return prefer_trace(r, ["rank", "compile_id"]).sort("reason_index")
+    return prefer_trace(r, ["rank", "compile_id"]).filter(occurrence_is(occurrence)).sort("reason_index")
 
 
 def failed_guard_rows(guards: pl.DataFrame, failures: pl.DataFrame, against: str) -> set[int]:
