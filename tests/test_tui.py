@@ -1334,3 +1334,9 @@ async def test_guards_and_graph_of_the_second_compile_with_an_id() -> None:
         graph = guards.query_one("#graph-left", CodeView).text
         assert "cos" in graph and "mul" in graph
         assert "add" not in graph  # scale_a's x * n + 1.0
+        # the graphs view (4) keeps to the same compile: scale_b's 0/1, not scale_a's
+        await press(pilot, "4")
+        browser = main.query_one(CodeBrowser)
+        listed = browser.query_one("#code-list", LazyTable).frame
+        assert listed.height and set(listed["compile_id"].to_list()) == {"0/1"} and set(listed["occurrence"].to_list()) == {2}
+        assert "filter: compile [0/1 #2]" in screen_text(app)

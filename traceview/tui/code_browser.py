@@ -12,9 +12,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical
 from textual.widgets import Static
 
+from parsers.compile_ids import label as compile_label
 from traceview.tui.code_view import CodeView
 from traceview.tui.lazy_table import Column, LazyTable
-from traceview.tui.model import CompileKey, TraceModel, code_text, event_row
+from traceview.tui.model import CompileKey, TraceModel, code_text, event_row, occurrence_is
 from traceview.tui.navigation import Location
 from traceview.tui.text import safe
 from traceview.tui.view import CompileFocused, Navigate, View
@@ -77,6 +78,7 @@ class CodeBrowser(View):
     def __init__(self, model: TraceModel, **kwargs: object) -> None:
         super().__init__(model, **kwargs)
         self.compile_filter: CompileKey | None = None
+        self.filter_occurrence: int | None = None  # which compile with the filter's id (None: every one)
         self.item: dict[str, Any] | None = None
         self._code_focused = False
         self._chains: list[dict[str, Any]] = []
@@ -110,7 +112,10 @@ class CodeBrowser(View):
         df = self.model.code
         if self.compile_filter is not None:
             rank, cid = self.compile_filter
-            df = df.filter((pl.col("rank").is_null() if rank is None else pl.col("rank") == rank) & (pl.col("compile_id") == cid))
+            df = df.filter(
+                (pl.col("rank").is_null() if rank is None else pl.col("rank") == rank) & (pl.col("compile_id") == cid)
+                & occurrence_is(self.filter_occurrence)
+            )
         return df
 
     def _apply(self, key: str | None = None) -> None:
@@ -126,7 +131,7 @@ class CodeBrowser(View):
         files = f", {nf} Inductor files (output code, fx_graph_runnable)" if nf else ""
         title.append_text(safe(f"Graphs & kernels: {ng} graphs, {nk} kernels{files}", "bold"))
         if self.compile_filter is not None:
-            title.append_text(safe(f"   filter: compile [{self.compile_filter[1]}]" + (f" rank {self.compile_filter[0]}" if self.compile_filter[0] is not None else "")))
+            title.append_text(safe(f"   filter: compile [{compile_label(self.compile_filter[1], self.filter_occurrence)}]" + (f" rank {self.compile_filter[0]}" if self.compile_filter[0] is not None else "")))
             title.append_text(safe("  (x clears)", "italic"))
         for name in ("graphs", "kernels"):
             if name in self.model.missing:
@@ -163,7 +168,7 @@ class CodeBrowser(View):
             self._origin_of = None
             self.query_one("#origin", Static).update(safe(ORIGIN_HINT, "italic"))
         if row.get("compile_id"):
-            self.post_message(CompileFocused((row.get("rank"), row["compile_id"])))
+            self.post_message(CompileFocused((row.get("rank"), row["compile_id"]), row.get("occurrence")))
 
     def _chains_lead_to(self, key: str) -> bool:
         return any(ch.get("_forward_graph") == key for ch in self._chains)
@@ -276,7 +281,7 @@ class CodeBrowser(View):
         if not self.model.graph_tables_ready:
             self._pending = loc
             if loc.compile_id is not None:
-                self.compile_filter = (loc.rank, loc.compile_id)
+                self.compile_filter, self.filter_occurrence = (loc.rank, loc.compile_id), loc.occurrence
             return
         if loc.key is not None:
             if self.compile_filter is not None and self._frame().filter(pl.col("key") == loc.key).height == 0:
@@ -291,7 +296,7 @@ class CodeBrowser(View):
                 if loc.line is not None:
                     self.query_one("#code-text", CodeView).go_to_line(loc.line, center=True)
         elif loc.compile_id is not None:
-            self.compile_filter = (loc.rank, loc.compile_id)
+            self.compile_filter, self.filter_occurrence = (loc.rank, loc.compile_id), loc.occurrence
             self._apply()
 
     def location(self) -> Location:
@@ -333,6 +338,9 @@ class CodeBrowser(View):
         if self.item is None or not self.item.get("compile_id"):
             return None
         return (self.item.get("rank"), self.item["compile_id"])
+
+    def compile_occurrence(self) -> int | None:
+        return self.item.get("occurrence") if self.item is not None else None
 
     def clear_filters(self) -> bool:
         if self.compile_filter is None:

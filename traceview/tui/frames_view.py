@@ -294,7 +294,7 @@ class FramesView(View):
             self._row = row
             if row:
                 detail.update(compile_detail(self.model, row))
-                self.post_message(CompileFocused((rank, cid)))
+                self.post_message(CompileFocused((rank, cid), row.get("occurrence")))
             elif self.model.text_only:
                 detail.update(text_log_detail(rank, cid, self.model))
                 self.post_message(CompileFocused((rank, cid)))
@@ -369,6 +369,9 @@ class FramesView(View):
 
     def compile_ref(self) -> CompileKey | None:
         return (self._row.get("rank"), self._row["compile_id"]) if self._row else None
+
+    def compile_occurrence(self) -> int | None:
+        return self._row.get("occurrence") if self._row else None
 
     def search(self, query: str, forward: bool = True) -> bool:
         tree = self.query_one("#frames-tree", Tree)

@@ -323,7 +323,7 @@ class GuardsView(View):
             first_failed = right.with_row_index("_n").filter(pl.col("mark") == FAILED_MARK)["_n"]
             table.set_frame(right, cursor=int(first_failed[0]) if first_failed.len() else 0)
         self._show_graphs()
-        self.post_message(CompileFocused((rank, compile_id)))
+        self.post_message(CompileFocused((rank, compile_id), occurrence))
 
     def _compared_name(self) -> str:
         return f"[{compile_label(self.compare_id, self.compare_occurrence)}]" + (f" rank {self.compare_rank}" if self.other_rank else "")
@@ -510,6 +510,9 @@ class GuardsView(View):
 
     def compile_ref(self) -> CompileKey | None:
         return self.key
+
+    def compile_occurrence(self) -> int | None:
+        return self.occurrence
 
     def focus_main(self) -> None:
         kind = "graph" if self.showing_graphs else "guards"

@@ -73,6 +73,7 @@ class MainScreen(Screen[None]):
         self.where = where
         self.history = History()
         self.current_compile: CompileKey | None = None
+        self.current_occurrence: int | None = None  # which compile with that id (after a reset)
         self.finding_index = 0
         self.last_query = ""
         self._search_return = None
@@ -160,17 +161,16 @@ class MainScreen(Screen[None]):
     def _on_compile_focused(self, event: CompileFocused) -> None:
         event.stop()
         self.current_compile = event.key
+        self.current_occurrence = event.occurrence
 
     def action_view(self, view: str) -> None:
         if view == self.view.view_id:
             return
         target = self.query_one(f"#{view}", View)
-        cur = self.current_compile
-        if view in ("guards", "frames", "code", "timeline") and cur is not None and target.compile_ref() != cur:
-            if view == "code":
-                self.go(Location("code", rank=cur[0], compile_id=cur[1]))
-            else:
-                self.go(Location(view, rank=cur[0], compile_id=cur[1]))
+        cur, occ = self.current_compile, self.current_occurrence
+        other = target.compile_ref() != cur or target.compile_occurrence() != occ
+        if view in ("guards", "frames", "code", "timeline") and cur is not None and other:
+            self.go(Location(view, rank=cur[0], compile_id=cur[1], occurrence=occ))
             return
         self.go(target.location())
 

@@ -21,7 +21,7 @@ from traceview.analyze.findings import compile_outcome
 from traceview.printable import one_line
 from traceview.timeline import longest_phases
 from traceview.tui.lazy_table import Column, LazyTable
-from traceview.tui.model import CompileKey, TraceModel
+from traceview.tui.model import CompileKey, TraceModel, occurrence_is
 from traceview.tui.navigation import Location
 from traceview.tui.text import FAILED_MARK, fit, plain, safe, seconds, status_label
 from traceview.tui.view import CompileFocused, Navigate, View
@@ -230,7 +230,7 @@ class TimelineView(View):
         self.current = row
         self._draw_bars()
         self.query_one("#timeline-detail", Static).update(self._detail(row))
-        self.post_message(CompileFocused((row.get("rank"), row["compile_id"])))
+        self.post_message(CompileFocused((row.get("rank"), row["compile_id"]), row.get("occurrence")))
 
     def on_lazy_table_selected(self, event: LazyTable.Selected) -> None:
         if event.table.id != "timeline-list":
@@ -280,6 +280,7 @@ class TimelineView(View):
         hit = self.rows.with_row_index("_n").filter(
             (pl.col("compile_id") == loc.compile_id)
             & (pl.col("rank").is_null() if loc.rank is None else pl.col("rank") == loc.rank)
+            & occurrence_is(loc.occurrence)
         )["_n"]
         if hit.len():
             self.query_one("#timeline-list", LazyTable).move_to(int(hit[0]))
@@ -287,10 +288,14 @@ class TimelineView(View):
     def location(self) -> Location:
         if self.current is None:
             return Location("timeline")
-        return Location("timeline", rank=self.current.get("rank"), compile_id=self.current["compile_id"])
+        return Location("timeline", rank=self.current.get("rank"), compile_id=self.current["compile_id"],
+                        occurrence=self.current.get("occurrence"))
 
     def compile_ref(self) -> CompileKey | None:
         return (self.current.get("rank"), self.current["compile_id"]) if self.current else None
+
+    def compile_occurrence(self) -> int | None:
+        return self.current.get("occurrence") if self.current else None
 
     def search(self, query: str, forward: bool = True) -> bool:
         t = self.query_one("#timeline-list", LazyTable)

@@ -22,9 +22,10 @@ class Navigate(Message):
 class CompileFocused(Message):
     """A view's selection is now this compile (what the number keys open elsewhere)."""
 
-    def __init__(self, key: CompileKey) -> None:
+    def __init__(self, key: CompileKey, occurrence: int | None = None) -> None:
         super().__init__()
         self.key = key
+        self.occurrence = occurrence  # which compile with that id (after torch._dynamo.reset())
 
 
 class View(Vertical):
@@ -59,6 +60,11 @@ class View(Vertical):
 
     def compile_ref(self) -> CompileKey | None:
         """The compile of the current item."""
+        return None
+
+    def compile_occurrence(self) -> int | None:
+        """Which compile with `compile_ref`'s id (after torch._dynamo.reset() one id names
+        several); None where the view does not tell them apart."""
         return None
 
     def clear_filters(self) -> bool:
