@@ -1340,3 +1340,22 @@ async def test_guards_and_graph_of_the_second_compile_with_an_id() -> None:
         listed = browser.query_one("#code-list", LazyTable).frame
         assert listed.height and set(listed["compile_id"].to_list()) == {"0/1"} and set(listed["occurrence"].to_list()) == {2}
         assert "filter: compile [0/1 #2]" in screen_text(app)
+
+
+@sync
+async def test_finding_after_a_reset_opens_its_own_compile() -> None:
+    # fixtures/corpus/reset_between_models: Enter on scale_b's recompile finding opens the
+    # guards of 0/1 #2 (scale_b's `m`), not those of scale_a's 0/1
+    app = build_app(open_args("fixtures/corpus/reset_between_models/trace"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        titles = [f.title for f in main.model.findings]
+        [i] = [n for n, t in enumerate(titles) if t.startswith("scale_b")]
+        await press(pilot, *["down"] * i)
+        await press(pilot, "enter")
+        assert main.view.view_id == "guards"
+        guards = main.query_one(GuardsView)
+        assert (guards.key, guards.occurrence) == ((None, "0/1"), 2)
+        codes = guards.query_one("#guards-left", LazyTable).frame["code"].to_list()
+        assert "L['m'] == 2" in codes and not any("L['n']" in c for c in codes)

@@ -147,7 +147,7 @@ class FindingsView(View):
             return
         self.query_one("#finding-detail", Static).update(finding_detail(f, self._stack(f)))
         if f.compile_id:
-            self.post_message(CompileFocused((f.rank, f.compile_id)))
+            self.post_message(CompileFocused((f.rank, f.compile_id), f.occurrence))
 
     def _stack(self, f: Finding) -> list[str] | None:
         """A graph-break finding's user stack, from its reason record (read once)."""
@@ -213,6 +213,10 @@ class FindingsView(View):
         f = self.finding
         return (f.rank, f.compile_id) if f and f.compile_id else None
 
+    def compile_occurrence(self) -> int | None:
+        f = self.finding
+        return f.occurrence if f else None
+
     def focus_main(self) -> None:
         self.query_one("#findings-list", OptionList).focus()
 
@@ -220,5 +224,5 @@ class FindingsView(View):
 def target_of(f: Finding) -> Location:
     """Where Enter on a finding goes."""
     if f.view == "guards":
-        return Location("guards", rank=f.rank, compile_id=f.compile_id, compare_id=f.compare_id)
-    return Location("frames", rank=f.rank, compile_id=f.compile_id)
+        return Location("guards", rank=f.rank, compile_id=f.compile_id, occurrence=f.occurrence, compare_id=f.compare_id)
+    return Location("frames", rank=f.rank, compile_id=f.compile_id, occurrence=f.occurrence)

@@ -71,6 +71,7 @@ class Finding:
     file: str | None = None
     lineno: int | None = None
     cost: int | None = None  # place in COST_ORDER when not its kind's (analyze.findings.cost_index)
+    occurrence: int | None = None  # which compile with compile_id (after torch._dynamo.reset()); None: the first
 
     def as_text(self) -> str:
         lines = [f"{KIND_TITLES[self.kind]}: {self.title}"]
@@ -121,6 +122,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         )
         summary, detail = [], []
         target, compare = (ids[1] if len(ids) > 1 else (ids[0] if ids else None)), None
+        occurrence = None
         for i, c in enumerate(s.get("causes") or []):
             summary.append(f"cause: {c['text']} ({c['count']}x)")
             detail.append(("cause", f"{c['text']} ({c['count']} recompiles)"))
@@ -131,9 +133,12 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
                 hit = recompiles.filter(
                     (pl.col("guard") == c["guard"])
                     & (pl.col("rank").is_null() if s["rank"] is None else pl.col("rank") == s["rank"])
+                    # this storm's function (after a reset another one may fail the same guard text)
+                    & (pl.col("function").is_null() | pl.col("function").eq_missing(s["function"]))
                 ).head(1)
                 if hit.height:
                     target, compare = hit["compile_id"][0], hit["failed_against"][0]
+                    occurrence = hit["occurrence"][0] if "occurrence" in hit.columns else None
         if not summary:
             summary.append("no failed guard recorded (run with TORCH_LOGS=recompiles_verbose)")
         detail.append(("function", f"{s['function'] or '?'} {s['filename'] or '?'}:{s['line']}"))
@@ -147,7 +152,8 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             detail.append(("next step", f["next_step"]))
         detail += _on_ranks(ranks)
         out.append(
-            Finding(kind, title, summary[:2], detail, s["rank"], target, compare, "guards", s.get("file"), s.get("lineno"))
+            Finding(kind, title, summary[:2], detail, s["rank"], target, compare, "guards", s.get("file"), s.get("lineno"),
+                    occurrence=occurrence)
         )
     for g in report.get("graph_breaks", []):
         ranks = g.get("ranks") or []
@@ -198,7 +204,8 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             *_on_ranks(ranks),
         ]
         out.append(
-            Finding("failure", title, summary, detail, f["rank"], f["compile_id"], None, "frames", f.get("file"), f.get("lineno"))
+            Finding("failure", title, summary, detail, f["rank"], f["compile_id"], None, "frames", f.get("file"), f.get("lineno"),
+                    occurrence=f.get("occurrence"))
         )
     for o in report.get("compiled_optimizer", []):
         detail = [("cause", o["headline"]), ("note", o["explanation"]), ("fix", o["fix"]),
@@ -242,7 +249,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         ]
         secs = sorted(r["seconds"] for r in ct.get("top", []) if compile_key(r) == compile_key(t) and r["rank"] in ranks)
         span = f"{secs[0]:.2f}-{secs[-1]:.2f}s" if len(secs) > 1 and secs[0] != secs[-1] else f"{t['seconds']:.2f}s"
-        title = f"{span} {ranks_text(ranks)}[{t['compile_id']}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
+        title = f"{span} {ranks_text(ranks)}[{compile_label(t['compile_id'], t.get('occurrence'))}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
         ph = ", ".join(f"{k} {v:.2f}s" for k, v in phases)
         detail = [("compile", f"{t['compile_id']} {t.get('function') or '?'} {t.get('filename') or '?'}:{t.get('line')}"),
                   ("seconds", f"{t['seconds']:.3f}")]
@@ -251,7 +258,8 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         detail.append(("all compiles", f"{ct.get('total_s', 0):.2f}s in all"))
         detail += _on_ranks(ranks)
         out.append(
-            Finding("compile_time", title, [ph or "no phase times"], detail, t["rank"], t["compile_id"], None, "frames", t.get("file"), t.get("lineno"))
+            Finding("compile_time", title, [ph or "no phase times"], detail, t["rank"], t["compile_id"], None, "frames", t.get("file"), t.get("lineno"),
+                    occurrence=t.get("occurrence"))
         )
     out.sort(key=lambda f: f.cost if f.cost is not None else cost_index(f.kind))  # stable: each kind keeps the report's order
     return out
