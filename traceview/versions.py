@@ -8,7 +8,7 @@
 - PART_FORMAT_VERSION: the layout of a parse directory (`parts.json`, traceview.parts).
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 REPORT_SCHEMA_VERSION = 2
 DIFF_SCHEMA_VERSION = 1
 PARSER_VERSION = "15"
