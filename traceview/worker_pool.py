@@ -18,8 +18,9 @@ PARALLEL_MIN_BYTES = 128 * 1024 * 1024  # below this, starting worker processes 
 # A parse process pays a fixed start-up (imports, and its first batch's warm-up: ~0.5 s of CPU
 # on this project's 2-core machine, ~1 s on a 16-core GPU host), so a plain parse (summary,
 # open, diff) starts one process per this much input, up to the cores: on a 16-core host,
-# 470 MB of rank logs parsed in 2.9-3.1 s by 4 processes, 3.3 s by 8 and 3.4-3.7 s by 16 (with
-# 2.5x the CPU time of 4), 1.9 GB in 4.2-4.6 s by 16 and 4.4 s by 8 (docs/performance.md).
+# a cold summary of 470 MB of rank logs took 1.87-1.88 s with 4 processes, 1.91-2.02 s with 8
+# and 2.04-2.12 s with 16 (twice the CPU time of 4); of 1.9 GB, 2.87-3.04 s with 14 or 16 and
+# 2.87 s with 8 (docs/performance.md, How).
 # An export (heavy) does several times more work per byte and keeps every core.
 BYTES_PER_PARSE_PROCESS = 128 * 1024 * 1024
 # graph tables and export cost several times the parse per byte: workers pay off sooner
