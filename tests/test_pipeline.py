@@ -187,11 +187,11 @@ def test_graph_and_export_jobs_are_sized_by_their_input() -> None:
 
 
 def test_parse_processes_follow_the_input_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    # a plain parse starts one process per BYTES_PER_PARSE_PROCESS of input (each pays a fixed
+    # a plain parse starts one process per PARALLEL_MIN_BYTES of input (each pays a fixed
     # start-up), up to the cores; an export keeps every core; the user's -j wins
     monkeypatch.setattr(worker_pool, "cpu_count", lambda: 16)
     mb = 1024 * 1024
-    assert worker_pool.BYTES_PER_PARSE_PROCESS == 128 * mb
+    assert worker_pool.PARALLEL_MIN_BYTES == 128 * mb
     assert worker_pool.parse_processes(10 * mb, None, heavy=False) == 1
     assert worker_pool.parse_processes(128 * mb, None, heavy=False) == 1
     assert worker_pool.parse_processes(129 * mb, None, heavy=False) == 2

@@ -14,15 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-PARALLEL_MIN_BYTES = 128 * 1024 * 1024  # below this, starting worker processes costs more than it saves
 # A parse process pays a fixed start-up (imports, and its first batch's warm-up: ~0.5 s of CPU
-# on this project's 2-core machine, ~1 s on a 16-core GPU host), so a plain parse (summary,
-# open, diff) starts one process per this much input, up to the cores: on a 16-core host,
-# a cold summary of 470 MB of rank logs took 1.87-1.88 s with 4 processes, 1.91-2.02 s with 8
-# and 2.04-2.12 s with 16 (twice the CPU time of 4); of 1.9 GB, 2.87-3.04 s with 14 or 16 and
-# 2.87 s with 8 (docs/performance.md, How).
+# on this project's 2-core machine, ~1 s on a 16-core GPU host): below this much input no
+# worker is started, and a plain parse (summary, open, diff) starts one process per this much
+# input, up to the cores: on a 16-core host, a cold summary of 470 MB of rank logs took
+# 1.87-1.88 s with 4 processes, 1.91-2.02 s with 8 and 2.04-2.12 s with 16 (twice the CPU time
+# of 4); of 1.9 GB, 2.87-3.04 s with 14 or 16 and 2.87 s with 8 (docs/performance.md, How).
 # An export (heavy) does several times more work per byte and keeps every core.
-BYTES_PER_PARSE_PROCESS = 128 * 1024 * 1024
+PARALLEL_MIN_BYTES = 128 * 1024 * 1024
 # graph tables and export cost several times the parse per byte: workers pay off sooner
 HEAVY_PARALLEL_MIN_BYTES = 24 * 1024 * 1024
 
@@ -87,12 +86,12 @@ def _close_all() -> None:
 
 def parse_processes(total_bytes: int, jobs: int | None, *, heavy: bool) -> int:
     """How many processes parse `total_bytes` of input: `jobs` when the user chose, every core
-    for heavy work (export), else one per BYTES_PER_PARSE_PROCESS, between 1 and the cores."""
+    for heavy work (export), else one per PARALLEL_MIN_BYTES, between 1 and the cores."""
     if jobs:
         return jobs
     if heavy:
         return cpu_count()
-    return max(1, min(cpu_count(), -(-total_bytes // BYTES_PER_PARSE_PROCESS)))
+    return max(1, min(cpu_count(), -(-total_bytes // PARALLEL_MIN_BYTES)))
 
 
 def cpu_count() -> int:
