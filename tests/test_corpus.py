@@ -184,7 +184,8 @@ def test_compiles_per_code_object_match_torch(name: str) -> None:
 
 @pytest.mark.parametrize("name", _cases("storms_trace", NAMES))
 def test_recompiles_per_function_match_torch(name: str) -> None:
-    want = {k: (r["compiles"], r["recompiles"]) for k, r in oracle_per_code(name).items() if r["compiles"] > 1}
+    # a code object compiled again only after torch._dynamo.reset() (no recompile) is no storm
+    want = {k: (r["compiles"], r["recompiles"]) for k, r in oracle_per_code(name).items() if r["compiles"] > 1 and r["recompiles"] > 0}
     assert storms_per_code(report_of(name, "trace")) == want
 
 
