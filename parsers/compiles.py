@@ -10,6 +10,7 @@ from __future__ import annotations
 import orjson
 import polars as pl
 
+from parsers.code_location import call_site, whose
 from parsers.coerce import typed_frame
 from parsers.compile_ids import occurrence_at, occurrence_expr
 
@@ -77,6 +78,12 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "aot_cache_misses": pl.Int32,
     "aot_cache_bypasses": pl.Int32,
     "user_stack": pl.List(pl.String),
+    "call_filename": pl.String,
+    "call_line": pl.Int32,
+    "call_function": pl.String,
+    "call_code": pl.String,
+    "code_owner": pl.String,
+    "code_package": pl.String,
     "metrics_lineno": pl.Int64,
     "lineno": pl.Int64,
 }
@@ -133,6 +140,14 @@ def _stack(frames: object, strings: dict[int, str]) -> list[str]:
             s += f": {fr['loc']}"
         out.append(s)
     return out
+
+
+def _call_columns(stack: list[str] | None) -> dict[str, object]:
+    """The user's line that entered the compiled frame (parsers.code_location.call_site)."""
+    site = call_site(stack)
+    if site is None:
+        return {"call_filename": None, "call_line": None, "call_function": None, "call_code": None}
+    return {"call_filename": site[0], "call_line": site[1], "call_function": site[2], "call_code": site[3]}
 
 
 def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
@@ -249,6 +264,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
                 # set at compile time when CUDA graphs were refused (graph partition off)
                 "cudagraph_skip_reason": m.get("cudagraph_skip_reason") if isinstance(m.get("cudagraph_skip_reason"), str) else None,
                 "user_stack": r.get("user_stack", []),
+                **_call_columns(r.get("user_stack")),
                 "metrics_lineno": r.get("metrics_lineno"),
             }
         )
@@ -289,6 +305,10 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
                 "assume_static_by_default",
                 "cudagraph_skip_reason",
                 "user_stack",
+                "call_filename",
+                "call_line",
+                "call_function",
+                "call_code",
                 "metrics_lineno",
             )
         },
@@ -335,6 +355,11 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         ),
         pl.col("restart_reasons").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         pl.col("user_stack").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+    )
+    owners = {p: whose(p) for p in out["filename"].drop_nulls().unique().to_list()}
+    out = out.with_columns(
+        pl.col("filename").replace_strict({p: c.owner for p, c in owners.items()}, default=None, return_dtype=pl.String).alias("code_owner"),
+        pl.col("filename").replace_strict({p: c.package for p, c in owners.items()}, default=None, return_dtype=pl.String).alias("code_package"),
     )
     return out.select([pl.col(c).cast(t) for c, t in COMPILES_SCHEMA.items()]).sort(
         "rank", "file", "frame_id", "frame_compile_id", "compiled_autograd_id", "occurrence", nulls_last=True

@@ -15,6 +15,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from parsers.code_location import TORCH_FILE_BYTES
 from parsers.glog import HEAD, PREFIX, as_bytes, plain
 from parsers.gzipped import is_gzip, read_all
 
@@ -95,7 +96,7 @@ def sniff(path: str) -> tuple[str, str]:
 # a frame in torch's own files, or a torch exception type; or a faulthandler dump with one.
 _TRACEBACK = re.compile(rb"^(?:Traceback \(most recent call last\):|Fatal Python error: )", re.M)
 _TORCH_IN_TRACEBACK = re.compile(
-    rb'^(?:  File "[^"\n]*/torch/[^"\n]*", line \d+|torch\.(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failed|Unsupported)\b)',
+    rb'^(?:  File "' + TORCH_FILE_BYTES + rb'", line \d+|torch\.(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Failed|Unsupported)\b)',
     re.M,
 )
 

@@ -234,9 +234,18 @@ def test_gpu_compiled_optimizer_lr_read_through_as_tensor() -> None:
 
 
 def test_gpu_ddp_wrapper_is_torchs_own_code() -> None:
+    """torch.compile(DDP(model)): Dynamo compiles torch.compile's wrapper `inner` (torch's own,
+    under /opt/torch/.venv/...) around the DDP module; the finding names the module and the
+    user's call, and its args[0] is the `x` of `compiled(x)`."""
     [s] = gpu_storms("ddp2")
     assert (s["rank"], s["function"]) == (1, "inner")
-    assert s["causes"][0]["fix"].startswith("inner is torch's own code (torch/_dynamo/external_utils.py")
+    code = s["code"]
+    assert (code["owner"], code["wrapper"], code["label"]) == ("torch", "torch.compile(model)", "DistributedDataParallel via torch.compile(model)")
+    assert code["module_class"] == "torch.nn.parallel.distributed.DistributedDataParallel"
+    assert (code["call_site"]["line"], code["call_site"]["code"]) == (41, "loss = compiled(x).square().mean()")
+    fix = s["causes"][0]["fix"]
+    assert fix.startswith("the compiled frame is torch.compile's wrapper around your DistributedDataParallel (torch/_dynamo/external_utils.py)")
+    assert "mark_dynamic(x, 0)" in fix and "DDP/compiled autograd" not in fix
 
 
 def test_gpu_llama_static_cache_kwargs_signature() -> None:

@@ -41,7 +41,7 @@ def test_slow_compile_is_one_finding_per_compile_across_ranks() -> None:
     # forward [0/0] took 2.90-4.46 s on the four ranks: one finding; report [1/0] (0.2 s) is
     # not slow
     assert len(slow) == 1
-    assert slow[0].title.startswith("2.90-4.46s ranks 0-3 [0/0] forward (multirank4.py:30)")
+    assert slow[0].title.startswith("2.90-4.46s ranks 0-3 [0/0] TinyNet.forward (multirank4.py:30)")
     assert [r for r, _ in [(g["compile_id"], rs) for g, rs in slow_compiles(report)]] == ["0/0"]
 
 

@@ -82,7 +82,7 @@ def test_backend_error_and_multirank_summaries(capsys: pytest.CaptureFixture[str
     assert "[1/0] checked (backend_error.py:26): user exception (Unsupported)" in out
     out = summary_text(FIXTURES / "multirank", capsys)
     assert sections(out) == ["RECOMPILES", "GRAPH BREAKS", "RANK DIVERGENCE", "COMPILE TIME", "PER RANK", "INPUT"]
-    assert "rank 1 forward (multirank.py:31): 2 compiles" in out
+    assert "rank 1 TinyNet.forward (multirank.py:31): 2 compiles" in out
     assert "rank 1: compiles 0/1 (forward, recompiled because" in out
     assert "rank 0:" not in out[out.index("RANK DIVERGENCE") : out.index("COMPILE TIME")]
 

@@ -23,11 +23,13 @@ from typing import Any
 
 import polars as pl
 
+from parsers.code_location import whose
 from parsers.compile_ids import epoch_expr, sort_key
 from parsers.compile_ids import label as id_label
 from traceview.analyze import compile_time as ct
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
+from traceview.analyze.findings import code_label
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.storms import recompile_storms
 from traceview.errors import UserError
@@ -66,12 +68,13 @@ class Noise:
 
 
 def file_tail(path: str | None) -> str:
-    """The part of a file path compared between runs: after `site-packages/` for installed
-    code, else the file name."""
+    """The part of a file path compared between runs: module-relative for torch's, a
+    library's and Python's code (parsers.code_location), else the file name."""
     if not path:
         return ""
-    if "site-packages/" in path:
-        return path.rsplit("site-packages/", 1)[1]
+    code = whose(path)
+    if not code.is_user:
+        return code.shown
     return re.split(r"[/\\]", path)[-1]
 
 
@@ -261,7 +264,8 @@ def _causes(sa: _Side, sb: _Side, pairs: list) -> list[dict[str, Any]]:
                 if k in code:  # the same code object's storm in another epoch
                     code[k]["count"] += c["count"]
                     continue
-                code[k] = {**c, "function": s["function"], "filename": s["filename"], "line": s["line"]}
+                code[k] = {**c, "function": s["function"], "filename": s["filename"], "line": s["line"],
+                           "label": _label_of(s)}
         return out
 
     ca, cb = collect(sa), collect(sb)
@@ -283,6 +287,15 @@ def _causes(sa: _Side, sb: _Side, pairs: list) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: ["new", "changed", "gone"].index(r["change"]))
 
 
+def _label_of(storm: dict[str, Any]) -> str | None:
+    """The storm's code object as its user knows it (findings.code_label), where that says more
+    than the function's name: a class, a library, torch's wrapper, the user's call site."""
+    code = storm.get("code") or {}
+    if not code or (code.get("owner") == "user" and not code.get("qualname")):
+        return None
+    return code_label(storm, lambda f, ln: f"{file_tail(f)}:{ln}")
+
+
 def _cause_row(a: dict[str, Any] | None, b: dict[str, Any] | None, rank: Any, file: str, k: tuple) -> dict[str, Any]:
     change = "new" if not a else "gone" if not b else "changed"
     c = b if b is not None else a
@@ -293,6 +306,7 @@ def _cause_row(a: dict[str, Any] | None, b: dict[str, Any] | None, rank: Any, fi
         "count_a": a["count"] if a else 0, "count_b": b["count"] if b else 0,
         "text_a": a["text"] if a else None, "text_b": b["text"] if b else None,
         "fix": c.get("fix"),
+        "label": c.get("label"),
     }
 
 
@@ -678,7 +692,7 @@ def change_text(section: str, r: dict[str, Any]) -> str:
         return f"{_rank(r)}{co} {what}: {r['compiles_a']} -> {r['compiles_b']} compiles{was}"
     if section == "recompile_causes":
         text = r["text_b"] if r["change"] != "gone" else r["text_a"]
-        return f"{_rank(r)}{r['function']}: {text} ({r['count_a']} -> {r['count_b']} recompiles)"
+        return f"{_rank(r)}{r.get('label') or r['function']}: {text} ({r['count_a']} -> {r['count_b']} recompiles)"
     if section == "graph_breaks":
         gb = f" [{r['gb_id']}]" if r.get("gb_id") else ""
         if r["change"] == "moved":

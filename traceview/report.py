@@ -14,11 +14,13 @@ from typing import Any
 
 import polars as pl
 
+from parsers.code_location import whose
 from parsers.compile_ids import label as id_label
 from parsers.compile_ids import text_occurrence_expr
 from parsers.compiles import STATUSES
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
+from traceview.analyze.code_objects import describe
 from traceview.analyze.compile_facts import compile_facts
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
 from traceview.analyze.crashes import crash_findings
@@ -31,6 +33,7 @@ from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
 from traceview.analyze.findings import (
     after_resets,
+    code_label,
     divergence_key,
     failure_key,
     group_ranks,
@@ -91,6 +94,22 @@ def _with_scheduler_advice(hotspots: list[dict[str, Any]], trace: Trace) -> list
     return hotspots
 
 
+class _CodeObjects:
+    """Each code object described once (analyze.code_objects), for every row that names it."""
+
+    def __init__(self, trace: Trace, storms: list[dict[str, Any]]) -> None:
+        self._trace = trace
+        self._seen = {(s["rank"], s["function"], s["filename"], s["line"]): s["code"] for s in storms if s.get("code")}
+
+    def add(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for r in rows:
+            k = (r.get("rank"), r.get("function"), r.get("filename"), r.get("line"))
+            if k not in self._seen:
+                self._seen[k] = describe(self._trace, rank=k[0], function=k[1], filename=k[2], line=k[3])
+            r["code"] = self._seen[k]
+        return rows
+
+
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
@@ -116,6 +135,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
     inp = trace.inputs
     problems = trace.problems
     storms = recompile_storms(trace)
+    codes = _CodeObjects(trace, storms)
     optimizer = compiled_optimizer_findings(trace, storms=storms)
     _use_optimizer_fix(storms, optimizer)
     report: dict[str, Any] = {
@@ -134,8 +154,8 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "compile_time": {
             "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
             "phases_s": ct.phase_totals(trace),
-            "top": _rows(_round(ct.top_compiles(trace))),
-            "by_function": _rows(_round(ct.by_function(trace).head(10))),
+            "top": codes.add(_rows(_round(ct.top_compiles(trace)))),
+            "by_function": codes.add(_rows(_round(ct.by_function(trace).head(10)))),
             "spans": _rows(_round(ct.span_totals(trace))),
             "autotuning": _rows(_round(ct.autotuning(trace), 6)),
         },
@@ -190,8 +210,9 @@ def _clean(text: Any) -> str:
 
 
 class _Paths:
-    """Short, unambiguous names for the user files of a report: the part after
-    `site-packages/` for installed code, else the shortest path suffix no other file shares."""
+    """Short, unambiguous names for the files of a report: module-relative for torch's, a
+    library's and Python's code (parsers.code_location), else the shortest path suffix no other
+    user file shares."""
 
     def __init__(self, report: dict[str, Any]) -> None:
         names: set[str] = set()
@@ -205,10 +226,15 @@ class _Paths:
             names.add(t.get("filename") or "")
         names.discard("")
         self._short: dict[str, str] = {}
-        local = [n for n in names if "site-packages/" not in n]
+        for s in report["recompile_storms"]:
+            names.add(((s.get("code") or {}).get("call_site") or {}).get("filename") or "")
+        for t in report["compile_time"]["top"] + report["compile_time"]["by_function"]:
+            names.add(((t.get("code") or {}).get("call_site") or {}).get("filename") or "")
+        names.discard("")
+        local = [n for n in names if whose(n).is_user]
         for n in names:
-            if "site-packages/" in n:
-                self._short[n] = n.rsplit("site-packages/", 1)[1]
+            if not whose(n).is_user:
+                self._short[n] = whose(n).shown
                 continue
             parts = n.split("/")
             for k in range(1, len(parts) + 1):
@@ -218,6 +244,10 @@ class _Paths:
                     break
             else:
                 self._short[n] = n
+
+    def code(self, row: dict[str, Any]) -> str:
+        """A compiled code object as its user knows it (findings.code_label)."""
+        return code_label(row, self.show)
 
     def show(self, filename: str | None, line: Any = None) -> str:
         if not filename:
@@ -454,7 +484,7 @@ def _render_storms(
     functions = {(s["function"], s["filename"], s["line"]) for s in storms}
     t.heading(f"{title}  {_plural(len(functions), 'function')}, {order}")
     for s, rs in groups[:8]:
-        line = f"{ranks_text(rs)}{s['function'] or '?'} ({paths.show(s['filename'], s['line'])}){after_resets(s.get('epoch'))}: {s['compiles']} compiles"
+        line = f"{ranks_text(rs)}{paths.code(s)}{after_resets(s.get('epoch'))}: {s['compiles']} compiles"
         failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
         if failed > 0:
             line += f" ({failed} failed)"
@@ -562,8 +592,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
         top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
             t.add(
-                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'))}] {r['function'] or '?'} "
-                f"({paths.show(r['filename'], r['line'])})",
+                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'))}] {paths.code(r)}",
                 "    ",
                 "              ",
             )
@@ -572,8 +601,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
         t.add("functions compiled more than once:", "  ")
         for b in multi:
             t.add(
-                f"{_s(b['seconds']):>7}  {_rank(b['rank'])}{b['function'] or '?'} "
-                f"({paths.show(b['filename'], b['line'])}) in {b['compiles']} compiles",
+                f"{_s(b['seconds']):>7}  {_rank(b['rank'])}{paths.code(b)} in {b['compiles']} compiles",
                 "    ",
                 "              ",
             )

@@ -16,11 +16,11 @@ from typing import Any
 
 import polars as pl
 
+from parsers.code_location import is_user
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.failures import categorize, detail_of, headline, next_step, user_frame_of
 from traceview.trace import Trace
 
-_SITE = re.compile(r"(?:site-packages|dist-packages)[/\\]|^/usr/lib/python|^<frozen |^<string>")
 _COMPILED = re.compile(r"<eval_with_key>|torchinductor|/tv_gpu_cache_|[/\\][a-z0-9]{2}[/\\]c[a-z0-9]{50,}\.py")
 _RUNTIME = re.compile(r"_aot_autograd[/\\]runtime_wrappers\.py|_inductor[/\\]output_code\.py|cudagraph_trees\.py")
 _COMPILING = re.compile(r"_dynamo[/\\](?:convert_frame|output_graph|symbolic_convert)\.py|_inductor[/\\]compile_fx\.py")
@@ -87,7 +87,7 @@ def _user_frame(frames: list[str], sources: list[str]) -> tuple[str | None, int 
     """The innermost frame of the program's own code (not torch, Python or site-packages)."""
     for k in range(len(frames) - 1, -1, -1):
         path, line, fn = _frame_parts(frames[k])
-        if not _SITE.search(path) and not _COMPILED.search(path) and "/torch/" not in path:
+        if is_user(path):
             return path, line, fn, (sources[k] if k < len(sources) else "") or None
     return None, None, None, None
 
@@ -117,7 +117,7 @@ def _caller(frames: list[str], sources: list[str], line: int | None, filename: s
     seen = False
     for k in range(len(frames) - 1, -1, -1):
         path, ln, fn = _frame_parts(frames[k])
-        if _SITE.search(path) or _COMPILED.search(path) or "/torch/" in path:
+        if not is_user(path):
             continue
         if not seen:
             seen = path == filename and ln == line

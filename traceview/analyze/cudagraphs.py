@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers.code_location import whose
 from parsers.compile_ids import frame_of, sort_key
 from traceview.trace import Trace
 
@@ -170,7 +171,8 @@ def _user(r: dict[str, Any]) -> tuple | None:
 def _loc(w: dict[str, Any] | None) -> str:
     if not w:
         return ""
-    f = w["file"].rsplit("site-packages/", 1)[1] if "site-packages/" in w["file"] else w["file"].rsplit("/", 1)[-1]
+    code = whose(w["file"])
+    f = code.shown if not code.is_user else w["file"].replace("\\", "/").rsplit("/", 1)[-1]
     return f" ({f}:{w['line']}" + (f" `{w['code']}`)" if w.get("code") else ")")
 
 

@@ -20,6 +20,7 @@ import re
 
 import polars as pl
 
+from parsers.code_location import is_torch
 from parsers.compile_ids import TEXT_START, sort_key, text_occurrence_expr
 from parsers.tracebacks import tracebacks_from_text, uncaught_from_text, wont_convert_from_text
 from traceview.trace import Trace
@@ -199,7 +200,7 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
 def user_frame_of(reason: str | None) -> tuple[str, int, str, str] | None:
     """The innermost frame of the user's code a torch error names in its message ("User
     stack:" / "from user code:"): (filename, line, function, source line); None without one."""
-    frames = [m for m in _USER_FRAME.finditer(reason or "") if not re.search(r"site-packages[/\\]torch[/\\]", m.group(1))]
+    frames = [m for m in _USER_FRAME.finditer(reason or "") if not is_torch(m.group(1))]
     if not frames:
         return None
     m = frames[-1]

@@ -142,9 +142,26 @@ def cost_index(kind: str, frame_skipped: bool = False) -> int:
     return COST_ORDER.index("failure" if kind == "graph_break" and frame_skipped else kind)
 
 
+def code_label(row: dict[str, Any], show: Callable[[Any, Any], str]) -> str:
+    """A compiled code object as its user knows it (the row's `code`, analyze.code_objects):
+    `fn (file:line)` for the user's code; the class, the library or torch's wrapper, and the
+    user's call site otherwise. `show(filename, line)` formats a place."""
+    code = row.get("code") or {}
+    site = code.get("call_site")
+    called = ""
+    if site and code.get("owner") != "user":
+        src = f" `{' '.join(str(site['code']).split())[:100]}`" if site.get("code") else ""
+        called = f", called at {show(site['filename'], site['line'])}{src}"
+    if code.get("wrapper") == "torch.compile(model)":
+        return f"{code.get('label') or row.get('function') or '?'}{called}"
+    name = code.get("qualname") or row.get("function") or "?"
+    return f"{name} ({show(row.get('filename'), row.get('line'))}){called}"
+
+
 def compile_key(r: dict[str, Any]) -> tuple:
-    """The same compile on several ranks: compile id and code object, whatever its seconds."""
-    return (r["compile_id"], r["function"], r["filename"], r["line"])
+    """The same compile on several ranks: compile id, occurrence (the second [0/0] after a
+    torch._dynamo.reset() is another compile) and code object, whatever its seconds."""
+    return (r["compile_id"], r.get("occurrence"), r["function"], r["filename"], r["line"])
 
 
 def slow_compiles(report: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any]]]:

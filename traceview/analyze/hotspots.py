@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers.code_location import is_torch
 from parsers.sources import prefer_trace
 from traceview.analyze.failures import fullgraph_likely
 from traceview.analyze.registry import has_placeholders, registry_entry
@@ -219,7 +220,7 @@ def _why(frame_skipped: bool, reason: str | None, gb_id: str | None, inner_reaso
 
 
 def _in_torch(filename: str | None) -> bool:
-    return bool(re.search(r"site-packages[/\\]torch[/\\]", filename or ""))
+    return is_torch(filename)
 
 
 def _explain_from_registry(r: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ the same rank, epoch and frame id.
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -43,6 +44,7 @@ from parsers.compile_ids import (
 from parsers.facts import guards_from_text, guards_from_trace, user_name
 from parsers.sources import prefer_trace
 from parsers.torch_trace import InputChanged, hydrate
+from traceview.analyze.code_objects import describe
 from traceview.trace import Trace
 
 STORM_SCHEMA_KEYS = (
@@ -521,13 +523,12 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             user_exceptions=f["user_exceptions"],
         )
         _add_latest_values(causes, trace, f, ids, starts)
-        if _torch_wrapper(f["filename"]):
+        code = describe(trace, rank=f["rank"], function=f["function"], filename=f["filename"], line=f["line"],
+                        compile_ids=sorted(ids, key=sort_key))
+        outside = code["owner"] == "library" or (code["owner"] == "torch" and not code["path"].startswith("torch/optim/"))
+        if outside:
             for c in causes:
-                c["fix"] = (
-                    f"{f['function']} is torch's own code ({_short(f['filename'])}, e.g. the DDP/compiled "
-                    f"autograd wrapper), recompiled because what your code passes through it changed: act on "
-                    f"your code, not on it. " + c["fix"][:1].upper() + c["fix"][1:]
-                )
+                c["fix"] = outside_code_advice(f["function"], f["line"], code, c)
         recompiles = n - 1
         first = guards[0] if guards else None
         if first is None:
@@ -559,6 +560,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 "file": first["file"],
                 "lineno": first["lineno"],
                 "epoch": f["epoch"],
+                "code": code,
             }
         )
     storms.sort(
@@ -569,16 +571,71 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
     return storms
 
 
-def _torch_wrapper(filename: str | None) -> bool:
-    """A frame of torch's own code other than torch.optim (whose lr has its own cause)."""
-    f = (filename or "").replace("\\", "/")
-    return bool(re.search(r"(^|/)torch/", f)) and "/torch/optim/" not in f and not f.startswith("torch/optim/")
+def outside_code_advice(function: str | None, line: Any, code: dict[str, Any], cause: dict[str, Any]) -> str:
+    """The fix of a recompile whose compiled frame is not the user's code (torch's wrapper
+    around a module, a library's forward, torch's own function): what it is, that what the
+    user's code passes in changed, and where the user can act (their call site)."""
+    site = code.get("call_site")
+    at = f"{_site_text(site)}" if site else "the line of your code that calls it"
+    fix = cause["fix"][:1].upper() + cause["fix"][1:]
+    if code.get("wrapper") == "torch.compile(model)":
+        what = code.get("module_class") or "your module"
+        arg = _positional_source(cause.get("source"), site)
+        if arg is not None and arg[1] != cause["source"]:
+            fix = fix.replace(cause["source"], arg[1])
+            cause["text"] = cause["text"].replace(cause["source"], f"{arg[1]} (the wrapper's {cause['source']})")
+        return (
+            f"the compiled frame is torch.compile's wrapper around your {what.rsplit('.', 1)[-1]} "
+            f"(torch/_dynamo/external_utils.py): its {cause.get('source') or 'inputs'} "
+            + (f"is the {arg[0]} you pass at {at}" if arg else f"is what you pass at {at}")
+            + f". {fix}"
+        )
+    if code.get("wrapper"):
+        return (
+            f"{function} is torch's {code['wrapper']} wrapper ({code['path']}), recompiled because what your code "
+            f"passes through it changed: act at {at}, not on the wrapper. {fix}"
+        )
+    where = f"{code['path']}:{line}" if line is not None else code["path"]
+    name = code.get("qualname") or function
+    owner = f"the {code['package']} library's code" if code["owner"] == "library" else "torch's own code"
+    return (
+        f"{name} is {owner} ({where}): it recompiled because what your code passes into it changed; "
+        f"act at {at}, not in {code['package'] or 'its'} source. {fix}"
+    )
 
 
-def _short(filename: str | None) -> str:
-    f = (filename or "").replace("\\", "/")
-    i = f.rfind("torch/")
-    return f[i:] if i >= 0 else f
+def _site_text(site: dict[str, Any]) -> str:
+    where = f"{site['filename'].replace(chr(92), '/').rsplit('/', 1)[-1]}:{site['line']}"
+    return f"{where} `{site['code']}`" if site.get("code") else where
+
+
+_ARG = re.compile(r"^args\[(\d+)\]$")
+
+
+def _positional_source(source: str | None, site: dict[str, Any] | None) -> tuple[str, str] | None:
+    """("model's first positional input", "x") for the wrapper's `args[0]`, reading the call's
+    own text (`y = compiled(x)`) when it is one simple call; ("model's first positional input",
+    "args[0]") when the call cannot be read."""
+    m = _ARG.match(source or "")
+    if m is None:
+        return None
+    k = int(m.group(1))
+    nth = ("first", "second", "third", "fourth")[k] if k < 4 else f"#{k + 1}"
+    what = f"model's {nth} positional input"
+    code = (site or {}).get("code") or ""
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return what, source or ""
+    def named(f: ast.expr) -> bool:  # `compiled`, `self.model`: not `compiled(x).square`
+        return isinstance(f, ast.Name) or (isinstance(f, ast.Attribute) and named(f.value))
+
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and named(n.func)]
+    if len(calls) == 1 and len(calls[0].args) > k and not any(isinstance(a, ast.Starred) for a in calls[0].args[: k + 1]):
+        seg = ast.get_source_segment(code.strip(), calls[0].args[k])
+        if seg:
+            return what, seg
+    return what, source or ""
 
 
 def _automatic_dynamic_logged(trace: Trace, rank: Any, ids: set[str], epoch: int, starts: pl.DataFrame) -> bool:

@@ -13,6 +13,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
+from parsers.code_location import whose
 from parsers.compile_ids import frame_group
 from parsers.compile_ids import label as compile_id_label
 from traceview.analyze.findings import after_resets, compile_outcome
@@ -100,6 +101,16 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
     t.append_text(safe(OUTCOME_MEANING[outcome], "bold reverse" if outcome in ("failed", "eager") else "bold"))
     t.append("\n\n")
     _label(t, "function", f"{row.get('function') or '?'}  {row.get('filename') or '?'}:{row.get('line')}")
+    code = model.code_of(row) or {}
+    if code.get("label") and code["label"] != row.get("function"):
+        _label(t, "what", code["label"] + (f"  ({code['module_class']})" if code.get("module_class") else ""))
+    owner = whose(row.get("filename"))
+    if owner.owner not in ("unknown", "user"):
+        wrapper = f", torch's {code['wrapper']} wrapper" if code.get("wrapper") else ""
+        _label(t, "whose code", f"{owner.describe()}{wrapper}  ({owner.shown})")
+    if row.get("call_filename"):
+        src = f"  {one_line(row['call_code'], 200)}" if row.get("call_code") else ""
+        _label(t, "called at", f"{row['call_filename']}:{row.get('call_line')} in {row.get('call_function') or '?'}{src}")
     if row.get("rank") is not None:
         _label(t, "rank", row["rank"])
     if row.get("start") is not None:

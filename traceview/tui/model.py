@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from parsers.code_location import whose
 from parsers.compile_ids import epoch_expr, frame_group, occurrence_at, sort_exprs
 from parsers.compile_ids import label as compile_label
 from parsers.compile_ids import parse as parse_compile_id
@@ -24,6 +25,7 @@ from traceview.analyze.findings import (
     COST_ORDER,
     after_resets,
     break_failure,
+    code_label,
     compile_key,
     cost_index,
     failure_key,
@@ -82,7 +84,8 @@ class Finding:
 def _base(filename: str | None) -> str:
     if not filename:
         return "?"
-    return filename.rsplit("/", 1)[-1]
+    code = whose(filename)  # module-relative outside the user's code
+    return code.shown if not code.is_user else filename.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _at(filename: str | None, line: Any) -> str:
@@ -117,7 +120,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
         kind, why = ("storm", "") if is_storm(s) else ("recompile", f" ({recompile_why(s)})")
         title = (
-            f"{ranks_text(ranks)}{s['function'] or '?'} ({_at(s['filename'], s['line'])}){after_resets(s.get('epoch'))} "
+            f"{ranks_text(ranks)}{code_label(s, _at)}{after_resets(s.get('epoch'))} "
             f"compiled {s['compiles']} times{limit}{why}"
         )
         summary, detail = [], []
@@ -249,7 +252,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         ]
         secs = sorted(r["seconds"] for r in ct.get("top", []) if compile_key(r) == compile_key(t) and r["rank"] in ranks)
         span = f"{secs[0]:.2f}-{secs[-1]:.2f}s" if len(secs) > 1 and secs[0] != secs[-1] else f"{t['seconds']:.2f}s"
-        title = f"{span} {ranks_text(ranks)}[{compile_label(t['compile_id'], t.get('occurrence'))}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
+        title = f"{span} {ranks_text(ranks)}[{compile_label(t['compile_id'], t.get('occurrence'))}] {code_label(t, _at)}"
         ph = ", ".join(f"{k} {v:.2f}s" for k, v in phases)
         detail = [("compile", f"{t['compile_id']} {t.get('function') or '?'} {t.get('filename') or '?'}:{t.get('line')}"),
                   ("seconds", f"{t['seconds']:.3f}")]
@@ -814,6 +817,17 @@ class TraceModel:
         if row is None and self.text_only:
             row = next((r for r in self.text_log_compiles() if r["rank"] == rank and r["compile_id"] == compile_id), None)
         return row
+
+    def code_of(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """The report's description of a compile's code object (analyze.code_objects: class,
+        library, torch wrapper, call site), when the report described it (the code objects its
+        findings and compile-time tables name)."""
+        k = (row.get("rank"), row.get("function"), row.get("filename"), row.get("line"))
+        ct = self.report.get("compile_time") or {}
+        for r in [*self.report.get("recompile_storms", []), *ct.get("top", []), *ct.get("by_function", [])]:
+            if (r.get("rank"), r.get("function"), r.get("filename"), r.get("line")) == k and r.get("code"):
+                return r["code"]
+        return None
 
     def user_stack_at(self, file: str, lineno: int) -> list[str]:
         """The user code traceback in the record at file:lineno (a graph break's reason)."""

@@ -1,0 +1,153 @@
+"""What a compiled code object is, told the way its user knows it.
+
+Whose code it is (parsers.code_location: torch, a named library, the user's), the class of the
+module whose method it is (the guard tree's `L['self']` type: `LlamaDecoderLayer.forward`), what
+torch.compile wrapped when the frame is a torch wrapper (`inner` in torch/_dynamo/external_utils.py
+compiles a module whose forward is torch's own, e.g. an `nn.Sequential`: its `L['fn']` is that
+module), and the user's line that called it (the innermost frame of the user's code in
+`dynamo_start`'s stack, the compiles table's call_* columns). Computed once per code object
+and shared by the report, the UI and the diff.
+
+How sure: the owner and the call site are read from the trace as they are; the class is the
+type torch guarded on for `self` (or the wrapper's `fn`) in the code object's first compile,
+exact for that compile (a forward inherited by several classes names the first one's).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import polars as pl
+
+from parsers.code_location import whose
+from parsers.torch_trace import InputChanged, hydrate
+from traceview.trace import Trace
+
+# torch's own frames that wrap user code, by module-relative path (and function)
+_WRAPPERS: tuple[tuple[str, str | None, str], ...] = (
+    ("torch/_dynamo/external_utils.py", "inner", "torch.compile(model)"),
+    ("torch/nn/parallel/distributed.py", None, "DistributedDataParallel"),
+    ("torch/distributed/fsdp/", None, "FSDP"),
+    ("torch/_dynamo/compiled_autograd.py", None, "compiled autograd"),
+    ("torch/_functorch/", None, "functorch"),
+)
+_GUARD_TYPE = re.compile(r"type=<class '(?P<cls>[^']+)'>")
+
+
+def wrapper_of(filename: str | None, function: str | None) -> str | None:
+    """The torch wrapper a frame is (`torch.compile(model)`, `DistributedDataParallel`, ...), or None."""
+    code = whose(filename)
+    if not code.is_torch:
+        return None
+    for path, fn, name in _WRAPPERS:
+        if code.shown.startswith(path) and (fn is None or fn == function):
+            return name
+    return None
+
+
+def describe(trace: Trace, *, rank: Any, function: str | None, filename: str | None, line: Any,
+             compile_ids: list[str] | None = None) -> dict[str, Any]:
+    """One code object as its user knows it: owner, package, path (module-relative outside the
+    user's code), module_class, qualname, wrapper, label (the name to show), call_site (dict of
+    filename, line, function, code; None without one) and call_sites (how many distinct user
+    lines entered it)."""
+    code = whose(filename)
+    wrapper = wrapper_of(filename, function)
+    rows = _compiles_of(trace, rank, function, filename, line, compile_ids)
+    sites: list[tuple] = []
+    for r in rows:
+        if r.get("call_filename"):
+            s = (r["call_filename"], r["call_line"], r["call_function"], r["call_code"])
+            if s not in sites:
+                sites.append(s)
+    cls = None
+    if rows and code.owner in ("torch", "library", "user") and function and not function.startswith("<"):
+        param = "fn" if wrapper == "torch.compile(model)" else "self"
+        cls = _module_class(trace, rows[0], param)
+    short = cls.rsplit(".", 1)[-1] if cls else None
+    if wrapper == "torch.compile(model)" and short:
+        qualname = short
+        label = f"{short} via torch.compile(model)"
+    elif short:
+        qualname = f"{short}.{function}"
+        label = qualname
+    else:
+        qualname = None
+        label = function or "?"
+    return {
+        "owner": code.owner,
+        "package": code.package,
+        "path": code.shown,
+        "module_class": cls,
+        "qualname": qualname,
+        "wrapper": wrapper,
+        "label": label,
+        "call_site": (
+            {"filename": sites[0][0], "line": sites[0][1], "function": sites[0][2], "code": sites[0][3]} if sites else None
+        ),
+        "call_sites": len(sites),
+    }
+
+
+def _compiles_of(trace: Trace, rank: Any, function: Any, filename: Any, line: Any, compile_ids: list[str] | None) -> list[dict[str, Any]]:
+    c = trace.compiles
+    if c.is_empty() or filename is None:
+        return []
+    cond = (pl.col("filename") == filename) & (pl.col("function") == function if function is not None else pl.lit(True))
+    if line is not None:
+        cond &= pl.col("line") == line
+    cond &= pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
+    if compile_ids:
+        cond &= pl.col("compile_id").is_in(compile_ids)
+    return c.filter(cond).sort("lineno", nulls_last=True).select(
+        "file", "rank", "compile_id", "occurrence", "lineno", "metrics_lineno",
+        "call_filename", "call_line", "call_function", "call_code",
+    ).to_dicts()
+
+
+def _module_class(trace: Trace, row: dict[str, Any], param: str) -> str | None:
+    """The type torch guarded `L[param]` on in this compile's guard tree, or None."""
+    source = f"L['{param}']"
+    if trace.is_loaded("guards"):
+        return _class_from_guards(trace.guards, row, source)
+    ev = trace.index_events().filter(
+        (pl.col("kind") == "dynamo_cpp_guards_str") & (pl.col("file") == row["file"]) & (pl.col("compile_id") == row["compile_id"])
+    )
+    if row.get("lineno") is not None:
+        ev = ev.filter(pl.col("lineno") >= row["lineno"])
+    if row.get("metrics_lineno") is not None:
+        ev = ev.filter(pl.col("lineno") <= row["metrics_lineno"])
+    if ev.is_empty():
+        return None
+    ev = ev.head(1)
+    if "payload_start" not in ev.columns and ev["payload"].null_count() == ev.height:
+        return _class_from_guards(trace.guards, row, source)  # read from an export: its guards table
+    try:
+        payload = hydrate(ev)[0]["payload"][0] if ev["payload"].null_count() else ev["payload"][0]
+    except (InputChanged, OSError):  # the log changed or went away since it was parsed
+        return None
+    return class_in_guard_tree(payload or "", param)
+
+
+def class_in_guard_tree(text: str, param: str) -> str | None:
+    """The class of `L[param]` in a guard tree's text (`GuardManager: source=L['self'], …,
+    type=<class 'm.Block'>` or its TYPE_MATCH guard), or None."""
+    m = re.search(r"source=L\['" + re.escape(param) + r"'\], accessed_by=[^\n]*?type=<class '([^']+)'>", text)
+    if m is None:
+        m = re.search(r"TYPE_MATCH: ___check_type_id\(L\['" + re.escape(param) + r"'\], \d+\), type=<class '([^']+)'>", text)
+    return m.group(1) if m else None
+
+
+def _class_from_guards(guards: pl.DataFrame, row: dict[str, Any], source: str) -> str | None:
+    g = guards.filter(
+        (pl.col("file") == row["file"]) & (pl.col("compile_id") == row["compile_id"]) & (pl.col("guard_source") == source)
+        & pl.col("code").str.contains("type=<class", literal=True)
+    )
+    if "occurrence" in g.columns and row.get("occurrence") is not None:
+        g = g.filter(pl.col("occurrence").is_null() | (pl.col("occurrence") == row["occurrence"]))
+    for code in g["code"].to_list():
+        m = _GUARD_TYPE.search(code or "")
+        if m:
+            return m["cls"]
+    return None
