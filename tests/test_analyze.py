@@ -372,7 +372,8 @@ def test_cache_hit_ratio_on_tlparse_input() -> None:
 def test_phases_and_top_compiles() -> None:
     t = load(fx("training"))
     ph = ct.phase_totals(t)
-    assert set(ph) == {"dynamo", "aot+backend", "aot", "inductor", "codegen", "autotuning", "backward"}
+    assert set(ph) == {"dynamo", "aot+backend", "aot", "inductor", "codegen", "autotuning", "autotuning_in_codegen",
+                       "backward", "backward_autotuning", "runtime_autotuning"}
     assert ph["inductor"] > 0 and ph["backward"] > 0 and ph["autotuning"] == 0.0
     assert ph["aot"] == pytest.approx(ph["aot+backend"] - ph["inductor"], abs=1e-5)
     [top] = ct.top_compiles(t).to_dicts()
@@ -399,7 +400,22 @@ def test_max_autotune_autotuning(part: str) -> None:
         assert first["compile_id"] == "0/0"
         assert "addmm_template_autotuning" in raw_line(first["file"], first["lineno"] + 2)
         ph = ct.phase_totals(t)
-        assert 4.0 < ph["autotuning"] < ph["inductor"]
+        # every autotuning span lies inside code_gen, inside inductor_compile
+        assert (ph["inductor"], ph["codegen"], ph["autotuning"]) == (10.277963, 8.965935, 4.892391)
+        assert (ph["autotuning_in_codegen"], ph["backward_autotuning"], ph["runtime_autotuning"]) == (4.892391, 0.0, 0.0)
+
+
+@needs_shared
+def test_runtime_autotuning_is_not_compile_time() -> None:
+    """train_dynamic's CachingAutotuner.benchmark_all_configs spans come after their compiles'
+    inductor_compile spans (the kernels' first calls): run time, in no compile's phases."""
+    t = load(str(GPU / "train_dynamic" / "trace"))
+    ph = ct.phase_totals(t)
+    assert (ph["autotuning"], ph["backward_autotuning"], ph["runtime_autotuning"]) == (0.0, 0.0, 0.186976)
+    split = ct._autotune_split(t.spans, t.compiles)
+    assert sorted((r["compile_id"], r["phase"], round(r["seconds"], 6)) for r in split.iter_rows(named=True)) == [
+        ("1/0", "run time", 0.053041), ("1/1", "run time", 0.066783), ("4/0", "run time", 0.067152)]
+    assert ct.top_compiles(t)["autotuning_s"].drop_nulls().to_list() == []
 
 
 # ------------------------------------------------------------------ a real GPU training run

@@ -540,6 +540,21 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
         t.add(f"… {len(lines) - 16} more (--json lists all)", "  ")
 
 
+def _of_which(ph: dict[str, Any]) -> str:
+    """What of Inductor's time went to codegen and autotuning, as parts that do not overlap
+    (autotuning during codegen is said to be part of it), so they never add up to more than
+    Inductor's time: " (of which codegen 8.97s, 4.89s of it autotuning)"."""
+    codegen, at = ph.get("codegen") or 0, ph.get("autotuning") or 0
+    in_cg = min(ph.get("autotuning_in_codegen") or 0, at)
+    inner = []
+    if codegen:
+        inner.append(f"codegen {_s(codegen)}" + (f", {_s(in_cg)} of it autotuning" if _s(in_cg) != _s(0) else ""))
+    rest = at - in_cg if codegen else at
+    if _s(rest) != _s(0):
+        inner.append(f"autotuning {_s(rest)}" + (" outside codegen" if codegen else ""))
+    return f" (of which {', '.join(inner)})" if inner else ""
+
+
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:
     ctime = report["compile_time"]
     if report["compiles"] == 0 and not ctime["autotuning"]:
@@ -547,16 +562,18 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
     t.heading(f"COMPILE TIME  {_s(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)")
     ph = ctime["phases_s"]
     if ctime["total_s"]:
-        inner = [f"{k} {_s(ph[k])}" for k in ("codegen", "autotuning") if ph.get(k)]
         parts = [f"dynamo {_s(ph['dynamo'])}"]
         if ph["inductor"]:
             parts.append(f"aot {_s(ph.get('aot', 0))}")
-            parts.append(f"inductor {_s(ph['inductor'])}" + (f" (of which {', '.join(inner)})" if inner else ""))
+            parts.append(f"inductor {_s(ph['inductor'])}" + _of_which(ph))
         else:
             parts.append(f"backend {_s(ph['aot+backend'])}")
         if ph["backward"]:
-            parts.append(f"backward {_s(ph['backward'])}")
+            bwd_at = ph.get("backward_autotuning") or 0
+            parts.append(f"backward {_s(ph['backward'])}" + (f" (of which autotuning {_s(bwd_at)})" if bwd_at else ""))
         t.label("phases:", ", ".join(parts), "  ")
+    if ph.get("runtime_autotuning"):
+        t.label("autotune:", f"{_s(ph['runtime_autotuning'])} at run time (first calls of compiled kernels; not compile time)", "  ")
     if ctime["top"]:
         t.add("slowest compiles:", "  ")
         top = group_ranks(ctime["top"], slow_compile_key)
