@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from parsers.compile_ids import label as id_label
-from parsers.compile_ids import text_occurrence_expr
+from parsers.compile_ids import sort_key, text_occurrence_expr
 from parsers.compiles import STATUSES
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
@@ -324,7 +324,9 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         n = len({(s["function"], s["filename"], s["line"]) for s in expected})
         t.add(f"expected: {_plural(n, 'function')} recompiled by design (nothing to fix)", "", "    ")
     if text_only:
-        t.add("text log only: no compile times, cache or status (add the TORCH_TRACE directory)", "", "    ")
+        # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
+        what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
+        t.add(f"text log only: no {what} (add the TORCH_TRACE directory)", "", "    ")
 
     if crashes:
         t.heading("CRASHED  the program ended with an uncaught error")
@@ -523,14 +525,22 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
     for cache, why in sorted(bypass, key=str):
         name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}.get(cache, cache)
         lines.append(f"{name} cache bypassed: {why or 'no reason logged'}: every run compiles this graph from scratch (make it cacheable if compile time matters)")
-    text_hits = [c for c in f.get("cache_events", []) if c["source"] == "text" and c["event"] in ("hit", "miss")]
-    if text_hits and not (report.get("cache") or {}).get("fx_graph_hits") and not (report.get("cache") or {}).get("fx_graph_misses"):
-        for cache in ("fx_graph", "aot_autograd"):
-            hits = sum(1 for c in text_hits if c["cache"] == cache and c["event"] == "hit")
-            miss = sum(1 for c in text_hits if c["cache"] == cache and c["event"] == "miss")
-            if hits or miss:
-                name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}[cache]
-                lines.append(f"{name} cache (text log): {hits} hits / {miss} misses")
+    # lookups a text log gave (the trace has none of them): what COMPILE TIME cannot show
+    # for a text log alone; counted once with the trace's (compile_time.cache_counts)
+    by_compile = (report.get("cache") or {}).get("text_log_by_compile") or []
+    for cache in ("fx_graph", "aot_autograd"):
+        mine = [c for c in by_compile if c["cache"] == cache]
+        if not mine:
+            continue
+        n = {e: sum(c["count"] for c in mine if c["event"] == e) for e in ("hit", "miss", "bypass")}
+        ids = []
+        for e, word in (("hit", "hit"), ("miss", "missed"), ("bypass", "bypassed")):
+            cids = sorted({c["compile_id"] or "?" for c in mine if c["event"] == e}, key=sort_key)
+            if cids:
+                ids.append(f"{word} in {', '.join(cids[:6])}" + (f" … {len(cids) - 6} more" if len(cids) > 6 else ""))
+        name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}[cache]
+        by = f" / {n['bypass']} bypasses" if n["bypass"] else ""
+        lines.append(f"{name} cache (text log): {n['hit']} hits / {n['miss']} misses{by} ({'; '.join(ids)})")
     if not lines:
         return
     t.heading("FACTS  how torch compiled (not problems by themselves)")

@@ -13,6 +13,7 @@ a text log alone gives the `AUTOTUNE op(shapes)` tables Inductor prints.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 import polars as pl
@@ -437,13 +438,61 @@ def _autotuning_from_text(other_lines: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=AUTOTUNE_SCHEMA)
 
 
-def cache_summary(trace: Trace) -> dict[str, float | int | None]:
-    """FX graph cache and AOTAutograd cache hits and misses, with hit ratios."""
-    compiles = trace.compiles
-    s = {
-        c: int(compiles[c].fill_null(0).sum())
-        for c in ("fx_cache_hits", "fx_cache_misses", "aot_cache_hits", "aot_cache_misses", "fx_cache_bypasses", "aot_cache_bypasses")
-    }
+# (cache, event) -> the compiles table's column that counts it (parsers.compiles.CACHE_ARTIFACTS)
+CACHE_COLUMNS = {
+    ("fx_graph", "hit"): "fx_cache_hits",
+    ("fx_graph", "miss"): "fx_cache_misses",
+    ("fx_graph", "bypass"): "fx_cache_bypasses",
+    ("aot_autograd", "hit"): "aot_cache_hits",
+    ("aot_autograd", "miss"): "aot_cache_misses",
+    ("aot_autograd", "bypass"): "aot_cache_bypasses",
+}
+_CACHE_COUNTS_SCHEMA = {"rank": pl.Int32, "compile_id": pl.String, "cache": pl.String, "event": pl.String,
+                        "count": pl.Int64, "source": pl.String}
+
+
+def cache_counts(trace: Trace) -> pl.DataFrame:
+    """FX graph and AOTAutograd cache lookups per compile: one row per (rank, compile_id,
+    cache, event) with its `count` and `source`: the trace's `*_cache_hit/miss/bypass`
+    artifacts (the compiles table's columns), and a text log's `fx graph cache hit for key`,
+    `AOTAutograd cache miss for key`, `Bypassing … cache` lines (compile_facts.cache_events,
+    compile id from the line's `[0/0]`). A run logged both ways has each lookup twice: per
+    (rank, compile id, cache) the trace's rows win (parsers.sources.prefer_trace), the text
+    log's count for the compiles and caches the trace logged no lookup of."""
+    from parsers.sources import TEXT, TRACE, prefer_trace
+    from traceview.analyze.compile_facts import cache_events
+
+    c = trace.compiles
+    rows = []
+    for (cache, event), col in CACHE_COLUMNS.items():
+        if c.height and col in c.columns:
+            rows.append(c.filter(pl.col(col) > 0).select(
+                pl.col("rank").cast(pl.Int32), pl.col("compile_id").cast(pl.String), pl.lit(cache).alias("cache"),
+                pl.lit(event).alias("event"), pl.col(col).cast(pl.Int64).alias("count"), pl.lit(TRACE).alias("source")))
+    text = [e for e in cache_events(trace) if e["source"] == TEXT]
+    if text:
+        rows.append(
+            pl.DataFrame([{k: e[k] for k in ("rank", "compile_id", "cache", "event")} for e in text],
+                         schema={k: _CACHE_COUNTS_SCHEMA[k] for k in ("rank", "compile_id", "cache", "event")})
+            .group_by("rank", "compile_id", "cache", "event", maintain_order=True)
+            .agg(pl.len().cast(pl.Int64).alias("count"))
+            .with_columns(pl.lit(TEXT).alias("source"))
+        )
+    if not rows:
+        return pl.DataFrame(schema=_CACHE_COUNTS_SCHEMA)
+    both = pl.concat([r.cast(_CACHE_COUNTS_SCHEMA).select(list(_CACHE_COUNTS_SCHEMA)) for r in rows])  # type: ignore[arg-type]
+    return prefer_trace(both, ["rank", "compile_id", "cache"])
+
+
+def cache_summary(trace: Trace) -> dict[str, Any]:
+    """FX graph cache and AOTAutograd cache hits, misses and bypasses (cache_counts: the
+    trace's, a text log's where the trace has none), with hit ratios; `from_text_log`: how
+    many of them a text log gave, `text_log_by_compile` those per compile (rank, compile_id,
+    cache, event, count)."""
+    counts = cache_counts(trace)
+    s = {col: 0 for col in CACHE_COLUMNS.values()}
+    for cache, event, n in counts.group_by("cache", "event").agg(pl.col("count").sum()).iter_rows():
+        s[CACHE_COLUMNS[(cache, event)]] += int(n)
     fx_total = s["fx_cache_hits"] + s["fx_cache_misses"]
     aot_total = s["aot_cache_hits"] + s["aot_cache_misses"]
     return {
@@ -455,4 +504,6 @@ def cache_summary(trace: Trace) -> dict[str, float | int | None]:
         "aot_autograd_misses": s["aot_cache_misses"],
         "aot_autograd_bypasses": s["aot_cache_bypasses"],
         "aot_autograd_hit_ratio": round(s["aot_cache_hits"] / aot_total, 4) if aot_total else None,
+        "from_text_log": int(counts.filter(pl.col("source") == "text")["count"].sum()),
+        "text_log_by_compile": counts.filter(pl.col("source") == "text").drop("source").to_dicts(),
     }
