@@ -177,3 +177,26 @@ def test_control_characters_in_any_field_are_made_visible() -> None:
     assert "[red]fix[/red] \\x9b2J" in text
 
 
+
+
+# ------------------------------------------------------------------ compile attempts
+@needs_shared
+def test_a_restarted_compile_is_shown_with_its_attempt(capsys: pytest.CaptureFixture[str]) -> None:
+    """comp_metrics.log (tlparse's input): 0/0 and 1/0 restarted after a graph break, and
+    their graph and metrics were logged by attempt 1: tlparse names them `0/0_1`, `1/0_1`
+    (folders `-_0_0_1`, `-_1_0_1`) and 2/0 `2/0` (`-_2_0_0`). Every view shows those
+    names; the `compile_id` key stays without the attempt."""
+    from traceview.tui.frames_view import compile_detail, compile_label
+    from traceview.tui.model import TraceModel
+
+    path = SHARED / "peer-tlparse" / "comp_metrics.log"
+    out = summary_text(path, capsys)
+    assert "[0/0_1] fn (test_misc.py:9549)" in out
+    assert "[1/0_1] torch_dynamo_resume_in_fn_at_9551 (test_misc.py:9551)" in out
+    assert "[2/0] torch_dynamo_resume_in_fn_at_9553 (test_misc.py:9553)" in out
+    top = summary_json(path, capsys)["compile_time"]["top"]
+    assert sorted((t["compile_id"], t["attempts"]) for t in top) == [("0/0", 2), ("1/0", 2), ("2/0", 1)]
+    model = TraceModel.build(traceview.load(str(path)))
+    rows = [model.compile_row(None, cid) for cid in ("0/0", "1/0", "2/0")]
+    assert [compile_label(r, False).plain.split()[2] for r in rows if r] == ["0/0_1", "1/0_1", "2/0"]
+    assert compile_detail(model, rows[0]).plain.startswith("[0/0_1] fn")

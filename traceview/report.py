@@ -384,7 +384,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         for f, franks in fgroups[:10]:
             ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
             t.add(
-                f"{ranks_text(franks)}[{id_label(f['compile_id'], f.get('occurrence'))}] {f.get('function') or '?'} "
+                f"{ranks_text(franks)}[{id_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] {f.get('function') or '?'} "
                 f"({paths.show(f['filename'], f['line'])}): {_CATEGORY_WORDS.get(f['category'], f['category'])}{ft}",
                 "  ",
                 "      ",
@@ -589,7 +589,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
         top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
             t.add(
-                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'))}] {r['function'] or '?'} "
+                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {r['function'] or '?'} "
                 f"({paths.show(r['filename'], r['line'])})",
                 "    ",
                 "              ",

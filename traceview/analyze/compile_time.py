@@ -205,6 +205,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
             "rank",
             "compile_id",
             "occurrence",
+            "attempts",
             "function",
             "filename",
             "line",

@@ -194,7 +194,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         or any(break_failure(g, f) for g in report.get("graph_breaks", []))
     ]
     for f, ranks in group_ranks([f for f in failures if f not in folded_failures], failure_key):
-        title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'))}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
+        title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
         summary = [one_line(f.get("reason") or "", 160)]
         detail = [
             ("category", f["category"]),
@@ -250,7 +250,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         ]
         secs = sorted(r["seconds"] for r in ct.get("top", []) if compile_key(r) == compile_key(t) and r["rank"] in ranks)
         span = f"{secs[0]:.2f}-{secs[-1]:.2f}s" if len(secs) > 1 and secs[0] != secs[-1] else f"{t['seconds']:.2f}s"
-        title = f"{span} {ranks_text(ranks)}[{compile_label(t['compile_id'], t.get('occurrence'))}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
+        title = f"{span} {ranks_text(ranks)}[{compile_label(t['compile_id'], t.get('occurrence'), t.get('attempts'))}] {t.get('function') or '?'} ({_at(t.get('filename'), t.get('line'))})"
         ph = ", ".join(f"{k} {v:.2f}s" for k, v in phases)
         detail = [("compile", f"{t['compile_id']} {t.get('function') or '?'} {t.get('filename') or '?'}:{t.get('line')}"),
                   ("seconds", f"{t['seconds']:.3f}")]
