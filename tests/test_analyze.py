@@ -549,3 +549,21 @@ def test_functions_compiled_more_than_once_ties_in_rank_order() -> None:
     for _, tied in want.group_by("seconds", "compiles", "function", "filename", "line"):
         assert tied["rank"].to_list() == sorted(tied["rank"].to_list())
     assert want.height == 12 and want["rank"].head(4).to_list() == [2, 0, 1, 3]  # rank 2 compiled forward twice
+
+
+@needs_shared
+def test_a_log_cut_mid_compile_counts_no_autotuning(tmp_path: Path) -> None:
+    """max_autotune's trace cut inside its Inductor compile (after the first addmm autotuning
+    ended, before inductor_compile ended): the ended autotuning spans lie in an unended
+    inductor_compile span of a compile without metrics, so they are counted nowhere, not as
+    finished compile time nor as run time."""
+    [src] = (GPU / "max_autotune" / "trace").iterdir()
+    lines = src.read_text().splitlines(keepends=True)
+    cut = tmp_path / src.name
+    cut.write_text("".join(lines[:2190]))
+    t = load(str(cut))
+    assert t.spans.filter(pl.col("name") == "addmm_template_autotuning")["duration_s"].drop_nulls().len() == 1
+    assert t.spans.filter(pl.col("name") == "inductor_compile")["duration_s"].null_count() == 1
+    ph = ct.phase_totals(t)
+    assert (ph["autotuning"], ph["backward_autotuning"], ph["runtime_autotuning"]) == (0.0, 0.0, 0.0)
+    assert ct._autotune_split(t.spans, t.compiles)["phase"].to_list() == ["unfinished"]

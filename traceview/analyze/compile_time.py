@@ -125,7 +125,8 @@ def _autotune_split(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame
     (_windows): the part inside one is that compile's, in its phase, whatever compile id the
     autotuning span carries; the part outside every one ran at run time (the first calls of
     a compiled kernel: `CachingAutotuner.benchmark_all_configs`, coordinate descent), phase
-    `run time`, compile id of the span. Unended spans are left out."""
+    `run time`, compile id of the span. Inside an unended `inductor_compile` span: phase
+    `unfinished` (counted in no total). Unended autotuning spans are left out."""
     schema = {"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "phase": pl.String,
               "seconds": pl.Float64, "in_codegen": pl.Float64}
     a = _autotune_spans(spans).with_columns(_cid())
