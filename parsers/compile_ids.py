@@ -17,6 +17,10 @@ span; its *occurrence* (1, 2, …) counts the spans of the same id in one proces
 `epoch_expr` numbers the stretches between resets (a frame id names one code object only
 within one).
 
+`label` is how every view shows a compile: its id, its last attempt when there were several
+(`0/0_1`, as torch and tlparse name it), its occurrence (`0/0 #2`); the `compile_id` columns
+stay without the attempt (the key every table joins on).
+
 `CompileId.compile_id` and `with_attempt` write an id from its parts in Python;
 `compile_id_expr` and `trace_id_expr` write the same strings from an events table's integer
 columns (what parsers.torch_trace builds the `compile_id` and `trace_id` columns with).
@@ -115,11 +119,16 @@ def trace_id_expr(compile_id: str = "compile_id", attempt: str = "attempt") -> p
     )
 
 
-def label(compile_id: str | None, occurrence: int | None = None) -> str:
-    """The id as findings show it: the occurrence after `#` when the same id names a second
+def label(compile_id: str | None, occurrence: int | None = None, attempts: int | None = None) -> str:
+    """The id as every view shows a compile: with its last attempt after `_` when Dynamo
+    restarted the analysis (`attempts`, the compiles table's count: 2 -> "0/0_1", the name
+    torch's logs and tlparse give the attempt that produced the graph and the metrics;
+    tlparse's folder `0_0_1`), and the occurrence after `#` when the same id names a second
     compile in one process ("0/0", 2 -> "0/0 #2": the second `0/0`, after a
-    torch._dynamo.reset())."""
+    torch._dynamo.reset()). A compile of one attempt shows its id alone ("0/0")."""
     text = compile_id if compile_id is not None else "?"
+    if compile_id is not None and attempts is not None and attempts > 1:
+        text = with_attempt(compile_id, attempts - 1) or text
     return f"{text} #{occurrence}" if occurrence is not None and occurrence > 1 else text
 
 

@@ -372,7 +372,8 @@ def test_cache_hit_ratio_on_tlparse_input() -> None:
 def test_phases_and_top_compiles() -> None:
     t = load(fx("training"))
     ph = ct.phase_totals(t)
-    assert set(ph) == {"dynamo", "aot+backend", "aot", "inductor", "codegen", "autotuning", "backward"}
+    assert set(ph) == {"dynamo", "aot+backend", "aot", "inductor", "codegen", "autotuning", "autotuning_in_codegen",
+                       "backward", "backward_autotuning", "runtime_autotuning"}
     assert ph["inductor"] > 0 and ph["backward"] > 0 and ph["autotuning"] == 0.0
     assert ph["aot"] == pytest.approx(ph["aot+backend"] - ph["inductor"], abs=1e-5)
     [top] = ct.top_compiles(t).to_dicts()
@@ -399,7 +400,22 @@ def test_max_autotune_autotuning(part: str) -> None:
         assert first["compile_id"] == "0/0"
         assert "addmm_template_autotuning" in raw_line(first["file"], first["lineno"] + 2)
         ph = ct.phase_totals(t)
-        assert 4.0 < ph["autotuning"] < ph["inductor"]
+        # every autotuning span lies inside code_gen, inside inductor_compile
+        assert (ph["inductor"], ph["codegen"], ph["autotuning"]) == (10.277963, 8.965935, 4.892391)
+        assert (ph["autotuning_in_codegen"], ph["backward_autotuning"], ph["runtime_autotuning"]) == (4.892391, 0.0, 0.0)
+
+
+@needs_shared
+def test_runtime_autotuning_is_not_compile_time() -> None:
+    """train_dynamic's CachingAutotuner.benchmark_all_configs spans come after their compiles'
+    inductor_compile spans (the kernels' first calls): run time, in no compile's phases."""
+    t = load(str(GPU / "train_dynamic" / "trace"))
+    ph = ct.phase_totals(t)
+    assert (ph["autotuning"], ph["backward_autotuning"], ph["runtime_autotuning"]) == (0.0, 0.0, 0.186976)
+    split = ct._autotune_split(t.spans, t.compiles)
+    assert sorted((r["compile_id"], r["phase"], round(r["seconds"], 6)) for r in split.iter_rows(named=True)) == [
+        ("1/0", "run time", 0.053041), ("1/1", "run time", 0.066783), ("4/0", "run time", 0.067152)]
+    assert ct.top_compiles(t)["autotuning_s"].drop_nulls().to_list() == []
 
 
 # ------------------------------------------------------------------ a real GPU training run
@@ -533,3 +549,21 @@ def test_functions_compiled_more_than_once_ties_in_rank_order() -> None:
     for _, tied in want.group_by("seconds", "compiles", "function", "filename", "line"):
         assert tied["rank"].to_list() == sorted(tied["rank"].to_list())
     assert want.height == 12 and want["rank"].head(4).to_list() == [2, 0, 1, 3]  # rank 2 compiled forward twice
+
+
+@needs_shared
+def test_a_log_cut_mid_compile_counts_no_autotuning(tmp_path: Path) -> None:
+    """max_autotune's trace cut inside its Inductor compile (after the first addmm autotuning
+    ended, before inductor_compile ended): the ended autotuning spans lie in an unended
+    inductor_compile span of a compile without metrics, so they are counted nowhere, not as
+    finished compile time nor as run time."""
+    [src] = (GPU / "max_autotune" / "trace").iterdir()
+    lines = src.read_text().splitlines(keepends=True)
+    cut = tmp_path / src.name
+    cut.write_text("".join(lines[:2190]))
+    t = load(str(cut))
+    assert t.spans.filter(pl.col("name") == "addmm_template_autotuning")["duration_s"].drop_nulls().len() == 1
+    assert t.spans.filter(pl.col("name") == "inductor_compile")["duration_s"].null_count() == 1
+    ph = ct.phase_totals(t)
+    assert (ph["autotuning"], ph["backward_autotuning"], ph["runtime_autotuning"]) == (0.0, 0.0, 0.0)
+    assert ct._autotune_split(t.spans, t.compiles)["phase"].to_list() == ["unfinished"]

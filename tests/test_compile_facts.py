@@ -104,7 +104,51 @@ def test_cache_hits_from_the_text_log_alone(capsys: pytest.CaptureFixture[str]) 
     assert sorted((c["cache"], c["event"]) for c in got) == [("aot_autograd", "hit"), ("fx_graph", "hit")]
     assert "fx graph cache hit for key" in evidence_line(next(c for c in got if c["cache"] == "fx_graph"))
     out = summary("cache_warm_hits", "torch_logs.txt", capsys)
-    assert "FX graph cache (text log): 1 hits / 0 misses" in out
+    assert "FX graph cache (text log): 1 hits / 0 misses (hit in 0/0)" in out
+    assert "AOTAutograd cache (text log): 1 hits / 0 misses (hit in 0/0)" in out
+    assert "text log only: no compile times or status" in out
+
+
+def _oracle_counters(run: str) -> dict[str, Any]:
+    import json
+
+    [proc] = json.loads((CORPUS / "cache_warm_hits" / run / "oracle.json").read_text())["processes"]
+    return proc["counters"]
+
+
+@pytest.mark.parametrize("run", ["", "first_run"])
+def test_text_log_cache_counts_match_the_trace_and_torch(run: str) -> None:
+    """The text log alone (`[0/0] fx graph cache hit for key …`) counts the same lookups, on
+    the same compile, as the trace's fx_graph_cache_*/aotautograd_cache_* artifacts and
+    torch's own counters; given both, each lookup is counted once (the trace's)."""
+    from traceview.analyze import compile_time as ct
+
+    d = CORPUS / "cache_warm_hits" / run
+    text = ct.cache_summary(traceview.load(str(d / "torch_logs.txt")))
+    trace = ct.cache_summary(traceview.load(str(d / "trace")))
+    both = ct.cache_summary(traceview.load(str(d / "trace"), logs=[str(d / "torch_logs.txt")]))
+    keys = ("fx_graph_hits", "fx_graph_misses", "fx_graph_bypasses", "aot_autograd_hits", "aot_autograd_misses", "aot_autograd_bypasses")
+    assert [text[k] for k in keys] == [trace[k] for k in keys] == [both[k] for k in keys]
+    assert (text["from_text_log"], trace["from_text_log"], both["from_text_log"]) == (2, 0, 0)
+    c = _oracle_counters(run)  # torch's own counters (torch._dynamo.utils.counters)
+    assert (text["fx_graph_hits"], text["fx_graph_misses"]) == (
+        c["inductor"].get("fxgraph_cache_hit", 0), c["inductor"].get("fxgraph_cache_miss", 0))
+    assert (text["aot_autograd_hits"], text["aot_autograd_misses"]) == (
+        c["aot_autograd"].get("autograd_cache_hit", 0), c["aot_autograd"].get("autograd_cache_miss", 0))
+    assert (text["fx_graph_hits"], text["fx_graph_misses"]) == ((1, 0) if run == "" else (0, 1))
+    event = "hit" if run == "" else "miss"
+    assert sorted(text["text_log_by_compile"], key=str) == sorted([
+        {"rank": None, "compile_id": "0/0", "cache": "fx_graph", "event": event, "count": 1},
+        {"rank": None, "compile_id": "0/0", "cache": "aot_autograd", "event": event, "count": 1},
+    ], key=str)
+
+
+def test_text_log_cache_lookups_in_the_ui() -> None:
+    from traceview.tui.model import TraceModel
+
+    m = TraceModel.build(traceview.load(str(CORPUS / "cache_warm_hits" / "torch_logs.txt")))
+    [row] = m.text_log_compiles()
+    assert (row["compile_id"], row["fx_cache_hits"], row["aot_cache_hits"], row.get("fx_cache_misses")) == ("0/0", 1, 1, None)
 
 
 def test_no_facts_where_there_are_none() -> None:

@@ -463,7 +463,8 @@ def _compile_time(sa: _Side, sb: _Side, noise: Noise) -> dict[str, Any]:
 
 def _cache(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     a, b = ct.cache_summary(sa.view), ct.cache_summary(sb.view)
-    return [{"counter": k, "a": a.get(k), "b": b.get(k)} for k in a if not k.endswith("_ratio") and a.get(k) != b.get(k)]
+    counters = [k for k in a if k.endswith(("_hits", "_misses", "_bypasses"))]  # (not ratios or where they came from)
+    return [{"counter": k, "a": a.get(k), "b": b.get(k)} for k in counters if a.get(k) != b.get(k)]
 
 
 def _autotuning(sa: _Side, sb: _Side) -> list[dict[str, Any]]:

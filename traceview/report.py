@@ -16,7 +16,7 @@ import polars as pl
 
 from parsers.code_location import whose
 from parsers.compile_ids import label as id_label
-from parsers.compile_ids import text_occurrence_expr
+from parsers.compile_ids import sort_key, text_occurrence_expr
 from parsers.compiles import STATUSES
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
@@ -354,7 +354,9 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         n = len({(s["function"], s["filename"], s["line"]) for s in expected})
         t.add(f"expected: {_plural(n, 'function')} recompiled by design (nothing to fix)", "", "    ")
     if text_only:
-        t.add("text log only: no compile times, cache or status (add the TORCH_TRACE directory)", "", "    ")
+        # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
+        what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
+        t.add(f"text log only: no {what} (add the TORCH_TRACE directory)", "", "    ")
 
     if crashes:
         t.heading("CRASHED  the program ended with an uncaught error")
@@ -412,7 +414,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         for f, franks in fgroups[:10]:
             ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
             t.add(
-                f"{ranks_text(franks)}[{id_label(f['compile_id'], f.get('occurrence'))}] {f.get('function') or '?'} "
+                f"{ranks_text(franks)}[{id_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] {f.get('function') or '?'} "
                 f"({paths.show(f['filename'], f['line'])}): {_CATEGORY_WORDS.get(f['category'], f['category'])}{ft}",
                 "  ",
                 "      ",
@@ -553,14 +555,22 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
     for cache, why in sorted(bypass, key=str):
         name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}.get(cache, cache)
         lines.append(f"{name} cache bypassed: {why or 'no reason logged'}: every run compiles this graph from scratch (make it cacheable if compile time matters)")
-    text_hits = [c for c in f.get("cache_events", []) if c["source"] == "text" and c["event"] in ("hit", "miss")]
-    if text_hits and not (report.get("cache") or {}).get("fx_graph_hits") and not (report.get("cache") or {}).get("fx_graph_misses"):
-        for cache in ("fx_graph", "aot_autograd"):
-            hits = sum(1 for c in text_hits if c["cache"] == cache and c["event"] == "hit")
-            miss = sum(1 for c in text_hits if c["cache"] == cache and c["event"] == "miss")
-            if hits or miss:
-                name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}[cache]
-                lines.append(f"{name} cache (text log): {hits} hits / {miss} misses")
+    # lookups a text log gave (the trace has none of them): what COMPILE TIME cannot show
+    # for a text log alone; counted once with the trace's (compile_time.cache_counts)
+    by_compile = (report.get("cache") or {}).get("text_log_by_compile") or []
+    for cache in ("fx_graph", "aot_autograd"):
+        mine = [c for c in by_compile if c["cache"] == cache]
+        if not mine:
+            continue
+        n = {e: sum(c["count"] for c in mine if c["event"] == e) for e in ("hit", "miss", "bypass")}
+        ids = []
+        for e, word in (("hit", "hit"), ("miss", "missed"), ("bypass", "bypassed")):
+            cids = sorted({c["compile_id"] or "?" for c in mine if c["event"] == e}, key=sort_key)
+            if cids:
+                ids.append(f"{word} in {', '.join(cids[:6])}" + (f" … {len(cids) - 6} more" if len(cids) > 6 else ""))
+        name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}[cache]
+        by = f" / {n['bypass']} bypasses" if n["bypass"] else ""
+        lines.append(f"{name} cache (text log): {n['hit']} hits / {n['miss']} misses{by} ({'; '.join(ids)})")
     if not lines:
         return
     t.heading("FACTS  how torch compiled (not problems by themselves)")
@@ -570,6 +580,21 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
         t.add(f"… {len(lines) - 16} more (--json lists all)", "  ")
 
 
+def _of_which(ph: dict[str, Any]) -> str:
+    """What of Inductor's time went to codegen and autotuning, as parts that do not overlap
+    (autotuning during codegen is said to be part of it), so they never add up to more than
+    Inductor's time: " (of which codegen 8.97s, 4.89s of it autotuning)"."""
+    codegen, at = ph.get("codegen") or 0, ph.get("autotuning") or 0
+    in_cg = min(ph.get("autotuning_in_codegen") or 0, at)
+    inner = []
+    if codegen:
+        inner.append(f"codegen {_s(codegen)}" + (f", {_s(in_cg)} of it autotuning" if _s(in_cg) != _s(0) else ""))
+    rest = at - in_cg if codegen else at
+    if _s(rest) != _s(0):
+        inner.append(f"autotuning {_s(rest)}" + (" outside codegen" if codegen else ""))
+    return f" (of which {', '.join(inner)})" if inner else ""
+
+
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:
     ctime = report["compile_time"]
     if report["compiles"] == 0 and not ctime["autotuning"]:
@@ -577,22 +602,24 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
     t.heading(f"COMPILE TIME  {_s(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)")
     ph = ctime["phases_s"]
     if ctime["total_s"]:
-        inner = [f"{k} {_s(ph[k])}" for k in ("codegen", "autotuning") if ph.get(k)]
         parts = [f"dynamo {_s(ph['dynamo'])}"]
         if ph["inductor"]:
             parts.append(f"aot {_s(ph.get('aot', 0))}")
-            parts.append(f"inductor {_s(ph['inductor'])}" + (f" (of which {', '.join(inner)})" if inner else ""))
+            parts.append(f"inductor {_s(ph['inductor'])}" + _of_which(ph))
         else:
             parts.append(f"backend {_s(ph['aot+backend'])}")
         if ph["backward"]:
-            parts.append(f"backward {_s(ph['backward'])}")
+            bwd_at = ph.get("backward_autotuning") or 0
+            parts.append(f"backward {_s(ph['backward'])}" + (f" (of which autotuning {_s(bwd_at)})" if bwd_at else ""))
         t.label("phases:", ", ".join(parts), "  ")
+    if ph.get("runtime_autotuning"):
+        t.label("autotune:", f"{_s(ph['runtime_autotuning'])} at run time (first calls of compiled kernels; not compile time)", "  ")
     if ctime["top"]:
         t.add("slowest compiles:", "  ")
         top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
             t.add(
-                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'))}] {paths.code(r)}",
+                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {paths.code(r)}",
                 "    ",
                 "              ",
             )

@@ -15,7 +15,7 @@ The rule, once:
   trace and asks `origin` on the whole trace.
 - The **table-level building blocks** an analyzer is made of (the same computation over
   tables already taken from the Trace: `_failure_rows`, `_divergence_rows`, `_crash_rows`,
-  compile_time's `_autotune_spans` / `_merged_seconds` / `_by_function`, storms'
+  compile_time.s `_autotune_spans` / `_merged` / `_by_function`, storms'
   `_dynamic_config`, ...) are private to their module. One is public only when another
   analyzer module builds on it, and then it is named in `TABLE_HELPERS` below, with why; no
   module outside traceview.analyze calls one.

@@ -4,13 +4,16 @@ Phase seconds come from `compilation_metrics` (Dynamo, backend = AOTAutograd + t
 compiler, Inductor, codegen, backward). Autotuning is not a metrics field: it is read from the
 chromium-event spans Inductor logs while autotuning (`<op>_template_precompiling`,
 `<op>_template_autotuning` with the choices' stats, `CachingAutotuner.coordinate_descent_tuning`,
-`CachingAutotuner.benchmark_all_configs`, `benchmark_fused_nodes`), overlapping spans merged;
+`CachingAutotuner.benchmark_all_configs`, `benchmark_fused_nodes`), overlapping spans merged
+and counted where they ran: inside a compile's `inductor_compile` span (its Inductor or its
+backward phase), or outside every one (run time: a kernel's first calls, not compile time);
 a text log alone gives the `AUTOTUNE op(shapes)` tables Inductor prints.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 import polars as pl
@@ -59,28 +62,128 @@ def _autotune_spans(spans: pl.DataFrame) -> pl.DataFrame:
     return spans.filter(pl.col("name").str.contains(AUTOTUNE_SPAN) & pl.col("duration_s").is_not_null())
 
 
-def _merged_seconds(spans: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Seconds covered by `spans` per `by` group, overlapping (nested) spans counted once."""
-    if spans.height == 0:
-        return pl.DataFrame(schema={**{c: spans.schema[c] for c in by}, "seconds": pl.Float64})
-    s = (
-        spans.select(*by, pl.col("start_us").alias("_s"), (pl.col("start_us") + pl.col("duration_s") * 1e6).alias("_e"))
-        .sort([*by, "_s"], nulls_last=True)
+INDUCTOR_SPAN = "inductor_compile"  # one Inductor compile of a graph (forward or backward)
+CODEGEN_SPAN = "code_gen"  # its codegen (the `code_gen_time_s` of compilation_metrics)
+
+
+def _windows(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
+    """The `inductor_compile` spans, each with the compile it belongs to and which phase of
+    it: `inductor` (logged before the compile's `compilation_metrics`: its forward, and a
+    backward compiled with it; in `inductor_compile_time_s`), `backward` (logged after it: a
+    backward compiled at the first backward call; in `bwd_compile_time_s`) or `unfinished`
+    (never ended, or of a compile without metrics: a log cut mid-compile; counted nowhere).
+    An unended span reaches to the end of time, so what ran inside it is not taken for
+    run-time work."""
+    w = spans.filter(pl.col("name") == INDUCTOR_SPAN).with_columns(_cid())
+    if w.height == 0:
+        return pl.DataFrame(schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32,
+                                    "phase": pl.String, "_s": pl.Float64, "_e": pl.Float64})
+    m = compiles.select("file", "compile_id", "occurrence", "metrics_lineno")
+    return (
+        w.join(m, on=["file", "compile_id", "occurrence"], how="left")
+        .select(
+            "file",
+            "compile_id",
+            "occurrence",
+            pl.when(pl.col("duration_s").is_null() | pl.col("metrics_lineno").is_null())
+            .then(pl.lit("unfinished"))
+            .when(pl.col("lineno") > pl.col("metrics_lineno"))
+            .then(pl.lit("backward"))
+            .otherwise(pl.lit("inductor"))
+            .alias("phase"),
+            pl.col("start_us").alias("_s"),
+            (pl.col("start_us") + pl.col("duration_s").fill_null(float("inf")) * 1e6).alias("_e"),
+        )
+        .filter(pl.col("_s").is_not_null())
+    )
+
+
+def _merged(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Intervals `_s`/`_e` per `by` group merged into disjoint ones."""
+    return (
+        df.sort([*by, "_s"], nulls_last=True)
         .with_columns(pl.col("_e").cum_max().shift(1).over(by).alias("_prev"))
         .with_columns((pl.col("_prev").is_null() | (pl.col("_s") > pl.col("_prev"))).cast(pl.Int32).cum_sum().over(by).alias("_g"))
         .group_by([*by, "_g"])
         .agg(pl.col("_s").min(), pl.col("_e").max())
-        .group_by(by)
-        .agg(((pl.col("_e") - pl.col("_s")).sum() / 1e6).alias("seconds"))
+        .drop("_g")
     )
-    return s
 
 
-def _autotune_by_compile(spans: pl.DataFrame) -> pl.DataFrame:
-    """Autotuning seconds per compile (file, compile_id, occurrence: spans.occurrence, read
-    from log order)."""
+def _overlap(a: pl.DataFrame, b: pl.DataFrame, on: list[str]) -> pl.DataFrame:
+    """Each pair of intervals of `a` and `b` (same `on`) that overlap, with the seconds
+    `_o` they share; the columns of `a`, and of `b` suffixed `_b`."""
+    j = a.join(b, on=on, how="inner", suffix="_b")
+    o = pl.min_horizontal("_e", "_e_b") - pl.max_horizontal("_s", "_s_b")
+    return j.with_columns((o / 1e6).alias("_o")).filter(pl.col("_o") > 0)
+
+
+def _autotune_split(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
+    """Autotuning seconds by where they ran: one row per (file, compile_id, occurrence,
+    phase), with `seconds` and `in_codegen` (the part inside the compile's codegen).
+    Autotuning spans (overlaps counted once) are cut by the `inductor_compile` spans
+    (_windows): the part inside one is that compile's, in its phase, whatever compile id the
+    autotuning span carries; the part outside every one ran at run time (the first calls of
+    a compiled kernel: `CachingAutotuner.benchmark_all_configs`, coordinate descent), phase
+    `run time`, compile id of the span. Inside an unended `inductor_compile` span: phase
+    `unfinished` (counted in no total). Unended autotuning spans are left out."""
+    schema = {"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "phase": pl.String,
+              "seconds": pl.Float64, "in_codegen": pl.Float64}
     a = _autotune_spans(spans).with_columns(_cid())
-    return _merged_seconds(a, ["file", "compile_id", "occurrence"]).rename({"seconds": "autotuning_s"})
+    if a.height == 0:
+        return pl.DataFrame(schema=schema)
+    a = a.select("file", "compile_id", "occurrence", pl.col("start_us").alias("_s"),
+                 (pl.col("start_us") + pl.col("duration_s") * 1e6).alias("_e")).filter(pl.col("_s").is_not_null())
+    merged = _merged(a.select("file", "_s", "_e"), ["file"])
+    w = _windows(spans, compiles)
+    w = _merged(w, ["file", "compile_id", "occurrence", "phase"]) if w.height else w  # nested ones once
+    inside = _overlap(merged, w, ["file"]).select(
+        "file", "compile_id", "occurrence", "phase", pl.max_horizontal("_s", "_s_b").alias("_s"), pl.min_horizontal("_e", "_e_b").alias("_e"), "_o",
+    ) if w.height else pl.DataFrame(schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32,
+                                            "phase": pl.String, "_s": pl.Float64, "_e": pl.Float64, "_o": pl.Float64})
+    cg = spans.filter((pl.col("name") == CODEGEN_SPAN) & pl.col("duration_s").is_not_null()).select(
+        "file", pl.col("start_us").alias("_s"), (pl.col("start_us") + pl.col("duration_s") * 1e6).alias("_e"))
+    cg = _merged(cg, ["file"]) if cg.height else cg
+    in_cg = (
+        _overlap(inside.drop("_o").with_row_index("_i"), cg, ["file"]).group_by("_i").agg(pl.col("_o").sum().alias("in_codegen"))
+        if inside.height and cg.height else pl.DataFrame(schema={"_i": pl.UInt32, "in_codegen": pl.Float64})
+    )
+    inside = inside.with_row_index("_i").join(in_cg, on="_i", how="left")
+    by = ["file", "compile_id", "occurrence", "phase"]
+    compile_time = inside.group_by(by).agg(pl.col("_o").sum().alias("seconds"), pl.col("in_codegen").fill_null(0).sum())
+    # run time: what of each merged interval no window covers, to the compile id of the
+    # autotuning spans in it (the kernel's compile)
+    covered = inside.group_by("file", "_s", "_e").agg() if inside.height else None
+    outside_rows = []
+    cover: dict[str, list[tuple[float, float]]] = {}
+    if covered is not None:
+        for f, s0, e0 in covered.iter_rows():
+            cover.setdefault(f, []).append((s0, e0))
+    for f, s0, e0 in merged.sort("file", "_s").iter_rows():
+        cut = sorted((max(s0, cs), min(e0, ce)) for cs, ce in cover.get(f, []) if cs < e0 and ce > s0)
+        pos = s0
+        for cs, ce in [*cut, (e0, e0)]:
+            if cs > pos:
+                outside_rows.append({"file": f, "_s": pos, "_e": cs})
+            pos = max(pos, ce)
+    out = pl.DataFrame(outside_rows, schema={"file": pl.String, "_s": pl.Float64, "_e": pl.Float64})
+    if out.height:
+        # the compile id of the autotuning span the run-time piece starts in
+        ids = a.sort("file", "_s").select("file", "_s", "compile_id", "occurrence")
+        out = out.sort("file", "_s").join_asof(ids, on="_s", by="file", strategy="backward", check_sortedness=False)  # sorted by file, _s
+        run = out.group_by("file", "compile_id", "occurrence").agg(((pl.col("_e") - pl.col("_s")).sum() / 1e6).alias("seconds")).with_columns(
+            pl.lit("run time").alias("phase"), pl.lit(0.0).alias("in_codegen"))
+    else:
+        run = pl.DataFrame(schema=schema)
+    return pl.concat([compile_time.select(list(schema)), run.select(list(schema))], how="vertical_relaxed").cast(schema)  # type: ignore[arg-type]
+
+
+def _autotune_by_compile(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
+    """Autotuning seconds of each compile (file, compile_id, occurrence): the compile-time
+    part (_autotune_split: inside its `inductor_compile` spans, forward and backward), not
+    the run-time autotuning of its kernels."""
+    s = _autotune_split(spans, compiles).filter(pl.col("phase").is_in(["inductor", "backward"]))
+    return s.group_by("file", "compile_id", "occurrence").agg(pl.col("seconds").sum().alias("autotuning_s"))
 
 
 def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
@@ -90,7 +193,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
     than as many as fit in `n` rows."""
     c, spans = trace.compiles, trace.spans
     if spans.height:
-        c = c.join(_autotune_by_compile(spans), on=["file", "compile_id", "occurrence"], how="left")
+        c = c.join(_autotune_by_compile(spans, c), on=["file", "compile_id", "occurrence"], how="left")
     else:
         c = c.with_columns(pl.lit(None, dtype=pl.Float64).alias("autotuning_s"))
     ranked = c.filter(pl.col("total_time_s") > 0).sort("total_time_s", descending=True, maintain_order=True)
@@ -103,6 +206,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
             "rank",
             "compile_id",
             "occurrence",
+            "attempts",
             "function",
             "filename",
             "line",
@@ -147,15 +251,26 @@ def _by_function(compiles: pl.DataFrame) -> pl.DataFrame:
 
 
 def phase_totals(trace: Trace) -> dict[str, float]:
-    """Seconds per compile phase, summed over compiles. Phases nest: Inductor and autotuning
-    are inside aot+backend; `aot` is aot+backend minus Inductor (AOTAutograd and any other
-    backend work)."""
+    """Seconds per compile phase, summed over compiles. Phases nest: Inductor is inside
+    aot+backend, codegen inside Inductor; `aot` is aot+backend minus Inductor (AOTAutograd
+    and any other backend work). Autotuning is counted where it ran (_autotune_split):
+    `autotuning` inside Inductor (`autotuning_in_codegen` of it during codegen),
+    `backward_autotuning` inside a backward compiled at the first backward call (part of
+    `backward`), `runtime_autotuning` outside every compile (a kernel's first calls: not
+    compile time). A part never exceeds its phase."""
     compiles, spans = trace.compiles, trace.spans
     out = {k: round(float(compiles[c].fill_null(0).sum()), 6) for k, c in PHASES.items()}
     aot = (pl.col("backend_compile_time_s") - pl.col("inductor_compile_time_s").fill_null(0)).clip(lower_bound=0)
     out["aot"] = round(float(compiles.select(aot.fill_null(0).sum()).item()), 6) if compiles.height else 0.0
-    a = _autotune_spans(spans)
-    out["autotuning"] = round(float(_merged_seconds(a, ["file"])["seconds"].sum()), 6) if a.height else 0.0
+    split = _autotune_split(spans, compiles)
+
+    def total(phase: str, col: str = "seconds") -> float:
+        return round(float(split.filter(pl.col("phase") == phase)[col].sum()), 6) if split.height else 0.0
+
+    out["autotuning"] = total("inductor")
+    out["autotuning_in_codegen"] = total("inductor", "in_codegen")
+    out["backward_autotuning"] = total("backward")
+    out["runtime_autotuning"] = total("run time")
     return out
 
 
@@ -325,13 +440,61 @@ def _autotuning_from_text(other_lines: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=AUTOTUNE_SCHEMA)
 
 
-def cache_summary(trace: Trace) -> dict[str, float | int | None]:
-    """FX graph cache and AOTAutograd cache hits and misses, with hit ratios."""
-    compiles = trace.compiles
-    s = {
-        c: int(compiles[c].fill_null(0).sum())
-        for c in ("fx_cache_hits", "fx_cache_misses", "aot_cache_hits", "aot_cache_misses", "fx_cache_bypasses", "aot_cache_bypasses")
-    }
+# (cache, event) -> the compiles table's column that counts it (parsers.compiles.CACHE_ARTIFACTS)
+CACHE_COLUMNS = {
+    ("fx_graph", "hit"): "fx_cache_hits",
+    ("fx_graph", "miss"): "fx_cache_misses",
+    ("fx_graph", "bypass"): "fx_cache_bypasses",
+    ("aot_autograd", "hit"): "aot_cache_hits",
+    ("aot_autograd", "miss"): "aot_cache_misses",
+    ("aot_autograd", "bypass"): "aot_cache_bypasses",
+}
+_CACHE_COUNTS_SCHEMA = {"rank": pl.Int32, "compile_id": pl.String, "cache": pl.String, "event": pl.String,
+                        "count": pl.Int64, "source": pl.String}
+
+
+def cache_counts(trace: Trace) -> pl.DataFrame:
+    """FX graph and AOTAutograd cache lookups per compile: one row per (rank, compile_id,
+    cache, event) with its `count` and `source`: the trace's `*_cache_hit/miss/bypass`
+    artifacts (the compiles table's columns), and a text log's `fx graph cache hit for key`,
+    `AOTAutograd cache miss for key`, `Bypassing … cache` lines (compile_facts.cache_events,
+    compile id from the line's `[0/0]`). A run logged both ways has each lookup twice: per
+    (rank, compile id, cache) the trace's rows win (parsers.sources.prefer_trace), the text
+    log's count for the compiles and caches the trace logged no lookup of."""
+    from parsers.sources import TEXT, TRACE, prefer_trace
+    from traceview.analyze.compile_facts import cache_events
+
+    c = trace.compiles
+    rows = []
+    for (cache, event), col in CACHE_COLUMNS.items():
+        if c.height and col in c.columns:
+            rows.append(c.filter(pl.col(col) > 0).select(
+                pl.col("rank").cast(pl.Int32), pl.col("compile_id").cast(pl.String), pl.lit(cache).alias("cache"),
+                pl.lit(event).alias("event"), pl.col(col).cast(pl.Int64).alias("count"), pl.lit(TRACE).alias("source")))
+    text = [e for e in cache_events(trace) if e["source"] == TEXT]
+    if text:
+        rows.append(
+            pl.DataFrame([{k: e[k] for k in ("rank", "compile_id", "cache", "event")} for e in text],
+                         schema={k: _CACHE_COUNTS_SCHEMA[k] for k in ("rank", "compile_id", "cache", "event")})
+            .group_by("rank", "compile_id", "cache", "event", maintain_order=True)
+            .agg(pl.len().cast(pl.Int64).alias("count"))
+            .with_columns(pl.lit(TEXT).alias("source"))
+        )
+    if not rows:
+        return pl.DataFrame(schema=_CACHE_COUNTS_SCHEMA)
+    both = pl.concat([r.cast(_CACHE_COUNTS_SCHEMA).select(list(_CACHE_COUNTS_SCHEMA)) for r in rows])  # type: ignore[arg-type]
+    return prefer_trace(both, ["rank", "compile_id", "cache"])
+
+
+def cache_summary(trace: Trace) -> dict[str, Any]:
+    """FX graph cache and AOTAutograd cache hits, misses and bypasses (cache_counts: the
+    trace's, a text log's where the trace has none), with hit ratios; `from_text_log`: how
+    many of them a text log gave, `text_log_by_compile` those per compile (rank, compile_id,
+    cache, event, count)."""
+    counts = cache_counts(trace)
+    s = {col: 0 for col in CACHE_COLUMNS.values()}
+    for cache, event, n in counts.group_by("cache", "event").agg(pl.col("count").sum()).iter_rows():
+        s[CACHE_COLUMNS[(cache, event)]] += int(n)
     fx_total = s["fx_cache_hits"] + s["fx_cache_misses"]
     aot_total = s["aot_cache_hits"] + s["aot_cache_misses"]
     return {
@@ -343,4 +506,6 @@ def cache_summary(trace: Trace) -> dict[str, float | int | None]:
         "aot_autograd_misses": s["aot_cache_misses"],
         "aot_autograd_bypasses": s["aot_cache_bypasses"],
         "aot_autograd_hit_ratio": round(s["aot_cache_hits"] / aot_total, 4) if aot_total else None,
+        "from_text_log": int(counts.filter(pl.col("source") == "text")["count"].sum()),
+        "text_log_by_compile": counts.filter(pl.col("source") == "text").drop("source").to_dicts(),
     }

@@ -68,6 +68,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String,
     "lineno": pl.Int64,
     "occurrence": pl.Int32,
+    "attempts": pl.Int32,
     "certainty": pl.String,
     "evidence": pl.String,
 }
@@ -382,6 +383,7 @@ def _failure_rows(
                 "file": r["file"],
                 "lineno": r["metrics_lineno"] if r["metrics_lineno"] is not None else r["lineno"],
                 "occurrence": r["occurrence"],
+                "attempts": r["attempts"],
                 "certainty": certainty,
                 "evidence": evidence,
             }

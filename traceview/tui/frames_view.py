@@ -50,7 +50,7 @@ def compile_label(row: dict[str, Any], first: bool) -> Text:
     t = Text(end="")
     outcome = compile_outcome(row)
     t.append_text(safe(f"{status_label(outcome):<12}", "bold" if outcome in ("failed", "eager") else ""))
-    t.append_text(safe(f" {compile_id_label(row['compile_id'], row.get('occurrence')):<6}"))
+    t.append_text(safe(f" {compile_id_label(row['compile_id'], row.get('occurrence'), row.get('attempts')):<6}"))
     t.append_text(safe(f" {seconds(row['total_time_s']):>6}"))
     if (row.get("attempts") or 1) > 1:
         t.append_text(safe(f"  {row['attempts']} attempts"))
@@ -95,7 +95,7 @@ def _label(t: Text, label: str, value: Any, style: str = "") -> None:
 def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True) -> Text:
     """The selected compile; `hint`: end with the keys that lead on (not when copied)."""
     t = Text(end="")
-    t.append_text(safe(f"[{compile_id_label(row['compile_id'], row.get('occurrence'))}] {row.get('function') or '?'}", "bold"))
+    t.append_text(safe(f"[{compile_id_label(row['compile_id'], row.get('occurrence'), row.get('attempts'))}] {row.get('function') or '?'}", "bold"))
     t.append("  ")
     outcome = compile_outcome(row)
     t.append_text(safe(OUTCOME_MEANING[outcome], "bold reverse" if outcome in ("failed", "eager") else "bold"))

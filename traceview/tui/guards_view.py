@@ -278,7 +278,7 @@ class GuardsView(View):
         )
         src = mine["source"][0] if mine.height and "source" in mine.columns else None
         title = Text(end="")
-        title.append_text(safe(f"Guards of [{compile_label(compile_id, occurrence)}] {row.get('function') or '?'}", "bold"))
+        title.append_text(safe(f"Guards of [{compile_label(compile_id, occurrence, row.get('attempts'))}] {row.get('function') or '?'}", "bold"))
         title.append_text(safe(f"  {guard_count_text(mine.height, src, row.get('guard_count'))}"))
         if rank is not None:
             title.append_text(safe(f"  rank {rank}"))

@@ -21,6 +21,7 @@ from parsers.compile_ids import label as compile_label
 from parsers.compile_ids import parse as parse_compile_id
 from parsers.facts import user_name
 from parsers.sources import prefer_trace
+from traceview.analyze.compile_time import CACHE_COLUMNS, cache_counts
 from traceview.analyze.findings import (
     COST_ORDER,
     after_resets,
@@ -196,7 +197,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         or any(break_failure(g, f) for g in report.get("graph_breaks", []))
     ]
     for f, ranks in group_ranks([f for f in failures if f not in folded_failures], failure_key):
-        title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'))}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
+        title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
         summary = [one_line(f.get("reason") or "", 160)]
         detail = [
             ("category", f["category"]),
@@ -252,7 +253,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         ]
         secs = sorted(r["seconds"] for r in ct.get("top", []) if compile_key(r) == compile_key(t) and r["rank"] in ranks)
         span = f"{secs[0]:.2f}-{secs[-1]:.2f}s" if len(secs) > 1 and secs[0] != secs[-1] else f"{t['seconds']:.2f}s"
-        title = f"{span} {ranks_text(ranks)}[{compile_label(t['compile_id'], t.get('occurrence'))}] {code_label(t, _at)}"
+        title = f"{span} {ranks_text(ranks)}[{compile_label(t['compile_id'], t.get('occurrence'), t.get('attempts'))}] {code_label(t, _at)}"
         ph = ", ".join(f"{k} {v:.2f}s" for k, v in phases)
         detail = [("compile", f"{t['compile_id']} {t.get('function') or '?'} {t.get('filename') or '?'}:{t.get('line')}"),
                   ("seconds", f"{t['seconds']:.3f}")]
@@ -779,7 +780,8 @@ class TraceModel:
     def text_log_compiles(self) -> list[dict[str, Any]]:
         """The compile ids a text log names, as rows shaped like the compiles table's (what
         the frames tree needs): function and source line from its recompile reasons or graph
-        breaks, the recompile reason; no status, times or counts (the text log has none)."""
+        breaks, the recompile reason, its cache lookups (`fx_cache_hits`, … as in the compiles
+        table: compile_time.cache_counts); no status or times (the text log has none)."""
         if self._text_rows is not None:
             return self._text_rows
         recs = self.trace.log_records.filter(pl.col("compile_id").is_not_null())
@@ -796,6 +798,9 @@ class TraceModel:
         if "recompiles" not in self.missing:
             for r in self.trace.recompiles.sort("reason_index").iter_rows(named=True):
                 reasons.setdefault((r["rank"], r["compile_id"]), []).append(f"{r['failed_against']}: {r['guard']}")
+        cache: dict[CompileKey, dict[str, int]] = {}  # the text log's cache lookups (the summary's count)
+        for r in cache_counts(self.trace).filter(pl.col("source") == "text").iter_rows(named=True):
+            cache.setdefault((r["rank"], r["compile_id"]), {})[CACHE_COLUMNS[(r["cache"], r["event"])]] = r["count"]
         out = []
         by_frame: dict[tuple[int | None, str], dict[str, Any]] = {}  # a frame's function, from any of its compiles
         for (rank, cid), w in where.items():
@@ -807,6 +812,7 @@ class TraceModel:
                 "fail_reason": None, "function": w.get("function"), "filename": w.get("filename"),
                 "line": w.get("line"), "total_time_s": None, "attempts": None,
                 "recompile_reason": "\n".join(reasons.get((rank, cid), [])) or None,
+                **cache.get((rank, cid), {}),
             })
         self._text_rows = out
         return out
