@@ -380,7 +380,8 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
                 if g.get("advice"):
                     t.label("fix:", g["advice"])
             elif g.get("advice"):
-                t.label("hint:", g["advice"])
+                # torch's hint that names a config setting is the fix
+                t.label("fix:" if g.get("config_fix") else "hint:", g["advice"])
         if len(gbs) > 10:
             t.add(f"… {len(gbs) - 10} more (--json lists all)", "  ")
     if fails:

@@ -44,6 +44,7 @@ HOTSPOT_SCHEMA_KEYS = (
     "explanation",
     "explanation_from",
     "advice",
+    "config_fix",
     "origin",
     "rank",
     "compile_id",
@@ -256,6 +257,17 @@ def _torch_skipped(r: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+_CONFIG_SETTING = re.compile(r"(torch\._dynamo\.config\.\w+ ?= ?[\w.'\"-]+)")
+
+
+def config_fix(hint: str | None) -> str | None:
+    """The config setting torch's hint names as the fix, `torch._dynamo.config.X = V` (gb0036:
+    `capture_dynamic_output_shape_ops = True`, gb0124: `capture_scalar_outputs = True`), or
+    None when no hint assigns one."""
+    m = _CONFIG_SETTING.search(hint or "")
+    return m.group(1) if m else None
+
+
 def _hint_advice(hint: str | None) -> str | None:
     """The first hint, plus a later one that names a torch._dynamo.config setting (the
     print/logging one of gb0059); "please report an issue" lines left out."""
@@ -268,7 +280,13 @@ def _hint_advice(hint: str | None) -> str | None:
 
 def _advice(why: str | None, hint: str | None, function: str | None, r: dict[str, Any] | None = None) -> str | None:
     if why == "graph break inside a loop":
-        return (
+        fix = config_fix(hint)
+        first = (
+            f"{fix} (torch's hint), which removes this break; otherwise: "
+            if fix
+            else ""
+        )
+        return first + (
             "Dynamo cannot resume inside a loop, so the whole frame runs eagerly: move the "
             "break out of the loop (or remove it), or compile the loop body on its own "
             f"(torch.compile each block) instead of {function or 'the frame'}"
@@ -343,5 +361,8 @@ def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
         r["frame_skipped_why"] = why
         _explain_from_registry(r)
         r["advice"] = _advice(why, r["hint"], r["frame_function"], r)
+        # torch's hint names a config setting as the fix (the summary says `fix:`), unless the
+        # advice is traceview's own (torch's code, a function torch does not trace)
+        r["config_fix"] = config_fix(r["hint"]) if r["advice"] and config_fix(r["advice"]) else None
         out.append({k: r[k] for k in HOTSPOT_SCHEMA_KEYS})
     return out

@@ -173,7 +173,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             why = f": {g['frame_skipped_why']}" if g.get("frame_skipped_why") else ""
             detail.append(("effect", f"the whole frame fell back to eager{why}"))
         if g.get("advice"):
-            detail.append(("fix" if g.get("frame_skipped") else "advice", g["advice"]))
+            detail.append(("fix" if g.get("frame_skipped") or g.get("config_fix") else "advice", g["advice"]))
         if g.get("hint"):
             detail.append(("hint", g["hint"]))
         for f in failures:
