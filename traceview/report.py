@@ -501,12 +501,14 @@ def _render_storms(
         t.add(f"… {len(groups) - 8} more (--json lists all)", "  ")
 
 
-def unbacked_line(u: dict[str, Any], show: Any) -> str:
+def unbacked_line(u: dict[str, Any], show: Any, *, with_compile: bool = True) -> str:
     """One FACTS line for a group of unbacked symbols (compile_facts.unbacked_symbols):
     `[1/0] u0-u3: data-dependent sizes from torch.nonzero at moe.py:30 (code); runtime asserts:
     each >= 0; graph break at moe.py:31: Data-dependent branching (gb0170)`. `show`: the
-    report's short path of (filename, line)."""
-    head = f"{_rank(u.get('rank'))}[{id_label(u['compile_id'], u.get('occurrence'))}] {u['symbols_text']}"
+    report's short path of (filename, line); `with_compile`: lead with the rank and compile id
+    (not where the compile is shown already: the TUI's compile detail)."""
+    head = f"{_rank(u.get('rank'))}[{id_label(u['compile_id'], u.get('occurrence'))}] " if with_compile else ""
+    head += u["symbols_text"]
     op = u.get("op") or "a data-dependent op"
     what = "sizes" if len(u["symbols"]) > 1 else "size"
     if u.get("user_line") is None:

@@ -822,6 +822,15 @@ class TraceModel:
             return []
         return user_code_traceback(record_payload(self.trace, hit["src"][0], int(hit["row"][0])))
 
+    def unbacked_of(self, rank: int | None, compile_id: str, occurrence: int | None = None) -> list[dict[str, Any]]:
+        """The compile's data-dependent sizes (report facts `unbacked_symbols`: one entry per
+        user line)."""
+        return [
+            u
+            for u in (self.report.get("facts") or {}).get("unbacked_symbols", [])
+            if u["rank"] == rank and u["compile_id"] == compile_id and (occurrence is None or (u.get("occurrence") or 1) == occurrence)
+        ]
+
     def graph_breaks_of(self, rank: int | None, compile_id: str, occurrence: int | None = None) -> pl.DataFrame:
         if "graph_breaks" in self.missing:
             return pl.DataFrame()
