@@ -167,3 +167,32 @@ def test_control_characters_in_any_field_are_made_visible() -> None:
     assert "[red]fix[/red] \\x9b2J" in text
 
 
+
+
+# ------------------------------------------------------------- fix named by torch's hint
+def test_nonzero_break_fix_is_torchs_config_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    """moe_nonzero_break: torch.nonzero without capture_dynamic_output_shape_ops. torch's own
+    counters (oracle.json) count the two breaks; the hint of gb0036 names the config setting,
+    which the summary gives as the fix of both, the one in the loop (frame skipped) too."""
+    d = FIXTURES / "corpus" / "moe_nonzero_break"
+    counters = json.loads((d / "oracle.json").read_text())["processes"][0]["counters"]
+    assert sum(counters["unimplemented"].values()) == 2 and sum(counters["graph_break"].values()) == 1
+    assert all("gb0036" in k and "capture_dynamic_output_shape_ops = True" in k for k in counters["unimplemented"])
+    setting = "torch._dynamo.config.capture_dynamic_output_shape_ops = True"
+    rep = summary_json(d / "trace", capsys)
+    gbs = rep["graph_breaks"]
+    assert [(g["line"], g["gb_id"], g["frame_skipped"], g["config_fix"]) for g in gbs] == [
+        (24, "gb0036", True, setting),
+        (18, "gb0036", False, setting),
+    ]
+    assert gbs[0]["advice"].startswith(f"{setting} (torch's hint), which removes this break; otherwise: Dynamo cannot resume inside a loop")
+    assert gbs[1]["advice"] == f"Enable tracing of dynamic shape operators with `{setting}`"
+    text = summary_text(d / "trace", capsys, width=200)
+    assert f"    fix: {setting} (torch's hint), which removes this break; otherwise: Dynamo cannot resume" in text
+    assert f"    fix: Enable tracing of dynamic shape operators with `{setting}`" in text
+    assert "    hint: Enable tracing" not in text
+    # a hint that names no config setting stays a hint (moe_nonzero_unbacked's gb0170)
+    rep = summary_json(FIXTURES / "corpus" / "moe_nonzero_unbacked" / "trace", capsys)
+    assert [(g["gb_id"], g["config_fix"]) for g in rep["graph_breaks"]] == [("gb0170", None)]
+    text = summary_text(FIXTURES / "corpus" / "moe_nonzero_unbacked" / "trace", capsys, width=200)
+    assert "    hint: This graph break is fundamental" in text
