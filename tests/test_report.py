@@ -191,6 +191,9 @@ def test_nonzero_break_fix_is_torchs_config_hint(capsys: pytest.CaptureFixture[s
     assert f"    fix: {setting} (torch's hint), which removes this break; otherwise: Dynamo cannot resume" in text
     assert f"    fix: Enable tracing of dynamic shape operators with `{setting}`" in text
     assert "    hint: Enable tracing" not in text
+    # the failed compile of the skipped frame (the same break) says it too
+    (fail,) = rep["failures"]
+    assert fail["next_step"].startswith(f"{setting} (torch's hint) removes this break. Otherwise: The break is inside a loop")
     # a hint that names no config setting stays a hint (moe_nonzero_unbacked's gb0170)
     rep = summary_json(FIXTURES / "corpus" / "moe_nonzero_unbacked" / "trace", capsys)
     assert [(g["gb_id"], g["config_fix"]) for g in rep["graph_breaks"]] == [("gb0170", None)]

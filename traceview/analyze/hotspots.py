@@ -22,7 +22,7 @@ import polars as pl
 
 from parsers.sources import prefer_trace
 from traceview.analyze.failures import fullgraph_likely
-from traceview.analyze.registry import has_placeholders, registry_entry
+from traceview.analyze.registry import config_fix, has_placeholders, registry_entry
 from traceview.trace import Trace
 
 HOTSPOT_SCHEMA_KEYS = (
@@ -255,17 +255,6 @@ def _torch_skipped(r: dict[str, Any]) -> tuple[str, str] | None:
     if "MOD_SKIPLIST" in why or _in_torch(why) or re.search(r"[/\\]torch[/\\]", why):
         return m["fn"], why
     return None
-
-
-_CONFIG_SETTING = re.compile(r"(torch\._dynamo\.config\.\w+ ?= ?[\w.'\"-]+)")
-
-
-def config_fix(hint: str | None) -> str | None:
-    """The config setting torch's hint names as the fix, `torch._dynamo.config.X = V` (gb0036:
-    `capture_dynamic_output_shape_ops = True`, gb0124: `capture_scalar_outputs = True`), or
-    None when no hint assigns one."""
-    m = _CONFIG_SETTING.search(hint or "")
-    return m.group(1) if m else None
 
 
 def _hint_advice(hint: str | None) -> str | None:
