@@ -1,7 +1,8 @@
 """Fact tables built the same way from TORCH_TRACE events and from TORCH_LOGS records.
 
 Tables (schemas in ``SCHEMAS``, columns documented in docs/tables-facts.md):
-``recompiles``, ``graph_breaks``, ``guards``, ``annotations``, ``limit_hits``. Every row has
+``recompiles``, ``graph_breaks``, ``guards``, ``annotations``, ``limit_hits``, and
+``unbacked_symbols`` (built on demand by the summary's facts, not a Trace table). Every row has
 ``source`` (``trace`` | ``text``), ``rank``, ``compile_id``, ``file`` and ``lineno``.
 
 Trace builders take the ``events`` table (docs/tables.md); text builders take the
@@ -36,6 +37,7 @@ __all__ = [
     "LIMIT_HITS_SCHEMA",
     "RECOMPILES_SCHEMA",
     "SCHEMAS",
+    "UNBACKED_SYMBOLS_SCHEMA",
     "annotations_from_text",
     "facts_from_text",
     "facts_from_trace",
@@ -47,6 +49,9 @@ __all__ = [
     "limit_hits_from_trace",
     "recompiles_from_text",
     "recompiles_from_trace",
+    "runtime_asserts",
+    "unbacked_symbols_from_text",
+    "unbacked_symbols_from_trace",
     "user_name",
 ]
 
@@ -96,12 +101,20 @@ LIMIT_HITS_SCHEMA = pl.Schema(
         "filename": _S, "line": _I32, "last_reason": _S, **_TAIL,
     }
 )
+UNBACKED_SYMBOLS_SCHEMA = pl.Schema(
+    {
+        "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "symbol": _S, "vr": _S,
+        "node_id": _I64, "op": _S, "user_file": _S, "user_line": _I32, "user_function": _S,
+        "user_code": _S, "created_by": _S, **_TAIL,
+    }
+)
 SCHEMAS: dict[str, pl.Schema] = {
     "recompiles": RECOMPILES_SCHEMA,
     "graph_breaks": GRAPH_BREAKS_SCHEMA,
     "guards": GUARDS_SCHEMA,
     "annotations": ANNOTATIONS_SCHEMA,
     "limit_hits": LIMIT_HITS_SCHEMA,
+    "unbacked_symbols": UNBACKED_SYMBOLS_SCHEMA,
 }
 
 _LIMIT_TEXT = re.compile(r"hit config\.(?P<name>\w+) \((?P<limit>\d+)\)")
@@ -409,6 +422,142 @@ def limit_hits_from_trace(
             }
         )
     return _frame(out, LIMIT_HITS_SCHEMA)
+
+
+# ------------------------------------------------------------ unbacked symbols
+
+# torch's own frames: the installed package, or a relative `torch/...` path (text logs)
+_TORCH_FILE = re.compile(r"(?:^|[/\\](?:site|dist)-packages[/\\])torch[/\\]")
+# Where torch creates the symbol (the innermost frame of `stack`): the fake kernel of the op
+# (torch/_subclasses/fake_impls.py `nonzero`, `local_scalar_dense`), named for the user.
+_UNBACKED_OPS = {
+    "nonzero": "torch.nonzero",
+    "nonzero_static": "torch.nonzero_static",
+    "local_scalar_dense": "Tensor.item()",
+    "masked_select": "torch.masked_select",
+    "unique2": "torch.unique",
+    "unique_dim": "torch.unique",
+    "unique_consecutive": "torch.unique_consecutive",
+    "repeat_interleave_tensor": "torch.repeat_interleave",
+    "bincount": "torch.bincount",
+}
+# the backend re-traces the Dynamo graph (fake-tensor propagation in call_user_compiler,
+# AOTAutograd's make_fx in _create_graph): its symbols are not at a user line of their own
+_BACKEND_FRAMES = frozenset({"call_user_compiler", "_call_user_compiler", "_create_graph", "make_fx"})
+_BACKEND_FILE = re.compile(r"torch[/\\]_(?:functorch|inductor)[/\\]")
+_TEXT_UNBACKED = re.compile(
+    r"^create_unbacked_sym\w* (?P<sym>\S+) (?P<vr>\[[^\]]*\])(?: (?P<code>.*?)  # (?P<file>\S+?):(?P<line>\d+) in (?P<fn>\S+))?"
+    r"(?: \((?P<where>\S+?):\d+ in (?P<op>\w+)\))?\s*$"
+)
+_RUNTIME_ASSERT = re.compile(r"Runtime assertion failed for expression (?P<expr>.+?) on node '")
+
+
+def _is_torch_file(filename: str | None) -> bool:
+    return bool(filename and _TORCH_FILE.search(filename))
+
+
+def _unbacked_op(name: str | None, where: str | None) -> str | None:
+    if not name:
+        return None
+    if where and not re.search(r"fake_impls|meta_registrations|_refs|_prims", where):
+        return name
+    return _UNBACKED_OPS.get(name, name)
+
+
+def unbacked_symbols_from_trace(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per ``create_unbacked_symbol`` record (a data-dependent size or value: u0, u1,
+    …): its value range at creation (`vr`), the op whose fake kernel made it (innermost
+    frame of `stack`), the innermost user frame of `user_stack` (frames in torch and generated
+    code such as ``<string>`` left out) and who created it: ``dynamo`` (tracing the user's
+    code) or ``backend`` (the backend re-tracing Dynamo's graph: fake-tensor propagation in
+    call_user_compiler, AOTAutograd's make_fx). A backend's symbol has no user line here: the
+    user_stack torch logs with it is where the frame starts, not where the op is."""
+    recs = events.filter(pl.col("kind") == "create_unbacked_symbol")
+    if recs.height == 0:
+        return _frame([], UNBACKED_SYMBOLS_SCHEMA)
+    strings: dict[tuple[str, int], str] = {}
+    files = recs["file"].unique().implode()
+    for r in _rows(events, (pl.col("kind") == "str") & pl.col("file").is_in(files)):
+        try:
+            s, i = orjson.loads(r["metadata"])
+            strings[(r["file"], int(i))] = s
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            continue
+    recs = recs.with_columns(occurrence_at(recs, events).alias("occurrence"))
+
+    def name(file: str, f: Any) -> str | None:
+        return strings.get((file, f)) if isinstance(f, int) else _text_or_none(f)
+
+    out = []
+    for ev in recs.iter_rows(named=True):
+        try:
+            meta = orjson.loads(ev["metadata"])
+        except orjson.JSONDecodeError:
+            continue
+        m = meta.get("create_unbacked_symbol", meta) if isinstance(meta, dict) else None
+        if not isinstance(m, dict):
+            continue
+        stack = [fr for fr in m.get("stack") or [] if isinstance(fr, dict)]
+        last = stack[-1] if stack else {}
+        backend = any(
+            fr.get("name") in _BACKEND_FRAMES or _BACKEND_FILE.search(name(ev["file"], fr.get("filename")) or "")
+            for fr in stack
+        )
+        user = None
+        for fr in [] if backend else reversed(m.get("user_stack") or []):
+            fname = name(ev["file"], fr.get("filename")) if isinstance(fr, dict) else None
+            if fname and not _is_torch_file(fname) and not fname.startswith("<"):
+                user = (fname, fr.get("line"), fr.get("name"), fr.get("loc"))
+                break
+        out.append(
+            {
+                "rank": ev["rank"], "compile_id": ev["compile_id"], "occurrence": ev["occurrence"],
+                "trace_id": ev["trace_id"], "symbol": _text_or_none(m.get("symbol")), "vr": _text_or_none(m.get("vr")),
+                "node_id": m.get("node_id") if isinstance(m.get("node_id"), int) else None,
+                "op": _unbacked_op(last.get("name"), name(ev["file"], last.get("filename"))),
+                "user_file": user[0] if user else None, "user_line": user[1] if user else None,
+                "user_function": user[2] if user else None, "user_code": user[3] if user else None,
+                "created_by": "backend" if backend else "dynamo",
+                "source": "trace", "file": ev["file"], "lineno": ev["lineno"],
+            }
+        )
+    return _frame(out, UNBACKED_SYMBOLS_SCHEMA)
+
+
+def unbacked_symbols_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
+    """One row per ``create_unbacked_symint u0 [-int_oo, int_oo] <code>  # file:line in fn
+    (_subclasses/fake_impls.py:N in nonzero)`` record (TORCH_LOGS=dynamic). The text log
+    does not say who created a symbol without a user line: `created_by` is ``dynamo`` with a
+    user line, null without."""
+    records = _records(log)
+    cond = pl.col("text").str.starts_with("create_unbacked_sym")
+    if records.height == 0 or records.filter(cond).height == 0:
+        return _frame([], UNBACKED_SYMBOLS_SCHEMA)
+    records = records.with_columns(text_occurrence_at(records, records).alias("occurrence"))
+    out = []
+    for rec in _rows(records, cond):
+        m = _TEXT_UNBACKED.match(rec["text"].split("\n", 1)[0])
+        if m is None:
+            continue
+        out.append(
+            {
+                "rank": rec["rank"], "compile_id": rec["compile_id"], "occurrence": rec["occurrence"],
+                "trace_id": rec["trace_id"], "symbol": m["sym"], "vr": m["vr"], "node_id": None,
+                "op": _unbacked_op(m["op"], m["where"]), "user_file": m["file"],
+                "user_line": int(m["line"]) if m["line"] else None, "user_function": m["fn"],
+                "user_code": m["code"].strip() if m["code"] else None,
+                "created_by": "dynamo" if m["file"] else None,
+                "source": "text", "file": rec["file"], "lineno": rec["lineno"],
+            }
+        )
+    return _frame(out, UNBACKED_SYMBOLS_SCHEMA)
+
+
+def runtime_asserts(graph_code: str) -> list[str]:
+    """The expressions of the runtime asserts in a graph's code (Dynamo's
+    ``torch.ops.aten._assert_scalar.default(ge, "Runtime assertion failed for expression u0 >=
+    0 on node 'ge'")``), in graph order, each once."""
+    return list(dict.fromkeys(m["expr"] for m in _RUNTIME_ASSERT.finditer(graph_code or "")))
 
 
 # --------------------------------------------------------------------- bundles

@@ -89,5 +89,8 @@ SUMMARY_PAYLOAD_ARTIFACTS: frozenset[str] = frozenset(
     }
 )
 # A Dynamo graph (`dynamo_output_graph`) whose payload names a higher-order op is kept too:
-# the summary lists the higher-order ops each compile captured.
+# the summary lists the higher-order ops each compile captured; so is one with runtime
+# asserts (`_assert_scalar`, on unbacked symbols: the summary's data-dependent sizes).
 SUMMARY_PAYLOAD_GRAPH_MARK = "torch.ops.higher_order."
+SUMMARY_PAYLOAD_ASSERT_MARK = "torch.ops.aten._assert_scalar"
+SUMMARY_PAYLOAD_GRAPH_MARKS: tuple[str, ...] = (SUMMARY_PAYLOAD_GRAPH_MARK, SUMMARY_PAYLOAD_ASSERT_MARK)

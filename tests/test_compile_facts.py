@@ -153,3 +153,112 @@ def test_text_log_cache_lookups_in_the_ui() -> None:
 
 def test_no_facts_where_there_are_none() -> None:
     assert facts("bool_flag", "trace") == {k: [] for k in facts("bool_flag", "trace")}
+
+
+# --------------------------------------------------------------- data-dependent sizes
+# moe_nonzero_unbacked: MoE routing with capture_dynamic_output_shape_ops=True. torch's own
+# record of each symbol is its `create_unbacked_symbol` envelope (trace) / `create_unbacked_symint`
+# line (TORCH_LOGS=dynamic): 3 in route's compile 0/0 (u0 from the user's nonzero, u1-u2 from
+# the backend re-tracing), 12 in the resume function's 1/0 (u0-u3, one per expert, u4-u11 the
+# backend's).
+UNBACKED_FACTS = [
+    "[0/0] u0: data-dependent size from torch.nonzero at moe_nonzero_unbacked.py:24 "
+    "(active = torch.nonzero(scores.amax(-1) > 0).squeeze(-1)); runtime asserts: u0 in [0, 16]; "
+    "graph break at moe_nonzero_unbacked.py:25: Data-dependent branching (gb0170)",
+    "[0/0] u1-u2: data-dependent sizes from torch.nonzero, re-created by the backend re-tracing the graph "
+    "(no user line of their own)",
+    "[1/0] u0-u3: data-dependent sizes from torch.nonzero at moe_nonzero_unbacked.py:30 "
+    "(idx = torch.nonzero(choice == e).squeeze(-1)); runtime asserts: each >= 0",
+    "[1/0] u4-u11: data-dependent sizes from torch.nonzero, re-created by the backend re-tracing the graph "
+    "(no user line of their own)",
+]
+UNBACKED_FACTS_TEXT = [
+    # the text log has no graph code (no asserts) and does not say who made a symbol without a line
+    "[0/0] u0: data-dependent size from torch.nonzero at moe_nonzero_unbacked.py:24 "
+    "(active = torch.nonzero(scores.amax(-1) > 0).squeeze(-1)); "
+    "graph break at moe_nonzero_unbacked.py:25: Data-dependent branching (gb0170)",
+    "[0/0] u1-u2: data-dependent sizes from torch.nonzero (the log names no user line)",
+    "[1/0] u0-u3: data-dependent sizes from torch.nonzero at moe_nonzero_unbacked.py:30 "
+    "(idx = torch.nonzero(choice == e).squeeze(-1))",
+    "[1/0] u4-u11: data-dependent sizes from torch.nonzero (the log names no user line)",
+]
+
+
+def _torch_symbol_records(source: str) -> list[tuple[str, str]]:
+    """(compile id, symbol) of every symbol torch logged, read from the files directly."""
+    import gzip
+    import re
+
+    d = CORPUS / "moe_nonzero_unbacked"
+    if source == "trace":
+        (path,) = sorted((d / "trace").glob("*.log.gz"))
+        text = gzip.decompress(path.read_bytes()).decode()
+        pat = r'"frame_id": (\d+), "frame_compile_id": (\d+).*?"create_unbacked_symbol": \{"symbol": "(u\d+)"'
+        pat_rev = r'"create_unbacked_symbol": \{"symbol": "(u\d+)".*?"frame_id": (\d+), "frame_compile_id": (\d+)'
+        out = [(f"{f}/{c}", s) for f, c, s in re.findall(pat, text)]
+        return out or [(f"{f}/{c}", s) for s, f, c in re.findall(pat_rev, text)]
+    text = (d / "torch_logs.txt").read_text()
+    return re.findall(r"\] \[(\d+/\d+)\] create_unbacked_symint (u\d+) ", text)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_unbacked_symbols_grouped_by_user_line(source: str, capsys: pytest.CaptureFixture[str]) -> None:
+    got = facts("moe_nonzero_unbacked", source)["unbacked_symbols"]
+    # every symbol torch logged, once, in its compile
+    logged = _torch_symbol_records(source)
+    assert len(logged) == 15
+    assert sorted((g["compile_id"], s) for g in got for s in g["symbols"]) == sorted(logged)
+    assert [(g["compile_id"], g["symbols_text"], g["user_line"], g["op"]) for g in got] == [
+        ("0/0", "u0", 24, "torch.nonzero"),
+        ("0/0", "u1-u2", None, "torch.nonzero"),
+        ("1/0", "u0-u3", 30, "torch.nonzero"),
+        ("1/0", "u4-u11", None, "torch.nonzero"),
+    ]
+    first = got[0]
+    assert first["user_function"] == "route" and first["vr"] == "[-int_oo, int_oo]" and first["occurrence"] == 1
+    assert first["graph_breaks"] == [
+        {"filename": first["graph_breaks"][0]["filename"], "line": 25, "reason": "Data-dependent branching", "gb_id": "gb0170"}
+    ]
+    assert first["graph_breaks"][0]["filename"].endswith("programs/moe_nonzero_unbacked.py")
+    if source == "trace":
+        assert [g["created_by"] for g in got] == ["dynamo", "backend", "dynamo", "backend"]
+        # the runtime asserts of the Dynamo graphs on these symbols
+        assert first["asserts"] == ["u0 >= 0", "u0 <= 16"]
+        assert got[2]["asserts"] == ["u0 >= 0", "u1 >= 0", "u2 >= 0", "u3 >= 0"]
+        for g in got:
+            assert f'"symbol": "{g["symbols"][0]}"' in evidence_line(g)
+    else:
+        assert [g["created_by"] for g in got] == ["dynamo", None, "dynamo", None]
+        assert all(g["asserts"] == [] for g in got)
+        for g in got:
+            assert f"create_unbacked_symint {g['symbols'][0]} " in evidence_line(g)
+    out = summary("moe_nonzero_unbacked", source, capsys)
+    assert facts_lines(out) == (UNBACKED_FACTS if source == "trace" else UNBACKED_FACTS_TEXT)
+
+
+def facts_lines(out: str) -> list[str]:
+    """The summary's FACTS entries, each wrapped line joined back into one."""
+    block = out.split("FACTS  how torch compiled (not problems by themselves)\n", 1)[1].split("\n\n", 1)[0]
+    entries: list[str] = []
+    for ln in block.splitlines():
+        if ln.startswith("      ") and entries:
+            entries[-1] += " " + ln.strip()
+        else:
+            entries.append(ln.strip())
+    return entries
+
+
+def test_unbacked_symbols_in_json_and_none_without_capture(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["summary", "--json", "--no-cache", str(CORPUS / "moe_nonzero_unbacked" / "trace")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    groups = report["facts"]["unbacked_symbols"]
+    assert set(groups[0]) == {
+        "compile_id", "occurrence", "rank", "symbols", "symbols_text", "op", "created_by", "user_file", "user_line",
+        "user_function", "user_code", "vr", "asserts", "graph_breaks", "source", "file", "lineno",
+    }
+    assert [g["symbols"] for g in groups][:3] == [["u0"], ["u1", "u2"], ["u0", "u1", "u2", "u3"]]
+    # without capture_dynamic_output_shape_ops nonzero is a graph break: no symbol at all
+    assert facts("moe_nonzero_break", "trace")["unbacked_symbols"] == []
+    assert facts("moe_nonzero_break", "torch_logs.txt")["unbacked_symbols"] == []

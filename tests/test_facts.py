@@ -345,3 +345,50 @@ def test_every_guard_kind_from_a_real_run(kinds_run):
     assert got[("global_value", "6/0")]["guard"] == "G['G'] == 1"
     assert got[("global_value", "6/0")]["user_line"] == 38
     assert got[("apply", "4/0")]["guard"].startswith("___check_obj_id(fn.__code__, ")
+
+
+# ------------------------------------------------------------------- unbacked symbols
+def test_unbacked_symbols_table_from_trace_and_text() -> None:
+    """`create_unbacked_symbol` (trace) and `create_unbacked_symint` (text) of the MoE routing
+    run with capture_dynamic_output_shape_ops=True: one row per symbol, same schema."""
+    from parsers.facts import (
+        UNBACKED_SYMBOLS_SCHEMA,
+        unbacked_symbols_from_text,
+        unbacked_symbols_from_trace,
+    )
+
+    d = FIXTURES / "corpus" / "moe_nonzero_unbacked"
+    trace = unbacked_symbols_from_trace(read_trace(sorted((d / "trace").glob("*.log*"))).events)
+    text = unbacked_symbols_from_text(read_text_log(d / "torch_logs.txt"))
+    for df, src in ((trace, "trace"), (text, "text")):
+        assert df.schema == UNBACKED_SYMBOLS_SCHEMA and df["source"].unique().to_list() == [src]
+        assert df.height == 15 and df["op"].unique().to_list() == ["torch.nonzero"]
+        assert df.filter(pl.col("compile_id") == "1/0")["symbol"].to_list() == [f"u{i}" for i in range(12)]
+        at = df.filter(pl.col("user_line").is_not_null())
+        assert at.select("compile_id", "symbol", "user_line", "user_function").rows() == [
+            ("0/0", "u0", 24, "route"),
+            *[("1/0", f"u{i}", 30, "torch_dynamo_resume_in_route_at_25") for i in range(4)],
+        ]
+        assert at["user_code"].to_list() == ["active = torch.nonzero(scores.amax(-1) > 0).squeeze(-1)"] + [
+            "idx = torch.nonzero(choice == e).squeeze(-1)"
+        ] * 4
+        assert set(df["vr"]) == {"[-int_oo, int_oo]"} and set(df["occurrence"]) == {1}
+    # the trace's backend symbols carry the frame's first line as their user_stack (u4-u7 of
+    # 1/0 say route:25, where the resume function starts): traceview gives them none
+    assert trace["created_by"].value_counts(sort=True).rows() == [("backend", 10), ("dynamo", 5)]
+    assert trace.filter(pl.col("created_by") == "backend")["user_line"].null_count() == 10
+    assert trace["node_id"].null_count() == 0 and text["node_id"].null_count() == 15
+
+
+def test_runtime_asserts_of_the_dynamo_graphs() -> None:
+    """The runtime asserts of the real Dynamo graphs of the MoE run, each once, in order."""
+    from parsers.facts import runtime_asserts
+
+    d = FIXTURES / "corpus" / "moe_nonzero_unbacked"
+    ev = read_trace(sorted((d / "trace").glob("*.log*"))).events
+    graphs = ev.filter(pl.col("kind") == "dynamo_output_graph").sort("lineno")
+    assert [runtime_asserts(p) for p in graphs["payload"]] == [
+        ["u0 >= 0", "u0 <= 16"],
+        ["u0 >= 0", "u1 >= 0", "u2 >= 0", "u3 >= 0"],
+    ]
+    assert runtime_asserts("") == []

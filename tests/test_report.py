@@ -200,3 +200,35 @@ def test_a_restarted_compile_is_shown_with_its_attempt(capsys: pytest.CaptureFix
     rows = [model.compile_row(None, cid) for cid in ("0/0", "1/0", "2/0")]
     assert [compile_label(r, False).plain.split()[2] for r in rows if r] == ["0/0_1", "1/0_1", "2/0"]
     assert compile_detail(model, rows[0]).plain.startswith("[0/0_1] fn")
+
+
+# ------------------------------------------------------------- fix named by torch's hint
+def test_nonzero_break_fix_is_torchs_config_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    """moe_nonzero_break: torch.nonzero without capture_dynamic_output_shape_ops. torch's own
+    counters (oracle.json) count the two breaks; the hint of gb0036 names the config setting,
+    which the summary gives as the fix of both, the one in the loop (frame skipped) too."""
+    d = FIXTURES / "corpus" / "moe_nonzero_break"
+    counters = json.loads((d / "oracle.json").read_text())["processes"][0]["counters"]
+    assert sum(counters["unimplemented"].values()) == 2 and sum(counters["graph_break"].values()) == 1
+    assert all("gb0036" in k and "capture_dynamic_output_shape_ops = True" in k for k in counters["unimplemented"])
+    setting = "torch._dynamo.config.capture_dynamic_output_shape_ops = True"
+    rep = summary_json(d / "trace", capsys)
+    gbs = rep["graph_breaks"]
+    assert [(g["line"], g["gb_id"], g["frame_skipped"], g["config_fix"]) for g in gbs] == [
+        (24, "gb0036", True, setting),
+        (18, "gb0036", False, setting),
+    ]
+    assert gbs[0]["advice"].startswith(f"{setting} (torch's hint), which removes this break; otherwise: Dynamo cannot resume inside a loop")
+    assert gbs[1]["advice"] == f"Enable tracing of dynamic shape operators with `{setting}`"
+    text = summary_text(d / "trace", capsys, width=200)
+    assert f"    fix: {setting} (torch's hint), which removes this break; otherwise: Dynamo cannot resume" in text
+    assert f"    fix: Enable tracing of dynamic shape operators with `{setting}`" in text
+    assert "    hint: Enable tracing" not in text
+    # the failed compile of the skipped frame (the same break) says it too
+    (fail,) = rep["failures"]
+    assert fail["next_step"].startswith(f"{setting} (torch's hint) removes this break. Otherwise: The break is inside a loop")
+    # a hint that names no config setting stays a hint (moe_nonzero_unbacked's gb0170)
+    rep = summary_json(FIXTURES / "corpus" / "moe_nonzero_unbacked" / "trace", capsys)
+    assert [(g["gb_id"], g["config_fix"]) for g in rep["graph_breaks"]] == [("gb0170", None)]
+    text = summary_text(FIXTURES / "corpus" / "moe_nonzero_unbacked" / "trace", capsys, width=200)
+    assert "    hint: This graph break is fundamental" in text

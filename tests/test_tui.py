@@ -1359,3 +1359,45 @@ async def test_finding_after_a_reset_opens_its_own_compile() -> None:
         assert (guards.key, guards.occurrence) == ((None, "0/1"), 2)
         codes = guards.query_one("#guards-left", LazyTable).frame["code"].to_list()
         assert "L['m'] == 2" in codes and not any("L['n']" in c for c in codes)
+
+
+# ------------------------------------------------------------------ data-dependent sizes
+@sync
+async def test_compile_detail_shows_its_data_dependent_sizes() -> None:
+    """moe_nonzero_unbacked (capture_dynamic_output_shape_ops=True): each compile's detail
+    lists its unbacked symbols by user line, with their asserts and the break they caused."""
+    app = build_app(open_args("fixtures/corpus/moe_nonzero_unbacked/trace"))
+    async with app.run_test(size=(200, 50)) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2", "g", *"0/0", "enter")
+        frames = main.query_one(FramesView)
+        assert frames.compile_ref() == (None, "0/0")
+        detail = static_text(frames.query_one("#compile-detail"))
+        assert "data-dependent sizes (3 unbacked symbols)\n" in detail
+        assert (
+            "  u0: data-dependent size from torch.nonzero at moe_nonzero_unbacked.py:24 "
+            "(active = torch.nonzero(scores.amax(-1) > 0).squeeze(-1)); runtime asserts: u0 in [0, 16]; "
+            "graph break at moe_nonzero_unbacked.py:25: Data-dependent branching (gb0170)\n"
+        ) in detail
+        assert "  u1-u2: data-dependent sizes from torch.nonzero, re-created by the backend re-tracing the graph" in detail
+        await press(pilot, "g", *"1/0", "enter")
+        assert frames.compile_ref() == (None, "1/0")
+        detail = static_text(frames.query_one("#compile-detail"))
+        assert "data-dependent sizes (12 unbacked symbols)\n" in detail
+        assert (
+            "  u0-u3: data-dependent sizes from torch.nonzero at moe_nonzero_unbacked.py:30 "
+            "(idx = torch.nonzero(choice == e).squeeze(-1)); runtime asserts: each >= 0\n"
+        ) in detail
+        assert "data-dependent sizes (12 unbacked symbols)" in screen_text(app)
+
+
+def test_graph_break_finding_says_fix_for_a_config_hint() -> None:
+    from traceview.tui.model import findings_from_report
+
+    report = build_report(traceview.load("fixtures/corpus/moe_nonzero_break/trace"))
+    gb = [f for f in findings_from_report(report) if f.kind == "graph_break"]
+    setting = "torch._dynamo.config.capture_dynamic_output_shape_ops = True"
+    fixes = [text for f in gb for label, text in f.detail if label == "fix"]
+    assert len(gb) == 2 and len(fixes) == 2
+    assert fixes[1] == f"Enable tracing of dynamic shape operators with `{setting}`"
+    assert fixes[0].startswith(f"{setting} (torch's hint)")

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARK
+from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARKS
 from parsers.schemas import empty_table
 from traceview.errors import ExportError
 from traceview.manifest import inputs_of_exports, read_manifest
@@ -120,7 +120,7 @@ def _read_table(root: Path, manifest: dict, name: str) -> pl.DataFrame:
 def _index_events(roots: list[Path], manifests: list[dict], spans: Callable[[], pl.DataFrame]) -> pl.DataFrame:
     """The exports' events with only the payloads the summary reads (Trace.index_events): those
     a lazy parse keeps (parsers.kinds: small artifacts, the Dynamo graphs that name a
-    higher-order op) and the chromium events of template autotuning (their spans' first and
+    higher-order op or a runtime assert) and the chromium events of template autotuning (their spans' first and
     last envelopes). The other payloads (graphs, code, chromium events: most of an export) are
     never read: the payload column is read for the rows picked by kind and name only."""
     wanted = (pl.col("kind") == "artifact") & pl.col("name").is_in(sorted(SUMMARY_PAYLOAD_ARTIFACTS))
@@ -140,7 +140,7 @@ def _index_events(roots: list[Path], manifests: list[dict], spans: Callable[[], 
         base = lf.drop("payload").collect().with_row_index("_i")
         pay = lf.with_row_index("_i").filter(wanted).select("_i", "kind", "file", "lineno", "payload").collect()
         graph = pl.col("kind") == "dynamo_output_graph"
-        keep = ~graph | pl.col("payload").str.contains(SUMMARY_PAYLOAD_GRAPH_MARK, literal=True)
+        keep = ~graph | pl.any_horizontal(pl.col("payload").str.contains(m, literal=True) for m in SUMMARY_PAYLOAD_GRAPH_MARKS)
         pay = pay.filter(keep)
         if ends is not None:  # a chromium row of another file at the same line number is not one
             chrom = pl.col("kind") == "chromium_event"

@@ -21,7 +21,7 @@ from parsers.compiles import STATUSES
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
 from traceview.analyze.code_objects import describe
-from traceview.analyze.compile_facts import compile_facts
+from traceview.analyze.compile_facts import asserts_text, compile_facts
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
 from traceview.analyze.crashes import crash_findings
 from traceview.analyze.cudagraphs import (
@@ -224,6 +224,9 @@ class _Paths:
             names.add(f.get("filename") or "")
         for t in report["compile_time"]["top"] + report["compile_time"]["by_function"]:
             names.add(t.get("filename") or "")
+        facts = report.get("facts") or {}
+        for f in facts.get("specializations", []) + facts.get("unbacked_symbols", []):
+            names.add(f.get("user_file") or "")
         names.discard("")
         self._short: dict[str, str] = {}
         for s in report["recompile_storms"]:
@@ -239,7 +242,12 @@ class _Paths:
             parts = n.split("/")
             for k in range(1, len(parts) + 1):
                 suffix = "/".join(parts[-k:])
-                if not any(o != n and (o == suffix or o.endswith("/" + suffix)) for o in local):
+                # another file with this suffix; not the same file written with a shorter
+                # prefix (a text log's `wt/x/train.py` for the trace's `/work/wt/x/train.py`)
+                if not any(
+                    o != n and (o == suffix or o.endswith("/" + suffix)) and not (o.endswith("/" + n) or n.endswith("/" + o))
+                    for o in local
+                ):
                     self._short[n] = suffix
                     break
             else:
@@ -404,7 +412,8 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
                 if g.get("advice"):
                     t.label("fix:", g["advice"])
             elif g.get("advice"):
-                t.label("hint:", g["advice"])
+                # torch's hint that names a config setting is the fix
+                t.label("fix:" if g.get("config_fix") else "hint:", g["advice"])
         if len(gbs) > 10:
             t.add(f"… {len(gbs) - 10} more (--json lists all)", "  ")
     if fails:
@@ -524,6 +533,30 @@ def _render_storms(
         t.add(f"… {len(groups) - 8} more (--json lists all)", "  ")
 
 
+def unbacked_line(u: dict[str, Any], show: Any, *, with_compile: bool = True) -> str:
+    """One FACTS line for a group of unbacked symbols (compile_facts.unbacked_symbols):
+    `[1/0] u0-u3: data-dependent sizes from torch.nonzero at moe.py:30 (code); runtime asserts:
+    each >= 0; graph break at moe.py:31: Data-dependent branching (gb0170)`. `show`: the
+    report's short path of (filename, line); `with_compile`: lead with the rank and compile id
+    (not where the compile is shown already: the TUI's compile detail)."""
+    head = f"{_rank(u.get('rank'))}[{id_label(u['compile_id'], u.get('occurrence'))}] " if with_compile else ""
+    head += u["symbols_text"]
+    op = u.get("op") or "a data-dependent op"
+    what = "sizes" if len(u["symbols"]) > 1 else "size"
+    if u.get("user_line") is None:
+        if u.get("created_by") == "backend":
+            return f"{head}: data-dependent {what} from {op}, re-created by the backend re-tracing the graph (no user line of their own)"
+        return f"{head}: data-dependent {what} from {op} (the log names no user line)"
+    code = f" ({u['user_code']})" if u.get("user_code") else ""
+    line = f"{head}: data-dependent {what} from {op} at {show(u['user_file'], u['user_line'])}{code}"
+    if a := asserts_text(u["symbols"], u.get("asserts") or []):
+        line += f"; runtime asserts: {a}"
+    for b in u.get("graph_breaks") or []:
+        gb = f" ({b['gb_id']})" if b.get("gb_id") else ""
+        line += f"; graph break at {show(b['filename'], b['line'])}: {one_line(b.get('reason') or '?', 120)}{gb}"
+    return line
+
+
 def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
     """How torch compiled: not problems by themselves, but they explain the rest."""
     f = report.get("facts") or {}
@@ -535,6 +568,8 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
             f"[{sp['compile_id']}] {sp.get('source') or sp['symbol']} specialized to {sp['value']}{at}{code}: "
             f"a dynamic dimension forced to a constant ({sp['reason']}); another size will recompile"
         )
+    for u in f.get("unbacked_symbols", []):
+        lines.append(unbacked_line(u, paths.show))
     for p in f.get("pgo", []):
         if p["action"] == "get":
             dyn = f": starts with {p['detail']}" if p.get("detail") and "?" in p["detail"] else ""

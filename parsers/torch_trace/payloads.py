@@ -13,7 +13,7 @@ import polars as pl
 
 from parsers.discover import InputError
 from parsers.gzipped import GzipStream, is_gzip
-from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARK
+from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARKS
 from parsers.torch_trace.lines import arrow_series, pyarrow_module
 from parsers.torch_trace.problems import Problems, problem_frame
 from parsers.torch_trace.schemas import EVENTS_SCHEMA, PROBLEMS_SCHEMA
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-_GRAPH_MARK = SUMMARY_PAYLOAD_GRAPH_MARK.encode()
+_GRAPH_MARKS = tuple(m.encode() for m in SUMMARY_PAYLOAD_GRAPH_MARKS)
 
 
 def raw_payload(data: bytes, start: int, end: int) -> bytes:
@@ -74,7 +74,7 @@ def summary_payloads(
     for i, kind in enumerate(kinds):
         if nl[i] and kind == "artifact" and names[i] in SUMMARY_PAYLOAD_ARTIFACTS:
             blocks[i] = raw_payload(data, rs[i], re_[i])
-        elif nl[i] and kind == "dynamo_output_graph" and data.find(_GRAPH_MARK, rs[i], re_[i]) >= 0:
+        elif nl[i] and kind == "dynamo_output_graph" and any(data.find(m, rs[i], re_[i]) >= 0 for m in _GRAPH_MARKS):
             blocks[i] = raw_payload(data, rs[i], re_[i])
     return payload_text(blocks, cand + 1, problems)
 

@@ -11,6 +11,9 @@ explain what the summary shows (issue 13 class 6):
 * compiled-autograd graphs (`!N` compile ids), named as such;
 * higher-order ops in the captured graphs (`torch.ops.higher_order.cond`, `…checkpoint`,
   `invoke_subgraph`, …);
+* data-dependent sizes: unbacked symbols (trace `create_unbacked_symbol`, text
+  `create_unbacked_symint u0 … # file:line`), grouped by the user line that made them, with
+  the runtime asserts of the compile's Dynamo graph on them and the graph breaks they caused;
 * compile caches: bypass reasons (trace `fx_graph_cache_bypass` / `aotautograd_cache_bypass`,
   text `Bypassing FX Graph Cache because '…'`, `Bypassing autograd cache due to: …`), and hits
   and misses from text logs alone (`fx graph cache hit for key`, `AOTAutograd cache miss …`).
@@ -26,13 +29,18 @@ from typing import Any
 import orjson
 import polars as pl
 
-from parsers.compile_ids import CompileId, sort_key
-from parsers.facts import user_name
+from parsers.compile_ids import CompileId, occurrence_at, sort_key
+from parsers.facts import (
+    runtime_asserts,
+    unbacked_symbols_from_text,
+    unbacked_symbols_from_trace,
+    user_name,
+)
 from parsers.fxgraph import split_traced_graphs
-from parsers.kinds import SUMMARY_PAYLOAD_GRAPH_MARK
+from parsers.kinds import SUMMARY_PAYLOAD_ASSERT_MARK, SUMMARY_PAYLOAD_GRAPH_MARK
 from traceview.trace import Trace
 
-FACT_KEYS = ("specializations", "pgo", "compiled_autograd_graphs", "higher_order_ops", "cache_events")
+FACT_KEYS = ("specializations", "unbacked_symbols", "pgo", "compiled_autograd_graphs", "higher_order_ops", "cache_events")
 
 _SET_REPLACEMENT = re.compile(r"^set_replacement (?P<sym>\w+) = (?P<v>\S+) \((?P<why>[^)]+)\)")
 _CREATE_SYMBOL = re.compile(r"^create_symbol (?P<sym>\w+) = \S+ for (?P<src>\S+)")
@@ -128,6 +136,131 @@ def specializations(trace: Trace) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+_SYMBOL_NUMBER = re.compile(r"^([a-z]+)(\d+)$")
+_BOUND = re.compile(r"^(?P<sym>[a-z]+\d+) (?P<op>>=|<=) (?P<v>-?\d+)$")
+_DATA_DEPENDENT = re.compile(r"(?i)data[- ]dependent")
+
+
+def symbol_ranges(symbols: list[str]) -> str:
+    """`u0-u3`, `u0, u2, u5-u6`: runs of consecutive symbols written as a range."""
+    parts: list[list[tuple[str, int]]] = []
+    for sym in symbols:
+        m = _SYMBOL_NUMBER.match(sym)
+        if m is None:
+            parts.append([(sym, -1)])
+            continue
+        key = (m[1], int(m[2]))
+        last = parts[-1][-1] if parts else None
+        if last and last[1] >= 0 and _SYMBOL_NUMBER.match(last[0]) and last[0].rstrip("0123456789") == m[1] and last[1] + 1 == key[1]:
+            parts[-1].append((sym, key[1]))
+        else:
+            parts.append([(sym, key[1])])
+    return ", ".join(p[0][0] if len(p) == 1 else f"{p[0][0]}-{p[-1][0]}" for p in parts)
+
+
+def asserts_text(symbols: list[str], asserts: list[str]) -> str | None:
+    """The runtime asserts on a group's symbols, short: `u0 in [0, 16]`, `each >= 0` when
+    every symbol has the same bounds, else the first three expressions."""
+    if not asserts:
+        return None
+    bounds: dict[str, dict[str, str]] = {}
+    parsed = 0
+    for a in asserts:
+        if m := _BOUND.match(a):
+            bounds.setdefault(m["sym"], {})[m["op"]] = m["v"]
+            parsed += 1
+    kinds = {tuple(sorted(b.items())) for b in bounds.values()}
+    if parsed == len(asserts) and set(bounds) == set(symbols) and len(kinds) == 1:
+        b = bounds[symbols[0]]
+        who = symbols[0] if len(symbols) == 1 else "each"
+        if ">=" in b and "<=" in b:
+            return f"{who} in [{b['>=']}, {b['<=']}]"
+        op = ">=" if ">=" in b else "<="
+        return f"{who} {op} {b[op]}"
+    more = f", … ({len(asserts)} in all)" if len(asserts) > 3 else ""
+    return ", ".join(asserts[:3]) + more
+
+
+def _graph_asserts(trace: Trace, ev: pl.DataFrame) -> dict[tuple, list[str]]:
+    """(file, rank, compile_id, occurrence) -> the runtime-assert expressions of the compile's
+    Dynamo graph (trace `dynamo_output_graph`, kept by a lazy parse when it has one)."""
+    graphs = ev.filter(
+        (pl.col("kind") == "dynamo_output_graph")
+        & pl.col("payload").str.contains(SUMMARY_PAYLOAD_ASSERT_MARK, literal=True).fill_null(False)
+    )
+    out: dict[tuple, list[str]] = {}
+    if graphs.height == 0:
+        return out
+    graphs = graphs.with_columns(occurrence_at(graphs, ev).alias("occurrence"))
+    for r in graphs.iter_rows(named=True):
+        out.setdefault((r["file"], r["rank"], r["compile_id"], r["occurrence"]), []).extend(runtime_asserts(r["payload"]))
+    return out
+
+
+def unbacked_symbols(trace: Trace) -> list[dict[str, Any]]:
+    """Data-dependent sizes and values (unbacked symbols u0, u1, …), one entry per compile and
+    user line (and op): the symbols Dynamo made there, the runtime asserts of the compile's
+    Dynamo graph on them, and the graph breaks of the compile at that line or on a
+    data-dependent value after it. The symbols the backend re-creates when it re-traces the
+    graph are one entry per compile, `created_by` "backend", without a user line. Trace rows
+    first; the text log's (TORCH_LOGS=dynamic) only for compiles the trace does not have."""
+    ev = trace.index_events()
+    rows = unbacked_symbols_from_trace(ev)
+    lr = trace.log_records
+    if not lr.is_empty():
+        text = unbacked_symbols_from_text(lr)
+        if rows.height and text.height:
+            text = text.join(rows.select("rank", "compile_id").unique(), on=["rank", "compile_id"], how="anti", nulls_equal=True)
+        rows = pl.concat([rows, text], how="vertical_relaxed") if text.height else rows
+    if rows.height == 0:
+        return []
+    asserts = _graph_asserts(trace, ev) if (rows["source"] == "trace").any() else {}
+    gbs = trace.graph_breaks
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in rows.iter_rows(named=True):
+        backend = r["created_by"] == "backend" or r["user_line"] is None
+        key = (r["file"], r["rank"], r["compile_id"], r["occurrence"], backend, r["user_file"], r["user_line"], r["op"])
+        g = out.get(key)
+        if g is None:
+            g = out[key] = {
+                "compile_id": r["compile_id"], "occurrence": r["occurrence"], "rank": r["rank"], "symbols": [],
+                "op": r["op"], "created_by": r["created_by"], "user_file": r["user_file"], "user_line": r["user_line"],
+                "user_function": r["user_function"], "user_code": r["user_code"], "vr": r["vr"], "asserts": [],
+                "graph_breaks": [], "source": r["source"], "file": r["file"], "lineno": r["lineno"],
+            }
+        g["symbols"].append(r["symbol"])
+    groups = sorted(out.values(), key=lambda g: (g["file"] or "", g["lineno"] or 0))
+    for g in groups:
+        g["symbols_text"] = symbol_ranges(g["symbols"])
+        if g["user_line"] is None:
+            continue
+        syms = set(g["symbols"])
+        mentioned = re.compile(r"\b(" + "|".join(map(re.escape, g["symbols"])) + r")\b")
+        compile_asserts = asserts.get((g["file"], g["rank"], g["compile_id"], g["occurrence"]), [])
+        g["asserts"] = [a for a in compile_asserts if syms & set(mentioned.findall(a))]
+    # graph breaks: at a group's line, or data-dependent (a branch on the value) after it
+    if gbs.height:
+        same = [g for g in groups if g["user_line"] is not None]
+        seen: set[tuple] = set()
+        for b in gbs.sort("file", "lineno").iter_rows(named=True):
+            mine = [
+                g for g in same
+                if (g["rank"], g["compile_id"], g["occurrence"] or 1) == (b["rank"], b["compile_id"], b["occurrence"] or 1)
+            ]
+            at_line = [g for g in mine if (g["user_file"], g["user_line"]) == (b["filename"], b["line"])]
+            target = at_line
+            if not target and _DATA_DEPENDENT.search(" ".join(filter(None, (b["reason"], b["explanation"])))):
+                before = [g for g in mine if b["source"] != g["source"] or (g["lineno"] or 0) < (b["lineno"] or 0)]
+                target = before[-1:]
+            for g in target:
+                k = (id(g), b["filename"], b["line"], b["reason"])
+                if k in seen:
+                    continue
+                seen.add(k)
+                g["graph_breaks"].append({"filename": b["filename"], "line": b["line"], "reason": b["reason"], "gb_id": b["gb_id"]})
+    return groups
 
 
 def pgo(trace: Trace) -> list[dict[str, Any]]:
@@ -239,6 +372,7 @@ def cache_events(trace: Trace) -> list[dict[str, Any]]:
 def compile_facts(trace: Trace) -> dict[str, list[dict[str, Any]]]:
     return {
         "specializations": specializations(trace),
+        "unbacked_symbols": unbacked_symbols(trace),
         "pgo": pgo(trace),
         "compiled_autograd_graphs": compiled_autograd_graphs(trace),
         "higher_order_ops": higher_order_ops(trace),

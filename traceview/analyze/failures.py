@@ -23,6 +23,7 @@ import polars as pl
 from parsers.code_location import is_torch
 from parsers.compile_ids import TEXT_START, sort_key, text_occurrence_expr
 from parsers.tracebacks import tracebacks_from_text, uncaught_from_text, wont_convert_from_text
+from traceview.analyze.registry import config_fix
 from traceview.trace import Trace
 
 CATEGORIES = (
@@ -264,8 +265,10 @@ def next_step(category: str, fail_type: str | None, reason: str | None, *, in_lo
             "function), or turn error_on_recompile off if the recompile is expected."
         )
     if category == "graph_break" and in_loop:
+        fix = config_fix("\n".join(ln for ln in (reason or "").split("\n") if ln.strip().startswith("Hint:")))
         step = (
-            "The break is inside a loop, where Dynamo cannot resume, so the whole frame ran "
+            (f"{fix} (torch's hint) removes this break. Otherwise: " if fix else "")
+            + "The break is inside a loop, where Dynamo cannot resume, so the whole frame ran "
             "eagerly: move the break out of the loop or remove it, or compile the loop body on "
             "its own; TORCH_LOGS=graph_breaks prints each break with its user stack."
         )

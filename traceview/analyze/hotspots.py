@@ -23,7 +23,7 @@ import polars as pl
 from parsers.code_location import is_torch
 from parsers.sources import prefer_trace
 from traceview.analyze.failures import fullgraph_likely
-from traceview.analyze.registry import has_placeholders, registry_entry
+from traceview.analyze.registry import config_fix, has_placeholders, registry_entry
 from traceview.trace import Trace
 
 HOTSPOT_SCHEMA_KEYS = (
@@ -45,6 +45,7 @@ HOTSPOT_SCHEMA_KEYS = (
     "explanation",
     "explanation_from",
     "advice",
+    "config_fix",
     "origin",
     "rank",
     "compile_id",
@@ -269,7 +270,13 @@ def _hint_advice(hint: str | None) -> str | None:
 
 def _advice(why: str | None, hint: str | None, function: str | None, r: dict[str, Any] | None = None) -> str | None:
     if why == "graph break inside a loop":
-        return (
+        fix = config_fix(hint)
+        first = (
+            f"{fix} (torch's hint), which removes this break; otherwise: "
+            if fix
+            else ""
+        )
+        return first + (
             "Dynamo cannot resume inside a loop, so the whole frame runs eagerly: move the "
             "break out of the loop (or remove it), or compile the loop body on its own "
             f"(torch.compile each block) instead of {function or 'the frame'}"
@@ -344,5 +351,8 @@ def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
         r["frame_skipped_why"] = why
         _explain_from_registry(r)
         r["advice"] = _advice(why, r["hint"], r["frame_function"], r)
+        # torch's hint names a config setting as the fix (the summary says `fix:`), unless the
+        # advice is traceview's own (torch's code, a function torch does not trace)
+        r["config_fix"] = config_fix(r["hint"]) if r["advice"] and config_fix(r["advice"]) else None
         out.append({k: r[k] for k in HOTSPOT_SCHEMA_KEYS})
     return out

@@ -84,3 +84,14 @@ def _sentences(fragments: list[str]) -> list[str]:
 def has_placeholders(text: str | None) -> bool:
     """A registry text with `{fn.__name__}`-style fields the log fills in."""
     return bool(text and _PLACEHOLDER.search(text))
+
+
+_CONFIG_SETTING = re.compile(r"(torch\._dynamo\.config\.\w+ ?= ?[\w.'\"-]+)")
+
+
+def config_fix(hint: str | None) -> str | None:
+    """The config setting a graph-break hint names as the fix, `torch._dynamo.config.X = V`
+    (gb0036: `capture_dynamic_output_shape_ops = True`, gb0124: `capture_scalar_outputs =
+    True`), or None when no hint assigns one."""
+    m = _CONFIG_SETTING.search(hint or "")
+    return m.group(1) if m else None

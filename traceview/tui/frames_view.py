@@ -92,6 +92,23 @@ def _label(t: Text, label: str, value: Any, style: str = "") -> None:
     t.append("\n")
 
 
+def _unbacked(t: Text, groups: list[dict[str, Any]]) -> None:
+    """The compile's data-dependent sizes (unbacked symbols), one line per user line."""
+    if not groups:
+        return
+    from traceview.report import unbacked_line
+
+    def at(filename: str | None, line: Any) -> str:
+        return f"{(filename or '?').rsplit('/', 1)[-1]}:{line}"
+
+    n = sum(len(u["symbols"]) for u in groups)
+    t.append_text(safe(f"data-dependent sizes ({n} unbacked symbol{'s' if n != 1 else ''})", "bold"))
+    t.append("\n")
+    for u in groups:
+        t.append_text(safe(f"  {unbacked_line(u, at, with_compile=False)}"))
+        t.append("\n")
+
+
 def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True) -> Text:
     """The selected compile; `hint`: end with the keys that lead on (not when copied)."""
     t = Text(end="")
@@ -170,6 +187,7 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
             t.append("\n")
             t.append_text(safe(f"    at {g.get('filename') or '?'}:{g.get('line')} in {g.get('function') or '?'}", "italic"))
             t.append("\n")
+    _unbacked(t, model.unbacked_of(row.get("rank"), row["compile_id"], row.get("occurrence")))
     stack = row.get("user_stack") or []
     if stack:
         t.append_text(safe("user stack", "bold"))
@@ -197,6 +215,7 @@ def text_log_detail(rank: int | None, compile_id: str, model: TraceModel) -> Tex
     gbs = model.graph_breaks_of(rank, compile_id)
     for g in gbs.iter_rows(named=True):
         _label(t, "graph break", f"{one_line(g.get('reason'), 200)} at {g.get('filename') or '?'}:{g.get('line')}")
+    _unbacked(t, model.unbacked_of(rank, compile_id))
     t.append("\n")
     t.append_text(safe("enter: guards (from the text log) · 5: raw records", "italic"))
     return t

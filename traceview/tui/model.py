@@ -177,7 +177,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             why = f": {g['frame_skipped_why']}" if g.get("frame_skipped_why") else ""
             detail.append(("effect", f"the whole frame fell back to eager{why}"))
         if g.get("advice"):
-            detail.append(("fix" if g.get("frame_skipped") else "advice", g["advice"]))
+            detail.append(("fix" if g.get("frame_skipped") or g.get("config_fix") else "advice", g["advice"]))
         if g.get("hint"):
             detail.append(("hint", g["hint"]))
         for f in failures:
@@ -841,6 +841,15 @@ class TraceModel:
         if hit.height == 0:
             return []
         return user_code_traceback(record_payload(self.trace, hit["src"][0], int(hit["row"][0])))
+
+    def unbacked_of(self, rank: int | None, compile_id: str, occurrence: int | None = None) -> list[dict[str, Any]]:
+        """The compile's data-dependent sizes (report facts `unbacked_symbols`: one entry per
+        user line)."""
+        return [
+            u
+            for u in (self.report.get("facts") or {}).get("unbacked_symbols", [])
+            if u["rank"] == rank and u["compile_id"] == compile_id and (occurrence is None or (u.get("occurrence") or 1) == occurrence)
+        ]
 
     def graph_breaks_of(self, rank: int | None, compile_id: str, occurrence: int | None = None) -> pl.DataFrame:
         if "graph_breaks" in self.missing:
