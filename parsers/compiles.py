@@ -137,10 +137,13 @@ def _stack(frames: object, strings: dict[int, str]) -> list[str]:
     return out
 
 
-def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
-    """One row per (file, compile_id): what the compile was, how it ended, what it cost."""
+def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per (file, compile_id): what the compile was, how it ended, what it cost.
+    `chromium`: the chromium events a lazy parse decoded (see build_spans), for the phases of
+    a compile without a Dynamo frame."""
     fl = frameless_ids(events)
     kinds = dict(fl.select("_fl_id", "_fl_kind").unique().iter_rows())
+    phase_s = _frameless_phases(events, chromium) if kinds else {}
     with_id = with_frameless_ids(attach_unnamed_metrics(events), fl).filter(pl.col("compile_id").is_not_null())
     if with_id.height == 0:
         return pl.DataFrame(schema=COMPILES_SCHEMA)
@@ -219,6 +222,12 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         start_us = _f(m.get("start_time_us"))
         if start_us is None and _f(m.get("start_time")) is not None:
             start_us = (_f(m.get("start_time")) or 0.0) * 1e6
+        if kind != "dynamo":
+            # no Dynamo: the whole compile is the backend (AOTAutograd + Inductor); Inductor
+            # and codegen (with the C++ build) from its spans
+            backend = entire
+            ph = phase_s.get((file, cid), {})
+            m = {**m, "inductor_compile_time_s": ph.get("inductor_compile"), "code_gen_time_s": ph.get("GraphLowering.compile_to_fn")}
         rows.append(
             {
                 "file": file,
@@ -349,6 +358,26 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     return out.select([pl.col(c).cast(t) for c, t in COMPILES_SCHEMA.items()]).sort(
         "rank", "file", "frame_id", "frame_compile_id", "compiled_autograd_id", "occurrence", nulls_last=True
     )
+
+
+_FRAMELESS_PHASES = ("inductor_compile", "GraphLowering.compile_to_fn")
+
+
+def _frameless_phases(events: pl.DataFrame, chromium: pl.DataFrame | None) -> dict[tuple[str, str], dict[str, float]]:
+    """(file, frameless compile id) -> seconds of its `inductor_compile` and
+    `GraphLowering.compile_to_fn` spans (the metrics of a compile without a Dynamo frame hold
+    no phase times)."""
+    null_id = pl.col("compile_id").is_null()
+    spans = build_spans(events.filter(null_id), None if chromium is None else chromium.filter(null_id))
+    got = (
+        spans.filter(pl.col("name").is_in(_FRAMELESS_PHASES) & pl.col("compile_id").is_not_null())
+        .group_by("file", "compile_id", "name")
+        .agg(pl.col("duration_s").sum())
+    )
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for file, cid, name, secs in got.iter_rows():
+        out.setdefault((file, cid), {})[name] = secs
+    return out
 
 
 def _decode_chromium(events: pl.DataFrame) -> pl.DataFrame:
