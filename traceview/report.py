@@ -518,7 +518,7 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
     for d in f.get("export_dims", []):
         if d.get("specialized_to") is not None:
             continue  # said above
-        at = f", first used at {paths.show(d['user_file'], d['user_line'])}" if d.get("user_file") else ""
+        at = f", exported at {paths.show(d['user_file'], d['user_line'])}" if d.get("user_file") else ""
         lines.append(
             f"[{d['compile_id']}] export: {d.get('source') or d['symbol']} is dynamic ({d['symbol']}, range {d.get('range') or '?'}, "
             f"traced with {d.get('example')}){at}: the compiled program accepts any size in that range"

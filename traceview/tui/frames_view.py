@@ -15,6 +15,7 @@ from textual.widgets.tree import TreeNode
 
 from parsers.compile_ids import frame_group
 from parsers.compile_ids import label as compile_id_label
+from parsers.frameless import kind_label
 from traceview.analyze.findings import after_resets, compile_outcome
 from traceview.printable import one_line
 from traceview.tui.model import CompileKey, TraceModel
@@ -64,9 +65,17 @@ def compile_label(row: dict[str, Any], first: bool) -> Text:
     return t
 
 
+def compile_name(row: dict[str, Any]) -> str:
+    """The compiled function, or what a compile without a Dynamo frame was
+    ("AOTInductor compile": parsers.frameless)."""
+    if not row.get("function") and row.get("compile_kind") not in (None, "dynamo"):
+        return kind_label(row["compile_kind"])
+    return row.get("function") or "?"
+
+
 def frame_label(rows: list[dict[str, Any]]) -> Text:
     named = next((r for r in rows if r.get("function")), rows[0])
-    fn = named.get("function") or "?"
+    fn = compile_name(named)
     filename = named.get("filename")
     where = f"{filename.rsplit('/', 1)[-1]}:{named.get('line')}" if filename else ""
     n = len(rows)
@@ -94,12 +103,15 @@ def _label(t: Text, label: str, value: Any, style: str = "") -> None:
 def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True) -> Text:
     """The selected compile; `hint`: end with the keys that lead on (not when copied)."""
     t = Text(end="")
-    t.append_text(safe(f"[{compile_id_label(row['compile_id'], row.get('occurrence'))}] {row.get('function') or '?'}", "bold"))
+    t.append_text(safe(f"[{compile_id_label(row['compile_id'], row.get('occurrence'))}] {compile_name(row)}", "bold"))
     t.append("  ")
     outcome = compile_outcome(row)
     t.append_text(safe(OUTCOME_MEANING[outcome], "bold reverse" if outcome in ("failed", "eager") else "bold"))
     t.append("\n\n")
-    _label(t, "function", f"{row.get('function') or '?'}  {row.get('filename') or '?'}:{row.get('line')}")
+    if compile_name(row) != (row.get("function") or "?"):
+        _label(t, "what", f"{compile_name(row)} (no Dynamo frame; tlparse: {row['compile_id']}/)")
+    else:
+        _label(t, "function", f"{row.get('function') or '?'}  {row.get('filename') or '?'}:{row.get('line')}")
     if row.get("rank") is not None:
         _label(t, "rank", row["rank"])
     if row.get("start") is not None:
