@@ -116,3 +116,32 @@ def test_json_report_matches_schema(trace) -> None:
     report = _as_printed(trace)
     assert _errors(report) == []
     assert report["frameless_compiles"][0]["what"] == "AOTInductor compile"
+
+
+def test_tui_frames_view_lists_it(monkeypatch: pytest.MonkeyPatch, metrics) -> None:
+    pytest.importorskip("textual")
+    from tests.test_tui import SIZE, open_args, press, ready, screen_text, static_text, sync
+    from traceview.tui.app import build_app
+    from traceview.tui.frames_view import FramesView
+
+    monkeypatch.setenv("TRACEVIEW_THEME", "textual-dark")
+    cid = f"unknown_{metrics[0]}"
+
+    @sync
+    async def run() -> None:
+        app = build_app(open_args(RUN / "trace"))
+        async with app.run_test(size=SIZE) as pilot:
+            main = await ready(pilot)
+            await press(pilot, "2")
+            assert main.view.view_id == "frames"
+            text = screen_text(app)
+            assert "AOTInductor compile" in text and cid in text
+            await press(pilot, "g")
+            await press(pilot, *cid, "enter")
+            frames = main.query_one(FramesView)
+            assert frames.compile_ref() == (None, cid)
+            detail = static_text(frames.query_one("#compile-detail"))
+            assert f"[{cid}] AOTInductor compile" in detail
+            assert "no Dynamo frame" in detail
+
+    run()
