@@ -13,6 +13,7 @@ import polars as pl
 from parsers.code_location import call_site, whose
 from parsers.coerce import typed_frame
 from parsers.compile_ids import occurrence_at, occurrence_expr
+from parsers.frameless import attach_unnamed_metrics, frameless_ids, with_frameless_ids
 
 METRICS_KINDS = (
     "compilation_metrics",
@@ -39,6 +40,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "frame_id": pl.Int32,
     "frame_compile_id": pl.Int32,
     "compiled_autograd_id": pl.Int32,
+    "compile_kind": pl.String,
     "function": pl.String,
     "filename": pl.String,
     "line": pl.Int32,
@@ -150,9 +152,14 @@ def _call_columns(stack: list[str] | None) -> dict[str, object]:
     return {"call_filename": site[0], "call_line": site[1], "call_function": site[2], "call_code": site[3]}
 
 
-def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
-    """One row per (file, compile_id): what the compile was, how it ended, what it cost."""
-    with_id = _attach_unnamed_metrics(events).filter(pl.col("compile_id").is_not_null())
+def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per (file, compile_id): what the compile was, how it ended, what it cost.
+    `chromium`: the chromium events a lazy parse decoded (see build_spans), for the phases of
+    a compile without a Dynamo frame."""
+    fl = frameless_ids(events)
+    kinds = dict(fl.select("_fl_id", "_fl_kind").unique().iter_rows())
+    phase_s = _frameless_phases(events, chromium) if kinds else {}
+    with_id = with_frameless_ids(attach_unnamed_metrics(events), fl).filter(pl.col("compile_id").is_not_null())
     if with_id.height == 0:
         return pl.DataFrame(schema=COMPILES_SCHEMA)
     # one row per compile: a compile id seen again after its compilation_metrics (after
@@ -212,6 +219,10 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         m = r.get("metrics", {})
         bwd = r.get("bwd", {})
         entire = _f(m.get("entire_frame_compile_time_s"))
+        kind = kinds.get(cid, "dynamo")
+        if entire is None and kind != "dynamo" and _f(m.get("end_time_us")) is not None and _f(m.get("start_time_us")) is not None:
+            # a frameless compile's metrics time it by its span only (compile_fx_aot)
+            entire = ((_f(m.get("end_time_us")) or 0.0) - (_f(m.get("start_time_us")) or 0.0)) / 1e6
         backend = _f(m.get("backend_compile_time_s"))
         bwd_t = _f(bwd.get("inductor_compile_time_s"))
         if bwd_t is None and bwd.get("duration_us") is not None:
@@ -226,11 +237,18 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         start_us = _f(m.get("start_time_us"))
         if start_us is None and _f(m.get("start_time")) is not None:
             start_us = (_f(m.get("start_time")) or 0.0) * 1e6
+        if kind != "dynamo":
+            # no Dynamo: the whole compile is the backend (AOTAutograd + Inductor); Inductor
+            # and codegen (with the C++ build) from its spans
+            backend = entire
+            ph = phase_s.get((file, cid), {})
+            m = {**m, "inductor_compile_time_s": ph.get("inductor_compile"), "code_gen_time_s": ph.get("GraphLowering.compile_to_fn")}
         rows.append(
             {
                 "file": file,
                 "compile_id": cid,
                 "occurrence": occ,
+                "compile_kind": kind,
                 "function": m.get("co_name") or r.get("start_function"),
                 "filename": m.get("co_filename") or r.get("start_filename"),
                 "line": _i(m.get("co_firstlineno")) or r.get("start_line"),
@@ -243,7 +261,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
                 "restart_reasons": [str(x) for x in restarts],
                 "start_us": start_us,
                 "compile_time_s": entire,
-                "dynamo_time_s": (entire - backend) if entire is not None and backend is not None else entire,
+                "dynamo_time_s": None if kind != "dynamo" else (entire - backend) if entire is not None and backend is not None else entire,
                 "backend_compile_time_s": backend,
                 "inductor_compile_time_s": _f(m.get("inductor_compile_time_s")),
                 "code_gen_time_s": _f(m.get("code_gen_time_s")),
@@ -272,6 +290,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
         "file": pl.String,
         "compile_id": pl.String,
         "occurrence": pl.Int32,
+        "compile_kind": pl.String,
         "function": pl.String,
         "filename": pl.String,
         "line": pl.Int32,
@@ -366,45 +385,24 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _attach_unnamed_metrics(events: pl.DataFrame) -> pl.DataFrame:
-    """Strict torch.export writes its failing `compilation_metrics` with compile id null
-    (and no frame ids), after events of the compile it ends (`describe_*`,
-    `dynamo_output_graph` carry 0/0): give it the id of the latest compile before it in the
-    same file that has no metrics yet. One with no such compile keeps its null id (left out)."""
-    unnamed = events.filter((pl.col("kind") == "compilation_metrics") & pl.col("compile_id").is_null())
-    if unnamed.height == 0:
-        return events
-    named = events.filter(pl.col("compile_id").is_not_null()).select(
-        "file", "lineno", "compile_id", "kind", "frame_id", "frame_compile_id", "compiled_autograd_id"
+_FRAMELESS_PHASES = ("inductor_compile", "GraphLowering.compile_to_fn")
+
+
+def _frameless_phases(events: pl.DataFrame, chromium: pl.DataFrame | None) -> dict[tuple[str, str], dict[str, float]]:
+    """(file, frameless compile id) -> seconds of its `inductor_compile` and
+    `GraphLowering.compile_to_fn` spans (the metrics of a compile without a Dynamo frame hold
+    no phase times)."""
+    null_id = pl.col("compile_id").is_null()
+    spans = build_spans(events.filter(null_id), None if chromium is None else chromium.filter(null_id))
+    got = (
+        spans.filter(pl.col("name").is_in(_FRAMELESS_PHASES) & pl.col("compile_id").is_not_null())
+        .group_by("file", "compile_id", "name")
+        .agg(pl.col("duration_s").sum())
     )
-    fix: dict[tuple[str, int], tuple] = {}
-    for file, lineno in unnamed.select("file", "lineno").iter_rows():
-        before = named.filter((pl.col("file") == file) & (pl.col("lineno") < lineno))
-        if before.height == 0:
-            continue
-        last = before.sort("lineno").tail(1).row(0, named=True)
-        since = before.filter(pl.col("compile_id") == last["compile_id"])
-        closed = since.filter(pl.col("kind") == "compilation_metrics")
-        starts = since.filter(pl.col("kind") == "dynamo_start")
-        if closed.height and (starts.height == 0 or closed["lineno"].max() > starts["lineno"].max()):
-            continue  # that compile already has its metrics
-        fix[(file, lineno)] = (last["compile_id"], last["frame_id"], last["frame_compile_id"], last["compiled_autograd_id"])
-    if not fix:
-        return events
-    keys = pl.DataFrame(
-        [{"file": f, "lineno": n, "_cid": v[0], "_fid": v[1], "_fcid": v[2], "_ca": v[3]} for (f, n), v in fix.items()],
-        schema={"file": pl.String, "lineno": pl.Int64, "_cid": pl.String, "_fid": pl.Int32, "_fcid": pl.Int32, "_ca": pl.Int32},
-    )
-    return (
-        events.join(keys, on=["file", "lineno"], how="left")
-        .with_columns(
-            pl.coalesce("compile_id", "_cid").alias("compile_id"),
-            pl.coalesce("frame_id", "_fid").alias("frame_id"),
-            pl.coalesce("frame_compile_id", "_fcid").alias("frame_compile_id"),
-            pl.coalesce("compiled_autograd_id", "_ca").alias("compiled_autograd_id"),
-        )
-        .drop("_cid", "_fid", "_fcid", "_ca")
-    )
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for file, cid, name, secs in got.iter_rows():
+        out.setdefault((file, cid), {})[name] = secs
+    return out
 
 
 def _decode_chromium(events: pl.DataFrame) -> pl.DataFrame:
@@ -462,6 +460,8 @@ def build_spans(events: pl.DataFrame, chromium: pl.DataFrame | None = None) -> p
     already decoded by a lazy parse (parsers.torch_trace.CHROMIUM_SCHEMA); else the payloads of
     `events` are decoded."""
     dec = _decode_chromium(events) if chromium is None else chromium
+    # the spans of a compile without a Dynamo frame (parsers.frameless)
+    dec = with_frameless_ids(dec, frameless_ids(events))
     if dec.height == 0:
         return pl.DataFrame(schema=SPANS_SCHEMA)
     ev = dec.select(

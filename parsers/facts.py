@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from parsers.code_location import is_torch
 from parsers.coerce import as_text, typed_frame
 from parsers.compile_ids import occurrence_at, text_occurrence_at
 from parsers.messages import (
@@ -426,8 +427,6 @@ def limit_hits_from_trace(
 
 # ------------------------------------------------------------ unbacked symbols
 
-# torch's own frames: the installed package, or a relative `torch/...` path (text logs)
-_TORCH_FILE = re.compile(r"(?:^|[/\\](?:site|dist)-packages[/\\])torch[/\\]")
 # Where torch creates the symbol (the innermost frame of `stack`): the fake kernel of the op
 # (torch/_subclasses/fake_impls.py `nonzero`, `local_scalar_dense`), named for the user.
 _UNBACKED_OPS = {
@@ -453,7 +452,9 @@ _RUNTIME_ASSERT = re.compile(r"Runtime assertion failed for expression (?P<expr>
 
 
 def _is_torch_file(filename: str | None) -> bool:
-    return bool(filename and _TORCH_FILE.search(filename))
+    """torch's own frames (parsers.code_location: the installed package, a checkout, or a
+    relative `torch/...` path of a text log)."""
+    return is_torch(filename)
 
 
 def _unbacked_op(name: str | None, where: str | None) -> str | None:

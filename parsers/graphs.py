@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from parsers.compile_ids import occurrence_at, text_occurrence_at
+from parsers.frameless import AOT_DUMPS, with_frameless_ids
 from parsers.fxgraph import (
     GRAPH_KINDS,
     NODE_SCHEMA,
@@ -28,6 +29,7 @@ from parsers.outputcode import (
     PROVENANCE_ARTIFACTS,
     PROVENANCE_SCHEMA,
     output_code_from_log_text,
+    parse_aot_code,
     parse_output_code,
     parse_provenance,
 )
@@ -96,9 +98,11 @@ def _col(df: pl.DataFrame, name: str, dtype: Any) -> pl.Expr:
 
 
 def _events(events: pl.DataFrame) -> pl.DataFrame:
+    """The columns read here; the records of a compile without a Dynamo frame carry its id
+    (parsers.frameless)."""
     cols = {"file": _S, "lineno": _I64, "rank": _I32, "kind": _S, "name": _S,
             "compile_id": _S, "trace_id": _S, "payload": _S, "metadata": _S}
-    return events.select([_col(events, c, t) for c, t in cols.items()])
+    return with_frameless_ids(events.select([_col(events, c, t) for c, t in cols.items()]))
 
 
 def _log_records(log_records: pl.DataFrame | None) -> pl.DataFrame:
@@ -277,6 +281,16 @@ def _wrappers(ev: pl.DataFrame, lr: pl.DataFrame) -> list[dict[str, Any]]:
     t = t.with_columns(occurrence_at(t, ev).alias("occurrence"))
     for r in t.select("file", "lineno", "rank", "compile_id", "occurrence", "trace_id", "payload").iter_rows(named=True):
         out.append({**r, "text": r.pop("payload"), "source": "trace"})
+    # AOTInductor: the C++ wrapper, with the kernel file of the same compile
+    aot = ev.filter((pl.col("kind") == "graph_dump") & pl.col("name").is_in(list(AOT_DUMPS[:2])) & pl.col("payload").is_not_null())
+    if aot.height:
+        aot = aot.with_columns(occurrence_at(aot, ev).alias("occurrence")).sort("file", "lineno")
+        kernel_code: dict[tuple, str] = {}
+        for r in aot.filter(pl.col("name") == AOT_DUMPS[1]).iter_rows(named=True):
+            kernel_code.setdefault((r["file"], r["compile_id"], r["occurrence"]), r["payload"])
+        for r in aot.filter(pl.col("name") == AOT_DUMPS[0]).iter_rows(named=True):
+            out.append({**{k: r[k] for k in ("file", "lineno", "rank", "compile_id", "occurrence", "trace_id")},
+                        "text": r["payload"], "source": "trace", "aot_kernels": kernel_code.get((r["file"], r["compile_id"], r["occurrence"]), "")})
     x = lr.filter((pl.col("artifact") == "output_code") & pl.col("text").str.contains(r"^\s*Output code:"))
     x = x.with_columns(text_occurrence_at(x, lr).alias("occurrence"))
     for r in x.iter_rows(named=True):
@@ -293,7 +307,7 @@ def _parse_wrappers(ev: pl.DataFrame, lr: pl.DataFrame, what: str) -> pl.DataFra
     cols: dict[str, list[Any]] = {c: [] for c in schema.names()}
     own = [c for c in (KERNEL_SCHEMA if what == "kernels" else CALL_SCHEMA) if c in cols]
     for w in _wrappers(ev, lr):
-        oc = parse_output_code(w["text"])
+        oc = parse_aot_code(w["text"], w["aot_kernels"]) if "aot_kernels" in w else parse_output_code(w["text"])
         rows = oc.kernels if what == "kernels" else oc.calls
         n = len(rows)
         if not n:

@@ -47,6 +47,7 @@ __all__ = [
     "OutputCode",
     "kernel_kind",
     "output_code_from_log_text",
+    "parse_aot_code",
     "parse_output_code",
     "parse_provenance",
     "stack_frame",
@@ -638,3 +639,96 @@ def parse_provenance(name: str, payload: str | None) -> list[dict[str, Any]]:
             "user_file": None, "user_line": None, "user_function": None, "user_code": None,
         })
     return rows
+
+
+# ---------------------------------------------------------------- AOTInductor C++ code
+_AOT_KERNEL_DEF = re.compile(r'^extern "C"\s+(?:\w+\s+)*void\s+(?P<name>\w+)\(')
+_AOT_SHIM = re.compile(r"\b(?P<fn>aoti_torch_(?:cpu|cuda|xpu|mps)_\w+)\(")
+_AOT_LAUNCH = re.compile(r"^\s*(?:kernels\.)?(?P<name>[A-Za-z_]\w*)\(")
+
+
+def parse_aot_code(wrapper: str, kernel_code: str | None = None) -> OutputCode:
+    """Kernels and launches of an AOTInductor compile: the C++ wrapper (`graph_dump`
+    ``inductor_aot_wrapper_code``) and its kernel file (``inductor_aot_kernel_code``).
+
+    Kernel definitions are the ``extern "C" void name(...)`` functions of the kernel file
+    (``cpp``; their text up to the closing ``}`` at column 0), or their declarations in the
+    wrapper when there is no kernel file. Launches are read from
+    ``AOTInductorModel::run_impl`` in order: a defined kernel called by name, and the C shims
+    of ATen ops Inductor did not generate code for (``aoti_torch_cpu_addmm_out(...)``: kind
+    ``extern``, named by the shim), each with the ``// Topologically Sorted Source Nodes``
+    comment before it. The wrapper has no ``# AOT ID`` line (``aot_id`` is None).
+    """
+    out = OutputCode()
+    by_name: dict[str, dict[str, Any]] = {}
+
+    def add(name: str, kind: str, code: str, line: int, nodes: list[str], aten: list[str]) -> dict[str, Any]:
+        row = {
+            "order": len(out.kernels), "name": name, "kind": kind, "variant": _variant(name, kind),
+            "code": code, "kernel_path": None, "source_nodes": list(nodes), "aten_ops": list(aten),
+            "post_grad_nodes": [], "debug_handles": [], "calls": [], "line": line,
+        }
+        out.kernels.append(row)
+        return row
+
+    def definitions(text: str, whole: bool) -> None:
+        lines = text.split("\n")
+        i = 0
+        while i < len(lines):
+            m = _AOT_KERNEL_DEF.match(lines[i])
+            if not m or m.group("name") in by_name:
+                i += 1
+                continue
+            j = i
+            if whole:
+                while j + 1 < len(lines) and lines[j].rstrip() != "}":
+                    j += 1
+            else:
+                while j + 1 < len(lines) and not lines[j].rstrip().endswith(";"):
+                    j += 1
+            by_name[m.group("name")] = add(m.group("name"), "cpp", "\n".join(lines[i : j + 1]), i + 1, [], [])
+            i = j + 1
+
+    if kernel_code:
+        definitions(kernel_code, True)
+    definitions(wrapper, False)
+    lines = wrapper.split("\n")
+    inside = False
+    pend: tuple[list[str], list[str]] | None = None
+    for idx, raw in enumerate(lines):
+        line = raw.rstrip("\r")
+        if not inside:
+            inside = line.startswith("void AOTInductorModel::run_impl(")
+            continue
+        if line.startswith("}"):
+            break
+        sm = _SOURCE_NODES.match(line.replace("//", "#", 1)) if "Source Nodes: [" in line else None
+        if sm:
+            pend = (_split_list(sm.group("nodes")), _split_list(sm.group("aten")))
+            continue
+        nodes, aten = pend if pend else ([], [])
+        shim = _AOT_SHIM.search(line)
+        launch = _AOT_LAUNCH.match(line) if shim is None else None
+        if shim:
+            name = shim.group("fn")
+            k = add(name, "extern", line.strip(), idx + 1, nodes, aten)
+        elif launch and launch.group("name") in by_name:
+            name = launch.group("name")
+            k = by_name[name]
+            for x in nodes:
+                if x not in k["source_nodes"]:
+                    k["source_nodes"].append(x)
+            for x in aten:
+                if x not in k["aten_ops"]:
+                    k["aten_ops"].append(x)
+        else:
+            continue
+        call = len(out.calls)
+        k["calls"].append(call)
+        out.calls.append({
+            "call_index": call, "kernel_order": k["order"], "name": name, "kind": k["kind"],
+            "function": "run_impl", "source_nodes": list(nodes), "aten_ops": list(aten),
+            "debug_handle": None, "text": line.strip(), "line": idx + 1, "reads": [], "writes": [],
+        })
+        pend = None
+    return out

@@ -47,7 +47,7 @@ def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.D
     from parsers import facts
     from parsers.compiles import build_compiles, build_spans
 
-    compiles = build_compiles(ev, strings)
+    compiles = build_compiles(ev, strings, chromium)
     return {
         "compiles": compiles,
         "spans": build_spans(ev, chromium),

@@ -18,6 +18,7 @@ from parsers.code_location import whose
 from parsers.compile_ids import label as id_label
 from parsers.compile_ids import sort_key, text_occurrence_expr
 from parsers.compiles import STATUSES
+from parsers.frameless import is_frameless, kind_label
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
 from traceview.analyze.code_objects import describe
@@ -109,6 +110,14 @@ class _CodeObjects:
             r["code"] = self._seen[k]
         return rows
 
+def _frameless_compiles(compiles: pl.DataFrame) -> list[dict[str, Any]]:
+    """The compiles without a Dynamo frame (torch.export + AOTInductor): parsers.frameless."""
+    rows = compiles.filter(pl.col("compile_kind").fill_null("dynamo") != "dynamo").select(
+        "rank", "compile_id", "compile_kind", pl.col("compile_kind").map_elements(kind_label, return_dtype=pl.String).alias("what"),
+        "status", pl.col("total_time_s").round(3).alias("seconds"), "inductor_compile_time_s", "code_gen_time_s", "file", "metrics_lineno",
+    )
+    return _rows(_round(rows))
+
 
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
@@ -143,6 +152,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "ranks": ranks_of(trace),
         "compiles": compiles.height,
         "compile_ids_in_text_logs": logged_ids.height,
+        "frameless_compiles": _frameless_compiles(compiles),
         "recompile_storms": storms,
         "compiled_optimizer": optimizer,
         "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace),
@@ -566,7 +576,16 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
         code = f" ({sp['user_code']})" if sp.get("user_code") else ""
         lines.append(
             f"[{sp['compile_id']}] {sp.get('source') or sp['symbol']} specialized to {sp['value']}{at}{code}: "
-            f"a dynamic dimension forced to a constant ({sp['reason']}); another size will recompile"
+            f"a dynamic dimension forced to a constant ({sp['reason']}); "
+            + ("the exported program accepts only this size" if is_frameless(sp["compile_id"]) else "another size will recompile")
+        )
+    for d in f.get("export_dims", []):
+        if d.get("specialized_to") is not None:
+            continue  # said above
+        at = f", exported at {paths.show(d['user_file'], d['user_line'])}" if d.get("user_file") else ""
+        lines.append(
+            f"[{d['compile_id']}] export: {d.get('source') or d['symbol']} is dynamic ({d['symbol']}, range {d.get('range') or '?'}, "
+            f"traced with {d.get('example')}){at}: the compiled program accepts any size in that range"
         )
     for u in f.get("unbacked_symbols", []):
         lines.append(unbacked_line(u, paths.show))
@@ -630,6 +649,13 @@ def _of_which(ph: dict[str, Any]) -> str:
     return f" (of which {', '.join(inner)})" if inner else ""
 
 
+def _compile_name(r: dict[str, Any], paths: _Paths) -> str:
+    """`function (place)` of a Dynamo compile; what a compile without a frame was."""
+    if r.get("compile_kind") not in (None, "dynamo") and not r.get("function"):
+        return kind_label(r["compile_kind"])
+    return paths.code(r)
+
+
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:
     ctime = report["compile_time"]
     if report["compiles"] == 0 and not ctime["autotuning"]:
@@ -654,7 +680,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
         top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
             t.add(
-                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {paths.code(r)}",
+                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {_compile_name(r, paths)}",
                 "    ",
                 "              ",
             )

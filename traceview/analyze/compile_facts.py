@@ -36,11 +36,12 @@ from parsers.facts import (
     unbacked_symbols_from_trace,
     user_name,
 )
+from parsers.frameless import with_frameless_ids
 from parsers.fxgraph import split_traced_graphs
 from parsers.kinds import SUMMARY_PAYLOAD_ASSERT_MARK, SUMMARY_PAYLOAD_GRAPH_MARK
 from traceview.trace import Trace
 
-FACT_KEYS = ("specializations", "unbacked_symbols", "pgo", "compiled_autograd_graphs", "higher_order_ops", "cache_events")
+FACT_KEYS = ("specializations", "unbacked_symbols", "export_dims", "pgo", "compiled_autograd_graphs", "higher_order_ops", "cache_events")
 
 _SET_REPLACEMENT = re.compile(r"^set_replacement (?P<sym>\w+) = (?P<v>\S+) \((?P<why>[^)]+)\)")
 _CREATE_SYMBOL = re.compile(r"^create_symbol (?P<sym>\w+) = \S+ for (?P<src>\S+)")
@@ -90,7 +91,9 @@ def _user_frame(stack: Any, file: str, strings: dict[tuple[str, int], str]) -> t
 
 
 def specializations(trace: Trace) -> list[dict[str, Any]]:
-    ev = trace.index_events()  # the payloads read here are parse-time ones (parsers.kinds)
+    # the payloads read here are parse-time ones (parsers.kinds); an export's records take
+    # the id of the AOTInductor compile they belong to (parsers.frameless)
+    ev = with_frameless_ids(trace.index_events())
     out: list[dict[str, Any]] = []
     rows = ev.filter(pl.col("kind") == "symbolic_shape_specialization")
     strings = _strings(ev) if rows.height else {}
@@ -263,6 +266,38 @@ def unbacked_symbols(trace: Trace) -> list[dict[str, Any]]:
     return groups
 
 
+def export_dims(trace: Trace) -> list[dict[str, Any]]:
+    """The dynamic dimensions of an exported program compiled without a Dynamo frame
+    (torch.export + AOTInductor): the `create_symbol` records of each such compile, with the
+    value range torch gave the symbol and the constant it was specialized to, if any."""
+    ev = with_frameless_ids(trace.index_events())
+    rows = ev.filter((pl.col("kind") == "create_symbol") & pl.col("compile_id").str.starts_with("unknown_"))
+    if rows.height == 0:
+        return []
+    fixed = {(f, c, m.get("symbol")): m.get("value") for f, c, m in (
+        (r["file"], r["compile_id"], _meta(r["metadata"]) or {})
+        for r in ev.filter(pl.col("kind") == "symbolic_shape_specialization").iter_rows(named=True)
+    ) if isinstance(m, dict)}
+    strings = _strings(ev)
+    out: list[dict[str, Any]] = []
+    for r in rows.iter_rows(named=True):
+        m = _meta(r["metadata"])
+        if not isinstance(m, dict):
+            continue
+        ufile, uline, code = _user_frame(m.get("user_stack") or m.get("stack"), r["file"], strings)
+        out.append(
+            {
+                "compile_id": r["compile_id"], "symbol": m.get("symbol"),
+                "source": user_name(m["source"]) if isinstance(m.get("source"), str) else None,
+                "range": m.get("vr"), "example": m.get("val"),
+                "specialized_to": fixed.get((r["file"], r["compile_id"], m.get("symbol"))),
+                "user_file": ufile, "user_line": uline, "user_code": code,
+                "rank": r["rank"], "file": r["file"], "lineno": r["lineno"],
+            }
+        )
+    return out
+
+
 def pgo(trace: Trace) -> list[dict[str, Any]]:
     ev = trace.index_events()  # the payloads read here are parse-time ones (parsers.kinds)
     out: list[dict[str, Any]] = []
@@ -373,6 +408,7 @@ def compile_facts(trace: Trace) -> dict[str, list[dict[str, Any]]]:
     return {
         "specializations": specializations(trace),
         "unbacked_symbols": unbacked_symbols(trace),
+        "export_dims": export_dims(trace),
         "pgo": pgo(trace),
         "compiled_autograd_graphs": compiled_autograd_graphs(trace),
         "higher_order_ops": higher_order_ops(trace),

@@ -207,6 +207,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
             "compile_id",
             "occurrence",
             "attempts",
+            "compile_kind",
             "function",
             "filename",
             "line",
@@ -238,6 +239,8 @@ def _by_function(compiles: pl.DataFrame) -> pl.DataFrame:
     if "compiled_autograd_id" in compiles.columns:
         ca_graph = pl.col("compiled_autograd_id").is_not_null() & pl.col("frame_id").is_null()
         compiles = compiles.filter(~ca_graph.fill_null(False))
+    if "compile_kind" in compiles.columns:  # a compile without a Dynamo frame has no code object
+        compiles = compiles.filter(pl.col("compile_kind").fill_null("dynamo") == "dynamo")
     return (
         compiles.group_by("rank", "function", "filename", "line")
         .agg(pl.len().alias("compiles"), pl.col("total_time_s").sum().alias("seconds"))

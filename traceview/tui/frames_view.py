@@ -16,6 +16,7 @@ from textual.widgets.tree import TreeNode
 from parsers.code_location import whose
 from parsers.compile_ids import frame_group
 from parsers.compile_ids import label as compile_id_label
+from parsers.frameless import kind_label
 from traceview.analyze.findings import after_resets, compile_outcome
 from traceview.printable import one_line
 from traceview.tui.model import CompileKey, TraceModel
@@ -65,9 +66,17 @@ def compile_label(row: dict[str, Any], first: bool) -> Text:
     return t
 
 
+def compile_name(row: dict[str, Any]) -> str:
+    """The compiled function, or what a compile without a Dynamo frame was
+    ("AOTInductor compile": parsers.frameless)."""
+    if not row.get("function") and row.get("compile_kind") not in (None, "dynamo"):
+        return kind_label(row["compile_kind"])
+    return row.get("function") or "?"
+
+
 def frame_label(rows: list[dict[str, Any]]) -> Text:
     named = next((r for r in rows if r.get("function")), rows[0])
-    fn = named.get("function") or "?"
+    fn = compile_name(named)
     filename = named.get("filename")
     where = f"{filename.rsplit('/', 1)[-1]}:{named.get('line')}" if filename else ""
     n = len(rows)
@@ -112,22 +121,25 @@ def _unbacked(t: Text, groups: list[dict[str, Any]]) -> None:
 def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True) -> Text:
     """The selected compile; `hint`: end with the keys that lead on (not when copied)."""
     t = Text(end="")
-    t.append_text(safe(f"[{compile_id_label(row['compile_id'], row.get('occurrence'), row.get('attempts'))}] {row.get('function') or '?'}", "bold"))
+    t.append_text(safe(f"[{compile_id_label(row['compile_id'], row.get('occurrence'), row.get('attempts'))}] {compile_name(row)}", "bold"))
     t.append("  ")
     outcome = compile_outcome(row)
     t.append_text(safe(OUTCOME_MEANING[outcome], "bold reverse" if outcome in ("failed", "eager") else "bold"))
     t.append("\n\n")
-    _label(t, "function", f"{row.get('function') or '?'}  {row.get('filename') or '?'}:{row.get('line')}")
-    code = model.code_of(row) or {}
-    if code.get("label") and code["label"] != row.get("function"):
-        _label(t, "what", code["label"] + (f"  ({code['module_class']})" if code.get("module_class") else ""))
-    owner = whose(row.get("filename"))
-    if owner.owner not in ("unknown", "user"):
-        wrapper = f", torch's {code['wrapper']} wrapper" if code.get("wrapper") else ""
-        _label(t, "whose code", f"{owner.describe()}{wrapper}  ({owner.shown})")
-    if row.get("call_filename"):
-        src = f"  {one_line(row['call_code'], 200)}" if row.get("call_code") else ""
-        _label(t, "called at", f"{row['call_filename']}:{row.get('call_line')} in {row.get('call_function') or '?'}{src}")
+    if compile_name(row) != (row.get("function") or "?"):
+        _label(t, "what", f"{compile_name(row)} (no Dynamo frame; tlparse: {row['compile_id']}/)")
+    else:
+        _label(t, "function", f"{row.get('function') or '?'}  {row.get('filename') or '?'}:{row.get('line')}")
+        code = model.code_of(row) or {}
+        if code.get("label") and code["label"] != row.get("function"):
+            _label(t, "what", code["label"] + (f"  ({code['module_class']})" if code.get("module_class") else ""))
+        owner = whose(row.get("filename"))
+        if owner.owner not in ("unknown", "user"):
+            wrapper = f", torch's {code['wrapper']} wrapper" if code.get("wrapper") else ""
+            _label(t, "whose code", f"{owner.describe()}{wrapper}  ({owner.shown})")
+        if row.get("call_filename"):
+            src = f"  {one_line(row['call_code'], 200)}" if row.get("call_code") else ""
+            _label(t, "called at", f"{row['call_filename']}:{row.get('call_line')} in {row.get('call_function') or '?'}{src}")
     if row.get("rank") is not None:
         _label(t, "rank", row["rank"])
     if row.get("start") is not None:

@@ -1,0 +1,157 @@
+"""Compiles that have no Dynamo frame: named here, and nowhere else.
+
+`torch._inductor.aoti_compile_and_package` (and `torch._inductor.aot_compile`) compiles an
+exported program with Inductor outside Dynamo: no `dynamo_start`, no frame ids, and a
+`compilation_metrics` whose `compile_id` is null (torch 2.13: `compile_fx_aot` logs it inside
+its `dynamo_timed` span). The compile's records are the envelopes with no compile id before
+that `compilation_metrics`: the export's `describe_*` / `create_symbol` /
+`symbolic_shape_specialization`, the chromium spans (`compile_fx_aot`, the Inductor phases,
+`compile_file`), the pre/post-grad graphs and the `graph_dump`s `inductor_aot_wrapper_code` /
+`inductor_aot_kernel_code`.
+
+Such a compile is named the way tlparse names its output directory, `unknown_<L>`, with `L`
+the 1-based line of its `compilation_metrics` envelope in its file (tlparse `src/lib.rs`:
+`compile_id.map_or(format!("unknown_{lineno}"), ...)`): stable for one file, and the
+`unknown_<L>/compilation_metrics_*.html` page of tlparse's output is the same compile.
+
+Which null-id records belong to it: those after the previous null-id `compilation_metrics` of
+the same file (or the file start) up to its own, except the file's `torch_version` artifact
+and interned strings. Two exports before one AOT compile both count for it (the log says
+nothing finer). A null-id `compilation_metrics` that a strict export's failing Dynamo compile
+claims (`attach_unnamed_metrics`) is not a frameless compile: it ends the Dynamo compile it
+follows, and the null-id records before it belong to no frameless compile.
+
+`compile_kind` (the `compiles` column): "dynamo" for a compile Dynamo named, "aot_inductor"
+for a frameless compile with AOTInductor code (`inductor_aot_*` graph dumps), "inductor" for
+another frameless compile.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+FRAMELESS_PREFIX = "unknown_"
+AOT_DUMPS = ("inductor_aot_wrapper_code", "inductor_aot_kernel_code", "inductor_aot_header_code")
+KIND_LABELS = {
+    "dynamo": "Dynamo compile",
+    "aot_inductor": "AOTInductor compile",
+    "inductor": "Inductor compile without a Dynamo frame",
+}
+_NOT_OURS = ("str",)
+
+
+def is_frameless(compile_id: str | None) -> bool:
+    """Whether a compile id names a compile without a Dynamo frame (`unknown_<L>`)."""
+    return bool(compile_id) and str(compile_id).startswith(FRAMELESS_PREFIX)
+
+
+def kind_label(compile_kind: str | None) -> str:
+    """What a compile was, in words ("AOTInductor compile")."""
+    return KIND_LABELS.get(compile_kind or "dynamo", compile_kind or "compile")
+
+
+def attach_unnamed_metrics(events: pl.DataFrame) -> pl.DataFrame:
+    """Strict torch.export writes its failing `compilation_metrics` with compile id null
+    (and no frame ids), after events of the compile it ends (`describe_*`,
+    `dynamo_output_graph` carry 0/0): give it the id of the latest compile before it in the
+    same file that has no metrics yet. One with no such compile keeps its null id (a
+    frameless compile, `frameless_ids`)."""
+    unnamed = events.filter((pl.col("kind") == "compilation_metrics") & pl.col("compile_id").is_null())
+    if unnamed.height == 0:
+        return events
+    named = events.filter(pl.col("compile_id").is_not_null()).select(
+        "file", "lineno", "compile_id", "kind", "frame_id", "frame_compile_id", "compiled_autograd_id"
+    )
+    fix: dict[tuple[str, int], tuple] = {}
+    for file, lineno in unnamed.select("file", "lineno").iter_rows():
+        before = named.filter((pl.col("file") == file) & (pl.col("lineno") < lineno))
+        if before.height == 0:
+            continue
+        last = before.sort("lineno").tail(1).row(0, named=True)
+        since = before.filter(pl.col("compile_id") == last["compile_id"])
+        closed = since.filter(pl.col("kind") == "compilation_metrics")
+        starts = since.filter(pl.col("kind") == "dynamo_start")
+        if closed.height and (starts.height == 0 or closed["lineno"].max() > starts["lineno"].max()):
+            continue  # that compile already has its metrics
+        fix[(file, lineno)] = (last["compile_id"], last["frame_id"], last["frame_compile_id"], last["compiled_autograd_id"])
+    if not fix:
+        return events
+    keys = pl.DataFrame(
+        [{"file": f, "lineno": n, "_cid": v[0], "_fid": v[1], "_fcid": v[2], "_ca": v[3]} for (f, n), v in fix.items()],
+        schema={"file": pl.String, "lineno": pl.Int64, "_cid": pl.String, "_fid": pl.Int32, "_fcid": pl.Int32, "_ca": pl.Int32},
+    )
+    return (
+        events.join(keys, on=["file", "lineno"], how="left")
+        .with_columns(
+            pl.coalesce("compile_id", "_cid").alias("compile_id"),
+            pl.coalesce("frame_id", "_fid").alias("frame_id"),
+            pl.coalesce("frame_compile_id", "_fcid").alias("frame_compile_id"),
+            pl.coalesce("compiled_autograd_id", "_ca").alias("compiled_autograd_id"),
+        )
+        .drop("_cid", "_fid", "_fcid", "_ca")
+    )
+
+
+_IDS_SCHEMA = {"file": pl.String, "lineno": pl.Int64, "_fl_id": pl.String, "_fl_kind": pl.String}
+
+
+def frameless_ids(events: pl.DataFrame) -> pl.DataFrame:
+    """file, lineno, `_fl_id` (the frameless compile's id) and `_fl_kind` (its compile_kind)
+    of every null-id record that belongs to a frameless compile (see the module doc)."""
+    null_metrics = events.filter((pl.col("kind") == "compilation_metrics") & pl.col("compile_id").is_null())
+    if null_metrics.height == 0:
+        return pl.DataFrame(schema=_IDS_SCHEMA)
+    cols = ["file", "lineno", "kind", "name", "compile_id", "frame_id", "frame_compile_id", "compiled_autograd_id"]
+    small = events.select([c for c in cols if c in events.columns])
+    for c in ("frame_id", "frame_compile_id", "compiled_autograd_id"):
+        if c not in small.columns:
+            small = small.with_columns(pl.lit(None, dtype=pl.Int32).alias(c))
+    claimed = attach_unnamed_metrics(small.filter(pl.col("compile_id").is_not_null() | (pl.col("kind") == "compilation_metrics")))
+    ends = claimed.filter(pl.col("kind") == "compilation_metrics").filter(
+        pl.col("lineno").is_in(null_metrics["lineno"].implode())
+    ).select(
+        pl.col("file").cast(pl.String),
+        pl.col("lineno").cast(pl.Int64).alias("_end"),
+        pl.when(pl.col("compile_id").is_null()).then(pl.format("{}{}", pl.lit(FRAMELESS_PREFIX), pl.col("lineno"))).alias("_fl_id"),
+    ).join(null_metrics.select(pl.col("file").cast(pl.String), pl.col("lineno").cast(pl.Int64).alias("_end")), on=["file", "_end"], how="semi")
+    if ends.filter(pl.col("_fl_id").is_not_null()).height == 0:
+        return pl.DataFrame(schema=_IDS_SCHEMA)
+    mine = (
+        small.filter(
+            pl.col("compile_id").is_null()
+            & ~pl.col("kind").is_in(_NOT_OURS)
+            & ~((pl.col("kind") == "artifact") & (pl.col("name") == "torch_version"))
+        )
+        .select(pl.col("file").cast(pl.String), pl.col("lineno").cast(pl.Int64), pl.col("kind"), pl.col("name"))
+        .sort("file", "lineno")
+        .join_asof(ends.sort("file", "_end"), left_on="lineno", right_on="_end", by="file", strategy="forward", check_sortedness=False)
+        .filter(pl.col("_fl_id").is_not_null())
+    )
+    aot = (
+        mine.group_by("_fl_id")
+        .agg(((pl.col("kind") == "graph_dump") & pl.col("name").is_in(AOT_DUMPS)).any().alias("_aot"))
+        .select("_fl_id", pl.when(pl.col("_aot")).then(pl.lit("aot_inductor")).otherwise(pl.lit("inductor")).alias("_fl_kind"))
+    )
+    return mine.join(aot, on="_fl_id", how="left").select(list(_IDS_SCHEMA)).cast(_IDS_SCHEMA)
+
+
+def with_frameless_ids(df: pl.DataFrame, ids: pl.DataFrame | None = None, *, events: pl.DataFrame | None = None) -> pl.DataFrame:
+    """`df` (rows with file, lineno, compile_id; trace_id too if it has one) with the id of
+    the frameless compile each null-id row belongs to. `ids`: `frameless_ids(events)`,
+    computed here from `events` (else from `df`) when not given."""
+    if ids is None:
+        ids = frameless_ids(df if events is None else events)
+    if ids.height == 0:
+        return df
+    dtypes = {"file": df.schema["file"], "lineno": df.schema["lineno"]}
+    out = df.join(ids.select("file", "lineno", "_fl_id").cast(dtypes), on=["file", "lineno"], how="left")
+    fill = [pl.coalesce("compile_id", "_fl_id").alias("compile_id")]
+    if "trace_id" in df.columns:
+        fill.append(pl.coalesce("trace_id", "_fl_id").alias("trace_id"))
+    return out.with_columns(fill).drop("_fl_id")
+
+
+def frameless_kinds(events: pl.DataFrame) -> dict[tuple[str, str], str]:
+    """(file, compile id) -> compile_kind of each frameless compile of `events`."""
+    ids = frameless_ids(events)
+    return {(f, i): k for f, i, k in ids.select("file", "_fl_id", "_fl_kind").unique().iter_rows()}
