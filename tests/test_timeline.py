@@ -111,3 +111,22 @@ def test_an_output_that_is_a_directory_is_one_line(tmp_path: Path, capsys: pytes
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert [p.name for p in tmp_path.iterdir()] == ["d"] and not any((tmp_path / "d").iterdir())
+
+
+def test_bars_carry_the_compiles_own_figure() -> None:
+    """Issue 30.7: a forward bar is the forward part (compilation_metrics), the backward bar the
+    lazily compiled backward; both rows carry the compile's own total (forward + backward), the
+    figure Findings and Frames show, so the timeline's detail can say which part a bar is."""
+    from traceview.timeline import compile_rows
+
+    trace = traceview.load(FIXTURES / "training")
+    rows = compile_rows(trace)
+    totals = {(r["compile_id"], r["occurrence"]): r["total_time_s"] for r in trace.compiles.iter_rows(named=True)}
+    bwd = rows.filter(rows["part"] == "backward")
+    assert bwd.height >= 1
+    for r in rows.iter_rows(named=True):
+        assert r["total_time_s"] == totals[(r["compile_id"], r["occurrence"])]
+    for r in bwd.iter_rows(named=True):
+        fwd = rows.filter((rows["part"] == "forward") & (rows["compile_id"] == r["compile_id"])).row(0, named=True)
+        # the two bars are the parts of one compile's figure
+        assert abs(fwd["dur_us"] / 1e6 + r["dur_us"] / 1e6 - r["total_time_s"]) < 0.05

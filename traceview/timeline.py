@@ -37,11 +37,13 @@ def compile_rows(trace: Trace) -> pl.DataFrame:
     lazily, at the first backward call, so it stalls the run at another time). Sorted by start;
     compiles without a start time are left out. `process` and `process_label` name the rank
     (a rank with several input files has one process per file); `offset_s` counts from the
-    first compile of the whole run."""
+    first compile of the whole run. `total_time_s` is the compile's own figure (forward and
+    backward, as the summary and the UI's findings count it) on both of its rows: a bar shows
+    one part of it."""
     compiles = trace.compiles.select(
         "file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status",
         "fail_type", "fail_reason", "recompile_reason",
-        pl.col("start").dt.epoch("us").alias("start_us"), "compile_time_s",
+        pl.col("start").dt.epoch("us").alias("start_us"), "compile_time_s", "total_time_s",
     )
     spans = _spans_with_function(trace.spans, compiles)
     processes = _processes(compiles, spans)
@@ -52,7 +54,7 @@ def compile_rows(trace: Trace) -> pl.DataFrame:
     )
     bwd_spans = spans.filter((pl.col("name") == BACKWARD_SPAN) & pl.col("start_us").is_not_null())
     meta = compiles.select("file", "rank", "compile_id", "occurrence", "filename", "line", "status", "fail_type",
-                           "fail_reason", "recompile_reason")
+                           "fail_reason", "recompile_reason", "total_time_s")
     # the compile the span's end falls in (spans.occurrence: a compile id used again after a
     # torch._dynamo.reset() is another compile)
     bwd = bwd_spans.join(meta, on=["file", "rank", "compile_id", "occurrence"], how="left", nulls_equal=True).with_columns(
@@ -60,7 +62,7 @@ def compile_rows(trace: Trace) -> pl.DataFrame:
         (pl.col("duration_s") * 1e6).round().cast(pl.Int64).clip(lower_bound=0).alias("dur_us"),
     )
     cols = ["file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status", "fail_type",
-            "fail_reason", "recompile_reason", "part", "start_us", "dur_us"]
+            "fail_reason", "recompile_reason", "part", "start_us", "dur_us", "total_time_s"]
     rows = pl.concat([fwd.select(cols), bwd.select(cols)], how="vertical_relaxed").with_columns(
         pl.col("start_us").cast(pl.Int64)
     )

@@ -248,6 +248,12 @@ class TimelineView(View):
             f"  {who}{what} started {_offset(row['offset_s'])} after the first compile,"
             f" took {_took(row.get('dur_us'))}  {row.get('outcome') or ''}"
         ))
+        total = row.get("total_time_s")
+        if total is not None and row.get("dur_us") is not None and abs(total - row["dur_us"] / 1e6) >= 0.005:
+            # the bar is one part; the compile's own figure is the one Findings and Frames show
+            part = "the backward part" if row["part"] == "backward" else "the forward part"
+            t.append("\n")
+            t.append_text(safe(f"this bar is {part}: the compile took {seconds(total)} in all (forward and backward)"))
         ranks = self.model.ranks()
         if row.get("on_ranks", "").startswith("1/") and len(ranks) > 1 and row.get("rank") is not None:
             others = len(ranks) - 1
