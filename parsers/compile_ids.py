@@ -132,6 +132,18 @@ def label(compile_id: str | None, occurrence: int | None = None, attempts: int |
     return f"{text} #{occurrence}" if occurrence is not None and occurrence > 1 else text
 
 
+def label_expr(compile_id: str = "compile_id", occurrence: str = "occurrence") -> object:
+    """`label` as a polars expression over a table's compile id and occurrence columns (no
+    attempts: the tables other than compiles do not carry them): "0/0", "0/0 #2"."""
+    import polars as pl
+
+    return (
+        pl.when(pl.col(occurrence).fill_null(1) > 1)
+        .then(pl.concat_str(pl.col(compile_id), pl.lit(" #"), pl.col(occurrence).cast(pl.String)))
+        .otherwise(pl.col(compile_id))
+    )
+
+
 def occurrence_expr(
     kind: str = "kind", group: tuple[str, ...] = ("file", "compile_id"), order: str = "lineno"
 ) -> object:

@@ -141,3 +141,40 @@ def test_one_compile_of_each_round_keeps_its_own_seconds() -> None:
     assert set(top) == {("0/0", 1), ("0/0", 2)}
     slow = [f for f in findings_from_report(report) if f.kind == "compile_time"]
     assert [f.title for f in slow] == [f"{top[('0/0', 1)]:.2f}s [0/0] mlp (reset_same_model.py:14)"]
+
+
+def test_graphs_of_the_second_round_are_labelled_as_its_compile() -> None:
+    """After torch._dynamo.reset() the second round's graphs and kernels belong to [0/0 #2]
+    (the Frames label), not to the first round's 0/0."""
+    model = TraceModel.build(_trace("reset_same_model"))
+    model.build_graph_tables()
+    shown = model.code.group_by("shown_id").len().sort("shown_id")
+    ids = dict(shown.iter_rows())
+    assert set(ids) == {"0/0", "0/0 #2"}
+    by_occ = model.code.filter(model.code["occurrence"] == 2)
+    assert set(by_occ["shown_id"]) == {"0/0 #2"}
+
+
+def test_a_break_inside_a_library_is_the_librarys_with_the_users_call_site() -> None:
+    """HF GPT-2 training on an H100 (torch 2.11 under /opt/torch/.venv/...): the loss function's
+    logger call breaks the graph inside transformers; the advice names the library, the user's
+    line that entered the compiled frame, and torch's config hint."""
+    from traceview.analyze.hotspots import graph_break_hotspots
+
+    [g] = graph_break_hotspots(traceview.load(FIXTURES / "gpu" / "hf_gpt2_train" / "trace"))
+    assert g["gb_id"] == "gb0291"
+    assert g["advice"].startswith(
+        "the break is inside the transformers library's code (transformers/modeling_utils.py, reached from wrapper), "
+        "not a line of yours to edit: look at what your code passes into it at hf_gpt2_train.py:30"
+    )
+    assert "torch._dynamo.config.ignore_logging_functions" in g["advice"]
+
+
+def test_a_break_inside_torch_names_the_users_call_site() -> None:
+    from traceview.analyze.hotspots import graph_break_hotspots
+
+    gbs = graph_break_hotspots(traceview.load(FIXTURES / "gpu" / "ddp2" / "trace"))
+    [g] = [g for g in gbs if g["gb_id"] == "gb0156"]
+    assert g["advice"] == (
+        "the break is inside torch's own code, reached from inner: look at the user line that calls into it (ddp2.py:41)"
+    )

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers.code_location import is_torch
+from parsers.code_location import is_torch, whose
 from parsers.sources import prefer_trace
 from traceview.analyze.failures import fullgraph_likely
 from traceview.analyze.registry import config_fix, has_placeholders, registry_entry
@@ -292,7 +292,8 @@ def _advice(why: str | None, hint: str | None, function: str | None, r: dict[str
                 f"torch's own code calls torch._dynamo.graph_break() here on purpose{origin}{optim}: "
                 "not a bug in your code; compile around it rather than into it if the split costs too much"
             )
-        return f"the break is inside torch's own code{origin}: look at the user line that calls into it"
+        called = f" ({r['call_site']})" if r.get("call_site") else ""
+        return f"the break is inside torch's own code{origin}: look at the user line that calls into it{called}"
     if r is not None and (skipped := _torch_skipped(r)):
         fn, reason = skipped
         return (
@@ -300,7 +301,32 @@ def _advice(why: str | None, hint: str | None, function: str | None, r: dict[str
             f"code of yours to avoid; the graph splits at this call. Compile the model (or the "
             f"step) without it if the split costs too much"
         )
-    return _hint_advice(hint)
+    hinted = _hint_advice(hint)
+    if r is not None and (lib := whose(r["filename"])).owner == "library":
+        frame = r.get("frame_function")
+        origin = f", reached from {frame}" if frame else ""
+        where = (
+            f"the break is inside the {lib.package} library's code ({lib.shown}{origin}), not a line of yours "
+            f"to edit: look at what your code passes into it"
+            + (f" at {r['call_site']}" if r.get("call_site") else "")
+            + ", or compile around that call"
+        )
+        return f"{where}. {hinted[:1].upper()}{hinted[1:]}" if hinted else where
+    return hinted
+
+
+def _call_sites(trace: Trace) -> dict[tuple, str]:
+    """(file, compile_id) -> the user's line that entered the compiled frame, as shown: `train.py:41`
+    (the compiles table's call_* columns, parsers.code_location.call_site)."""
+    c = trace.compiles
+    if c.is_empty() or "call_filename" not in c.columns:
+        return {}
+    out: dict[tuple, str] = {}
+    for f, cid, fn, ln in c.filter(pl.col("call_filename").is_not_null()).select(
+        "file", "compile_id", "call_filename", "call_line"
+    ).iter_rows():
+        out.setdefault((f, cid), f"{fn.replace(chr(92), '/').rsplit('/', 1)[-1]}:{ln}")
+    return out
 
 
 def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
@@ -337,16 +363,19 @@ def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
         )
         .with_columns(
             (pl.col("count") * pl.col("ranks").list.len().clip(1)).alias("_impact"),
-            pl.col("filename").fill_null("").str.contains(r"[/\\]torch[/\\]").alias("_in_torch"),
-        )
-        .sort(
-            ["frame_skipped", "_impact", "_in_torch", "filename", "line"],
-            descending=[True, True, False, False, False],
-            nulls_last=True,
         )
     )
+    # breaks in user code before breaks inside torch (parsers.code_location: torch by module)
+    torch_files = [f for f in grouped["filename"].drop_nulls().unique().to_list() if is_torch(f)]
+    grouped = grouped.with_columns(pl.col("filename").is_in(torch_files).fill_null(False).alias("_in_torch")).sort(
+        ["frame_skipped", "_impact", "_in_torch", "filename", "line"],
+        descending=[True, True, False, False, False],
+        nulls_last=True,
+    )
+    sites = _call_sites(trace)
     out = []
     for r in grouped.iter_rows(named=True):
+        r["call_site"] = sites.get((r["file"], r["compile_id"]))
         why = _why(r["frame_skipped"], r["reason"], r["gb_id"], r["inner_reason"], r["inner_gb_id"])
         r["frame_skipped_why"] = why
         _explain_from_registry(r)

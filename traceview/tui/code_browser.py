@@ -28,7 +28,7 @@ def code_columns() -> list[Column]:
         Column("label", "kind", 13),
         Column("name", "name", min_width=15),
         Column("part", "part", 4, fmt=_part_short, optional=True),
-        Column("compile_id", "id", 5, optional=True),
+        Column("shown_id", "id", 5, optional=True),
         Column("lines", "lines", 5, optional=True),
     ]
 
@@ -159,7 +159,7 @@ class CodeBrowser(View):
         text = code_text(self.model.trace, row["what"], row["key"])
         label = Text(end="")
         label.append_text(safe(f"{row['what']} {row.get('name') or '?'}", "bold"))
-        label.append_text(safe(f"  {row.get('kind') or ''}  [{row.get('compile_id')}] {row.get('graph') or ''}  from {row.get('src')}  {row.get('lines')} lines"))
+        label.append_text(safe(f"  {row.get('kind') or ''}  [{compile_label(row.get('compile_id'), row.get('occurrence'))}] {row.get('graph') or ''}  from {row.get('src')}  {row.get('lines')} lines"))
         self.query_one("#code-label", Static).update(label)
         lang = "cpp" if row["what"] == "kernel" and (row.get("kind") or "").startswith("cpp") else "python"
         self.query_one("#code-text", CodeView).set_text(text, language=lang, line=line)

@@ -16,7 +16,7 @@ import orjson
 import polars as pl
 
 from parsers.code_location import whose
-from parsers.compile_ids import epoch_expr, frame_group, occurrence_at, sort_exprs
+from parsers.compile_ids import epoch_expr, frame_group, label_expr, occurrence_at, sort_exprs
 from parsers.compile_ids import label as compile_label
 from parsers.compile_ids import parse as parse_compile_id
 from parsers.facts import user_name
@@ -560,13 +560,14 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
             pl.concat_str(pl.col("key"), pl.lit("|output")).alias("_dedupe")
         ).select(parts[0].columns if parts else [*_CODE_SCHEMA, "_dedupe"]))
     if not parts:
-        return pl.DataFrame(schema=_CODE_SCHEMA)
+        return pl.DataFrame(schema={**_CODE_SCHEMA, "shown_id": pl.String})
     df = pl.concat(parts, how="vertical_relaxed")
     df = prefer_trace(pl.concat(parts, how="vertical_relaxed").rename({"src": "source"}), ["rank", "compile_id", "what", "_dedupe"])
     df = df.rename({"source": "src"}).drop("_dedupe")
     # per rank, in compile-id order; the trace's rows before the text log's, then log order
     order = df.with_columns((pl.col("src") != "trace").alias("_t"))
     keys = sort_exprs("compile_id")
+    order = order.with_columns(label_expr().alias("shown_id"))  # "0/0 #2": the compile after a reset
     return order.sort(["rank", *keys, "_t", "lineno"], nulls_last=False, maintain_order=True).drop("_t")
 
 
@@ -664,7 +665,7 @@ class TraceModel:
     findings: list[Finding]
     records: pl.DataFrame
     compiles: pl.DataFrame
-    code: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_CODE_SCHEMA))
+    code: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={**_CODE_SCHEMA, "shown_id": pl.String}))
     missing: dict[str, str] = field(default_factory=dict)  # table -> why it is not available
     graph_tables_ready: bool = False
     timeline: pl.DataFrame | None = None  # traceview.timeline.compile_rows, read with the graph tables
