@@ -16,6 +16,7 @@ exact for that compile (a forward inherited by several classes names the first o
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
 import polars as pl
@@ -33,6 +34,8 @@ _WRAPPERS: tuple[tuple[str, str | None, str], ...] = (
     ("torch/_functorch/", None, "functorch"),
 )
 _GUARD_TYPE = re.compile(r"type=<class '(?P<cls>[^']+)'>")
+# the class of each code object, per Trace: read from the guard tree once
+_CLASSES: weakref.WeakKeyDictionary[Trace, dict[tuple, str | None]] = weakref.WeakKeyDictionary()
 
 
 def wrapper_of(filename: str | None, function: str | None) -> str | None:
@@ -63,8 +66,12 @@ def describe(trace: Trace, *, rank: Any, function: str | None, filename: str | N
                 sites.append(s)
     cls = None
     if rows and code.owner in ("torch", "library", "user") and function and not function.startswith("<"):
-        param = "fn" if wrapper == "torch.compile(model)" else "self"
-        cls = _module_class(trace, rows[0], param)
+        # one guard-tree read per code object, whatever the number of ranks that compiled it
+        classes = _CLASSES.setdefault(trace, {})
+        key = (function, filename, line)
+        if key not in classes:
+            classes[key] = _module_class(trace, rows[0], "fn" if wrapper == "torch.compile(model)" else "self")
+        cls = classes[key]
     short = cls.rsplit(".", 1)[-1] if cls else None
     if wrapper == "torch.compile(model)" and short:
         qualname = short
