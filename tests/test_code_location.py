@@ -178,3 +178,13 @@ def test_a_break_inside_torch_names_the_users_call_site() -> None:
     assert g["advice"] == (
         "the break is inside torch's own code, reached from inner: look at the user line that calls into it (ddp2.py:41)"
     )
+
+
+def test_the_ui_calls_an_expected_recompile_what_the_summary_calls_it() -> None:
+    """4 compiles of the Llama layer's forward, every cause by design (a flag's two values, one
+    automatic-dynamic recompile): EXPECTED RECOMPILES in the summary, not a storm in the UI."""
+    report = _report("library_llama_layers")
+    assert "EXPECTED RECOMPILES" in render_text(report, width=200)
+    [f] = [f for f in findings_from_report(report) if f.kind in ("storm", "recompile")]
+    assert f.kind == "recompile"
+    assert f.title.endswith("compiled 4 times (expected by design: nothing to fix)")

@@ -188,6 +188,8 @@ def recompile_why(s: dict[str, Any]) -> str:
         return "expected: one compile per value of a bool"
     if kinds and kinds <= {"size", "int", "float", "stride"}:
         return "expected: automatic dynamic shapes recompile once"
+    if s.get("expected"):  # every cause by design (a flag's values, automatic dynamic shapes, ...)
+        return "expected by design: nothing to fix"
     return "one recompile"
 
 

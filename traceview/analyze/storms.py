@@ -598,6 +598,9 @@ def outside_code_advice(function: str | None, line: Any, code: dict[str, Any], c
     where = f"{code['path']}:{line}" if line is not None else code["path"]
     name = code.get("qualname") or function
     owner = f"the {code['package']} library's code" if code["owner"] == "library" else "torch's own code"
+    if "mark_dynamic(" in fix and cause.get("source"):
+        # the guarded tensor is the library's own argument: the user marks the input it comes from
+        fix += f" ({cause['source']} is an argument of {name}: mark the tensor of yours it comes from, before your call)"
     return (
         f"{name} is {owner} ({where}): it recompiled because what your code passes into it changed; "
         f"act at {at}, not in {code['package'] or 'its'} source. {fix}"

@@ -119,7 +119,8 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
     for s, ranks in group_ranks([s for s in storms if id(s) not in folded], storm_key):
         ids = s.get("compile_ids") or []
         limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
-        kind, why = ("storm", "") if is_storm(s) else ("recompile", f" ({recompile_why(s)})")
+        # the summary's split: a function whose every cause is by design is EXPECTED there
+        kind, why = ("storm", "") if is_storm(s) and not s.get("expected") else ("recompile", f" ({recompile_why(s)})")
         title = (
             f"{ranks_text(ranks)}{code_label(s, _at)}{after_resets(s.get('epoch'))} "
             f"compiled {s['compiles']} times{limit}{why}"
