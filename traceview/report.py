@@ -46,6 +46,7 @@ from traceview.analyze.findings import (
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
 from traceview.analyze.storms import recompile_storms
+from traceview.analyze.unfinished import unfinished_compiles
 from traceview.printable import one_line, printable
 from traceview.trace import Trace
 from traceview.versions import REPORT_SCHEMA_VERSION
@@ -161,6 +162,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             for r in _rows(fails)
         ],
         "crashes": crashes,
+        "unfinished_compiles": unfinished_compiles(trace),
         "compile_time": {
             "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
             "phases_s": ct.phase_totals(trace),
@@ -345,8 +347,12 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     t.add(head, "", "    ")
     t.lines.append("=" * min(max(len(x) for x in t.lines), w))
     found = []
+    unfinished = report.get("unfinished_compiles") or []
     if crashes:
         found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
+    if unfinished:
+        behind = sum(1 for u in unfinished if u["behind"])
+        found.append(_plural(len(unfinished), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
     act = [s for s in storms if not s.get("expected")]
     expected = [s for s in storms if s.get("expected")]
     if act:
@@ -376,6 +382,8 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
         t.add(f"text log only: no {what} (add the TORCH_TRACE directory)", "", "    ")
 
+    if unfinished:
+        _render_unfinished(t, paths, unfinished)
     if crashes:
         t.heading("CRASHED  the program ended with an uncaught error")
         for c in crashes:
@@ -493,6 +501,39 @@ def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
         per = ", ".join(f"{ranks_text([r['rank']])}{r['function'] or '?'} {r['graphs']}" for r in funcs[:6])
         more = f", … {len(funcs) - 6} more" if len(funcs) > 6 else ""
         t.label("graphs per function:", per + more, "  ")
+
+
+def _render_unfinished(t: _Text, paths: _Paths, unfinished: list[dict[str, Any]]) -> None:
+    """Compiles that began and never logged their metrics (analyze.unfinished)."""
+    t.heading("UNFINISHED COMPILES  begun, no compilation_metrics: killed, hung or still running when the log ends")
+    for u in unfinished[:8]:
+        where = f" in {u['phase']}" if u.get("phase") else ""
+        inner = f" (innermost open span: {u['innermost_span']})" if u.get("innermost_span") and u["innermost_span"] != u.get("phase") else ""
+        running = f" for {_s(u['running_s'])} up to the log's last line" if u.get("running_s") is not None else ""
+        t.add(
+            f"{_rank(u['rank'])}[{id_label(u['compile_id'], u.get('occurrence'))}] {paths.code(u)}{where}{running}{inner}",
+            "  ",
+            "      ",
+        )
+        done = [o for o in u.get("others") or [] if o.get("finished_before_s") is not None]
+        if done:
+            first = min(o["finished_before_s"] for o in done)
+            t.label("others:", f"{ranks_text([o['rank'] for o in done]).strip()} finished [{u['compile_id']}], "
+                    f"{_s(first)} or more before the log's last line")
+        if u.get("behind"):
+            nxt = (
+                "a likely hang: this rank is behind the others, which wait for it in their next collective. "
+                f"py-spy dump --pid <rank {u['rank']}'s pid> shows where it is; TORCH_COMPILE_DEBUG=1 on a rerun "
+                "keeps the compile's inputs"
+            )
+        else:
+            nxt = (
+                "if the job still runs, the compile is in progress; if it hangs, py-spy dump --pid <pid> shows "
+                "where; TORCH_COMPILE_DEBUG=1 on a rerun keeps this compile's inputs"
+            )
+        t.label("next:", nxt)
+    if len(unfinished) > 8:
+        t.add(f"… {len(unfinished) - 8} more (--json lists all)", "  ")
 
 
 def _render_storms(
@@ -660,7 +701,11 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
     ctime = report["compile_time"]
     if report["compiles"] == 0 and not ctime["autotuning"]:
         return
-    t.heading(f"COMPILE TIME  {_s(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)")
+    unfinished = report.get("unfinished_compiles") or []
+    head = f"COMPILE TIME  {_s(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)"
+    if unfinished:
+        head += f" ({_plural(len(unfinished), 'unfinished compile')} not counted)"
+    t.heading(head)
     ph = ctime["phases_s"]
     if ctime["total_s"]:
         parts = [f"dynamo {_s(ph['dynamo'])}"]

@@ -79,6 +79,9 @@ def describe(trace: Trace, *, rank: Any, function: str | None, filename: str | N
     elif short:
         qualname = f"{short}.{function}"
         label = qualname
+    elif wrapper == "torch.compile(model)":  # the guards that name the module are not logged (yet)
+        qualname = None
+        label = "a module via torch.compile(model)"
     else:
         qualname = None
         label = function or "?"

@@ -110,10 +110,12 @@ class FindingsView(View):
             parts.append(f"{ranks_text(diverging).strip()} {'diverges' if len(diverging) == 1 else 'diverge'}")
         counts = {k: sum(1 for f in m.findings if f.kind == k) for k in KIND_TITLES}
         for kind, one, many in (
+            ("unfinished", "unfinished compile", "unfinished compiles"),
             ("storm", "recompile storm", "recompile storms"),
             ("failure", "failed compile", "failed compiles"),
             ("graph_break", "graph-break site", "graph-break sites"),
             ("recompile", "recompiled once", "recompiled once"),
+            ("expected", "expected recompiles", "expected recompiles"),
         ):
             if counts[kind]:  # only what is there: the line must fit 80 columns
                 parts.append(f"{counts[kind]} {one if counts[kind] == 1 else many}")

@@ -44,6 +44,7 @@ from traceview.trace import Trace
 
 # Kinds of findings, most costly first (traceview.analyze.findings.COST_ORDER).
 KIND_TITLES = {
+    "unfinished": "UNFINISHED COMPILE",
     "divergence": "RANK DIVERGENCE",
     "storm": "RECOMPILE STORM",
     "optimizer": "COMPILED OPTIMIZER",
@@ -51,6 +52,7 @@ KIND_TITLES = {
     "cudagraphs": "CUDA GRAPHS",
     "graph_break": "GRAPH BREAK",
     "recompile": "RECOMPILED ONCE",
+    "expected": "EXPECTED RECOMPILES",
     "compile_time": "SLOW COMPILE",
 }
 assert tuple(KIND_TITLES) == COST_ORDER
@@ -115,12 +117,28 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
             if recompile_behind(d, s):
                 behind.setdefault(i, []).append(s)
                 break
+    for u in report.get("unfinished_compiles") or []:
+        where = f" in {u['phase']}" if u.get("phase") else ""
+        running = f" for {u['running_s']:.2f}s up to the log's last line" if u.get("running_s") is not None else ""
+        title = f"{ranks_text([u['rank']])}[{compile_label(u['compile_id'], u.get('occurrence'))}] {code_label(u, _at)}{where}{running}"
+        done = [o["rank"] for o in u.get("others") or []]
+        summary = [f"innermost open span: {u['innermost_span']}"] if u.get("innermost_span") else []
+        detail = [("compile", f"{u['compile_id']} {u.get('function') or '?'} {u.get('filename') or '?'}:{u.get('line')}"),
+                  ("phase", u.get("phase") or "?"), ("open spans", " > ".join(u.get("open_spans") or []) or "none logged")]
+        if done:
+            summary.append(f"{ranks_text(done).strip()} finished it: this rank is behind (likely hang)")
+            detail.append(("others", f"{ranks_text(done).strip()} finished [{u['compile_id']}]"))
+        out.append(Finding("unfinished", title, summary, detail, u["rank"], u["compile_id"], None, "frames", u.get("file"),
+                           u.get("lineno"), occurrence=u.get("occurrence")))
     folded = [id(s) for ss in behind.values() for s in ss]
     for s, ranks in group_ranks([s for s in storms if id(s) not in folded], storm_key):
         ids = s.get("compile_ids") or []
         limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
         # the summary's split: a function whose every cause is by design is EXPECTED there
-        kind, why = ("storm", "") if is_storm(s) and not s.get("expected") else ("recompile", f" ({recompile_why(s)})")
+        if is_storm(s):
+            kind, why = ("expected", f" ({recompile_why(s)})") if s.get("expected") else ("storm", "")
+        else:
+            kind, why = "recompile", f" ({recompile_why(s)})"
         title = (
             f"{ranks_text(ranks)}{code_label(s, _at)}{after_resets(s.get('epoch'))} "
             f"compiled {s['compiles']} times{limit}{why}"
