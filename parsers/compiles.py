@@ -144,6 +144,43 @@ def _stack(frames: object, strings: dict[int, str]) -> list[str]:
     return out
 
 
+# Records made while Dynamo traces a frame whose payload carries the whole Python stack
+# (CapturedTraceback): the frames above torch/_dynamo/convert_frame.py are the compiled
+# frame's callers.
+_FULL_STACK_KINDS = ("create_symbol", "create_unbacked_symbol", "guard_added_fast", "guard_added")
+_CONVERT_FRAME = "torch/_dynamo/convert_frame.py"
+
+
+def _caller_stacks(with_id: pl.DataFrame, key: list[str], strings: dict[str, dict[int, str]]) -> dict[tuple, list[str]]:
+    """Per compile, the callers of the compiled frame as the first record with a whole stack
+    saw them (the frames before the first of torch/_dynamo/convert_frame.py's)."""
+    first = (
+        with_id.filter(pl.col("kind").is_in(_FULL_STACK_KINDS) & pl.col("metadata").str.contains('"stack"', literal=True))
+        .group_by(*key)
+        .agg(pl.col("metadata").sort_by("lineno").first())
+    )
+    out: dict[tuple, list[str]] = {}
+    for file, cid, occ, meta_text in first.select(*key, "metadata").iter_rows():
+        stack = _stack(_loads(meta_text).get("stack"), strings.get(file, {}))
+        cut = next((i for i, s in enumerate(stack) if _CONVERT_FRAME in s.replace("\\", "/")), None)
+        if cut:
+            out[(file, cid, occ)] = stack[:cut]
+    return out
+
+
+def _with_callers(start: list[str], callers: list[str] | None) -> list[str]:
+    """dynamo_start's stack, completed with the callers a whole stack of the same compile shows.
+    torch 2.11's dynamo_start drops the compiled frame's two innermost callers (for
+    `flex = torch.compile(flex_attention)` called in a module's forward: the forward's
+    `o = flex(q, k, v)` line and eval_frame's compile_wrapper), so the user's line that entered
+    the frame is missing from it. Used only when dynamo_start's callers are a prefix of the
+    whole stack's, i.e. the same call chain; a compile without a whole stack of its own takes
+    the callers of another compile entered through the same dynamo_start stack."""
+    if not start or not callers or len(callers) <= len(start) - 1 or callers[: len(start) - 1] != start[:-1]:
+        return start
+    return [*callers, start[-1]]
+
+
 def _call_columns(stack: list[str] | None) -> dict[str, object]:
     """The user's line that entered the compiled frame (parsers.code_location.call_site)."""
     site = call_site(stack)
@@ -191,12 +228,14 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     for f, i, s in strings.iter_rows():
         str_tables.setdefault(f, {})[i] = s
     info: dict[tuple[str, str, int], dict] = {}
+    callers = _caller_stacks(with_id, key, str_tables)
     for file, cid, occ, lineno, kind, meta_text, payload in recs.iter_rows():
         row = info.setdefault((file, cid, occ), {})
         meta = _loads(meta_text)
         if kind == "dynamo_start":
             stack = _stack(meta.get("stack"), str_tables.get(file, {}))
             row["user_stack"] = stack
+            row["callers"] = callers.get((file, cid, occ))
             frames = meta.get("stack")
             if isinstance(frames, list) and frames and isinstance(frames[-1], dict):
                 last = frames[-1]
@@ -214,6 +253,16 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
             row["metrics_lineno"] = lineno
         elif kind == "bwd_compilation_metrics":
             row["bwd"] = meta
+    # a compile with no record of the whole stack (no symbol or guard made while tracing it)
+    # takes the callers seen by another compile entered through the same dynamo_start stack
+    seen_callers: dict[tuple, list[str]] = {}
+    for (file, _, _), r in info.items():
+        if r.get("callers") and r.get("user_stack"):
+            seen_callers.setdefault((file, tuple(r["user_stack"])), r["callers"])
+    for (file, _, _), r in info.items():
+        if r.get("user_stack"):
+            found = r.get("callers") or seen_callers.get((file, tuple(r["user_stack"])))
+            r["user_stack"] = _with_callers(r["user_stack"], found)
     rows = []
     for (file, cid, occ), r in info.items():
         m = r.get("metrics", {})

@@ -645,6 +645,11 @@ def parse_provenance(name: str, payload: str | None) -> list[dict[str, Any]]:
 _AOT_KERNEL_DEF = re.compile(r'^extern "C"\s+(?:\w+\s+)*void\s+(?P<name>\w+)\(')
 _AOT_SHIM = re.compile(r"\b(?P<fn>aoti_torch_(?:cpu|cuda|xpu|mps)_\w+)\(")
 _AOT_LAUNCH = re.compile(r"^\s*(?:kernels\.)?(?P<name>[A-Za-z_]\w*)\(")
+# a Triton kernel of an AOTInductor GPU wrapper: a launcher `static inline void call_<name>(`
+# whose body opens with the kernel's Python source in a comment:
+# `async_compile.triton('<name>', '''` <source> `''', device_str='cuda')`
+_AOT_TRITON_CALLER = re.compile(r"^static inline void (?P<caller>call_(?P<name>\w+))\(")
+_AOT_TRITON_OPEN = re.compile(r"^(?P<indent>\s*)async_compile\.(?P<method>triton)\('(?P<name>\w+)', '{3}$")
 
 
 def parse_aot_code(wrapper: str, kernel_code: str | None = None) -> OutputCode:
@@ -653,7 +658,11 @@ def parse_aot_code(wrapper: str, kernel_code: str | None = None) -> OutputCode:
 
     Kernel definitions are the ``extern "C" void name(...)`` functions of the kernel file
     (``cpp``; their text up to the closing ``}`` at column 0), or their declarations in the
-    wrapper when there is no kernel file. Launches are read from
+    wrapper when there is no kernel file; on a GPU, the Triton kernels the wrapper embeds as
+    comments in their launchers (``static inline void call_<name>(...)`` opening with
+    ``async_compile.triton('<name>', '''<source>''', ...)``): kind ``triton``/``template``,
+    named by the kernel, code the source de-indented, launched as ``call_<name>(...)``.
+    Launches are read from
     ``AOTInductorModel::run_impl`` in order: a defined kernel called by name, and the C shims
     of ATen ops Inductor did not generate code for (``aoti_torch_cpu_addmm_out(...)``: kind
     ``extern``, named by the shim), each with the ``// Topologically Sorted Source Nodes``
@@ -689,10 +698,33 @@ def parse_aot_code(wrapper: str, kernel_code: str | None = None) -> OutputCode:
             by_name[m.group("name")] = add(m.group("name"), "cpp", "\n".join(lines[i : j + 1]), i + 1, [], [])
             i = j + 1
 
+    def triton_definitions(lines: list[str]) -> None:
+        caller = None
+        i = 0
+        while i < len(lines):
+            cm = _AOT_TRITON_CALLER.match(lines[i])
+            if cm:
+                caller = cm
+            om = _AOT_TRITON_OPEN.match(lines[i]) if caller and "async_compile." in lines[i] else None
+            if om is None or caller is None or om.group("name") != caller.group("name") or caller.group("caller") in by_name:
+                i += 1
+                continue
+            j = i + 1
+            while j < len(lines) and not lines[j].lstrip().startswith("'''"):
+                j += 1
+            ind = len(om.group("indent"))
+            body = [x[ind:] if x[:ind].strip() == "" else x for x in lines[i + 1 : j]]
+            code = "\n" + "\n".join(body) + "\n"
+            name = om.group("name")
+            by_name[caller.group("caller")] = add(name, kernel_kind(name, om.group("method"), code), code, i + 1, [], [])
+            caller = None
+            i = j + 1
+
     if kernel_code:
         definitions(kernel_code, True)
     definitions(wrapper, False)
     lines = wrapper.split("\n")
+    triton_definitions(lines)
     inside = False
     pend: tuple[list[str], list[str]] | None = None
     for idx, raw in enumerate(lines):
@@ -713,8 +745,8 @@ def parse_aot_code(wrapper: str, kernel_code: str | None = None) -> OutputCode:
             name = shim.group("fn")
             k = add(name, "extern", line.strip(), idx + 1, nodes, aten)
         elif launch and launch.group("name") in by_name:
-            name = launch.group("name")
-            k = by_name[name]
+            k = by_name[launch.group("name")]
+            name = k["name"]  # a Triton kernel's launcher call_<name> launches <name>
             for x in nodes:
                 if x not in k["source_nodes"]:
                     k["source_nodes"].append(x)

@@ -18,6 +18,8 @@ from tests.conftest import FIXTURES
 
 GPU_FIXTURES = FIXTURES / "gpu"
 SCENARIOS = sorted(p for p in GPU_FIXTURES.iterdir() if (p / "PROVENANCE.md").is_file())
+# runs whose stderr holds no TORCH_LOGS record (only Python warnings)
+QUIET_STDERR = {"export_aoti_gpu"}
 
 
 @functools.cache
@@ -38,14 +40,18 @@ def test_every_scenario_of_the_driver_is_committed() -> None:
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.name)
 def test_gpu_fixture_loads(scenario: Path) -> None:
     inputs = discover(scenario)
-    # the trace files and the one text log are found; PROVENANCE.md and stdout.txt are not logs
+    # the trace files and the one text log are found; PROVENANCE.md and stdout.txt are not logs.
+    # A run whose TORCH_LOGS wrote nothing (export_aoti_gpu: torch.export + AOTInductor log no
+    # recompiles, graph breaks or perf hints) has a stderr of Python warnings only: not a log.
     assert len(inputs.traces) == len(list((scenario / "trace").glob("*.log.gz"))) >= 1
-    assert [Path(p).name for p in inputs.text_logs] == ["torch_logs.txt"]
-    assert sorted(Path(p).name for p, _ in inputs.stray) == ["PROVENANCE.md", "stdout.txt"]
+    quiet = scenario.name in QUIET_STDERR
+    assert [Path(p).name for p in inputs.text_logs] == ([] if quiet else ["torch_logs.txt"])
+    assert sorted(Path(p).name for p, _ in inputs.stray) == sorted(
+        ["PROVENANCE.md", "stdout.txt", *(["torch_logs.txt"] if quiet else [])])
 
     t = traceview.load(scenario, jobs=1)
     assert t.events.height > 0
-    assert t.log_records.height > 0
+    assert (t.log_records.height == 0) if quiet else (t.log_records.height > 0)
     assert t.problems.height == 0, t.problems.head(5)
     assert t.compiles.height > 0
     t.spans  # noqa: B018  (derived tables build without an exception)
