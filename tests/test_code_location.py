@@ -188,3 +188,15 @@ def test_the_ui_calls_an_expected_recompile_what_the_summary_calls_it() -> None:
     [f] = [f for f in findings_from_report(report) if f.kind in ("storm", "recompile", "expected")]
     assert f.kind == "expected"
     assert f.title.endswith("compiled 4 times (expected by design: nothing to fix)")
+
+
+def test_a_method_compiled_per_layer_is_one_code_object_shared_by_the_layers() -> None:
+    """Regional compilation of HF Llama: torch guards LlamaDecoderLayer's class, not the object
+    (TYPE_MATCH on L['self'], no ID_MATCH), so both layers share each compile."""
+    [s] = _report("library_llama_layers")["recompile_storms"]
+    assert s["code"]["per_instance"] is False
+    text = render_text(_report("library_llama_layers"), width=200)
+    assert (
+        "shared: one code object for every LlamaDecoderLayer; torch guards the class, not the object, so the "
+        "instances share each compile while their guarded values match"
+    ) in text

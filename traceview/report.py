@@ -559,6 +559,15 @@ def _render_storms(
         if s.get("forced_dynamic_false"):
             line += "; compiled with dynamic=False"
         t.add(line, "  ", "      ")
+        code = s.get("code") or {}
+        if code.get("per_instance") is not None and code.get("module_class"):
+            cls = code["module_class"].rsplit(".", 1)[-1]
+            t.label("shared:", (
+                f"no: torch guards the object itself (ID_MATCH on self), so each {cls} compiles on its own"
+                if code["per_instance"] else
+                f"one code object for every {cls}; torch guards the class, not the object, so the instances share "
+                "each compile while their guarded values match"
+            ))
         opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
         if opt:  # the compiled-optimizer + LR-scheduler pattern: one cause, the float lr
             t.label("cause:", f"{opt['headline']} ({opt['explanation']})")

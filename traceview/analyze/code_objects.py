@@ -35,7 +35,7 @@ _WRAPPERS: tuple[tuple[str, str | None, str], ...] = (
 )
 _GUARD_TYPE = re.compile(r"type=<class '(?P<cls>[^']+)'>")
 # the class of each code object, per Trace: read from the guard tree once
-_CLASSES: weakref.WeakKeyDictionary[Trace, dict[tuple, str | None]] = weakref.WeakKeyDictionary()
+_CLASSES: weakref.WeakKeyDictionary[Trace, dict[tuple, tuple[str | None, bool | None]]] = weakref.WeakKeyDictionary()
 
 
 def wrapper_of(filename: str | None, function: str | None) -> str | None:
@@ -64,14 +64,14 @@ def describe(trace: Trace, *, rank: Any, function: str | None, filename: str | N
             s = (r["call_filename"], r["call_line"], r["call_function"], r["call_code"])
             if s not in sites:
                 sites.append(s)
-    cls = None
+    cls, by_identity = None, None
     if rows and code.owner in ("torch", "library", "user") and function and not function.startswith("<"):
         # one guard-tree read per code object, whatever the number of ranks that compiled it
         classes = _CLASSES.setdefault(trace, {})
         key = (function, filename, line)
         if key not in classes:
             classes[key] = _module_class(trace, rows[0], "fn" if wrapper == "torch.compile(model)" else "self")
-        cls = classes[key]
+        cls, by_identity = classes[key]
     short = cls.rsplit(".", 1)[-1] if cls else None
     if wrapper == "torch.compile(model)" and short:
         qualname = short
@@ -97,6 +97,9 @@ def describe(trace: Trace, *, rank: Any, function: str | None, filename: str | N
             {"filename": sites[0][0], "line": sites[0][1], "function": sites[0][2], "code": sites[0][3]} if sites else None
         ),
         "call_sites": len(sites),
+        # a method compiled for one instance (torch guards `self` by identity, ID_MATCH) or one
+        # compile for every instance of the class (by type only): per-layer compiles share it
+        "per_instance": by_identity if cls is not None and wrapper is None else None,
     }
 
 
@@ -116,8 +119,9 @@ def _compiles_of(trace: Trace, rank: Any, function: Any, filename: Any, line: An
     ).to_dicts()
 
 
-def _module_class(trace: Trace, row: dict[str, Any], param: str) -> str | None:
-    """The type torch guarded `L[param]` on in this compile's guard tree, or None."""
+def _module_class(trace: Trace, row: dict[str, Any], param: str) -> tuple[str | None, bool | None]:
+    """The type torch guarded `L[param]` on in this compile's guard tree (or None), and
+    whether it also guarded its identity (ID_MATCH: the compile is for that one object)."""
     source = f"L['{param}']"
     if trace.is_loaded("guards"):
         return _class_from_guards(trace.guards, row, source)
@@ -129,15 +133,16 @@ def _module_class(trace: Trace, row: dict[str, Any], param: str) -> str | None:
     if row.get("metrics_lineno") is not None:
         ev = ev.filter(pl.col("lineno") <= row["metrics_lineno"])
     if ev.is_empty():
-        return None
+        return None, None
     ev = ev.head(1)
     if "payload_start" not in ev.columns and ev["payload"].null_count() == ev.height:
         return _class_from_guards(trace.guards, row, source)  # read from an export: its guards table
     try:
         payload = hydrate(ev)[0]["payload"][0] if ev["payload"].null_count() else ev["payload"][0]
     except (InputChanged, OSError):  # the log changed or went away since it was parsed
-        return None
-    return class_in_guard_tree(payload or "", param)
+        return None, None
+    cls = class_in_guard_tree(payload or "", param)
+    return cls, (f"ID_MATCH: ___check_obj_id(L['{param}'], " in (payload or "")) if cls else None
 
 
 def class_in_guard_tree(text: str, param: str) -> str | None:
@@ -149,15 +154,15 @@ def class_in_guard_tree(text: str, param: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _class_from_guards(guards: pl.DataFrame, row: dict[str, Any], source: str) -> str | None:
+def _class_from_guards(guards: pl.DataFrame, row: dict[str, Any], source: str) -> tuple[str | None, bool | None]:
     g = guards.filter(
         (pl.col("file") == row["file"]) & (pl.col("compile_id") == row["compile_id"]) & (pl.col("guard_source") == source)
-        & pl.col("code").str.contains("type=<class", literal=True)
     )
     if "occurrence" in g.columns and row.get("occurrence") is not None:
         g = g.filter(pl.col("occurrence").is_null() | (pl.col("occurrence") == row["occurrence"]))
-    for code in g["code"].to_list():
+    by_identity = "ID_MATCH" in set(g["kind"].to_list())
+    for code in g.filter(pl.col("code").str.contains("type=<class", literal=True))["code"].to_list():
         m = _GUARD_TYPE.search(code or "")
         if m:
-            return m["cls"]
-    return None
+            return m["cls"], by_identity
+    return None, None
