@@ -70,7 +70,7 @@ def test_graph_breaks_summary(capsys: pytest.CaptureFixture[str]) -> None:
     gb = out[out.index("GRAPH BREAKS") : out.index("FAILED COMPILES")]
     order = [gb.index(f"graph_breaks.py:{n} in ") for n in (48, 16, 21, 27)]
     assert order == sorted(order)
-    assert "graph_breaks.py:48 in forward [gb0025], 1x" in gb
+    assert "graph_breaks.py:48 in forward (its frame starts at line 45) [gb0025], 1x" in gb
     assert "WHOLE FRAME RAN EAGERLY: forward (graph_breaks.py:45): graph break inside a" in gb
 
 
@@ -126,7 +126,7 @@ def test_train_dynamic_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert "forward (gpt.py:19): 2 compiles" in out
     assert "cause: dimension 1 of x varies (seen: 128, 256), 1 recompile" in out
     assert "fix:   nothing to fix: automatic dynamic shapes recompiled it once" in out
-    assert "gpt.py:49 in forward [gb0025], 1x" in out
+    assert "gpt.py:49 in forward (its frame starts at line 42) [gb0025], 1x" in out
     assert "WHOLE FRAME RAN EAGERLY: forward (gpt.py:42): graph break inside a loop" in out
     assert "torch/optim/optimizer.py:80 in _use_grad [gb0025], 2x" in out
     flat = " ".join(out.split())

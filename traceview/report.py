@@ -418,7 +418,14 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         for g in gbs[:10]:
             gb = f" [{g['gb_id']}]" if g.get("gb_id") else ""
             where = f"{ranks_text(g['ranks'])}{g['count']}x" if g["ranks"] else f"{g['count']}x"
-            t.add(f"{paths.show(g['filename'], g['line'])} in {g['function'] or '?'}{gb}, {where}", "  ", "      ")
+            # the break's line, not the compiled frame's first line (Frames shows that one): said
+            starts = (
+                f" (its frame starts at line {g['frame_line']})"
+                if g.get("frame_line") is not None and g.get("frame_function") == g.get("function")
+                and g.get("frame_filename") == g.get("filename") and g["frame_line"] != g.get("line")
+                else ""
+            )
+            t.add(f"{paths.show(g['filename'], g['line'])} in {g['function'] or '?'}{starts}{gb}, {where}", "  ", "      ")
             t.add(one_line(g["reason"], 400), "    ", "      ")
             if g.get("explanation") and g["explanation"] != g["reason"]:
                 src = " (torch's graph-break registry)" if g.get("explanation_from") == "registry" else ""
