@@ -200,3 +200,15 @@ def test_a_method_compiled_per_layer_is_one_code_object_shared_by_the_layers() -
         "shared: one code object for every LlamaDecoderLayer; torch guards the class, not the object, so the "
         "instances share each compile while their guarded values match"
     ) in text
+
+
+def test_a_backward_compiled_inside_its_forward_compile_is_said() -> None:
+    """HF Llama regional compile with gradient checkpointing on an H100: [0/1]'s backward was
+    compiled with its forward (bw_compiler span 3.86 s before its compilation_metrics; no
+    bwd_compilation_metrics), so its detail says so instead of a bare "backward -"."""
+    model = TraceModel.build(traceview.load(FIXTURES / "gpu" / "hf_llama_regional_ckpt" / "trace"))
+    rows = {r["compile_id"]: r for r in model.compiles.iter_rows(named=True)}
+    assert rows["0/1"]["bwd_compile_time_s"] is None and rows["0/0"]["bwd_compile_time_s"] is not None
+    assert model.backward_inside(rows["0/0"]) is None  # its backward compiled lazily, later
+    text = compile_detail(model, rows["0/1"], hint=False).plain
+    assert "backward     3.86s compiled inside this compile (part of its time, not lazily later)" in text

@@ -154,6 +154,11 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
     ]
     _label(t, "time", f"{seconds(row.get('total_time_s'))} in all")
     _label(t, "phases", "  ".join(f"{k} {seconds(row.get(c))}" for k, c in phases))
+    inside = model.backward_inside(row) if row.get("bwd_compile_time_s") is None else None
+    if inside:
+        # AOTAutograd compiled the backward with the forward (not lazily at the first backward):
+        # no bwd_compilation_metrics, its time is part of this compile's
+        _label(t, "backward", f"{seconds(inside)} compiled inside this compile (part of its time, not lazily later)")
     counts = [
         ("guards (metrics)", row.get("guard_count")),  # len(output.guards); 3 lists the logged tree
         ("shape-env guards", row.get("shape_env_guard_count")),

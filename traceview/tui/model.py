@@ -844,6 +844,20 @@ class TraceModel:
             row = next((r for r in self.text_log_compiles() if r["rank"] == rank and r["compile_id"] == compile_id), None)
         return row
 
+    def backward_inside(self, row: dict[str, Any]) -> float | None:
+        """Seconds of the backward graph's Inductor compile logged inside this compile (before its
+        compilation_metrics): AOTAutograd compiled the backward with the forward, so the compile
+        has no bwd_compilation_metrics of its own; None when there is none."""
+        sp = self.trace.spans
+        if sp.is_empty() or row.get("metrics_lineno") is None:
+            return None
+        hit = sp.filter(
+            (pl.col("file") == row.get("file")) & (pl.col("compile_id") == row["compile_id"])
+            & occurrence_is(row.get("occurrence")) & (pl.col("name") == "compile_fx.<locals>.bw_compiler")
+            & (pl.col("end_lineno") <= row["metrics_lineno"]) & pl.col("duration_s").is_not_null()
+        )
+        return float(hit["duration_s"].sum()) if hit.height else None
+
     def code_of(self, row: dict[str, Any]) -> dict[str, Any] | None:
         """The report's description of a compile's code object (analyze.code_objects: class,
         library, torch wrapper, call site), when the report described it (the code objects its
