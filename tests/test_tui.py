@@ -1401,3 +1401,22 @@ def test_graph_break_finding_says_fix_for_a_config_hint() -> None:
     assert len(gb) == 2 and len(fixes) == 2
     assert fixes[1] == f"Enable tracing of dynamic shape operators with `{setting}`"
     assert fixes[0].startswith(f"{setting} (torch's hint)")
+
+
+@sync
+async def test_the_cursor_row_is_marked_by_a_character_and_kernel_names_keep_both_ends() -> None:
+    """Issue 33.5: under NO_COLOR or in a plain capture the cursor row must still be seen (a
+    marker, not colour alone); kernel names that differ only at the end stay apart when cut."""
+    from traceview.tui.text import fit_middle
+
+    assert fit_middle("triton_poi_fused_add_mul_native_layer_norm_0", 24) == "triton_poi_f…ayer_norm_0"
+    assert fit_middle("triton_poi_fused_add_mul_native_layer_norm_1", 24).endswith("_norm_1")
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "5")
+        table = main.query_one(RecordsView).query_one("#records-table", LazyTable)
+        await press(pilot, "down", "down")
+        lines = [x for x in screen_text(app).splitlines() if "▶" in x]
+        assert len(lines) == 1  # the cursor's row alone
+        assert table.cursor == 2

@@ -26,7 +26,7 @@ ORIGIN_HINT = "o: where does this come from (kernel or backward node -> forward 
 def code_columns() -> list[Column]:
     return [
         Column("label", "kind", 13),
-        Column("name", "name", min_width=15),
+        Column("name", "name", min_width=15, cut="middle"),  # kernel names differ at both ends
         Column("part", "part", 4, fmt=_part_short, optional=True),
         Column("shown_id", "id", 5, optional=True),
         Column("lines", "lines", 5, optional=True),

@@ -22,9 +22,12 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from traceview.tui.text import fit, fit_left, plain
+from traceview.tui.text import fit, fit_left, fit_middle, plain
 
 CHUNK = 256
+
+
+CURSOR_MARK = "▶"
 
 
 @dataclass
@@ -36,7 +39,7 @@ class Column:
     width: int | None = None
     fmt: Callable[[Any], str] | None = None
     min_width: int = 6
-    cut: str = "right"  # where a long value is cut: "right" or "left" (keeps the end)
+    cut: str = "right"  # where a long value is cut: "right", "left" (keeps the end) or "middle" (both ends)
     optional: bool = False  # dropped (last first) when the table is too narrow for the flex column
 
 
@@ -245,15 +248,16 @@ class LazyTable(ScrollView, can_focus=True):
         return [(c, c.width if c.width is not None else max(c.min_width, share)) for c in cols]
 
     def _line_text(self, cells: list[str], layout: list[tuple[Column, int]]) -> str:
-        return " ".join((fit_left if col.cut == "left" else fit)(c, w) for c, (col, w) in zip(cells, layout))
+        cutters = {"left": fit_left, "middle": fit_middle}
+        return " ".join(cutters.get(col.cut, fit)(c, w) for c, (col, w) in zip(cells, layout))
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         base = self.rich_style
         if y == 0:
             style = self.get_component_rich_style("lazy-table--header")
-            layout = self._layout(width)
-            line = self._line_text([c.header for c, _ in layout], layout)
+            layout = self._layout(width - 1)
+            line = " " + self._line_text([c.header for c, _ in layout], layout)
             return Strip([Segment(fit(line, width), base + style)], width)
         index = int(self.scroll_y) + y - 1
         if index >= self.frame.height:
@@ -266,12 +270,15 @@ class LazyTable(ScrollView, can_focus=True):
         if cached is not None:
             return cached
         row = self.row(index) or {}
-        layout = self._layout(width)
+        layout = self._layout(width - 1)
         cells = []
         for c, _w in layout:
             v = row.get(c.key)
             cells.append(plain((c.fmt or _default_fmt)(v)).replace("\n", " "))
-        line = fit(self._line_text(cells, layout), width)
+        # the cursor row is marked by a character too: colour alone is lost under NO_COLOR
+        # and in a plain capture of the screen
+        mark = CURSOR_MARK if index == self.cursor else " "
+        line = fit(mark + self._line_text(cells, layout), width)
         style: Style = base
         klass = self.row_class(row) if self.row_class else None
         if klass:

@@ -63,6 +63,18 @@ def fit_left(s: str, width: int) -> str:
     return fit("…" + "".join(reversed(out)), width)
 
 
+def fit_middle(s: str, width: int) -> str:
+    """`s` cut in the middle (keeping its start and its end, where names like
+    `triton_poi_fused_add_mul_0` and `…_1` differ) or padded to exactly `width` cells."""
+    if cell_len(s) <= width:
+        return fit(s, width)
+    if width < 8:
+        return fit(s, width)
+    tail = (width - 1) // 2
+    # fit() ends the head with "…", fit_left() begins the tail with one: keep the first
+    return fit(fit(s, width - tail) + fit_left(s, tail + 1)[1:], width)
+
+
 def short_path(path: str | None, width: int = 40) -> str:
     """A file path cut from the left to at most `width` characters."""
     if not path:
