@@ -386,6 +386,8 @@ async def test_kernel_origin_leads_to_the_forward_source_line() -> None:
         # the code view followed the link to the forward graph, cursor on the erf node
         assert browser.item["kind"] == "aot_forward"
         assert "torch.ops.aten.erf.default" in code.current_line
+        # issue 33.5: the list keeps the focus, so Down walks it on from the forward graph
+        assert isinstance(app.focused, LazyTable)
         assert "training.py:23" in screen_text(app)
         # back: the kernel again
         await press(pilot, "left_square_bracket")
@@ -1420,3 +1422,23 @@ async def test_the_cursor_row_is_marked_by_a_character_and_kernel_names_keep_bot
         lines = [x for x in screen_text(app).splitlines() if "▶" in x]
         assert len(lines) == 1  # the cursor's row alone
         assert table.cursor == 2
+
+
+@sync
+async def test_letters_typed_on_a_filter_list_never_reach_the_shortcuts() -> None:
+    """Issue 33.5: after `f` the kind filter (a list) has the focus; "1" or "q" typed there used
+    to switch view or quit. Now a letter or digit opens the list to search it."""
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "5", "f")
+        records = main.query_one(RecordsView)
+        kind = records.query_one("#filter-kind")
+        assert app.focused is kind
+        await press(pilot, "1")
+        assert main.view.view_id == "records" and app.is_running
+        assert kind.expanded
+        await press(pilot, "escape")
+        assert not kind.expanded
+        await press(pilot, "q")
+        assert app.is_running and main.view.view_id == "records"

@@ -273,7 +273,8 @@ class CodeBrowser(View):
         self.query_one("#origin", Static).update(t)
         graph, line = ch.get("_forward_graph"), ch.get("_forward_line")
         if graph is not None:
-            self._code_focused = True
+            # the list keeps the focus (Down walks it on from the forward graph); the code pane
+            # shows the forward node's line
             self.post_message(Navigate(Location("code", key=graph, line=(line or 1) - 1)))
 
     # -- hooks ------------------------------------------------------------------------

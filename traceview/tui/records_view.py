@@ -33,6 +33,20 @@ def record_columns(ranked: bool) -> list[Column]:
     return cols if ranked else [c for c in cols if c.key != "rank"]
 
 
+class FilterSelect(Select):
+    """A filter's choice list: a letter or digit typed on it opens the list and searches it,
+    never reaching the app's shortcuts ("1" switching view, "q" quitting) as it would on a
+    closed Select."""
+
+    async def _on_key(self, event: Any) -> None:
+        if not self.expanded and event.character and event.character.isprintable() and event.key not in ("space",):
+            event.stop()
+            event.prevent_default()
+            self.expanded = True
+            return
+        await super()._on_key(event)
+
+
 class RecordsView(View):
     """Every envelope (trace.events) and text-log record (trace.log_records)."""
 
@@ -69,9 +83,9 @@ class RecordsView(View):
         options = [(safe(f"{k} ({n})"), k) for k, n in kinds.iter_rows()]
         ranks = sorted(r for r in self.all["rank"].unique().to_list() if r is not None)
         with Horizontal(id="records-filters"):
-            yield Select(options, prompt="kind: all", id="filter-kind", compact=True)
+            yield FilterSelect(options, prompt="kind: all", id="filter-kind", compact=True)
             yield Input(placeholder="compile id", id="filter-compile", compact=True)
-            yield Select([(safe(f"rank {r}"), r) for r in ranks], prompt="rank: all", id="filter-rank", compact=True, disabled=not ranks)
+            yield FilterSelect([(safe(f"rank {r}"), r) for r in ranks], prompt="rank: all", id="filter-rank", compact=True, disabled=not ranks)
             yield Input(placeholder="text (whole record)", id="filter-text", compact=True)
         with Container(classes="split"):
             yield LazyTable(record_columns(bool(ranks)), id="records-table", classes="pane-main w3", empty="(no record matches the filters; x clears them)")
