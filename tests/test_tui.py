@@ -1442,3 +1442,41 @@ async def test_letters_typed_on_a_filter_list_never_reach_the_shortcuts() -> Non
         assert not kind.expanded
         await press(pilot, "q")
         assert app.is_running and main.view.view_id == "records"
+
+
+@sync
+async def test_palette_finds_data_dependent_sizes_by_the_word_unbacked() -> None:
+    """Issue 33.5: Ctrl+P "unbacked" found nothing; the FACTS of the MoE run (torch.nonzero with
+    capture_dynamic_output_shape_ops) are in the palette and lead to their compile."""
+    from textual.command import CommandList
+
+    app = build_app(open_args("fixtures/corpus/moe_nonzero_unbacked/trace"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "ctrl+p", *"unbacked")
+        commands = app.screen.query_one(CommandList)
+        await until(pilot, lambda: commands.option_count >= 1, "the facts listed")
+        first = str(commands.get_option_at_index(0).prompt)
+        assert first.startswith("Fact: data-dependent sizes (unbacked symbols) u0 from torch.nonzero at moe_nonzero_unbacked.py:24 [0/0]")
+        await press(pilot, "enter")
+        await until(pilot, lambda: main.view.view_id == "frames", "the frames view")
+        assert main.query_one(FramesView).compile_ref() == (None, "0/0")
+
+
+@sync
+async def test_the_help_says_that_it_scrolls() -> None:
+    """Issue 33.5: the help is taller than 40 rows; its border says it scrolls and how much is
+    left, and says "end" at the bottom."""
+    from textual.containers import VerticalScroll
+
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        await press(pilot, "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        box = app.screen.query_one("#help-box", VerticalScroll)
+        await until(pilot, lambda: "more below" in str(box.border_subtitle), "the scroll hint")
+        assert str(box.border_subtitle).startswith("↑↓ PgUp PgDn scroll · 0% · ↓ more below")
+        await press(pilot, "end")
+        await until(pilot, lambda: "· end ·" in str(box.border_subtitle), "the end said")
+        assert "end" in screen_text(app)

@@ -62,6 +62,26 @@ class TraceviewCommands(Provider):
                 "n / N walk the findings",
                 "",
             )
+        facts = main.model.report.get("facts") or {}
+        for g in facts.get("unbacked_symbols") or []:  # "unbacked", "nonzero", "data-dependent" find them
+            r = f"rank {g['rank']} " if g.get("rank") is not None else ""
+            at = f" at {(g.get('user_file') or '?').rsplit('/', 1)[-1]}:{g.get('user_line')}" if g.get("user_line") else ""
+            yield (
+                plain(f"Fact: data-dependent sizes (unbacked symbols) {g.get('symbols_text') or ''} from "
+                      f"{g.get('op') or '?'}{at} [{r}{g['compile_id']}]")[:160],
+                partial(main.go, Location("frames", rank=g.get("rank"), compile_id=g["compile_id"], occurrence=g.get("occurrence"))),
+                "frames view: the compile's detail lists them",
+                "",
+            )
+        for sp in facts.get("specializations") or []:
+            if not sp.get("compile_id"):
+                continue
+            yield (
+                plain(f"Fact: specialized to a constant: {sp.get('source') or '?'} [{sp['compile_id']}]")[:160],
+                partial(main.go, Location("frames", rank=sp.get("rank"), compile_id=sp["compile_id"])),
+                "frames view",
+                "",
+            )
         rows = main.model.compiles.select("rank", "compile_id", "function", "status").head(MAX_COMPILES)
         for rank, cid, fn, status in rows.iter_rows():
             r = f"rank {rank} " if rank is not None else ""

@@ -70,7 +70,21 @@ class HelpScreen(ModalScreen[None]):
             yield Markdown(help_markdown(self.groups, self.app), id="help-text")
 
     def on_mount(self) -> None:
-        self.query_one("#help-box").focus()
+        box = self.query_one("#help-box", VerticalScroll)
+        box.border_title = "help"
+        box.focus()
+        self.watch(box, "scroll_y", self._where, init=False)
+        self.call_after_refresh(self._where)
+
+    def _where(self, _value: float | None = None) -> None:
+        """The box's subtitle says that it scrolls and how much is left (the help is taller
+        than most terminals)."""
+        box = self.query_one("#help-box", VerticalScroll)
+        if box.max_scroll_y <= 0:
+            box.border_subtitle = "Esc closes"
+            return
+        more = "end" if box.scroll_y >= box.max_scroll_y else f"{int(100 * box.scroll_y / box.max_scroll_y)}% · ↓ more below"
+        box.border_subtitle = f"↑↓ PgUp PgDn scroll · {more} · Esc closes"
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)
