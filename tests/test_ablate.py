@@ -22,10 +22,17 @@ import pytest
 import traceview
 from tests.conftest import FIXTURES, ROOT
 from tests.conftest import program_env as _env
-from traceview.ablate import render_ablation, split_python_command
-from traceview.ablate_rung import BOOTSTRAP, Rung, RungRun, error_line, parse_rungs, read_rung
-from traceview.ablate_verdict import compare_outputs, follow_ups, minify_plan, verdict
 from traceview.errors import UserError
+from traceview.workflow.ablate import render_ablation, split_python_command
+from traceview.workflow.ablate.rung import (
+    BOOTSTRAP,
+    Rung,
+    RungRun,
+    error_line,
+    parse_rungs,
+    read_rung,
+)
+from traceview.workflow.ablate.verdict import compare_outputs, follow_ups, minify_plan, verdict
 
 PROGRAMS = ROOT / "tests" / "programs"
 

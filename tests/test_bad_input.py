@@ -25,9 +25,9 @@ import traceview
 from parsers.discover import InputError, discover
 from parsers.torch_trace import InputChanged, hydrate, read_trace_files, scanning
 from tests.conftest import FIXTURES
-from traceview.export import EXPORT_MARKER, write_export
-from traceview.loading import LoadOptions, load_trace
-from traceview.report import build_report
+from traceview.ingest.loading import LoadOptions, load_trace
+from traceview.output.export import EXPORT_MARKER, write_export
+from traceview.output.report import build_report
 
 SIMPLE = next((FIXTURES / "simple" / "trace").glob("*.log"))
 RECOMPILES = next((FIXTURES / "recompiles" / "trace").glob("*.log"))
@@ -96,7 +96,7 @@ def test_file_shrinking_during_the_parse_does_not_kill_the_process(tmp_path: Pat
 
 
 def test_piece_of_a_file_that_shrank_is_a_problem(tmp_path: Path) -> None:
-    from traceview.parse_jobs import process_trace_chunk
+    from traceview.ingest.parse_jobs import process_trace_chunk
 
     f = tmp_path / "dedicated_log_torch_trace_x.log"
     data = RECOMPILES.read_bytes()
@@ -155,7 +155,7 @@ def test_export_directory_gets_the_umask_permissions(tmp_path: Path) -> None:
 
 
 def test_export_removes_what_a_killed_export_left(tmp_path: Path) -> None:
-    from traceview.export import _PARTIAL
+    from traceview.output.export import _PARTIAL
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = tmp_path / ".out.tmp-dead"

@@ -11,7 +11,7 @@ import pytest
 import traceview
 from traceview.analyze.compile_facts import compile_facts
 from traceview.cli import main
-from traceview.report import build_report
+from traceview.output.report import build_report
 
 from .conftest import FIXTURES
 

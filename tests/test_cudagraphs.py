@@ -22,7 +22,7 @@ import pytest
 import traceview
 from tests.conftest import FIXTURES, ROOT, SHARED, needs_shared
 from traceview.analyze.cudagraphs import cudagraph_findings
-from traceview.report import build_report, render_text
+from traceview.output.report import build_report, render_text
 from traceview.tui.model import findings_from_report
 
 GPU = FIXTURES / "gpu"
@@ -317,7 +317,7 @@ def test_gpu_reports_validate_and_show_cuda_graphs(scenario: str) -> None:
 
 
 def test_export_has_the_cudagraphs_table_and_reads_it_back(tmp_path: Path) -> None:
-    from traceview.export import write_export
+    from traceview.output.export import write_export
 
     src = tmp_path / "in"
     shutil.copytree(GPU / "ro_rerecord", src)

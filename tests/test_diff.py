@@ -18,7 +18,9 @@ from tests.conftest import FIXTURES, GPU, PEER, ROOT, needs_shared
 from traceview.analyze.failures import failures
 from traceview.analyze.storms import recompile_storms
 from traceview.cli import main
-from traceview.diff import (
+from traceview.errors import UserError
+from traceview.versions import DIFF_SCHEMA_VERSION
+from traceview.workflow.diff import (
     SECTIONS,
     Noise,
     build_diff,
@@ -29,8 +31,6 @@ from traceview.diff import (
     parse_fail_on,
     render_diff,
 )
-from traceview.errors import UserError
-from traceview.versions import DIFF_SCHEMA_VERSION
 
 PAIRS = FIXTURES / "diff"
 MULTIRANK = FIXTURES / "corpus" / "multirank4" / "trace"

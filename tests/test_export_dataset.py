@@ -11,7 +11,7 @@ import polars as pl
 import traceview
 from tests.conftest import FIXTURES, PEER, needs_shared
 from tests.helpers_graphs import raw_envelopes
-from traceview.export import write_export
+from traceview.output.export import write_export
 
 
 def test_duckdb_reads_the_rank_partitions(tmp_path: Path) -> None:

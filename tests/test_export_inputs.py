@@ -14,8 +14,8 @@ import traceview
 from tests.conftest import FIXTURES
 from traceview.cli import main
 from traceview.errors import ExportError
-from traceview.export import write_export
-from traceview.report import build_report
+from traceview.output.export import write_export
+from traceview.output.report import build_report
 
 MULTIRANK = FIXTURES / "multirank" / "trace"
 

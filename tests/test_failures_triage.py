@@ -15,7 +15,7 @@ import traceview
 from parsers.compile_ids import label, with_attempt
 from parsers.discover import InputError, discover
 from traceview.analyze.origin import origin
-from traceview.report import build_report, render_text
+from traceview.output.report import build_report, render_text
 
 from .conftest import FIXTURES
 

@@ -8,7 +8,7 @@ import polars as pl
 import traceview
 from tests.conftest import FIXTURES
 from traceview.analyze.findings import compile_outcome, slow_compiles
-from traceview.report import build_report
+from traceview.output.report import build_report
 from traceview.tui.model import findings_from_report
 
 
@@ -30,7 +30,7 @@ def test_a_diverging_rank_comes_first_and_is_named() -> None:
     assert ("cause", "forward recompiled on rank 2: dimension 0 of x varies (seen: 8, 6)") in first.detail
     assert [f.kind for f in fs] == ["divergence", "graph_break", "compile_time"]
     # the summary's findings line names it too
-    from traceview.report import render_text
+    from traceview.output.report import render_text
 
     assert "1 diverging rank (rank 2)" in render_text(report)
 

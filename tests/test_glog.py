@@ -14,7 +14,8 @@ import pytest
 
 from parsers import discover, glog, textlog, torch_trace
 from tests.conftest import PEER, skip_without_shared
-from traceview import ablate_rung, pipeline
+from traceview.ingest import pipeline
+from traceview.workflow.ablate import rung as ablate_rung
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -19,7 +19,7 @@ from parsers.discover import discover
 from parsers.torch_trace import InputChanged, hydrate, read_trace_file, read_trace_files
 from tests.conftest import FIXTURES, PEER, needs_shared, skip_without_shared
 from tests.test_torch_trace import all_trace_files
-from traceview import pipeline
+from traceview.ingest import pipeline
 
 
 @pytest.mark.parametrize("path", all_trace_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -62,7 +62,7 @@ def test_lazy_parse_reads_only_summary_payloads() -> None:
 def test_summary_facts_come_from_parse_time_payloads(tmp_path: Path, situation: str, fact: object) -> None:
     # the facts and the newest value of a value guard are read without building the events,
     # guards or graphs tables of the whole trace (each would read every payload of a big log)
-    from traceview.report import build_report
+    from traceview.output.report import build_report
     from traceview.trace import GRAPH_TABLES
 
     shutil.copytree(FIXTURES / "corpus" / situation / "trace", tmp_path / "trace")
@@ -76,7 +76,7 @@ def test_summary_facts_come_from_parse_time_payloads(tmp_path: Path, situation: 
 def test_summary_never_reads_graph_payloads(tmp_path: Path) -> None:
     src = FIXTURES / "graph_breaks" / "trace"
     shutil.copytree(src, tmp_path / "trace")
-    from traceview.report import build_report
+    from traceview.output.report import build_report
 
     t = traceview.load(tmp_path / "trace")
     report = build_report(t)

@@ -222,7 +222,7 @@ def test_every_kernel_of_train_dynamic_has_an_exact_chain() -> None:
     chain that is exact; none rests on the op names in its name, even when asked for."""
     from collections import Counter
 
-    from traceview.loading import load
+    from traceview.ingest.loading import load
 
     t = load(str(GPU / "train_dynamic"))
     k = t.kernels

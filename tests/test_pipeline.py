@@ -16,9 +16,9 @@ import traceview
 from parsers.discover import discover
 from parsers.gzipped import is_gzip
 from tests.conftest import FIXTURES, GPU, needs_shared
-from traceview import graph_tables, parts, pipeline, worker_pool
-from traceview.cache import cache_dir, clear_cache
-from traceview.loading import LoadOptions, load_trace
+from traceview.ingest import graph_tables, parts, pipeline, worker_pool
+from traceview.ingest.cache import cache_dir, clear_cache
+from traceview.ingest.loading import LoadOptions, load_trace
 
 PIECE_TABLES = ("events", "strings", "problems", "compiles", "spans", "recompiles", "graph_breaks", "limit_hits")
 
@@ -92,7 +92,7 @@ def test_load_from_a_script_without_main_guard(tmp_path: Path) -> None:
     # worker processes must not re-import the user's script (multiprocessing's spawn would)
     script = tmp_path / "use_traceview.py"
     script.write_text(
-        "import traceview, traceview.pipeline as p\n"
+        "import traceview, traceview.ingest.pipeline as p\n"
         "p.PARALLEL_MIN_BYTES = 1\n"
         f"t = traceview.load({str(FIXTURES / 'multirank' / 'trace')!r}, jobs=2)\n"
         "print('compiles', t.compiles.height)\n"
@@ -144,7 +144,7 @@ def test_big_file_export_overlaps_graph_tables_and_events(monkeypatch: pytest.Mo
     # must be the export made one step after the other.
     import pyarrow.parquet as pq
 
-    from traceview import export
+    from traceview.output import export
 
     lines = next((GPU / "train_dynamic" / "trace").glob("*.log")).read_bytes().split(b"\n")
     bad = next(i for i in range(len(lines) * 3 // 4, len(lines)) if lines[i].startswith(b"\t") and b"a" in lines[i])
@@ -217,7 +217,7 @@ def test_a_worker_runs_only_worker_functions() -> None:
     # function that is not one) is refused with an error answer, and the worker goes on
     jobs = [{"fn": "load_parsed", "args": []}, {"fn": "process_graph_tables", "args": ["/nonexistent/part"]}]
     r = subprocess.run(
-        [sys.executable, "-m", "traceview.worker_process"],
+        [sys.executable, "-m", "traceview.worker.process"],
         input=b"".join(orjson.dumps(j) + b"\n" for j in jobs),
         capture_output=True,
         timeout=120,

@@ -14,7 +14,7 @@ import pytest
 import traceview
 from tests.conftest import FIXTURES, GPU, SHARED, needs_shared
 from traceview.cli import main
-from traceview.report import build_report, render_text
+from traceview.output.report import build_report, render_text
 
 SECTIONS = ("RECOMPILES", "EXPECTED RECOMPILES", "GRAPH BREAKS", "FAILED COMPILES", "RANK DIVERGENCE", "COMPILE TIME", "PER RANK", "INPUT")
 

@@ -14,7 +14,7 @@ import pytest
 
 import traceview
 from tests.conftest import FIXTURES, ROOT, SHARED, needs_shared, shared_inputs
-from traceview.report import build_report
+from traceview.output.report import build_report
 
 SCHEMA = json.loads((ROOT / "traceview" / "schemas" / "report.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

@@ -18,9 +18,9 @@ import pytest
 import traceview
 from tests.conftest import FIXTURES, ROOT
 from tests.conftest import program_env as _env
-from traceview.ablate_rung import error_line
-from traceview.repro import ReproUnavailable, build_repro, save_repro, write_repro
 from traceview.trace import Trace
+from traceview.workflow.ablate.rung import error_line
+from traceview.workflow.repro import ReproUnavailable, build_repro, save_repro, write_repro
 
 
 @cache

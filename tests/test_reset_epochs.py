@@ -12,7 +12,7 @@ import polars as pl
 
 import traceview
 from traceview.analyze.hotspots import graph_break_hotspots
-from traceview.timeline import compile_rows, timeline_events
+from traceview.output.timeline import compile_rows, timeline_events
 
 from .conftest import FIXTURES
 

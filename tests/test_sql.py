@@ -10,7 +10,7 @@ import pytest
 import traceview
 from tests.conftest import FIXTURES
 from traceview.cli import main
-from traceview.sql import SqlError, render, run_query, tables_named
+from traceview.output.sql import SqlError, render, run_query, tables_named
 
 MULTIRANK = FIXTURES / "multirank"
 
@@ -52,7 +52,7 @@ def test_formats(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_log_text_is_shown_escaped() -> None:
-    from traceview.sql import QueryResult
+    from traceview.output.sql import QueryResult
 
     out = render(QueryResult(["x"], [("a\x1b[31mred\nb",)]), "table")
     assert "\x1b" not in out and "\\x1b[31mred\\nb" in out

@@ -87,8 +87,8 @@ def test_one_process_per_rank_with_compile_ids_and_functions(tmp_path: Path, cap
 
 
 def test_timeline_of_exports_on_two_hosts(tmp_path: Path) -> None:
-    from traceview.export import write_export
-    from traceview.timeline import timeline_events
+    from traceview.output.export import write_export
+    from traceview.output.timeline import timeline_events
 
     whole = timeline_events(traceview.load(MULTIRANK / "trace"))
     for i, log in enumerate(sorted((MULTIRANK / "trace").glob("*.log"))):
@@ -117,7 +117,7 @@ def test_bars_carry_the_compiles_own_figure() -> None:
     """Issue 30.7: a forward bar is the forward part (compilation_metrics), the backward bar the
     lazily compiled backward; both rows carry the compile's own total (forward + backward), the
     figure Findings and Frames show, so the timeline's detail can say which part a bar is."""
-    from traceview.timeline import compile_rows
+    from traceview.output.timeline import compile_rows
 
     trace = traceview.load(FIXTURES / "training")
     rows = compile_rows(trace)

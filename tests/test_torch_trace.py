@@ -246,7 +246,7 @@ def test_stray_files_are_reported_not_dropped(tmp_path: Path) -> None:
 
 def test_input_directory_is_not_modified(tmp_path: Path) -> None:
     import traceview
-    from traceview.export import write_export
+    from traceview.output.export import write_export
 
     d = tmp_path / "in"
     shutil.copytree(FIXTURES / "multirank" / "trace", d)

@@ -20,9 +20,8 @@ pytest.importorskip("textual")
 
 import traceview
 from tests.conftest import FIXTURES, ROOT
-from traceview.loading import LoadOptions
-from traceview.report import build_report
-from traceview.repro import build_repro
+from traceview.ingest.loading import LoadOptions
+from traceview.output.report import build_report
 from traceview.tui import code_view
 from traceview.tui.app import TraceviewApp, build_app
 from traceview.tui.code_browser import CodeBrowser
@@ -37,6 +36,7 @@ from traceview.tui.records_view import RecordsView
 from traceview.tui.run_picker import RunPicker
 from traceview.tui.text import FAILED_MARK, mark
 from traceview.tui.timeline_view import SELECTED, TimelineView
+from traceview.workflow.repro import build_repro
 
 SIZE = (120, 40)
 
@@ -639,8 +639,8 @@ async def test_several_runs_offer_a_picker(tmp_path: Path) -> None:
 
 @sync
 async def test_second_open_reads_the_parse_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    import traceview.cache as cache
-    import traceview.pipeline as pipeline
+    import traceview.ingest.cache as cache
+    import traceview.ingest.pipeline as pipeline
 
     app = build_app(open_args("fixtures/graph_breaks"))
     async with app.run_test(size=SIZE) as pilot:
@@ -823,7 +823,7 @@ def test_a_finding_the_same_on_every_rank_is_listed_once(tmp_path: Path) -> None
     assert [f for f in findings if f.kind == "compile_time"] == []
     # the report's slowest compiles keep every rank of each (the summary said "ranks 0-1"
     # for some when its top 10 rows ran out)
-    from traceview.report import render_text
+    from traceview.output.report import render_text
 
     text = render_text(report, width=120)
     assert "ranks 0-3 [1/1] scaled" in text and "ranks 0-1" not in text
@@ -1009,7 +1009,7 @@ async def test_long_guards_and_reasons_show_where_they_differ() -> None:
 # ------------------------------------------------------------------------------- repro
 @sync
 async def test_w_writes_a_repro_of_the_selected_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # issue 19: a key on a compile writes its repro (traceview.repro.save_repro, the library)
+    # issue 19: a key on a compile writes its repro (traceview.workflow.repro.save_repro, the library)
     # and says where. fixtures/inductor_error: 0/0 failed in Inductor (InductorError), its
     # fx_graph_runnable logged; the script is the library's, expected to raise the same class.
     out = tmp_path / "repros"

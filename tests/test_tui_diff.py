@@ -15,8 +15,7 @@ import traceview
 from tests.conftest import FIXTURES, GPU, needs_shared
 from tests.test_tui import _tui_env, screen_text, static_text, sync, until  # noqa: F401 (autouse fixture)
 from traceview.cli import main
-from traceview.diff import build_diff
-from traceview.loading import LoadOptions
+from traceview.ingest.loading import LoadOptions
 from traceview.tui.code_browser import CodeBrowser
 from traceview.tui.diff_view import DiffScreen, build_against_app, diff_rows, row_detail, row_prompt
 from traceview.tui.frames_view import FramesView
@@ -24,6 +23,7 @@ from traceview.tui.guards_view import GuardsView
 from traceview.tui.help_screen import HelpScreen
 from traceview.tui.main_screen import MainScreen
 from traceview.tui.model import TraceModel
+from traceview.workflow.diff import build_diff
 
 PAIRS = FIXTURES / "diff"
 SIZES = [(80, 24), (160, 45)]

@@ -17,7 +17,7 @@ pytest.importorskip("textual")
 pytest.importorskip("pytest_textual_snapshot")
 
 from tests.conftest import ROOT
-from traceview.loading import LoadOptions
+from traceview.ingest.loading import LoadOptions
 from traceview.tui.app import build_app
 from traceview.tui.main_screen import MainScreen
 

@@ -1,6 +1,6 @@
 """traceview's terminal UI (Textual). Nothing outside this package imports Textual.
 
-`run_app(options)` is what `traceview open` calls (options: traceview.loading.LoadOptions);
+`run_app(options)` is what `traceview open` calls (options: traceview.ingest.loading.LoadOptions);
 `TraceviewApp` can be built from a loader (a callable returning a `Trace`) or a `Trace`.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from traceview.loading import LoadOptions
+    from traceview.ingest.loading import LoadOptions
 
 
 def run_app(options: LoadOptions) -> int:

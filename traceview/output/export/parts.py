@@ -9,8 +9,8 @@ from pathlib import Path
 import polars as pl
 
 from parsers.schemas import empty_table
-from traceview.graph_tables import build_graph_tables
-from traceview.parts import (
+from traceview.ingest.graph_tables import build_graph_tables
+from traceview.ingest.parts import (
     PART_TABLES,
     event_chunks,
     event_parts,
@@ -18,9 +18,9 @@ from traceview.parts import (
     part_dirs,
     read_part_table,
 )
-from traceview.scheduler import run_jobs
+from traceview.ingest.scheduler import run_jobs
+from traceview.ingest.worker_pool import HEAVY_PARALLEL_MIN_BYTES
 from traceview.trace import GRAPH_TABLES
-from traceview.worker_pool import HEAVY_PARALLEL_MIN_BYTES
 
 # Tables written part by part by `export_part` (stats is written whole: its columns differ
 # between trace and text parts).

@@ -9,10 +9,10 @@ batch of small trace logs, a piece of a big one (`stats_piece.arrow`; its events
 through the whole-file part, whose `pieces.json` names the pieces and their line offsets),
 or a text log. The graph tables (`graphs.arrow` last: it marks them done), the payload md5
 checks (`checks.arrow`, `payload_problems.arrow`) are added to a part later, zstd-compressed
-(see traceview.graph_tables).
+(see traceview.ingest.graph_tables).
 
-Who writes parts: traceview.pipeline (plans the parse) and the worker jobs; who reads them:
-traceview.pipeline.Parts (a Trace's part store) and traceview.export.
+Who writes parts: traceview.ingest.pipeline (plans the parse) and the worker jobs; who reads them:
+traceview.ingest.pipeline.Parts (a Trace's part store) and traceview.output.export.
 """
 
 from __future__ import annotations

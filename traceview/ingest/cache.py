@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from parsers.discover import Inputs
 from traceview.versions import PARSER_VERSION, SCHEMA_VERSION
 
-if TYPE_CHECKING:  # this module is imported before polars (see traceview.worker_pool)
+if TYPE_CHECKING:  # this module is imported before polars (see traceview.ingest.worker_pool)
     from traceview.trace import Trace
 
 MAX_ENTRIES = 16
@@ -53,10 +53,10 @@ def cache_key(inputs: Inputs) -> str:
 def load_cached(inputs: Inputs, *, jobs: int | None = None, heavy: bool = False) -> Trace:
     """The Trace of `inputs` from the cache when they are unchanged; otherwise parsed into a
     new cache entry (without a writable cache directory: parsed into a temporary one).
-    traceview.loading.load_trace is the way in; this is its cache half."""
+    traceview.ingest.loading.load_trace is the way in; this is its cache half."""
     import polars as pl
 
-    from traceview.pipeline import load_parsed, open_dir, parse_to_dir
+    from traceview.ingest.pipeline import load_parsed, open_dir, parse_to_dir
 
     def unreadable() -> tuple[type[BaseException], ...]:  # evaluated only when one is raised
         import pyarrow as pa

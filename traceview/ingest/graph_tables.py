@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from traceview.parts import (
+from traceview.ingest.parts import (
     concat_table,
     file_groups,
     input_bytes,
@@ -19,8 +19,8 @@ from traceview.parts import (
     read_ipc,
     replace_table,
 )
-from traceview.scheduler import Job, in_parallel, run_jobs
-from traceview.worker_pool import HEAVY_PARALLEL_MIN_BYTES
+from traceview.ingest.scheduler import Job, in_parallel, run_jobs
+from traceview.ingest.worker_pool import HEAVY_PARALLEL_MIN_BYTES
 
 
 def process_graph_tables(partdir: str) -> None:

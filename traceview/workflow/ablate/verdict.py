@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from traceview.ablate_rung import BACKENDS, COMPILER_FAILURES, Rung, RungRun
 from traceview.printable import one_line
+from traceview.workflow.ablate.rung import BACKENDS, COMPILER_FAILURES, Rung, RungRun
 
 COMPONENT = {
     "eager": "dynamo",

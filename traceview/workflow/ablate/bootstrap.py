@@ -2,11 +2,11 @@
 
 `traceview ablate` starts each rung as
 
-    python [interpreter options] .../traceview/ablate_bootstrap.py TARGET ARGS...
-    (or: python -m traceview.ablate_bootstrap TARGET ARGS...)
+    python [interpreter options] .../traceview/workflow/ablate/bootstrap.py TARGET ARGS...
+    (or: python -m traceview.workflow.ablate.bootstrap TARGET ARGS...)
 
 where TARGET is `script.py`, `-m module` or `-c code`. The rung comes from the environment
-variable TRACEVIEW_ABLATE (JSON, see `rung_env` in traceview/ablate.py):
+variable TRACEVIEW_ABLATE (JSON, see `rung_env` in traceview/workflow/ablate/__init__.py):
 
     {"backend": "aot_eager" | null, "mode": "max-autotune" | null, "set_mode": bool,
      "dynamic": true | false | null, "set_dynamic": bool, "disable": bool,

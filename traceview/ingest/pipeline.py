@@ -3,15 +3,15 @@
 Small trace logs are parsed in batches (one part per batch), a big one in pieces (one part
 per piece plus one for the whole file; `split_points` cuts it at record starts), a text log
 on its own; above PARALLEL_MIN_BYTES the jobs run in worker processes and in this one
-(traceview.scheduler). What a job does: traceview.parse_jobs (a worker also derives the
+(traceview.ingest.scheduler). What a job does: traceview.ingest.parse_jobs (a worker also derives the
 tables the summary needs: `compiles`, `spans`, `recompiles`, `graph_breaks`, `limit_hits`,
-`annotations`); what it writes: traceview.parts (uncompressed Arrow IPC per part and table;
+`annotations`); what it writes: traceview.ingest.parts (uncompressed Arrow IPC per part and table;
 nothing large travels between processes). Guards, graphs, kernels and seq_nr links
-(GRAPH_TABLES) are built per part later, on demand (UI, export: traceview.graph_tables).
+(GRAPH_TABLES) are built per part later, on demand (UI, export: traceview.ingest.graph_tables).
 Trace logs are parsed lazily (parsers.torch_trace.parse_trace_bytes): the parts hold no
 payload text, which `events` reads from the input files when it is opened. Opening
 memory-maps the parts (`open_dir`, `Parts`). The workdir is the parse cache entry (see
-`traceview.cache`) or a temporary dir; traceview.loading is the way in.
+`traceview.ingest.cache`) or a temporary dir; traceview.ingest.loading is the way in.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from parsers.discover import Inputs
 from parsers.glog import HEAD, as_bytes, plain
 from parsers.gzipped import is_gzip
 from traceview import timing
-from traceview.graph_tables import ensure_graph_tables
-from traceview.parse_jobs import (
+from traceview.ingest.graph_tables import ensure_graph_tables
+from traceview.ingest.parse_jobs import (
     finish_trace_file,
     process_text_log,
     process_trace_chunk,
     process_trace_files,
 )
-from traceview.parts import (
+from traceview.ingest.parts import (
     PART_TABLES,
     index_events,
     lazy_concat,
@@ -46,9 +46,9 @@ from traceview.parts import (
     part_dirs,
     write_part_list,
 )
-from traceview.scheduler import Job, run_jobs
+from traceview.ingest.scheduler import Job, run_jobs
+from traceview.ingest.worker_pool import HEAVY_PARALLEL_MIN_BYTES, PARALLEL_MIN_BYTES
 from traceview.trace import GRAPH_TABLES, Trace
-from traceview.worker_pool import HEAVY_PARALLEL_MIN_BYTES, PARALLEL_MIN_BYTES
 
 CHUNK_BYTES = 32 * 1024 * 1024  # a trace log this big is parsed in pieces, in parallel
 BATCH_MIN_BYTES = 4 * 1024 * 1024  # smaller trace logs are parsed together, up to BATCH_MAX_BYTES

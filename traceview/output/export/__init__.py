@@ -22,17 +22,17 @@ import pyarrow.parquet as pq
 
 from parsers.schemas import empty_table
 from traceview.errors import ExportError
-from traceview.export_parts import (
+from traceview.ingest.exports import read_export, read_exports
+from traceview.ingest.graph_tables import graph_tables_in_workers
+from traceview.ingest.manifest import EXPORT_MARKER
+from traceview.ingest.parts import event_chunks, part_dirs, read_part_table
+from traceview.output.export.parts import (
     EXPORT_PART_TABLES,
     PARQUET_OPTIONS,
     conform,
     export_parts,
     write_rank_partitions,
 )
-from traceview.export_reading import read_export, read_exports
-from traceview.graph_tables import graph_tables_in_workers
-from traceview.manifest import EXPORT_MARKER
-from traceview.parts import event_chunks, part_dirs, read_part_table
 from traceview.trace import GRAPH_TABLES, TABLES, Trace
 from traceview.versions import SCHEMA_VERSION
 

@@ -1,6 +1,6 @@
 """What a worker runs to parse: a batch of small trace logs, a piece of a big one, the
 finish of a big one (its per-file tables), a text log; each writes one part
-(traceview.parts). Planned by traceview.pipeline.parse_to_dir."""
+(traceview.ingest.parts). Planned by traceview.ingest.pipeline.parse_to_dir."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import orjson
 import polars as pl
 
 from parsers.schemas import empty_table
-from traceview.parts import read_ipc, read_or_empty, replace_table, shift_lines, write_part
+from traceview.ingest.parts import read_ipc, read_or_empty, replace_table, shift_lines, write_part
 
 if TYPE_CHECKING:
     from parsers.torch_trace import ParsedFile

@@ -5,7 +5,7 @@ PyTorch's troubleshooting guide says: when torch.compile fails, rerun with backe
 decompositions and the partitioner), then "inductor"; the first backend that fails holds the
 bug. Then try Inductor's modes and the dynamic-shape settings, and run the minifier. This
 module runs the user's program once per rung without editing it (each rung's settings are
-applied to every torch.compile call by traceview/ablate_bootstrap.py), reads each rung's
+applied to every torch.compile call by traceview/workflow/ablate/bootstrap.py), reads each rung's
 TORCH_TRACE and TORCH_LOGS with traceview's own analysis (`build_report`), and draws the
 verdict.
 
@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from traceview.ablate_rung import (
+from traceview.errors import UserError
+from traceview.printable import one_line, printable
+from traceview.workflow.ablate.rung import (
     BACKENDS,
     BOOTSTRAP,
     BOOTSTRAP_ENV,
@@ -45,7 +47,7 @@ from traceview.ablate_rung import (
     parse_rungs,
     run_rung,
 )
-from traceview.ablate_verdict import (
+from traceview.workflow.ablate.verdict import (
     asked_settings,
     compare_all,
     difference,
@@ -53,8 +55,6 @@ from traceview.ablate_verdict import (
     minify_plan,
     verdict,
 )
-from traceview.errors import UserError
-from traceview.printable import one_line, printable
 
 __all__ = [
     "BACKENDS",

@@ -1,10 +1,10 @@
 """Run jobs, in worker processes when there is enough to do, else in this process.
 
 A job is `(function, args, size in bytes)`; the function is one of the worker jobs
-(traceview.worker_jobs), sent to a worker by name (`python -m traceview.worker_process`,
-from the pool in traceview.worker_pool). Biggest first; the results come back in the order
-of the jobs. The planners (traceview.pipeline, traceview.graph_tables,
-traceview.export_parts) size the jobs and say from how many bytes processes are worth it.
+(traceview.worker.jobs), sent to a worker by name (`python -m traceview.worker.process`,
+from the pool in traceview.ingest.worker_pool). Biggest first; the results come back in the order
+of the jobs. The planners (traceview.ingest.pipeline, traceview.ingest.graph_tables,
+traceview.output.export.parts) size the jobs and say from how many bytes processes are worth it.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def run_jobs(
     import queue
     import threading
 
-    from traceview import worker_pool as pool
     from traceview.errors import first_line
+    from traceview.ingest import worker_pool as pool
 
     q: queue.Queue[tuple[int, Job]] = queue.Queue()
     for i in sorted(range(len(todo)), key=lambda i: -todo[i][2]):

@@ -1,8 +1,8 @@
-"""Worker process of the parse pipeline: `python -m traceview.worker_process`.
+"""Worker process of the parse pipeline: `python -m traceview.worker.process`.
 
-Reads one job per line on stdin (JSON: the name of a function in traceview.worker_jobs and its
+Reads one job per line on stdin (JSON: the name of a function in traceview.worker.jobs and its
 arguments), runs it, and answers one line per job on stdout (`{"ok": true, "value": ...}` or
-`{"error": "..."}`). Started by `traceview.scheduler.run_jobs` with a plain subprocess rather than
+`{"error": "..."}`). Started by `traceview.ingest.scheduler.run_jobs` with a plain subprocess rather than
 multiprocessing, so that a user script calling `traceview.load` needs no `__main__` guard.
 """
 
@@ -18,8 +18,8 @@ def main() -> int:
     from traceview import timing
 
     t = timing.now()
-    from traceview.scheduler import timed_call
-    from traceview.worker_jobs import WORKER_FUNCTIONS
+    from traceview.ingest.scheduler import timed_call
+    from traceview.worker.jobs import WORKER_FUNCTIONS
 
     timing.mark("worker imports", t)
     from traceview.errors import first_line

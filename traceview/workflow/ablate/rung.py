@@ -1,7 +1,7 @@
 """One rung of `traceview ablate`: its settings, running the program with them, and traceview's
 reading of what the run logged.
 
-A rung is a configuration every torch.compile call of the program gets (traceview/ablate_bootstrap.py
+A rung is a configuration every torch.compile call of the program gets (traceview/workflow/ablate/bootstrap.py
 applies it inside the program's process); `run_rung` runs the program once with it, with its own
 TORCH_TRACE directory and TORCH_LOGS capture, a time limit and a clean stop, and `analyze_rung`
 reads the logs with the analysis behind `traceview summary` (`build_report`).
@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from parsers.glog import PREFIX, as_bytes, plain
-from traceview.capture import capture_env
 from traceview.errors import UserError
 from traceview.printable import one_line, printable
+from traceview.workflow.capture import capture_env
 
-BOOTSTRAP = Path(__file__).with_name("ablate_bootstrap.py")
+BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 BOOTSTRAP_ENV = "TRACEVIEW_ABLATE"
 TORCH_LOGS = "recompiles,graph_breaks"
 
@@ -389,7 +389,7 @@ def analyze_rung(rung_dir: Path, *, reached_pids: set[int] | None = None) -> dic
         return empty
     import traceview
     from parsers.discover import InputError
-    from traceview.report import build_report
+    from traceview.output.report import build_report
 
     try:
         trace = traceview.load(trace_dir, logs=[str(logs)] if _is_torch_log(logs) else None)

@@ -1,6 +1,6 @@
 """Worker processes for the parse pipeline, without heavy imports.
 
-`traceview.scheduler.run_jobs` drives `python -m traceview.worker_process` subprocesses. Starting one costs
+`traceview.ingest.scheduler.run_jobs` drives `python -m traceview.worker.process` subprocesses. Starting one costs
 about a quarter of a second (importing polars and pyarrow), so the command line starts them
 (`prestart`) before it imports anything heavy itself when it knows that a big, uncached
 input is about to be parsed: the workers' start-up then overlaps the main process's.
@@ -36,7 +36,7 @@ def _env() -> dict[str, str]:
     # 48-rank export: worker peak RSS ~470 -> 410-450 MB for ~0.3 s more system time; with
     # 0 ms the peak is ~380 MB but page faults cost ~1 s.
     env["_RJEM_MALLOC_CONF"] = "dirty_decay_ms:100,muzzy_decay_ms:0"
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
@@ -44,7 +44,7 @@ def _env() -> dict[str, str]:
 def spawn() -> subprocess.Popen:
     """A new worker process (jobs on its stdin, answers on its stdout)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "traceview.worker_process"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env()
+        [sys.executable, "-m", "traceview.worker.process"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env()
     )
 
 

@@ -4,12 +4,12 @@
 the library (`traceview.load`) all call. It finds the inputs (parsers.discover), starts the
 parse workers early when a big input will be parsed (before this process imports polars:
 their start-up overlaps its own), then opens the parse cache entry of the inputs or parses
-them into one (traceview.cache), or, without the cache, into a temporary directory removed
-with the Trace (traceview.pipeline).
+them into one (traceview.ingest.cache), or, without the cache, into a temporary directory removed
+with the Trace (traceview.ingest.pipeline).
 
 A traceview export (a directory whose manifest.json carries traceview's mark), or a
 directory of several exports (one per host: `run/host-017/`), is an input too: its tables are
-read instead of parsed, several exports merged into one Trace (traceview.export_reading.read_exports).
+read instead of parsed, several exports merged into one Trace (traceview.ingest.exports.read_exports).
 
 (The module is not called `load`: `traceview.load` is the library function.)
 """
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from parsers.discover import InputError, Inputs, discover
-from traceview import worker_pool
-from traceview.manifest import export_dirs, inputs_of_exports, read_manifest
+from traceview.ingest import worker_pool
+from traceview.ingest.manifest import export_dirs, inputs_of_exports, read_manifest
 
-if TYPE_CHECKING:  # imported before polars (see traceview.worker_pool)
+if TYPE_CHECKING:  # imported before polars (see traceview.ingest.worker_pool)
     from traceview.trace import Trace
 
 
@@ -91,11 +91,11 @@ def exports_of(opts: LoadOptions) -> list:  # list[Path]
 def load_trace(opts: LoadOptions, inputs: Inputs | None = None) -> Trace:
     """The Trace of `opts` (`inputs`: what `discover_inputs(opts)` found, when the caller
     looked already, e.g. to offer a choice of runs)."""
-    from traceview import cache
+    from traceview.ingest import cache
 
     exports = exports_of(opts)
     if exports:
-        from traceview.export_reading import read_exports
+        from traceview.ingest.exports import read_exports
 
         return read_exports(exports, where=opts.paths[0])
     if inputs is None:
@@ -106,7 +106,7 @@ def load_trace(opts: LoadOptions, inputs: Inputs | None = None) -> Trace:
     if opts.prestart and not cached:
         prestart_workers(total, jobs, heavy=opts.heavy)
     if not opts.use_cache:
-        from traceview.pipeline import load_parsed
+        from traceview.ingest.pipeline import load_parsed
 
         return load_parsed(inputs, jobs=jobs, heavy=opts.heavy)
     return cache.load_cached(inputs, jobs=jobs, heavy=opts.heavy)
@@ -114,7 +114,7 @@ def load_trace(opts: LoadOptions, inputs: Inputs | None = None) -> Trace:
 
 def prestart_workers(total: int, n: int, *, heavy: bool) -> None:
     """Start the parse workers now (`n` processes will parse `total` bytes), when the input is
-    big enough for traceview.pipeline to use them (polars not imported yet: their start-up
+    big enough for traceview.ingest.pipeline to use them (polars not imported yet: their start-up
     overlaps this process's)."""
     if n > 1 and total >= (worker_pool.HEAVY_PARALLEL_MIN_BYTES if heavy else worker_pool.PARALLEL_MIN_BYTES):
         # this process parses too, so the parse uses n - 1 workers; an export's second

@@ -1,6 +1,6 @@
 """The manifest.json of a traceview export: its mark, and finding exports on disk.
 
-Import-light (no polars): traceview.loading asks whether a path is an export before it
+Import-light (no polars): traceview.ingest.loading asks whether a path is an export before it
 decides how to load it, and the command line has not imported polars yet then.
 """
 

@@ -1,6 +1,6 @@
 """Reading traceview exports back: one export (`read_export`), or the exports of one run's
 hosts (`read_exports`), as one Trace whose tables are read from parquet when first asked for.
-An export is an input like a log directory (traceview.loading), so this module is on the
+An export is an input like a log directory (traceview.ingest.loading), so this module is on the
 loading side: it imports nothing from the analysis, report or export-writing modules."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARKS
 from parsers.schemas import empty_table
 from traceview.errors import ExportError
-from traceview.manifest import inputs_of_exports, read_manifest
+from traceview.ingest.manifest import inputs_of_exports, read_manifest
 from traceview.trace import TABLES, Trace
 from traceview.versions import SCHEMA_VERSION
 
