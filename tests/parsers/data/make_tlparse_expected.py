@@ -1,4 +1,4 @@
-"""Regenerate ``tests/data/tlparse_compile_ids.json``: the compile ids tlparse reports.
+"""Regenerate ``tests/parsers/data/tlparse_compile_ids.json``: the compile ids tlparse reports.
 
 For every TORCH_TRACE log under ``<traces>/peer-tlparse/`` (the top-level ``*.log`` and
 ``*.txt`` files, and every file inside the multi-rank directories) and, unless
@@ -16,9 +16,9 @@ which writes one ``OUT/rank_<N>/compile_directory.json`` per rank (N is taken fr
 ``--latest`` directory forms (both fail in tlparse 0.4.3; the exit code and error line
 are recorded).
 
-Run from the repository root (nothing is written outside ``tests/data``)::
+Run from the repository root (nothing is written outside ``tests/parsers/data``)::
 
-    /work/venv/bin/python tests/data/make_tlparse_expected.py \\
+    /work/venv/bin/python tests/parsers/data/make_tlparse_expected.py \\
         --tlparse /work/tlparse-venv/bin/tlparse --traces /work/shared/traces
 
 Options: ``--out FILE`` (default: ``tlparse_compile_ids.json`` next to this script),
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         "tlparse_version": version,
         "command": COMMAND.format(tlparse="tlparse", input="{input}", out="{out}"),
         "all_ranks_command": ALL_RANKS_COMMAND.format(tlparse="tlparse", dir="{dir}", out="{out}"),
-        "generated_by": "tests/data/make_tlparse_expected.py",
+        "generated_by": "tests/parsers/data/make_tlparse_expected.py",
         "notes": {
             "raw_keys": "keys of OUT/compile_directory.json exactly as tlparse wrote them (its order)",
             "compile_ids": "raw_keys without brackets and without the no-compile-id bucket "

@@ -13,7 +13,7 @@ pytest.importorskip("textual")
 
 import traceview
 from tests.conftest import FIXTURES, GPU, needs_shared
-from tests.test_tui import _tui_env, screen_text, static_text, sync, until  # noqa: F401 (autouse fixture)
+from tests.tui.test_tui import _tui_env, screen_text, static_text, sync, until  # noqa: F401 (autouse fixture)
 from traceview.cli import main
 from traceview.ingest.loading import LoadOptions
 from traceview.tui.code_browser import CodeBrowser

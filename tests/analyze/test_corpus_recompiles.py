@@ -19,7 +19,7 @@ from parsers.facts import user_name
 from parsers.messages import parse_recompile_reasons
 from traceview.analyze.storms import recompile_storms, refine_kind
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 CORPUS = FIXTURES / "corpus"
 SOURCES = ("trace", "torch_logs.txt")

@@ -14,7 +14,7 @@ import traceview
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.output.timeline import compile_rows, timeline_events
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 CASE = FIXTURES / "corpus" / "reset_unequal_models"
 

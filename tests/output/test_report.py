@@ -1,5 +1,5 @@
 """`traceview summary`: the text at 80 columns (sections in order, nothing wider than the
-terminal, log text printed as data) and `--json` (its keys and types: tests/test_report_schema.py)."""
+terminal, log text printed as data) and `--json` (its keys and types: tests/output/test_report_schema.py)."""
 
 from __future__ import annotations
 

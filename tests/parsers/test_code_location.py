@@ -21,7 +21,7 @@ from traceview.output.report import build_report, render_text
 from traceview.tui.frames_view import compile_detail
 from traceview.tui.model import TraceModel, findings_from_report
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 CORPUS = FIXTURES / "corpus"
 

@@ -17,7 +17,7 @@ from tests.conftest import PEER, skip_without_shared
 from traceview.ingest import pipeline
 from traceview.workflow.ablate import rung as ablate_rung
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
 LINES_PER_FILE = 400  # the head of each file: every kind of record, and a test that stays fast
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from parsers import lexing, messages, outputcode
 from parsers.fxgraph import reference
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MB = 1 << 20
 
 

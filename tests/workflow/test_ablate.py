@@ -1,6 +1,6 @@
 """`traceview ablate`: real programs, each rung a real subprocess of real torch 2.13.
 
-The programs under tests/programs plant one problem each with a real torch config or construct:
+The programs under tests/workflow/programs plant one problem each with a real torch config or construct:
 a C++ compiler that does not exist (fails only in Inductor), data-dependent control flow under
 fullgraph=True (fails already in Dynamo), randomness inside compiled code (Inductor prints other
 numbers). Rung subsets keep the slow ones short; a rung of a program that does not import
@@ -34,7 +34,7 @@ from traceview.workflow.ablate.rung import (
 )
 from traceview.workflow.ablate.verdict import compare_outputs, follow_ups, minify_plan, verdict
 
-PROGRAMS = ROOT / "tests" / "programs"
+PROGRAMS = ROOT / "tests" / "workflow" / "programs"
 
 
 def _ablate(tmp_path: Path, program: Path | str, *args: str, prog_args: tuple[str, ...] = (), cwd: Path | None = None,

@@ -166,7 +166,7 @@ def test_torchrun_tee_capture_keeps_the_ranks_apart() -> None:
     import traceview
     from traceview.analyze.storms import recompile_storms
 
-    from .conftest import FIXTURES
+    from ..conftest import FIXTURES
 
     text = traceview.load(FIXTURES / "torchrun_tee" / "torch_logs.txt")
     lr = text.log_records.filter(pl.col("compile_id").is_not_null())
@@ -184,7 +184,7 @@ def test_two_ranks_have_no_majority() -> None:
     import traceview
     from traceview.output.report import build_report, render_text
 
-    from .conftest import FIXTURES
+    from ..conftest import FIXTURES
 
     text = render_text(build_report(traceview.load(FIXTURES / "torchrun_tee" / "trace")))
     assert "RANK DIVERGENCE  the 2 ranks compiled differently (rank 1 shown against rank 0)" in text

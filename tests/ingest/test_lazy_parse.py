@@ -18,7 +18,7 @@ from parsers.compiles import build_spans
 from parsers.discover import discover
 from parsers.torch_trace import InputChanged, hydrate, read_trace_file, read_trace_files
 from tests.conftest import FIXTURES, PEER, needs_shared, skip_without_shared
-from tests.test_torch_trace import all_trace_files
+from tests.parsers.test_torch_trace import all_trace_files
 from traceview.ingest import pipeline
 
 

@@ -186,7 +186,7 @@ def test_many_ranks_over_four_hosts_diverge_on_one_line(tmp_path: Path, capsys: 
 def test_open_a_directory_of_exports(tmp_path: Path) -> None:
     import asyncio
 
-    from tests.test_tui import SIZE, open_args, press, ready, screen_text
+    from tests.tui.test_tui import SIZE, open_args, press, ready, screen_text
     from traceview.tui.app import build_app
 
     run = _host_exports(tmp_path)

@@ -17,7 +17,7 @@ from parsers.discover import InputError, discover
 from traceview.analyze.origin import origin
 from traceview.output.report import build_report, render_text
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 CORPUS = FIXTURES / "corpus"
 GPU = FIXTURES / "gpu"

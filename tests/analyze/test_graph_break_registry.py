@@ -15,7 +15,7 @@ import traceview
 from traceview.analyze import hotspots, registry
 from traceview.analyze.hotspots import graph_break_hotspots
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 CORPUS = FIXTURES / "corpus"
 SOURCES = ("trace", "torch_logs.txt")

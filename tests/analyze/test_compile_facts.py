@@ -13,7 +13,7 @@ from traceview.analyze.compile_facts import compile_facts
 from traceview.cli import main
 from traceview.output.report import build_report
 
-from .conftest import FIXTURES
+from ..conftest import FIXTURES
 
 CORPUS = FIXTURES / "corpus"
 SOURCES = ("trace", "torch_logs.txt")
