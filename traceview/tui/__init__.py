@@ -2,6 +2,9 @@
 
 `run_app(options)` is what `traceview open` calls (options: traceview.ingest.loading.LoadOptions);
 `TraceviewApp` can be built from a loader (a callable returning a `Trace`) or a `Trace`.
+
+An entry point (docs/architecture.md): may import anything below it (traceview.workflow,
+output, ingest, analyze, the model); only the command line imports it.
 """
 
 from __future__ import annotations
