@@ -230,7 +230,7 @@ def install(rung: dict[str, Any]) -> None:
     sys.meta_path.insert(0, _AfterImport({"torch": on_torch, "torch._dynamo": on_dynamo}))
 
 
-USAGE = "usage: ablate_bootstrap.py (script.py | -m module | -c code) [args...]"
+USAGE = "usage: bootstrap.py (script.py | -m module | -c code) [args...]"
 
 
 def main(argv: list[str] | None = None) -> None:
