@@ -72,7 +72,7 @@ def is_known_kind(kind: str) -> bool:
     return kind in KNOWN_KINDS or kind.startswith(KNOWN_KIND_PREFIXES)
 
 # Payloads the parse-time tables need (recompile reasons, graph breaks): a lazy parse
-# (traceview.pipeline) materializes only these, decodes chromium events straight into the
+# (traceview.ingest.pipeline) materializes only these, decodes chromium events straight into the
 # `chromium` rows that spans are built from, and reads every other payload from the input
 # file when something asks for it (`parsers.torch_trace.hydrate`).
 SUMMARY_PAYLOAD_ARTIFACTS: frozenset[str] = frozenset(

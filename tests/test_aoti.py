@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 import traceview
-from traceview.report import build_report, render_text
+from traceview.output.report import build_report, render_text
 
 from .conftest import FIXTURES
 
@@ -111,7 +111,7 @@ def test_summary_counts_it_and_names_what_it_was(trace, metrics) -> None:
 
 
 def test_json_report_matches_schema(trace) -> None:
-    from tests.test_report_schema import _as_printed, _errors
+    from tests.output.test_report_schema import _as_printed, _errors
 
     report = _as_printed(trace)
     assert _errors(report) == []
@@ -120,7 +120,7 @@ def test_json_report_matches_schema(trace) -> None:
 
 def test_tui_frames_view_lists_it(monkeypatch: pytest.MonkeyPatch, metrics) -> None:
     pytest.importorskip("textual")
-    from tests.test_tui import SIZE, open_args, press, ready, screen_text, static_text, sync
+    from tests.tui.test_tui import SIZE, open_args, press, ready, screen_text, static_text, sync
     from traceview.tui.app import build_app
     from traceview.tui.frames_view import FramesView
 

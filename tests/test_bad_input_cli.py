@@ -73,7 +73,7 @@ def test_2_file_shrinking_during_export_is_one_line(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os, sys
-        import traceview.export as e
+        import traceview.output.export as e
         write = e.write_export
         def shrink_then_write(*a, **k):
             os.truncate({str(f)!r}, 5000)
@@ -112,7 +112,7 @@ PAUSED_EXPORT = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    import traceview.export as e
+    import traceview.output.export as e
     flag, src, out = sys.argv[1:4]
     def pause(tmp, out):  # the export is written, not yet in place: the test stops us here
         Path(flag).write_text(str(tmp))

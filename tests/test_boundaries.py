@@ -42,15 +42,15 @@ def test_headless_traceview_does_not_import_textual() -> None:
         *_modules("parsers"),
         "traceview",
         *_modules("traceview.analyze"),
-        "traceview.report",
+        "traceview.output.report",
         "traceview.cli",
-        "traceview.cache",
-        "traceview.export",
+        "traceview.ingest.cache",
+        "traceview.output.export",
         "traceview.trace",
-        "traceview.ablate",
-        "traceview.ablate_rung",
-        "traceview.ablate_verdict",
-        "traceview.repro",
+        "traceview.workflow.ablate",
+        "traceview.workflow.ablate.rung",
+        "traceview.workflow.ablate.verdict",
+        "traceview.workflow.repro",
     ]
     loaded = _imported_after(mods)
     assert "textual" not in loaded
@@ -173,21 +173,7 @@ def _in(module: str, *prefixes: str) -> bool:
 UTILITIES = ("traceview.errors", "traceview.timing", "traceview.versions", "traceview.printable")
 MODEL = ("traceview.trace",)
 ANALYZERS = ("traceview.analyze",)
-LOADING = (
-    "traceview.loading",
-    "traceview.cache",
-    "traceview.pipeline",
-    "traceview.parts",
-    "traceview.scheduler",
-    "traceview.parse_jobs",
-    "traceview.graph_tables",
-    "traceview.export_parts",
-    "traceview.export_reading",
-    "traceview.manifest",
-    "traceview.worker_jobs",
-    "traceview.worker_pool",
-    "traceview.worker_process",
-)
+LOADING = ("traceview.ingest",)
 
 
 def violations(graph: dict[str, set[str]]) -> list[str]:
@@ -203,7 +189,7 @@ def violations(graph: dict[str, set[str]]) -> list[str]:
                 why = "the Trace model imports only parsers and utilities"
             elif _in(mod, *ANALYZERS) and not _in(dep, "parsers", *UTILITIES, *MODEL, *ANALYZERS):
                 why = "analyzers import only parsers, utilities, the model and each other"
-            elif _in(mod, *LOADING) and _in(dep, *ANALYZERS, "traceview.report", "traceview.export"):
+            elif _in(mod, *LOADING) and _in(dep, *ANALYZERS, "traceview.output"):
                 why = "loading a trace needs no analysis, report or export"
             elif _in(dep, "traceview.tui") and not _in(mod, "traceview.tui", "traceview.cli"):
                 why = "only the CLI opens the UI"
@@ -215,10 +201,10 @@ def violations(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_import_graph_sees_imports_inside_functions() -> None:
-    # traceview.cli imports traceview.loading and traceview.report only inside its functions
+    # traceview.cli imports traceview.ingest.loading and traceview.output.report only inside its functions
     # (start-up time); the graph has both
-    assert {"traceview.loading", "traceview.report"} <= import_graph()["traceview.cli"]
-    assert "traceview.loading" not in (ROOT / "traceview" / "cli.py").read_text().split("\ndef ")[0]
+    assert {"traceview.ingest.loading", "traceview.output.report"} <= import_graph()["traceview.cli"]
+    assert "traceview.ingest.loading" not in (ROOT / "traceview" / "cli.py").read_text().split("\ndef ")[0]
 
 
 def test_no_import_cycles() -> None:
@@ -242,21 +228,21 @@ def test_the_checks_catch_a_cycle_and_an_upward_import() -> None:
     # the checker itself, on a made-up graph: a cycle hidden in a function and an analyzer
     # that reaches up into the report are both found
     g = {
-        "traceview.trace": {"traceview.pipeline"},
-        "traceview.pipeline": {"traceview.trace"},
-        "traceview.analyze.storms": {"traceview.report"},
-        "traceview.report": {"traceview.analyze.storms"},
+        "traceview.trace": {"traceview.ingest.pipeline"},
+        "traceview.ingest.pipeline": {"traceview.trace"},
+        "traceview.analyze.storms": {"traceview.output.report"},
+        "traceview.output.report": {"traceview.analyze.storms"},
         "parsers.graphs": {"traceview.analyze.origin"},
         "traceview.analyze.origin": set(),
     }
     assert cycles(g) == [
-        ["traceview.analyze.storms", "traceview.report"],
-        ["traceview.pipeline", "traceview.trace"],
+        ["traceview.analyze.storms", "traceview.output.report"],
+        ["traceview.ingest.pipeline", "traceview.trace"],
     ]
     assert violations(g) == [
         "parsers.graphs -> traceview.analyze.origin: parsers import nothing of traceview",
-        "traceview.analyze.storms -> traceview.report: analyzers import only parsers, utilities, the model and each other",
-        "traceview.trace -> traceview.pipeline: the Trace model imports only parsers and utilities",
+        "traceview.analyze.storms -> traceview.output.report: analyzers import only parsers, utilities, the model and each other",
+        "traceview.trace -> traceview.ingest.pipeline: the Trace model imports only parsers and utilities",
     ]
 
 
@@ -415,9 +401,9 @@ def test_the_analyzer_check_sees_what_report_diff_and_the_ui_call() -> None:
     a = "traceview.analyze."
     assert {f"{a}failures.failures", f"{a}crashes.crash_findings", f"{a}divergence.rank_divergence",
             f"{a}storms.recompile_storms", f"{a}compile_time.by_function", f"{a}compile_time.phase_totals",
-            f"{a}optimizer.compiled_optimizer_findings"} <= uses["traceview.report"]
+            f"{a}optimizer.compiled_optimizer_findings"} <= uses["traceview.output.report"]
     assert {f"{a}failures.failures", f"{a}compile_time.cache_summary", f"{a}compile_time.autotuning",
-            f"{a}divergence.rank_divergence"} <= uses["traceview.diff"]
+            f"{a}divergence.rank_divergence"} <= uses["traceview.workflow.diff"]
     assert f"{a}origin.origin_table" in uses["traceview.tui.code_browser"]
     assert f"{a}origin.origin" in uses["traceview.cli"]
 
@@ -443,12 +429,12 @@ def test_the_analyzer_check_catches_a_table_first(tmp_path: Path) -> None:
         "    from traceview.analyze import fails as f\n"
         "    return f.rows_of(t.compiles), failures(t.compiles), headline('x'), good(t)\n"
     )
-    mods = {"traceview.analyze.fails": tmp_path / "fails.py", "traceview.report": tmp_path / "report.py"}
+    mods = {"traceview.analyze.fails": tmp_path / "fails.py", "traceview.output.report": tmp_path / "report.py"}
     assert analyzer_rule_violations(mods, table_helpers={"traceview.analyze.fails.rows_of"}) == [
         "traceview.analyze.fails.failures: takes a table first (compiles: pl.DataFrame): an analyzer takes a Trace; "
         "a table-level building block is private or named in TABLE_HELPERS",
         "traceview.analyze.fails.origin: its first parameter `tables` has no annotation",
         "traceview.analyze.fails.storms: options after the Trace are keyword-only (`*, limit`)",
-        "traceview.report calls traceview.analyze.fails.failures, which takes compiles: pl.DataFrame first, not a Trace",
-        "traceview.report calls traceview.analyze.fails.rows_of, which takes compiles: pl.DataFrame first, not a Trace",
+        "traceview.output.report calls traceview.analyze.fails.failures, which takes compiles: pl.DataFrame first, not a Trace",
+        "traceview.output.report calls traceview.analyze.fails.rows_of, which takes compiles: pl.DataFrame first, not a Trace",
     ]

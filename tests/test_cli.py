@@ -15,7 +15,7 @@ import traceview
 from tests.conftest import FIXTURES, PEER, needs_shared
 from tests.helpers_graphs import raw_envelopes
 from traceview.cli import main
-from traceview.export import read_export, write_export
+from traceview.output.export import read_export, write_export
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

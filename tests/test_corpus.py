@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 import traceview
-from traceview.report import build_report
+from traceview.output.report import build_report
 
 from .conftest import FIXTURES
 

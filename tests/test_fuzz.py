@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 import traceview
 from parsers.torch_trace import read_trace_files
-from traceview.report import build_report, render_text
+from traceview.output.report import build_report, render_text
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER = Path(os.environ.get("TRACEVIEW_SHARED_TRACES", ROOT.parent / "shared" / "traces")) / "peer-tlparse"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from traceview.versions import REPORT_SCHEMA_VERSION, SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from traceview.loading import load
+    from traceview.ingest.loading import load
     from traceview.trace import TABLES, Trace
 
 __all__ = ["REPORT_SCHEMA_VERSION", "SCHEMA_VERSION", "TABLES", "Trace", "load", "read_export"]
@@ -21,9 +21,9 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     # polars is imported on first use, so that `traceview` on the command line can start its
-    # worker processes before it imports anything heavy (traceview.worker_pool)
+    # worker processes before it imports anything heavy (traceview.ingest.worker_pool)
     if name == "load":
-        from traceview.loading import load
+        from traceview.ingest.loading import load
 
         return load
     if name in ("TABLES", "Trace"):
@@ -35,6 +35,6 @@ def __getattr__(name: str) -> Any:
 
 def read_export(path: str) -> Trace:
     """Read a directory written by `traceview export` back into a Trace."""
-    from traceview.export import read_export as _read
+    from traceview.output.export import read_export as _read
 
     return _read(path)

@@ -128,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _options(args: argparse.Namespace, *, heavy: bool = False):  # -> traceview.loading.LoadOptions
-    from traceview.loading import LoadOptions
+def _options(args: argparse.Namespace, *, heavy: bool = False):  # -> traceview.ingest.loading.LoadOptions
+    from traceview.ingest.loading import LoadOptions
 
     return LoadOptions.of(
         args.path, logs=getattr(args, "logs", ()), latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache,
@@ -138,7 +138,7 @@ def _options(args: argparse.Namespace, *, heavy: bool = False):  # -> traceview.
 
 
 def _load(args: argparse.Namespace, *, heavy: bool = False):  # -> Trace
-    from traceview.loading import load_trace
+    from traceview.ingest.loading import load_trace
 
     return load_trace(_options(args, heavy=heavy))
 
@@ -149,10 +149,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def summarise(opts, *, as_json: bool = False, width: int | None = None) -> int:  # opts: LoadOptions
     """Load and print the summary (text or JSON); `traceview summary` and `traceview run`."""
-    from traceview.loading import load_trace
+    from traceview.ingest.loading import load_trace
 
     trace = load_trace(opts)  # first: it may start worker processes before polars is imported
-    from traceview.report import build_report, render_text
+    from traceview.output.report import build_report, render_text
 
     t = timing.now()
     report = build_report(trace)
@@ -176,7 +176,7 @@ def _term_width() -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     trace = _load(args, heavy=True)
-    from traceview.export import write_export
+    from traceview.output.export import write_export
     from traceview.trace import TABLES
 
     part = {"auto": None, "yes": True, "no": False}[args.partition_by_rank]
@@ -188,7 +188,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_open(args: argparse.Namespace) -> int:
     if args.against:
-        from traceview.loading import LoadOptions
+        from traceview.ingest.loading import LoadOptions
         from traceview.tui.diff_view import run_against
 
         against = LoadOptions.of(args.against, latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache, prestart=True)
@@ -202,7 +202,7 @@ def cmd_origin(args: argparse.Namespace) -> int:
     import dataclasses
 
     from traceview.analyze.origin import origin
-    from traceview.report import render_origin
+    from traceview.output.report import render_origin
 
     trace = _load(args)
     chains = origin(
@@ -220,7 +220,7 @@ def cmd_origin(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from traceview.sql import check_available, render, run_query
+    from traceview.output.sql import check_available, render, run_query
 
     check_available()  # before the parse: a missing DuckDB is said at once
     result = run_query(_load(args), args.query)
@@ -230,7 +230,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     trace = _load(args)
-    from traceview.timeline import write_timeline
+    from traceview.output.timeline import write_timeline
 
     path, n = write_timeline(trace, args.output)
     sys.stderr.write(f"traceview: wrote {n} events of {len(trace.ranks) or 1} processes to {path} (open it in ui.perfetto.dev)\n")
@@ -238,7 +238,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from traceview.loading import LoadOptions, load_trace
+    from traceview.ingest.loading import LoadOptions, load_trace
 
     def load(path: str):  # -> Trace
         return load_trace(
@@ -246,7 +246,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         )
 
     a, b = load(args.a), load(args.b)
-    from traceview.diff import Noise, report_diff
+    from traceview.workflow.diff import Noise, report_diff
 
     return report_diff(
         a, b, names=(args.a, args.b), rank=args.rank, against_rank=args.against_rank,
@@ -256,8 +256,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from traceview.capture import run_capture
-    from traceview.loading import LoadOptions
+    from traceview.ingest.loading import LoadOptions
+    from traceview.workflow.capture import run_capture
 
     captured = run_capture(args.cmd, output=args.output, torch_logs=args.torch_logs)
     if not captured.logged_anything:
@@ -278,7 +278,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_ablate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from traceview import ablate
+    from traceview.workflow import ablate
 
     options = ablate.AblationOptions(
         out_dir=Path(args.output) if args.output else None,
@@ -301,7 +301,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 def cmd_repro(args: argparse.Namespace) -> int:
     trace = _load(args)
-    from traceview.repro import build_repro, write_repro
+    from traceview.workflow.repro import build_repro, write_repro
 
     repro = build_repro(trace, args.compile_id, rank=args.rank, backend=args.backend, graph=args.graph)
     if not args.output:
@@ -312,7 +312,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from traceview.cache import cache_dir, clear_cache
+    from traceview.ingest.cache import cache_dir, clear_cache
 
     if args.action == "clear":
         n = clear_cache()

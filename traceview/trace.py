@@ -46,7 +46,7 @@ TableSource = pl.DataFrame | Callable[[], pl.DataFrame]
 
 
 class PartStore(Protocol):
-    """The parsed parts behind a Trace (traceview.pipeline.Parts: a parse cache entry or a
+    """The parsed parts behind a Trace (traceview.ingest.pipeline.Parts: a parse cache entry or a
     temporary directory), for what a Trace cannot build from its tables alone."""
 
     workdir: Path

@@ -5,7 +5,7 @@
 - DIFF_SCHEMA_VERSION: the JSON of `diff --json` (docs/diff.md);
 - PARSER_VERSION: what the parse cache's entries hold (part of the cache key: a bump makes
   every older entry a miss);
-- PART_FORMAT_VERSION: the layout of a parse directory (`parts.json`, traceview.parts).
+- PART_FORMAT_VERSION: the layout of a parse directory (`parts.json`, traceview.ingest.parts).
 """
 
 SCHEMA_VERSION = 3

@@ -5,7 +5,7 @@ a TAB starts a payload line, anything else is a record header (or a line that is
 (`lines`). The glog prefix of every header is matched by polars' vectorized regex; only the
 header JSON is decoded per envelope, once, with orjson (`scanning`). Payload text stays in
 Arrow/polars buffers, cut out of the file at computed offsets (the tab that starts each line
-removed by one vectorized replace). A lazy parse (what traceview.pipeline uses) keeps most
+removed by one vectorized replace). A lazy parse (what traceview.ingest.pipeline uses) keeps most
 payloads as byte ranges of the file, read later by `hydrate`, which also checks their md5
 (`payloads`). Several files are parsed as one batch by `read_trace_files`: a per-file pass,
 then each table built once (`tables`). The schemas are in `schemas`, the problem rows in

@@ -26,7 +26,7 @@ def parse_trace_bytes(
     """Parse the bytes of one TORCH_TRACE log (already decompressed), or of a piece of one
     that starts at a record: `line_offset` is the number of lines before the piece.
 
-    `lazy` (what traceview.pipeline uses): only the payloads in SUMMARY_PAYLOAD_ARTIFACTS
+    `lazy` (what traceview.ingest.pipeline uses): only the payloads in SUMMARY_PAYLOAD_ARTIFACTS
     are read, and chromium events are decoded into `ParsedFile.chromium` (CHROMIUM_SCHEMA)
     without being copied; every other payload is null, and the events carry
     the byte range of their payload lines in the file (`payload_start`, `payload_end`, plus
@@ -66,7 +66,7 @@ def read_trace(
     paths: list[str | os.PathLike[str]] | str | os.PathLike[str], *, jobs: int | None = None
 ) -> ParsedFile:
     """Parse trace files one after another and concatenate their tables (`jobs` is accepted
-    for compatibility; parallel parsing lives in traceview.pipeline)."""
+    for compatibility; parallel parsing lives in traceview.ingest.pipeline)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files = [str(p) for p in paths]

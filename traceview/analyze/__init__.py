@@ -27,6 +27,10 @@ The rule, once:
 tests/test_boundaries.py checks the rule from the source: a public function here that takes
 a table first must be in TABLE_HELPERS, one that takes a Trace takes nothing else
 positionally, and no module outside this package calls one whose first parameter is a table.
+
+May import: parsers, the top-level utilities and the model (traceview.trace); nothing of
+traceview.ingest, output, workflow or the entry points, and never Textual or Rich
+(docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Finding identity: when two ranks' findings are the same finding, and how a finding that is
 the same on several ranks is shown once with its ranks. Used by the text report and the UI
-alike (traceview.report, traceview.tui.model), on the rows of `build_report`.
+alike (traceview.output.report, traceview.tui.model), on the rows of `build_report`.
 """
 
 from __future__ import annotations

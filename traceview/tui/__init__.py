@@ -1,7 +1,10 @@
 """traceview's terminal UI (Textual). Nothing outside this package imports Textual.
 
-`run_app(options)` is what `traceview open` calls (options: traceview.loading.LoadOptions);
+`run_app(options)` is what `traceview open` calls (options: traceview.ingest.loading.LoadOptions);
 `TraceviewApp` can be built from a loader (a callable returning a `Trace`) or a `Trace`.
+
+An entry point (docs/architecture.md): may import anything below it (traceview.workflow,
+output, ingest, analyze, the model); only the command line imports it.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from traceview.loading import LoadOptions
+    from traceview.ingest.loading import LoadOptions
 
 
 def run_app(options: LoadOptions) -> int:

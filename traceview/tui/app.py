@@ -1,6 +1,6 @@
 """The Textual app: built from a loader (a callable returning a `Trace`) or a `Trace`.
 
-The loader (traceview.loading, the same path as every command's) runs in a worker thread
+The loader (traceview.ingest.loading, the same path as every command's) runs in a worker thread
 while the loading screen shows its progress; the main screen appears when the trace and its
 findings are ready. Widgets never see a path, only the model.
 """
@@ -19,7 +19,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from traceview.errors import EXIT_CANCELLED, EXIT_USAGE, debugging, error_line
-from traceview.loading import LoadOptions, discover_inputs, exports_of, load_trace
+from traceview.ingest.loading import LoadOptions, discover_inputs, exports_of, load_trace
 from traceview.trace import Trace
 from traceview.tui.loading_screen import LoadingScreen
 from traceview.tui.main_screen import MainScreen
@@ -192,7 +192,7 @@ class TraceviewApp(App[int]):
 
 def build_app(options: LoadOptions) -> TraceviewApp:
     """The app for `traceview open`: what `options` point at, loaded the way every command
-    loads (traceview.loading: parse cache, worker processes started early for a big input).
+    loads (traceview.ingest.loading: parse cache, worker processes started early for a big input).
 
     Discovery runs here (a bad path is a one-line error before any screen); parsing runs in
     the app's worker thread. When the directory holds several runs and --latest was not

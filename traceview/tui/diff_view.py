@@ -1,8 +1,8 @@
 """`traceview open B --against A`: the diff of two runs as a screen, and Enter into either run.
 
-Design: one app holds both runs. Both are loaded through traceview.loading (the path every
+Design: one app holds both runs. Both are loaded through traceview.ingest.loading (the path every
 command takes), their models built (guards, graphs and kernels included), and the diff computed
-by `traceview.diff.build_diff(A, B)` (the library, as `traceview diff` does) before the first
+by `traceview.workflow.diff.build_diff(A, B)` (the library, as `traceview diff` does) before the first
 screen. B's main screen lies at the bottom of the screen stack; the diff screen and A's main
 screen are installed screens shown above it (kept, with their cursor and history, while
 hidden). The diff screen opens first: one row per change, in build_diff's order (most important
@@ -32,9 +32,8 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from parsers.compile_ids import sort_key
-from traceview.diff import build_diff, change_text, code_object, file_tail
 from traceview.errors import UserError, debugging
-from traceview.loading import LoadOptions, discover_inputs, exports_of, load_trace
+from traceview.ingest.loading import LoadOptions, discover_inputs, exports_of, load_trace
 from traceview.trace import Trace
 from traceview.tui.app import TraceviewApp, run_until_exit
 from traceview.tui.help_screen import HelpScreen
@@ -43,6 +42,7 @@ from traceview.tui.main_screen import NARROW_BELOW, MainScreen, binding_groups
 from traceview.tui.model import TraceModel
 from traceview.tui.navigation import Location
 from traceview.tui.text import plain, safe
+from traceview.workflow.diff import build_diff, change_text, code_object, file_tail
 
 SECTION_TITLES = {
     "functions": "COMPILES",

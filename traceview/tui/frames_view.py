@@ -105,7 +105,7 @@ def _unbacked(t: Text, groups: list[dict[str, Any]]) -> None:
     """The compile's data-dependent sizes (unbacked symbols), one line per user line."""
     if not groups:
         return
-    from traceview.report import unbacked_line
+    from traceview.output.report import unbacked_line
 
     def at(filename: str | None, line: Any) -> str:
         return f"{(filename or '?').rsplit('/', 1)[-1]}:{line}"

@@ -18,7 +18,6 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer, Input, OptionList, Select, Static, Tree
 
 from traceview.errors import UserError
-from traceview.repro import save_repro
 from traceview.tui.code_browser import CodeBrowser
 from traceview.tui.code_view import CodeView
 from traceview.tui.commands import TraceviewCommands
@@ -35,6 +34,7 @@ from traceview.tui.records_view import RecordsView
 from traceview.tui.text import plain, safe
 from traceview.tui.timeline_view import TimelineView
 from traceview.tui.view import CompileFocused, Navigate, View
+from traceview.workflow.repro import save_repro
 
 NARROW_BELOW = 100  # columns: below this, panes stack vertically
 SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", "code": "Code", "records": "Raw", "timeline": "Time"}
@@ -281,7 +281,7 @@ class MainScreen(Screen[None]):
         self.go(Location("records", file=ref[0], lineno=ref[1]))
 
     def action_repro(self) -> None:
-        """Write a script reproducing the current compile (traceview.repro.save_repro) in a
+        """Write a script reproducing the current compile (traceview.workflow.repro.save_repro) in a
         worker thread; the path (or why it cannot be reproduced) comes back as a message."""
         key = self.view.compile_ref() or self.current_compile
         if key is None:

@@ -687,7 +687,7 @@ class TraceModel:
     code: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={**_CODE_SCHEMA, "shown_id": pl.String}))
     missing: dict[str, str] = field(default_factory=dict)  # table -> why it is not available
     graph_tables_ready: bool = False
-    timeline: pl.DataFrame | None = None  # traceview.timeline.compile_rows, read with the graph tables
+    timeline: pl.DataFrame | None = None  # traceview.output.timeline.compile_rows, read with the graph tables
     jobs: int | None = None  # parallel processes for building tables (None: all cores)
     _text_rows: list[dict[str, Any]] | None = field(default=None, repr=False)  # text_log_compiles, once
     _ranks: list[int] | None = field(default=None, repr=False)  # ranks(), once
@@ -707,7 +707,7 @@ class TraceModel:
                 missing[name] = _why(exc)
         say("analysing: recompile storms, graph breaks, failures, rank divergence, compile time")
         try:
-            from traceview.report import build_report
+            from traceview.output.report import build_report
 
             report = build_report(trace)
         except Exception as exc:
@@ -740,7 +740,7 @@ class TraceModel:
         self.code = code_index(self.trace, set(self.missing))
         say("placing the compiles on the time axis")
         try:
-            from traceview.timeline import compile_rows
+            from traceview.output.timeline import compile_rows
 
             self.timeline = compile_rows(self.trace)
         except Exception as exc:

@@ -1,4 +1,4 @@
-"""Compile timeline: when each compile ran on each rank (traceview.timeline.compile_rows).
+"""Compile timeline: when each compile ran on each rank (traceview.output.timeline.compile_rows).
 
 One bar line per rank (process) on the time axis from the run's first compile to its last
 compile's end, and below it every compile (forward, and the lazily compiled backward) in
@@ -18,8 +18,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from traceview.analyze.findings import compile_outcome
+from traceview.output.timeline import longest_phases
 from traceview.printable import one_line
-from traceview.timeline import longest_phases
 from traceview.tui.lazy_table import Column, LazyTable
 from traceview.tui.model import CompileKey, TraceModel, occurrence_is
 from traceview.tui.navigation import Location

@@ -1,0 +1,264 @@
+"""Facts the logs carry (issue 13 class 6), on the diagnosis corpus from the trace alone and
+from the text log alone: specializations, PGO code state, compiled-autograd graphs,
+higher-order ops, cache bypass reasons, cache hits from text logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import traceview
+from traceview.analyze.compile_facts import compile_facts
+from traceview.cli import main
+from traceview.output.report import build_report
+
+from ..conftest import FIXTURES
+
+CORPUS = FIXTURES / "corpus"
+SOURCES = ("trace", "torch_logs.txt")
+
+
+def facts(name: str, source: str) -> dict[str, list[dict[str, Any]]]:
+    return compile_facts(traceview.load(CORPUS / name / source))
+
+
+def summary(name: str, source: str, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["summary", str(CORPUS / name / source), "--no-cache", "--width", "200"]) == 0
+    return capsys.readouterr().out
+
+
+def evidence_line(f: dict[str, Any]) -> str:
+    with open(f["file"], "rb") as fh:
+        data = fh.read()
+    if f["file"].endswith(".gz"):
+        import gzip
+
+        data = gzip.decompress(data)
+    return data.decode("utf-8", "replace").splitlines()[f["lineno"] - 1]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_specializations(source: str, capsys: pytest.CaptureFixture[str]) -> None:
+    got = facts("symbolic_shape_specialization", source)
+    rows = sorted((s["symbol"], s["source"], s["value"], s["reason"], s["user_line"], s["user_code"]) for s in got["specializations"])
+    assert rows == [
+        ("s27", "x.size()[1]", "3", "range_refined_to_singleton", 21, "return x + self.table"),
+        ("s77", "x.size()[0]", "4", "range_refined_to_singleton", 21, "return x + self.table"),
+    ]
+    for s in got["specializations"]:
+        assert s["symbol"] in evidence_line(s) and s["compile_id"] == "0/0"
+    out = summary("symbolic_shape_specialization", source, capsys)
+    assert "[0/0] x.size()[0] specialized to 4 at " in out and "symbolic_shape_specialization.py:21 (return x + self.table)" in out
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_pgo_warm_start(source: str, capsys: pytest.CaptureFixture[str]) -> None:
+    got = facts("pgo_warm_start", source)["pgo"]
+    assert got[0]["action"] == "get" and got[0]["where"] == "local" and got[0]["compile_id"] == "0/0"
+    if source == "trace":
+        assert got == [got[0]] and got[0]["detail"] == "L['x']: tensor size=[?, 8] stride=[S(1), 1]"
+        assert "get_local_code_state" in evidence_line(got[0])
+    else:
+        assert [(p["action"], p["detail"]) for p in got[1:]] == [("put", "no change, skipping")]
+        assert "hit local" in evidence_line(got[0])
+    assert "PGO profile read (local code state)" in summary("pgo_warm_start", source, capsys)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_compiled_autograd_graphs_are_named(source: str, capsys: pytest.CaptureFixture[str]) -> None:
+    got = facts("compiled_autograd", source)["compiled_autograd_graphs"]
+    assert [g["id"] for g in got] == ["!0", "!1"]
+    if source == "trace":
+        assert [g["compiles"] for g in got] == [["!0/1/0"], ["!1/3/0"]]
+        by_fn = build_report(traceview.load(CORPUS / "compiled_autograd" / source))["compile_time"]["by_function"]
+        assert all(b["function"] is not None for b in by_fn)
+    out = summary("compiled_autograd", source, capsys)
+    assert "2 compiled-autograd graphs (backward captured by compiled autograd): !0" in out
+    assert "? (?)" not in out
+
+
+@pytest.mark.parametrize(
+    ("name", "op", "count"),
+    [("hop_cond", "cond", 1), ("hop_checkpoint", "tag_activation_checkpoint", 1), ("hop_invoke_subgraph", "invoke_subgraph", 2)],
+)
+@pytest.mark.parametrize("source", SOURCES)
+def test_higher_order_ops(name: str, op: str, count: int, source: str) -> None:
+    got = facts(name, source)["higher_order_ops"]
+    assert [(h["op"], h["count"], h["compile_id"]) for h in got] == [(op, count, "0/0")]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_cache_bypass_reasons(source: str, capsys: pytest.CaptureFixture[str]) -> None:
+    got = facts("cache_bypass", source)["cache_events"]
+    assert sorted((c["cache"], c["event"], c["reason"]) for c in got) == [
+        ("aot_autograd", "bypass", "Unsupported post grad custom pass"),
+        ("fx_graph", "bypass", "Unsupported post grad custom pass"),
+    ]
+    out = summary("cache_bypass", source, capsys)
+    assert "FX graph cache bypassed: Unsupported post grad custom pass" in out
+
+
+def test_cache_hits_from_the_text_log_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    got = facts("cache_warm_hits", "torch_logs.txt")["cache_events"]
+    assert sorted((c["cache"], c["event"]) for c in got) == [("aot_autograd", "hit"), ("fx_graph", "hit")]
+    assert "fx graph cache hit for key" in evidence_line(next(c for c in got if c["cache"] == "fx_graph"))
+    out = summary("cache_warm_hits", "torch_logs.txt", capsys)
+    assert "FX graph cache (text log): 1 hits / 0 misses (hit in 0/0)" in out
+    assert "AOTAutograd cache (text log): 1 hits / 0 misses (hit in 0/0)" in out
+    assert "text log only: no compile times or status" in out
+
+
+def _oracle_counters(run: str) -> dict[str, Any]:
+    import json
+
+    [proc] = json.loads((CORPUS / "cache_warm_hits" / run / "oracle.json").read_text())["processes"]
+    return proc["counters"]
+
+
+@pytest.mark.parametrize("run", ["", "first_run"])
+def test_text_log_cache_counts_match_the_trace_and_torch(run: str) -> None:
+    """The text log alone (`[0/0] fx graph cache hit for key …`) counts the same lookups, on
+    the same compile, as the trace's fx_graph_cache_*/aotautograd_cache_* artifacts and
+    torch's own counters; given both, each lookup is counted once (the trace's)."""
+    from traceview.analyze import compile_time as ct
+
+    d = CORPUS / "cache_warm_hits" / run
+    text = ct.cache_summary(traceview.load(str(d / "torch_logs.txt")))
+    trace = ct.cache_summary(traceview.load(str(d / "trace")))
+    both = ct.cache_summary(traceview.load(str(d / "trace"), logs=[str(d / "torch_logs.txt")]))
+    keys = ("fx_graph_hits", "fx_graph_misses", "fx_graph_bypasses", "aot_autograd_hits", "aot_autograd_misses", "aot_autograd_bypasses")
+    assert [text[k] for k in keys] == [trace[k] for k in keys] == [both[k] for k in keys]
+    assert (text["from_text_log"], trace["from_text_log"], both["from_text_log"]) == (2, 0, 0)
+    c = _oracle_counters(run)  # torch's own counters (torch._dynamo.utils.counters)
+    assert (text["fx_graph_hits"], text["fx_graph_misses"]) == (
+        c["inductor"].get("fxgraph_cache_hit", 0), c["inductor"].get("fxgraph_cache_miss", 0))
+    assert (text["aot_autograd_hits"], text["aot_autograd_misses"]) == (
+        c["aot_autograd"].get("autograd_cache_hit", 0), c["aot_autograd"].get("autograd_cache_miss", 0))
+    assert (text["fx_graph_hits"], text["fx_graph_misses"]) == ((1, 0) if run == "" else (0, 1))
+    event = "hit" if run == "" else "miss"
+    assert sorted(text["text_log_by_compile"], key=str) == sorted([
+        {"rank": None, "compile_id": "0/0", "cache": "fx_graph", "event": event, "count": 1},
+        {"rank": None, "compile_id": "0/0", "cache": "aot_autograd", "event": event, "count": 1},
+    ], key=str)
+
+
+def test_text_log_cache_lookups_in_the_ui() -> None:
+    from traceview.tui.model import TraceModel
+
+    m = TraceModel.build(traceview.load(str(CORPUS / "cache_warm_hits" / "torch_logs.txt")))
+    [row] = m.text_log_compiles()
+    assert (row["compile_id"], row["fx_cache_hits"], row["aot_cache_hits"], row.get("fx_cache_misses")) == ("0/0", 1, 1, None)
+
+
+def test_no_facts_where_there_are_none() -> None:
+    assert facts("bool_flag", "trace") == {k: [] for k in facts("bool_flag", "trace")}
+
+
+# --------------------------------------------------------------- data-dependent sizes
+# moe_nonzero_unbacked: MoE routing with capture_dynamic_output_shape_ops=True. torch's own
+# record of each symbol is its `create_unbacked_symbol` envelope (trace) / `create_unbacked_symint`
+# line (TORCH_LOGS=dynamic): 3 in route's compile 0/0 (u0 from the user's nonzero, u1-u2 from
+# the backend re-tracing), 12 in the resume function's 1/0 (u0-u3, one per expert, u4-u11 the
+# backend's).
+UNBACKED_FACTS = [
+    "[0/0] u0: data-dependent size from torch.nonzero at moe_nonzero_unbacked.py:24 "
+    "(active = torch.nonzero(scores.amax(-1) > 0).squeeze(-1)); runtime asserts: u0 in [0, 16]; "
+    "graph break at moe_nonzero_unbacked.py:25: Data-dependent branching (gb0170)",
+    "[0/0] u1-u2: data-dependent sizes from torch.nonzero, re-created by the backend re-tracing the graph "
+    "(no user line of their own)",
+    "[1/0] u0-u3: data-dependent sizes from torch.nonzero at moe_nonzero_unbacked.py:30 "
+    "(idx = torch.nonzero(choice == e).squeeze(-1)); runtime asserts: each >= 0",
+    "[1/0] u4-u11: data-dependent sizes from torch.nonzero, re-created by the backend re-tracing the graph "
+    "(no user line of their own)",
+]
+UNBACKED_FACTS_TEXT = [
+    # the text log has no graph code (no asserts) and does not say who made a symbol without a line
+    "[0/0] u0: data-dependent size from torch.nonzero at moe_nonzero_unbacked.py:24 "
+    "(active = torch.nonzero(scores.amax(-1) > 0).squeeze(-1)); "
+    "graph break at moe_nonzero_unbacked.py:25: Data-dependent branching (gb0170)",
+    "[0/0] u1-u2: data-dependent sizes from torch.nonzero (the log names no user line)",
+    "[1/0] u0-u3: data-dependent sizes from torch.nonzero at moe_nonzero_unbacked.py:30 "
+    "(idx = torch.nonzero(choice == e).squeeze(-1))",
+    "[1/0] u4-u11: data-dependent sizes from torch.nonzero (the log names no user line)",
+]
+
+
+def _torch_symbol_records(source: str) -> list[tuple[str, str]]:
+    """(compile id, symbol) of every symbol torch logged, read from the files directly."""
+    import gzip
+    import re
+
+    d = CORPUS / "moe_nonzero_unbacked"
+    if source == "trace":
+        (path,) = sorted((d / "trace").glob("*.log.gz"))
+        text = gzip.decompress(path.read_bytes()).decode()
+        pat = r'"frame_id": (\d+), "frame_compile_id": (\d+).*?"create_unbacked_symbol": \{"symbol": "(u\d+)"'
+        pat_rev = r'"create_unbacked_symbol": \{"symbol": "(u\d+)".*?"frame_id": (\d+), "frame_compile_id": (\d+)'
+        out = [(f"{f}/{c}", s) for f, c, s in re.findall(pat, text)]
+        return out or [(f"{f}/{c}", s) for s, f, c in re.findall(pat_rev, text)]
+    text = (d / "torch_logs.txt").read_text()
+    return re.findall(r"\] \[(\d+/\d+)\] create_unbacked_symint (u\d+) ", text)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_unbacked_symbols_grouped_by_user_line(source: str, capsys: pytest.CaptureFixture[str]) -> None:
+    got = facts("moe_nonzero_unbacked", source)["unbacked_symbols"]
+    # every symbol torch logged, once, in its compile
+    logged = _torch_symbol_records(source)
+    assert len(logged) == 15
+    assert sorted((g["compile_id"], s) for g in got for s in g["symbols"]) == sorted(logged)
+    assert [(g["compile_id"], g["symbols_text"], g["user_line"], g["op"]) for g in got] == [
+        ("0/0", "u0", 24, "torch.nonzero"),
+        ("0/0", "u1-u2", None, "torch.nonzero"),
+        ("1/0", "u0-u3", 30, "torch.nonzero"),
+        ("1/0", "u4-u11", None, "torch.nonzero"),
+    ]
+    first = got[0]
+    assert first["user_function"] == "route" and first["vr"] == "[-int_oo, int_oo]" and first["occurrence"] == 1
+    assert first["graph_breaks"] == [
+        {"filename": first["graph_breaks"][0]["filename"], "line": 25, "reason": "Data-dependent branching", "gb_id": "gb0170"}
+    ]
+    assert first["graph_breaks"][0]["filename"].endswith("programs/moe_nonzero_unbacked.py")
+    if source == "trace":
+        assert [g["created_by"] for g in got] == ["dynamo", "backend", "dynamo", "backend"]
+        # the runtime asserts of the Dynamo graphs on these symbols
+        assert first["asserts"] == ["u0 >= 0", "u0 <= 16"]
+        assert got[2]["asserts"] == ["u0 >= 0", "u1 >= 0", "u2 >= 0", "u3 >= 0"]
+        for g in got:
+            assert f'"symbol": "{g["symbols"][0]}"' in evidence_line(g)
+    else:
+        assert [g["created_by"] for g in got] == ["dynamo", None, "dynamo", None]
+        assert all(g["asserts"] == [] for g in got)
+        for g in got:
+            assert f"create_unbacked_symint {g['symbols'][0]} " in evidence_line(g)
+    out = summary("moe_nonzero_unbacked", source, capsys)
+    assert facts_lines(out) == (UNBACKED_FACTS if source == "trace" else UNBACKED_FACTS_TEXT)
+
+
+def facts_lines(out: str) -> list[str]:
+    """The summary's FACTS entries, each wrapped line joined back into one."""
+    block = out.split("FACTS  how torch compiled (not problems by themselves)\n", 1)[1].split("\n\n", 1)[0]
+    entries: list[str] = []
+    for ln in block.splitlines():
+        if ln.startswith("      ") and entries:
+            entries[-1] += " " + ln.strip()
+        else:
+            entries.append(ln.strip())
+    return entries
+
+
+def test_unbacked_symbols_in_json_and_none_without_capture(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["summary", "--json", "--no-cache", str(CORPUS / "moe_nonzero_unbacked" / "trace")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    groups = report["facts"]["unbacked_symbols"]
+    assert set(groups[0]) == {
+        "compile_id", "occurrence", "rank", "symbols", "symbols_text", "op", "created_by", "user_file", "user_line",
+        "user_function", "user_code", "vr", "asserts", "graph_breaks", "source", "file", "lineno",
+    }
+    assert [g["symbols"] for g in groups][:3] == [["u0"], ["u1", "u2"], ["u0", "u1", "u2", "u3"]]
+    # without capture_dynamic_output_shape_ops nonzero is a graph break: no symbol at all
+    assert facts("moe_nonzero_break", "trace")["unbacked_symbols"] == []
+    assert facts("moe_nonzero_break", "torch_logs.txt")["unbacked_symbols"] == []

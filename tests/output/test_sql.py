@@ -1,0 +1,77 @@
+"""`traceview sql`: DuckDB over the tables of a real trace."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+import traceview
+from tests.conftest import FIXTURES
+from traceview.cli import main
+from traceview.output.sql import SqlError, render, run_query, tables_named
+
+MULTIRANK = FIXTURES / "multirank"
+
+
+def test_query_over_the_compiles_of_both_ranks() -> None:
+    t = traceview.load(MULTIRANK / "trace")
+    res = run_query(t, "select rank, compile_id, function from compiles where compile_id = '0/1'")
+    # rank 1 saw a batch of 6 once and recompiled forward; rank 0 did not
+    assert res.columns == ["rank", "compile_id", "function"]
+    assert res.rows == [(1, "0/1", "forward")]
+    # only the tables the query names are built
+    assert not t.is_loaded("graph_nodes")
+
+
+def test_a_join_of_two_tables_matches_polars() -> None:
+    t = traceview.load(MULTIRANK / "trace")
+    res = run_query(
+        t,
+        "select c.rank, count(*) as n from compiles c join spans s on c.file = s.file and c.compile_id = s.compile_id "
+        "group by c.rank order by c.rank",
+    )
+    want = (
+        t.compiles.select("file", "rank", "compile_id")
+        .join(t.spans.select("file", "compile_id"), on=["file", "compile_id"])
+        .group_by("rank").len().sort("rank").rows()
+    )
+    assert res.rows == [tuple(r) for r in want]
+
+
+def test_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    q = "select rank, count(*) as compiles from compiles group by rank order by rank"
+    assert main(["sql", str(MULTIRANK), q, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"rank": 0, "compiles": 3}, {"rank": 1, "compiles": 4}]
+    assert main(["sql", str(MULTIRANK), q, "--format", "csv"]) == 0
+    assert capsys.readouterr().out == "rank,compiles\n0,3\n1,4\n"
+    assert main(["sql", str(MULTIRANK), q]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["rank", "compiles"] and lines[2].split() == ["0", "3"] and lines[-1] == "(2 rows)"
+
+
+def test_log_text_is_shown_escaped() -> None:
+    from traceview.output.sql import QueryResult
+
+    out = render(QueryResult(["x"], [("a\x1b[31mred\nb",)]), "table")
+    assert "\x1b" not in out and "\\x1b[31mred\\nb" in out
+
+
+def test_a_bad_query_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sql", str(MULTIRANK), "select no_such_column from compiles"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no_such_column" in err and "Traceback" not in err
+
+
+def test_without_duckdb_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "duckdb", None)  # import duckdb raises ImportError
+    assert main(["sql", str(MULTIRANK), "select 1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "traceview[sql]" in err
+    with pytest.raises(SqlError):
+        run_query(traceview.load(MULTIRANK / "trace"), "select 1")
+
+
+def test_tables_named() -> None:
+    assert tables_named("SELECT * FROM Compiles JOIN graph_breaks USING (compile_id)") == ["compiles", "graph_breaks"]

@@ -1,0 +1,403 @@
+"""`traceview diff`: pairs of real torch 2.13 runs (fixtures/diff, made by
+fixtures/make_diff_fixtures.py: the same program before and after a one-line change, a cold and
+a warm cache, a rerun) and one rank against another (fixtures/corpus/multirank4). Each diff must
+state exactly the planted change and nothing else."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import jsonschema
+import orjson
+import polars as pl
+import pytest
+
+import traceview
+from tests.conftest import FIXTURES, GPU, PEER, ROOT, needs_shared
+from traceview.analyze.failures import failures
+from traceview.analyze.storms import recompile_storms
+from traceview.cli import main
+from traceview.errors import UserError
+from traceview.versions import DIFF_SCHEMA_VERSION
+from traceview.workflow.diff import (
+    SECTIONS,
+    Noise,
+    build_diff,
+    file_tail,
+    gate,
+    guard_key,
+    kernel_key,
+    parse_fail_on,
+    render_diff,
+)
+
+PAIRS = FIXTURES / "diff"
+MULTIRANK = FIXTURES / "corpus" / "multirank4" / "trace"
+
+
+@cache
+def run(name: str) -> traceview.Trace:
+    path = MULTIRANK if name == "multirank4" else PAIRS / name / "trace"
+    return traceview.load(path)
+
+
+def diff(a: str, b: str, **kw: object) -> dict:
+    return build_diff(run(a), run(b), **kw)
+
+
+def changed_sections(d: dict) -> set[str]:
+    return {s for s in SECTIONS if d[s]}
+
+
+def test_graph_break_added() -> None:
+    d = diff("graph_break/a", "graph_break/b")
+    assert changed_sections(d) == {"functions", "graph_breaks", "graphs", "guards", "kernels", "cache"}
+    assert [(f["change"], f["function"], f["file"], f["line_b"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("new", "torch_dynamo_resume_in_step_at_7", "train.py", 7, 0, 1)
+    ]
+    assert [(g["change"], g["reason"], g["gb_id"], g["function"], g["file"], g["line"]) for g in d["graph_breaks"]] == [
+        ("new", "Call to `torch._dynamo.graph_break()`", "gb0025", "step", "train.py", 7)
+    ]
+    # the graph of `step` now ends before the sum: its op and its share of the fused kernel left
+    [g] = d["graphs"]
+    assert (g["function"], g["compile_id_a"], g["compile_id_b"], g["ops_added"], g["ops_removed"]) == (
+        "step", "0/0", "0/0", {}, {"sum": 1}
+    )
+    [k] = d["kernels"]
+    assert (k["kernels_added"], k["kernels_removed"]) == ({"cpp_fused_mul_relu_sin": 1}, {"cpp_fused_mul_relu_sin_sum": 1})
+    # calling torch._dynamo.graph_break guards on the module and the function (ids blanked)
+    [gd] = d["guards"]
+    assert gd["guards_removed"] == {}
+    assert sorted(gd["guards_added"]) == [
+        "ID_MATCH: ___check_obj_id(G['torch']._dynamo, #), type=<class 'module'>",
+        "ID_MATCH: ___check_obj_id(G['torch']._dynamo.graph_break.__code__, #), type=<class 'code'>",
+    ]
+    assert [(c["counter"], c["a"], c["b"]) for c in d["cache"]] == [("fx_graph_misses", 1, 2), ("aot_autograd_misses", 1, 2)]
+    assert d["recompile_causes"] == d["failures"] == d["frames_eager"] == []
+
+
+def test_graph_break_fixed_is_the_mirror() -> None:
+    d = diff("graph_break/b", "graph_break/a")
+    assert [(g["change"], g["file"], g["line"]) for g in d["graph_breaks"]] == [("fixed", "train.py", 7)]
+    assert [(f["change"], f["function"]) for f in d["functions"]] == [("gone", "torch_dynamo_resume_in_step_at_7")]
+    assert d["graphs"][0]["ops_added"] == {"sum": 1}
+
+
+def test_graph_break_moved(capsys: pytest.CaptureFixture[str]) -> None:
+    d = diff("break_moved/a", "break_moved/b")
+    assert changed_sections(d) == {"functions", "graph_breaks", "graphs", "guards"}
+    assert [(g["change"], g["reason"], g["file"], g["line_a"], g["line"]) for g in d["graph_breaks"]] == [
+        ("moved", "Call to `torch._dynamo.graph_break()`", "train.py", 7, 6)
+    ]
+    # the resume function is named after the break's line: matched as the same code object, moved
+    assert [(f["change"], f["function"], f["line_a"], f["line_b"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("moved", "torch_dynamo_resume_in_step_at_6", 7, 6, 1, 1)
+    ]
+    # sin and mul went from the graph before the break to the resume function's graph
+    assert [(g["function"], g["ops_added"], g["ops_removed"]) for g in d["graphs"]] == [
+        ("step", {}, {"operator.mul": 1, "sin": 1}),
+        ("torch_dynamo_resume_in_step_at_6", {"operator.mul": 1, "sin": 1}, {}),
+    ]
+    a, b = PAIRS / "break_moved" / "a" / "trace", PAIRS / "break_moved" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-graph-breaks,new-recompiles,new-failures"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_recompile_storm_fixed() -> None:
+    d = diff("recompile_fix/a", "recompile_fix/b")
+    assert changed_sections(d) == {"functions", "recompile_causes", "guards"}
+    assert [(f["change"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("fewer", "scale", 5, 1)
+    ]
+    assert [(c["change"], c["kind"], c["source"], c["dim"], c["count_a"], c["count_b"]) for c in d["recompile_causes"]] == [
+        ("gone", "size", "x", 0, 4, 0)
+    ]
+    assert d["recompile_causes"][0]["text_a"] == "dimension 0 of x varies (seen: 2, 3, 4, 5, 6)"
+    # dynamic=True: the size guard of the first compile became a symbolic bound
+    [g] = d["guards"]
+    assert "LAMBDA_GUARD: 2 <= L['x'].size()[0]" in g["guards_added"]
+    assert any("size=[2]" in x for x in g["guards_removed"])
+
+
+def test_new_recompiles_fail_the_gate(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = PAIRS / "recompile_fix" / "b" / "trace", PAIRS / "recompile_fix" / "a" / "trace"
+    rc = main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-graph-breaks,new-recompiles,new-failures"])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 1
+    assert err == [
+        "traceview: fail-on new-recompiles: 1 function(s) compile more often, 1 new recompile cause(s), "
+        "first: scale (train.py:4)"
+    ]
+
+
+def test_new_failure_and_its_gate(capsys: pytest.CaptureFixture[str]) -> None:
+    d = diff("fullgraph/a", "fullgraph/b")
+    assert changed_sections(d) == {"functions", "failures", "cache"}
+    assert [(f["change"], f["function"], f["category"], f["reason"]) for f in d["failures"]] == [
+        ("new", "step", "graph_break", "Call to `torch._dynamo.graph_break()`")
+    ]
+    assert [(f["change"], f["function"]) for f in d["functions"]] == [("gone", "torch_dynamo_resume_in_step_at_7")]
+    assert [f["change"] for f in diff("fullgraph/b", "fullgraph/a")["failures"]] == ["fixed"]
+    a, b = PAIRS / "fullgraph" / "a" / "trace", PAIRS / "fullgraph" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-failures,new-graph-breaks"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "traceview: fail-on new-failures: 1 new failure(s), first: step (train.py:7) Call to `torch._dynamo.graph_break()`"
+    ]
+
+
+def test_new_graph_break_gate(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = PAIRS / "graph_break" / "a" / "trace", PAIRS / "graph_break" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-graph-breaks,new-recompiles,new-failures"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "traceview: fail-on new-graph-breaks: 1 new graph break site(s), first: train.py:7 "
+        "Call to `torch._dynamo.graph_break()`"
+    ]
+
+
+def test_warm_cache_changes_only_the_cache() -> None:
+    d = diff("cache/a", "cache/b")
+    assert changed_sections(d) == {"cache"}
+    assert [(c["counter"], c["a"], c["b"]) for c in d["cache"]] == [
+        ("fx_graph_hits", 0, 1), ("fx_graph_misses", 1, 0), ("aot_autograd_hits", 0, 1), ("aot_autograd_misses", 1, 0)
+    ]
+
+
+def test_rerun_has_no_changes_beyond_time(capsys: pytest.CaptureFixture[str]) -> None:
+    d = diff("rerun/a", "rerun/b")
+    assert d["changes"] == 0 and changed_sections(d) == set()
+    a, b = PAIRS / "rerun" / "a" / "trace", PAIRS / "rerun" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--fail-on", "new-graph-breaks,new-recompiles,new-failures,new-eager-frames"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_reset_between_models_is_no_change() -> None:
+    """b resets Dynamo before each of two models (fixtures/diff/reset_between_models): Scale.forward
+    and Shift.forward, two different functions, are then both 0/0 and 0/1 in b (frames 0 and 1
+    in a). Each still compiles twice with one recompile on its own `n == 1`; each compile's
+    graph and guards are its own, so nothing changed. (Keyed by compile id alone, b's 0/0 held
+    both models' graphs and guards: each forward 'gained' the other's ops and guards.)"""
+    d = diff("reset_between_models/a", "reset_between_models/b")
+    assert changed_sections(d) == set() and d["changes"] == 0
+    b = run("reset_between_models/b").compiles.sort("lineno")
+    assert b.select("function", "line", "compile_id", "occurrence").rows() == [
+        ("forward", 5, "0/0", 1), ("forward", 5, "0/1", 1), ("forward", 10, "0/0", 2), ("forward", 10, "0/1", 2),
+    ]
+    # the two code objects' recompile causes stay apart (same function name, same file, both on `n`)
+    storms = recompile_storms(run("reset_between_models/b"))
+    assert sorted((s["line"], s["epoch"], s["recompiles"]) for s in storms) == [(5, 1, 1), (10, 2, 1)]
+
+
+@pytest.mark.parametrize("name", ["graph_break/b", "recompile_fix/a", "multirank4"])
+def test_a_run_against_itself(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    d = diff(name, name)
+    assert d["no_changes"] and d["compile_time"]["within_noise"] == []
+    path = MULTIRANK if name == "multirank4" else PAIRS / name / "trace"
+    assert main(["diff", str(path), str(path), "--no-cache", "--fail-on", "new-recompiles,compile-time:+0%"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "no changes"
+
+
+def test_failures_leave_out_the_errors_the_program_survived() -> None:
+    # fixtures/corpus/suppress_errors, its text log alone: suppress_errors=True turned the
+    # backend failure into a WON'T CONVERT warning and the frame ran eagerly. The summary lists
+    # it (traceview.analyze.failures); the diff compares the compiles' failures only
+    # (caught=False), and a text log has no compile metrics: no failure to compare
+    a = traceview.load(FIXTURES / "corpus" / "suppress_errors" / "torch_logs.txt")
+    b = traceview.load(FIXTURES / "simple")
+    assert [(f["function"], f["category"], f["source"]) for f in failures(a).to_dicts()] == [
+        ("score", "backend_compiler_failure", "text"),
+    ]
+    assert build_diff(a, b)["failures"] == []
+
+
+def test_a_printed_traceback_of_a_traced_failure_is_that_failure() -> None:
+    # fixtures/backend_error: the program caught add_one's BackendCompilerFailed and printed its
+    # traceback (no compile id logged before it: TORCH_LOGS without dynamo). That is the [0/0]
+    # failure of the trace, not a third one: torch recorded two failed compiles
+    a, b = traceview.load(FIXTURES / "backend_error"), traceview.load(FIXTURES / "simple")
+    assert [(f["compile_id"], f["function"], f["category"], f["source"]) for f in failures(a).to_dicts()] == [
+        ("0/0", "add_one", "backend_compiler_failure", "trace"),
+        ("1/0", "checked", "user_exception", "trace"),
+    ]
+    assert [(f["change"], f["function"], f["category"]) for f in build_diff(a, b)["failures"]] == [
+        ("fixed", "add_one", "backend_compiler_failure"),
+        ("fixed", "checked", "user_exception"),
+    ]
+
+
+def test_rank_against_rank() -> None:
+    # rank 2 was fed a smaller batch: its forward recompiled (dynamic=False); ranks 0 and 3 did not
+    d = diff("multirank4", "multirank4", rank=0, against_rank=2)
+    assert [(f["change"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("more", "forward", 1, 2)
+    ]
+    assert [(c["change"], c["kind"], c["source"], c["dim"]) for c in d["recompile_causes"]] == [("new", "size", "x", 0)]
+    assert (d["a"]["rank"], d["b"]["rank"]) == (0, 2)
+    # ranks 0 and 3 compiled alike but for the guard on the rank argument of `report`
+    d = diff("multirank4", "multirank4", rank=0, against_rank=3)
+    assert changed_sections(d) == {"guards"}
+    [g] = d["guards"]
+    assert (g["function"], g["guards_added"], g["guards_removed"]) == (
+        "report", {"EQUALS_MATCH: L['rank'] == 3": 1}, {"EQUALS_MATCH: L['rank'] == 0": 1}
+    )
+    # --rank alone: the same rank on both sides
+    assert diff("multirank4", "multirank4", rank=2)["no_changes"]
+
+
+def test_rank_divergence_fixed() -> None:
+    # two gloo ranks; in a, rank 1 alone got a smaller batch once and recompiled; b fixed it
+    d = diff("rank_divergence/a", "rank_divergence/b")
+    assert changed_sections(d) == {"functions", "recompile_causes", "rank_divergence"}
+    assert [(f["change"], f["rank"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("fewer", 1, "step_fn", 2, 1)
+    ]
+    assert [(r["change"], r["rank"]) for r in d["rank_divergence"]] == [("gone", 1)]
+    assert d["rank_divergence"][0]["detail"].startswith("compiles 0/1 (step_fn, recompiled because 0/0: tensor 'x' size mismatch")
+    assert [(r["change"], r["rank"]) for r in diff("rank_divergence/b", "rank_divergence/a")["rank_divergence"]] == [("new", 1)]
+    # within run a: rank 1 against rank 0
+    d = diff("rank_divergence/a", "rank_divergence/a", rank=0, against_rank=1)
+    assert [(f["change"], f["rank"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [("more", None, 1, 2)]
+    assert d["rank_divergence"] == []
+
+
+def test_bad_arguments_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(MULTIRANK)
+    assert main(["diff", path, path, "--no-cache", "--rank", "7"]) == 2
+    assert capsys.readouterr().err.strip() == f"traceview: error: {path} has no rank 7 (ranks: 0, 1, 2, 3)"
+    assert main(["diff", path, path, "--no-cache", "--against-rank", "1"]) == 2
+    assert "--against-rank needs --rank" in capsys.readouterr().err
+    assert main(["diff", path, path, "--no-cache", "--fail-on", "new-graph-breaks,slower"]) == 2
+    assert capsys.readouterr().err.strip().startswith("traceview: error: --fail-on: unknown rule 'slower'")
+    assert main(["diff", path, str(PAIRS / "nowhere"), "--no-cache"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = PAIRS / "graph_break" / "a" / "trace", PAIRS / "graph_break" / "b" / "trace"
+    assert main(["diff", str(a), str(b), "--no-cache", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["diff_schema_version"] == 1 and d["changes"] == 7 and not d["no_changes"]
+    assert set(d) == {"diff_schema_version", "a", "b", *SECTIONS, "compile_time", "changes", "no_changes"}
+
+
+
+def test_exports_as_inputs_give_the_same_diff(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `traceview export` of each side, then `traceview diff EXPORT_A EXPORT_B`: the same JSON
+    # as the diff of the logs, but for the paths (exports are read, not parsed: loading.exports_of)
+    pair = PAIRS / "recompile_fix"
+    for side in "ab":
+        assert main(["export", str(pair / side / "trace"), "-o", str(tmp_path / side), "--no-cache"]) == 0
+    capsys.readouterr()
+
+    def diff_json(a: object, b: object) -> dict:
+        assert main(["diff", str(a), str(b), "--no-cache", "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        for side in ("a", "b"):
+            d[side].pop("root"), d[side].pop("name")
+        return d
+
+    logs = diff_json(pair / "a" / "trace", pair / "b" / "trace")
+    exports = diff_json(tmp_path / "a", tmp_path / "b")
+    assert logs["changes"] == 3 and logs["recompile_causes"][0]["change"] == "gone"  # not an empty diff
+    assert exports == logs
+    # mixed: an export against logs
+    assert diff_json(tmp_path / "a", pair / "b" / "trace") == logs
+
+def test_text_most_important_first() -> None:
+    text = render_diff(diff("graph_break/a", "graph_break/b"), width=80)
+    lines = text.splitlines()
+    assert all(len(x) <= 80 for x in lines)
+    order = [next(i for i, x in enumerate(lines) if x.startswith(h))
+             for h in ("compiles per function:", "graph breaks:", "Dynamo graphs:", "guards:", "kernels:", "cache:", "compile time:")]
+    assert order == sorted(order)
+    assert "  new: train.py:7 Call to `torch._dynamo.graph_break()` [gb0025]" in lines
+
+
+def test_fail_on_parsing_and_compile_time_rule() -> None:
+    assert [str(r) for r in parse_fail_on("new-graph-breaks, compile-time:+20%")] == ["new-graph-breaks", "compile-time:+20%"]
+    with pytest.raises(UserError):
+        parse_fail_on("compile-time:20s")
+    with pytest.raises(UserError):
+        parse_fail_on("new-failures:3")
+    # the compile-time rule on the real totals of two runs: fewer seconds never fail it
+    d = diff("cache/a", "cache/b")
+    assert d["compile_time"]["total_b_s"] < d["compile_time"]["total_a_s"]
+    assert gate(d, parse_fail_on("compile-time:+0%")) == []
+    back = diff("cache/b", "cache/a")
+    [line] = gate(back, parse_fail_on("compile-time:+20%"))
+    assert line.startswith("compile-time:+20%: compile time ")
+
+
+def test_helpers() -> None:
+    assert file_tail("/home/u/proj/train.py") == file_tail("/ci/checkout/train.py") == "train.py"
+    assert file_tail("/usr/lib/python3/site-packages/torch/nn/modules/module.py") == "torch/nn/modules/module.py"
+    kernels = pl.DataFrame({"name": ["cpp_fused_mul_relu_sin_3", "extern_kernels.mm"], "kind": ["cpp", "extern"]})
+    assert kernels.select(kernel_key(pl.col("name"), pl.col("kind")))["name"].to_list() == [
+        "cpp_fused_mul_relu_sin", "extern_kernels.mm"
+    ]
+    guards = pl.DataFrame({
+        "kind": ["ID_MATCH", "TENSOR_MATCH", "NO_TENSOR_ALIASING"],
+        "code": ["___check_obj_id(L['m'], 140234577)  # y = m(x)  # a/train.py:3 in f", "check_tensor(L['x'], device=1)", None],
+    })
+    assert guards.select(guard_key(pl.col("kind"), pl.col("code"), blank_device=True))["kind"].to_list() == [
+        "ID_MATCH: ___check_obj_id(L['m'], #)", "TENSOR_MATCH: check_tensor(L['x'], device=#)", "NO_TENSOR_ALIASING"
+    ]
+    n = Noise()
+    assert not n.significant(10.0, 10.9)  # 9%
+    assert not n.significant(1.0, 1.15)  # 15% but 0.15 s
+    assert n.significant(1.0, 1.3)
+    assert Noise(pct=50).significant(1.0, 1.3) is False
+
+
+def test_pgo_warm_start() -> None:
+    # the corpus's PGO situation: the first run wrote a profile (x's dimension 0 dynamic), the
+    # second read it and compiled dynamic from the start: one compile instead of two
+    first = traceview.load(FIXTURES / "corpus" / "pgo_warm_start" / "first_run" / "trace")
+    d = build_diff(first, traceview.load(FIXTURES / "corpus" / "pgo_warm_start" / "trace"))
+    assert [(r["artifact"], r["a"], r["b"]) for r in d["pgo"]] == [
+        ("get_local_code_state", 0, 1), ("put_local_code_state", 2, 0)
+    ]
+    assert [(f["change"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("fewer", "project", 2, 1)
+    ]
+    assert [(c["change"], c["kind"], c["source"], c["dim"]) for c in d["recompile_causes"]] == [("gone", "size", "x", 0)]
+
+
+@needs_shared
+def test_autotuning_choices() -> None:
+    # real GPU runs (torch 2.11): max-autotune tuned two addmm templates; reduce-overhead none
+    d = build_diff(traceview.load(GPU / "max_autotune"), traceview.load(GPU / "reduce_overhead"))
+    assert [(r["change"], r["op"], r["shape"], r["best_a"], r["choices_a"]) for r in d["autotuning"]] == [
+        ("gone", "addmm", "512x4096, 512x1024, 1024x4096", "bias_addmm", 21),
+        ("gone", "addmm", "512x1024, 512x4096, 4096x1024", "bias_addmm", 21),
+    ]
+    assert build_diff(traceview.load(GPU / "max_autotune"), traceview.load(GPU / "max_autotune"))["no_changes"]
+
+
+@needs_shared
+def test_ranks_of_a_real_multi_gpu_run() -> None:
+    # tlparse's multi_rank_runtime (real, 8 GPUs): ranks 0 and 1 compiled alike; each guards on
+    # its own device index, which is not a change between ranks
+    runtime = traceview.load(PEER / "multi_rank_runtime")
+    assert build_diff(runtime, runtime, rank=0, against_rank=1)["no_changes"]
+    d = build_diff(runtime, runtime, rank=0, against_rank=5)
+    assert [(f["change"], f["function"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
+        ("fewer", "inner", 4, 2)
+    ]
+
+
+SCHEMA = json.loads((ROOT / "traceview" / "schemas" / "diff.schema.json").read_text())
+
+
+@pytest.mark.parametrize("pair", ["graph_break", "break_moved", "recompile_fix", "fullgraph", "rank_divergence", "cache", "rerun"])
+def test_json_validates_against_the_schema(pair: str) -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["properties"]["diff_schema_version"]["const"] == DIFF_SCHEMA_VERSION
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    diffs = [diff(f"{pair}/a", f"{pair}/b"), diff(f"{pair}/b", f"{pair}/a")]
+    if pair == "rerun":
+        diffs += [diff("multirank4", "multirank4", rank=0, against_rank=2), diff("multirank4", "multirank4")]
+    for d in diffs:
+        printed = json.loads(orjson.dumps(d))
+        assert [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(printed)] == []
