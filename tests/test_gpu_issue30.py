@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 
 import traceview
-from traceview.report import build_report, render_text
+from traceview.output.report import build_report, render_text
 
 from .conftest import FIXTURES
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import traceview
 from traceview.analyze.unfinished import unfinished_compiles
-from traceview.report import build_report, render_text
+from traceview.output.report import build_report, render_text
 from traceview.tui.model import findings_from_report
 
-from .conftest import FIXTURES, SHARED, needs_shared
+from ..conftest import FIXTURES, SHARED, needs_shared
 
 
 def _cut(src: Path, dst: Path, lines: int) -> None:
