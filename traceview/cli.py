@@ -68,10 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name-match", action="store_true",
                    help="for kernels nothing recorded ties to nodes, guess from the op names in the kernel's name (marked NOT EXACT)")
 
-    p = sub.add_parser("sql", help="SQL (DuckDB) over the tables: traceview sql PATH \"SELECT ...\"")
+    p = sub.add_parser("sql", help="SQL over the tables (polars' SQL engine, or DuckDB when installed): traceview sql PATH \"SELECT ...\"")
     p.add_argument("path", help="TORCH_TRACE directory or file, text log, export, or directory of exports")
     p.add_argument("query", help="the SQL query; every table (compiles, events, spans, ...) is a view of its name")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output (json: a list of row objects)")
+    p.add_argument("--engine", choices=["duckdb", "polars"], default=None,
+                   help="the SQL engine (default: DuckDB when it is installed, else polars' own, always there)")
     p.add_argument("--latest", action="store_true", help="keep only the newest run when a directory holds several")
     p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
     p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: one per 128 MB of input, up to the cores; export: all cores)")
@@ -222,8 +224,8 @@ def cmd_origin(args: argparse.Namespace) -> int:
 def cmd_sql(args: argparse.Namespace) -> int:
     from traceview.output.sql import check_available, render, run_query
 
-    check_available()  # before the parse: a missing DuckDB is said at once
-    result = run_query(_load(args), args.query)
+    engine = check_available(args.engine)  # before the parse: a missing DuckDB is said at once
+    result = run_query(_load(args), args.query, engine=engine)
     sys.stdout.write(render(result, args.format))
     return 0
 

@@ -64,14 +64,61 @@ def test_a_bad_query_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.count("\n") == 1 and "no_such_column" in err and "Traceback" not in err
 
 
-def test_without_duckdb_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_duckdb_polars_answers_and_duckdb_asked_for_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "duckdb", None)  # import duckdb raises ImportError
-    assert main(["sql", str(MULTIRANK), "select 1"]) == 2
+    assert main(["sql", str(MULTIRANK), "select 1 as one"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].strip() == "one"
+    assert main(["sql", str(MULTIRANK), "select 1", "--engine", "duckdb"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "traceview[sql]" in err
     with pytest.raises(SqlError):
-        run_query(traceview.load(MULTIRANK / "trace"), "select 1")
+        run_query(traceview.load(MULTIRANK / "trace"), "select 1", engine="duckdb")
 
 
 def test_tables_named() -> None:
     assert tables_named("SELECT * FROM Compiles JOIN graph_breaks USING (compile_id)") == ["compiles", "graph_breaks"]
+
+
+@pytest.mark.parametrize("engine", ["polars", "duckdb"])
+def test_both_engines_answer_the_same(engine: str) -> None:
+    """Issue 34.7: polars' own SQL engine is the embedded default; DuckDB when installed. The
+    same tables, the same rows."""
+    t = traceview.load(MULTIRANK / "trace")
+    res = run_query(t, "select rank, compile_id, function from compiles where compile_id = '0/1'", engine=engine)
+    assert (res.columns, res.rows) == (["rank", "compile_id", "function"], [(1, "0/1", "forward")])
+    grouped = run_query(t, "select rank, count(*) as n from compiles group by rank order by rank", engine=engine)
+    assert grouped.rows == [(0, 3), (1, 4)]
+
+
+@pytest.mark.parametrize("engine", ["polars", "duckdb"])
+def test_an_unknown_table_or_column_is_one_line_naming_what_exists(engine: str) -> None:
+    t = traceview.load(MULTIRANK / "trace")
+    with pytest.raises(SqlError) as e:
+        run_query(t, "select * from nosuch", engine=engine)
+    assert str(e.value).startswith("query failed: no table nosuch; the tables are: events, strings,")
+    assert "\n" not in str(e.value)
+    with pytest.raises(SqlError) as e:
+        run_query(t, "select nope from compiles", engine=engine)
+    assert str(e.value).startswith("query failed: no column nope; the columns of the tables named are compiles: file, rank,")
+
+
+def test_sql_answers_on_an_install_without_duckdb() -> None:
+    """The base install has no DuckDB: `traceview sql` runs on polars (DuckDB hidden from the
+    child process as an install without it would be)."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    code = (
+        "import sys; sys.modules['duckdb'] = None\n"
+        "from traceview.cli import main\n"
+        f"raise SystemExit(main(['sql', {str(MULTIRANK)!r}, 'SELECT rank, count(*) AS n FROM compiles GROUP BY rank ORDER BY rank', '--format', 'csv']))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "rank,n\n0,3\n1,4\n"
+    code_duck = code.replace("'--format', 'csv'", "'--engine', 'duckdb'")
+    r = subprocess.run([sys.executable, "-c", code_duck], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "--engine duckdb needs DuckDB" in r.stderr and "Traceback" not in r.stderr

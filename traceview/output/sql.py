@@ -1,9 +1,13 @@
-"""`traceview sql PATH "SELECT ..."`: DuckDB over a Trace's tables.
+"""`traceview sql PATH "SELECT ..."`: SQL over a Trace's tables, with polars' own SQL engine
+(always installed) or DuckDB (when installed: `pip install traceview[sql]`).
 
-Every table of `traceview.trace.TABLES` is a DuckDB view of the same name, registered from
-Arrow (DuckDB scans the Arrow buffers polars holds; nothing is copied into DuckDB). A table is
-only built when the query names it (`compiles` does not need `graph_nodes`). DuckDB is an
-optional extra (`pip install traceview[sql]`); without it the command says so in one line.
+Every table of `traceview.trace.TABLES` is a table of the same name: registered from Arrow in
+DuckDB (it scans the Arrow buffers polars holds; nothing is copied) or given to polars'
+SQLContext as the DataFrame itself. A table is only built when the query names it (`compiles`
+does not need `graph_nodes`). The engine: `--engine duckdb|polars`; by default DuckDB when it is
+installed, else polars. Both give the same columns and rows to the same output formats; their
+SQL dialects differ at the edges (DuckDB's is the richer). A query that names a table or a
+column that does not exist fails in one line that names what exists.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from traceview.errors import UserError
 from traceview.trace import TABLES, Trace
 
 FORMATS = ("table", "csv", "json")
+ENGINES = ("duckdb", "polars")
 
 
 class SqlError(UserError):
-    """DuckDB is missing, or the query failed (shown as one line)."""
+    """DuckDB was asked for and is missing, or the query failed (shown as one line)."""
 
 
 @dataclass
@@ -30,17 +35,27 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
 
 
-def check_available() -> None:
-    """Raise SqlError (one line, how to install it) when DuckDB is not installed."""
-    _duckdb()
-
-
-def _duckdb():  # -> the duckdb module
+def duckdb_installed() -> bool:
     try:
-        import duckdb
+        import duckdb  # noqa: F401
     except ImportError:
-        raise SqlError("traceview sql needs DuckDB: pip install 'traceview[sql]' (or: pip install duckdb)") from None
-    return duckdb
+        return False
+    return True
+
+
+def engine_for(requested: str | None) -> str:
+    """The engine to use: the one asked for (SqlError when DuckDB is asked for and missing),
+    else DuckDB when it is installed, else polars."""
+    if requested == "duckdb" and not duckdb_installed():
+        raise SqlError("--engine duckdb needs DuckDB: pip install 'traceview[sql]' (or: pip install duckdb); --engine polars needs nothing more")
+    if requested in ENGINES:
+        return requested
+    return "duckdb" if duckdb_installed() else "polars"
+
+
+def check_available(engine: str | None = None) -> str:
+    """The engine a query will run on (see engine_for), checked before the parse."""
+    return engine_for(engine)
 
 
 def tables_named(query: str) -> list[str]:
@@ -49,23 +64,63 @@ def tables_named(query: str) -> list[str]:
     return [name for name in TABLES if name in words]
 
 
-def run_query(trace: Trace, query: str) -> QueryResult:
-    """Run `query` with every table it names as a view; SqlError (one line) when it fails."""
-    duckdb = _duckdb()
+def run_query(trace: Trace, query: str, *, engine: str | None = None) -> QueryResult:
+    """Run `query` with every table it names; SqlError (one line) when it fails."""
+    eng = engine_for(engine)
+    names = tables_named(query)
+    try:
+        return _run_duckdb(trace, query, names) if eng == "duckdb" else _run_polars(trace, query, names)
+    except SqlError:
+        raise
+    except Exception as exc:  # the engines' own errors: one line, with what exists
+        raise SqlError(_explain(trace, names, " ".join(str(exc).split()))) from None
+
+
+def _run_duckdb(trace: Trace, query: str, names: list[str]) -> QueryResult:
+    import duckdb
+
     con = duckdb.connect(":memory:")
     try:
-        for name in tables_named(query):
+        for name in names:
             con.register(name, trace.table(name).to_arrow())
-        try:
-            cur = con.execute(query)
-        except duckdb.Error as exc:
-            raise SqlError(f"query failed: {' '.join(str(exc).split())}") from None
+        cur = con.execute(query)
         if cur.description is None:  # a statement without a result (e.g. SET)
             return QueryResult([], [])
         columns = [d[0] for d in cur.description]
         return QueryResult(columns, cur.fetchall())
     finally:
         con.close()
+
+
+def _run_polars(trace: Trace, query: str, names: list[str]) -> QueryResult:
+    import polars as pl
+
+    ctx = pl.SQLContext(frames={name: trace.table(name) for name in names})
+    out = ctx.execute(query, eager=True)
+    return QueryResult(list(out.columns), out.rows())
+
+
+_NO_TABLE = re.compile(
+    r"(?:relation|table)(?: with name)? ['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]? (?:was not found|does not exist)", re.I
+)
+_NO_COLUMN = re.compile(
+    r"(?:column ['\"]?([A-Za-z_][A-Za-z0-9_.]*)['\"]? (?:not found|is not found)|unable to find column ['\"]?([A-Za-z_][A-Za-z0-9_.]*)"
+    r"|Referenced column ['\"]?([A-Za-z_][A-Za-z0-9_.]*)['\"]? not found|invalid column ['\"]?([A-Za-z_][A-Za-z0-9_.]*))",
+    re.I,
+)
+
+
+def _explain(trace: Trace, names: list[str], message: str) -> str:
+    """The engine's message as one line; for a missing table or column, what exists."""
+    m = _NO_TABLE.search(message)
+    if m:
+        return f"query failed: no table {m.group(1)}; the tables are: {', '.join(TABLES)}"
+    m = _NO_COLUMN.search(message)
+    if m:
+        col = next(g for g in m.groups() if g)
+        have = "; ".join(f"{n}: {', '.join(trace.table(n).columns)}" for n in names) or "none named"
+        return f"query failed: no column {col}; the columns of the tables named are {have}"
+    return f"query failed: {message}"
 
 
 def render(result: QueryResult, fmt: str) -> str:
