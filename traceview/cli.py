@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
     p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: one per 128 MB of input, up to the cores; export: all cores)")
 
+    p = sub.add_parser("report", help="the summary as one self-contained HTML page: findings, pictures, every compile")
+    _add_input_args(p)
+    p.add_argument("-o", "--output", required=True, help="HTML file to write (replaced atomically)")
+
     p = sub.add_parser("timeline", help="compile phases of every rank as a Chrome Trace (Perfetto, chrome://tracing)")
     _add_input_args(p)
     p.add_argument("-o", "--output", required=True, help="JSON file to write (replaced atomically)")
@@ -230,6 +234,15 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    trace = _load(args)
+    from traceview.output.page import write_page
+
+    path, size = write_page(trace, args.output)
+    sys.stderr.write(f"traceview: wrote {path} ({size / 1e6:.1f} MB; open it in a browser)\n")
+    return 0
+
+
 def cmd_timeline(args: argparse.Namespace) -> int:
     trace = _load(args)
     from traceview.output.timeline import write_timeline
@@ -330,6 +343,7 @@ COMMANDS = {
     "open": cmd_open,
     "origin": cmd_origin,
     "sql": cmd_sql,
+    "report": cmd_report,
     "timeline": cmd_timeline,
     "diff": cmd_diff,
     "run": cmd_run,

@@ -186,6 +186,14 @@ def _autotune_by_compile(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.Data
     return s.group_by("file", "compile_id", "occurrence").agg(pl.col("seconds").sum().alias("autotuning_s"))
 
 
+def autotuning_by_compile(trace: Trace) -> pl.DataFrame:
+    """Each compile's compile-time autotuning seconds (file, compile_id, occurrence,
+    autotuning_s), as `top_compiles` counts them; empty without spans."""
+    if not trace.spans.height:
+        return pl.DataFrame(schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "autotuning_s": pl.Float64})
+    return _autotune_by_compile(trace.spans, trace.compiles)
+
+
 def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
     """The slowest compiles (forward + backward seconds), with their phase seconds: the `n`
     slowest distinct ones (seconds, compile id, function, place), each with every rank on

@@ -130,6 +130,12 @@ def write_timeline(trace: Trace, out: str | os.PathLike[str]) -> tuple[Path, int
     returns the path and the number of non-metadata events."""
     events = timeline_events(trace)
     data = orjson.dumps({"traceEvents": events, "displayTimeUnit": "ms"})
+    return write_atomically(out, data), sum(1 for e in events if e["ph"] != "M")
+
+
+def write_atomically(out: str | os.PathLike[str], data: bytes) -> Path:
+    """Write `data` to `out` through a temporary sibling renamed into place (a reader never
+    sees half a file; an interrupted write leaves none); the file gets the umask's mode."""
     path = Path(out)
     parent = path.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
@@ -144,7 +150,7 @@ def write_timeline(trace: Trace, out: str | os.PathLike[str]) -> tuple[Path, int
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path, sum(1 for e in events if e["ph"] != "M")
+    return path
 
 
 def _spans_with_function(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
