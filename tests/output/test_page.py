@@ -1,0 +1,165 @@
+"""`traceview report DIR -o report.html`: the page's content checked in its text, and in a real
+browser (headless Chromium, skipped with the reason when it is not installed): it renders with
+no script error, shows the findings and one timeline bar per compile, search narrows the
+compile list, and a screenshot is not blank."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+import traceview
+from tests.conftest import FIXTURES
+from traceview.cli import main
+from traceview.output import page
+from traceview.output.report import build_report, render_text
+from traceview.output.timeline import compile_rows
+
+MULTIRANK = FIXTURES / "multirank" / "trace"
+RECOMPILES = FIXTURES / "recompiles" / "trace"
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
+
+
+@pytest.fixture(scope="module")
+def multirank_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("page") / "report.html"
+    assert main(["report", str(MULTIRANK), "-o", str(out), "--no-cache"]) == 0
+    return out
+
+
+def _forward_bars(path: Path) -> int:
+    rows = compile_rows(traceview.load(path))
+    return rows.filter(rows["part"] == "forward").height
+
+
+def test_page_holds_the_summary_in_its_order(multirank_page: Path) -> None:
+    html = multirank_page.read_text()
+    text = render_text(build_report(traceview.load(MULTIRANK)), width=page.TEXT_WIDTH)
+    headings = [line for line in text.splitlines() if re.match(r"^[A-Z][A-Z ]+ ", line)]
+    assert headings[:3] == [
+        "RECOMPILES  1 function, most costly first",
+        "GRAPH BREAKS  1 distinct, 2 in all, most impact first",
+        "RANK DIVERGENCE  the 2 ranks compiled differently (rank 1 shown against rank 0)",
+    ]
+    at = [html.index(f"<h3>{h}</h3>") for h in headings]
+    assert at == sorted(at)
+    assert "dimension 0 of x varies (seen: 8, 6)" in html
+    # the recompile links to its compiles: rank 1's 0/0 and 0/1, which exist as anchors
+    section = html[at[0] : at[1]]
+    links = re.findall(r'href="#([^"]+)"', section)
+    assert links == ["c1-0-0-1", "c1-0-1-1"]
+    for a in links:
+        assert f'id="{a}"' in html
+    # the recompile's detail links back to its predecessor
+    detail = html[html.index('id="c1-0-1-1"') :]
+    assert '<b>recompile of</b><a href="#c1-0-0-1">[0/0]</a>' in detail[: detail.index("</details>")]
+
+
+def test_page_is_self_contained_and_escaped(multirank_page: Path) -> None:
+    html = multirank_page.read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I)
+    assert not re.search(r"<(link|img|iframe)\b", html, re.I)
+    assert "<script src" not in html
+    # log text is data: the user stack's `<module>` is escaped, never markup
+    assert "in &lt;module&gt;" in html and "<module>" not in html
+    assert html.count('<g class="bar') == _forward_bars(MULTIRANK) == 7
+    assert html.count("<details class=\"compile") == 7
+    assert '<svg id="grid"' in html  # two ranks: the rank x compile grid, rank 1 divergent
+    assert re.search(r'<g class="rank divergent"><title>compiles 0/1', html)
+
+
+def test_identical_payloads_stored_once_and_cut(tmp_path: Path) -> None:
+    trace = traceview.load(MULTIRANK)
+    html = page.render_page(trace)
+    refs = re.findall(r'data-blob="([0-9a-f]+)"', html)
+    stored = re.findall(r'<template id="b-([0-9a-f]+)">', html)
+    assert len(stored) == len(set(stored)) and set(refs) == set(stored)
+    assert len(stored) < len(refs)  # the two ranks' equal graphs and stacks: once each
+    blobs = page._Blobs()
+    key = blobs.add("x" * (page.PAYLOAD_CHARS + 5))
+    assert blobs.texts[key]["left"] == 5 and len(blobs.texts[key]["text"]) == page.PAYLOAD_CHARS
+    assert blobs.add("x" * (page.PAYLOAD_CHARS + 5)) == key and len(blobs.texts) == 1
+
+
+def test_failed_compile_and_recompile_limit_page(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert main(["report", str(RECOMPILES), "-o", str(out), "--no-cache"]) == 0
+    html = out.read_text()
+    assert "FAILED COMPILES" in html and 'class="bar failed' in html
+    assert html.count('<g class="bar') == _forward_bars(RECOMPILES)
+    assert "Dynamo recompile limit exceeded" in html
+    assert not list(tmp_path.glob(".r.html.tmp-*"))  # written atomically
+
+
+# ------------------------------------------------------------------ in a real browser
+def _chromium(args: list[str], url: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
+    cmd = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp / 'profile'}",
+        "--enable-logging=stderr", "--v=0", *args, url,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def _console_errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+def test_browser_renders_findings_and_bars(multirank_page: Path, tmp_path: Path) -> None:
+    r = _chromium(["--dump-dom"], multirank_page.as_uri(), tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not _console_errors(r.stderr)
+    dom = r.stdout
+    assert "RECOMPILES  1 function, most costly first" in dom
+    assert dom.count('<g class="bar') == 7
+    assert "7 of 7 compiles" in dom
+
+
+def test_browser_search_narrows_the_list(multirank_page: Path, tmp_path: Path) -> None:
+    def shown(query: str) -> list[str]:
+        r = _chromium(["--dump-dom"], multirank_page.as_uri() + "#q=" + query, tmp_path)
+        assert r.returncode == 0 and not _console_errors(r.stderr), r.stderr[-2000:]
+        ids = re.findall(r'<details class="compile[^"]*" id="([^"]+)"(?![^>]*hidden)', r.stdout)
+        assert f"{len(ids)} of 7 compiles" in r.stdout
+        return ids
+
+    # "rank 1" is rank 1 (not 10); "[1/0]" the compile id
+    assert shown("rank%201%20%5B1/0%5D") == ["c1-1-0-1"]
+    assert shown("rank%200") == ["c0-0-0-1", "c0-1-0-1", "c0-2-0-1"]
+    # text inside the stored payloads counts: `l_x_` is only in the graphs' text
+    html = multirank_page.read_text()
+    assert "l_x_" not in "".join(re.findall(r'data-k="([^"]*)"', html))
+    blobs = {k: unescape(v) for k, v in re.findall(r'<template id="b-([0-9a-f]+)">(.*?)</template>', html, re.S)}
+    want = [a for a, refs in re.findall(r'<details class="compile[^"]*" id="([^"]+)" data-k="[^"]*" data-blobs="([^"]*)"', html)
+            if any("l_x_" in blobs[b].lower() for b in refs.split())]
+    assert want and shown("l_x_") == want
+
+
+def _png_pixels_vary(png: bytes) -> bool:
+    """Not one colour: the decompressed scanlines hold more than a few byte values."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(png):
+        (n,) = struct.unpack(">I", png[pos : pos + 4])
+        kind = png[pos + 4 : pos + 8]
+        if kind == b"IDAT":
+            idat += png[pos + 8 : pos + 8 + n]
+        pos += 12 + n
+    return len(set(zlib.decompress(idat))) > 16
+
+
+def test_browser_screenshot_is_not_blank(multirank_page: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "shot.png"
+    r = _chromium([f"--screenshot={shot}", "--window-size=1280,1600"], multirank_page.as_uri(), tmp_path)
+    assert shot.exists(), r.stderr[-2000:]
+    assert shot.stat().st_size > 20_000
+    assert _png_pixels_vary(shot.read_bytes())
