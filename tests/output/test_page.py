@@ -163,3 +163,11 @@ def test_browser_screenshot_is_not_blank(multirank_page: Path, tmp_path: Path) -
     assert shot.exists(), r.stderr[-2000:]
     assert shot.stat().st_size > 20_000
     assert _png_pixels_vary(shot.read_bytes())
+
+
+def test_browser_script_errors_are_seen(tmp_path: Path) -> None:
+    """The no-script-error checks above are not vacuous: a page that throws is caught."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>noSuchFunction();</script></body></html>")
+    r = _chromium(["--dump-dom"], bad.as_uri(), tmp_path)
+    assert any("noSuchFunction" in line for line in _console_errors(r.stderr))
