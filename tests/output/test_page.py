@@ -171,3 +171,18 @@ def test_browser_script_errors_are_seen(tmp_path: Path) -> None:
     bad.write_text("<html><body><script>noSuchFunction();</script></body></html>")
     r = _chromium(["--dump-dom"], bad.as_uri(), tmp_path)
     assert any("noSuchFunction" in line for line in _console_errors(r.stderr))
+
+
+def test_page_of_an_export_is_the_page_of_its_logs(multirank_page: Path, tmp_path: Path) -> None:
+    """An export is an input like its logs: the same compiles, findings and stored payloads."""
+    assert main(["export", str(MULTIRANK), "-o", str(tmp_path / "exp"), "--no-cache"]) == 0
+    out = tmp_path / "exp.html"
+    assert main(["report", str(tmp_path / "exp"), "-o", str(out)]) == 0
+    html, logs = out.read_text(), multirank_page.read_text()
+
+    def stored(h: str) -> set[str]:
+        return set(re.findall(r'<template id="b-([0-9a-f]+)">', h))
+
+    assert stored(html) == stored(logs) and len(stored(html)) > 3
+    assert re.findall(r"<h3>(.*?)</h3>", html) == re.findall(r"<h3>(.*?)</h3>", logs)
+    assert html.count('<g class="bar') == 7

@@ -1,5 +1,5 @@
 """What traceview writes out from a `Trace`: the summary report (`report`: JSON and text),
-the parquet export (`export`, with `export.parts`: parts written as parquet by worker
+the summary as one self-contained HTML page (`page`, `traceview report`), the parquet export (`export`, with `export.parts`: parts written as parquet by worker
 processes), DuckDB over the tables (`sql`) and the Chrome/Perfetto compile timeline
 (`timeline`). The report's JSON Schemas are traceview/schemas/.
 

@@ -337,20 +337,18 @@ def _payloads(trace: Trace, comps: _Compiles, blobs: _Blobs) -> dict[str, list[d
     """Each compile's graph and code payloads (anchor -> [{label, blob}]), read from the
     inputs for these events only."""
     index = trace.index_events()
+    if "payload_start" not in index.columns:  # read from tables (an export): payloads are in events
+        index = trace.events
     if not index.height:
         return {}
     label = pl.when(pl.col("kind") == "artifact").then(pl.col("name")).otherwise(pl.col("kind"))
-    want = index.with_row_index("_row").filter(
-        label.is_in(list(PAYLOAD_KINDS)) & pl.col("compile_id").is_not_null()
-    )
-    if not want.height:
+    events = index.filter(label.is_in(list(PAYLOAD_KINDS)) & pl.col("compile_id").is_not_null())
+    if not events.height:
         return {}
-    if "payload_start" in want.columns:
+    if "payload_start" in events.columns:
         from parsers.torch_trace import hydrate
 
-        events, _ = hydrate(want.drop("_row"))
-    else:
-        events = want
+        events, _ = hydrate(events)
     starts: dict[tuple[str, str], list[tuple[int, str]]] = {}
     for r in comps.rows:
         starts.setdefault((r["file"], r["compile_id"]), []).append((r["lineno"] or 0, r["anchor"]))
