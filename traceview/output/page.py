@@ -25,8 +25,10 @@ from typing import Any
 import polars as pl
 from markupsafe import Markup, escape
 
+from parsers.code_location import whose
 from parsers.compile_ids import sort_key
 from traceview.analyze import compile_time as ct
+from traceview.analyze.findings import code_label
 from traceview.output.report import build_report, render_text
 from traceview.output.timeline import compile_rows, write_atomically
 from traceview.trace import Trace
@@ -261,7 +263,7 @@ def _tick_step(span: float) -> float:
     return span / 10
 
 
-def _by_function(report: dict[str, Any], width: int = 600) -> dict[str, Any] | None:
+def _by_function(report: dict[str, Any], width: int = 520) -> dict[str, Any] | None:
     """The report's compile time by function (its figures), as bars."""
     rows = report["compile_time"]["by_function"]
     if not rows:
@@ -269,8 +271,10 @@ def _by_function(report: dict[str, Any], width: int = 600) -> dict[str, Any] | N
     top = max(float(r["seconds"] or 0) for r in rows) or 1.0
     bars = []
     for i, r in enumerate(rows):
-        where = f"{Path(r['filename']).name}:{r['line']}" if r.get("filename") else "?"
-        label = (f"rank {r['rank']} " if r.get("rank") is not None else "") + f"{r.get('function') or '?'} ({where})"
+        # the code object as every view names it (findings.code_label: class, library, wrapper)
+        show = lambda f, ln: f"{whose(f).shown if not whose(f).is_user else Path(f).name}:{ln}" if f else "?"  # noqa: E731
+        label = (f"rank {r['rank']} " if r.get("rank") is not None else "") + code_label({**r, "code": {
+            k: v for k, v in (r.get("code") or {}).items() if k != "call_site"}}, show)
         bars.append({
             "y": 10 + i * 22, "w": round(max(float(r["seconds"] or 0) / top * width, 1), 1), "label": label,
             "value": f"{float(r['seconds'] or 0):.2f}s in {r['compiles']} compile{'s' if r['compiles'] != 1 else ''}",
