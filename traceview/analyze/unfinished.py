@@ -47,7 +47,8 @@ def unfinished_compiles(trace: Trace) -> list[dict[str, Any]]:
     c = trace.compiles
     if c.is_empty():
         return []
-    open_rows = c.filter(pl.col("status") == "no_metrics")
+    # a Dynamo compile (it has a frame; a compiled-autograd graph `!0` has no metrics of its own)
+    open_rows = c.filter((pl.col("status") == "no_metrics") & pl.col("frame_id").is_not_null())
     if open_rows.is_empty():
         return []
     ev = trace.index_events().select("file", "lineno", "ts", "compile_id")
