@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from parsers.discover import InputError, discover
@@ -66,3 +67,61 @@ def test_an_empty_input_alone_is_still_an_error(tmp_path: Path) -> None:
         discover(empty)
     r = tv("summary", str(empty))
     assert r.returncode == 2 and r.stderr.strip() == f"traceview: error: {empty}: empty file"
+
+
+# ------------------------------------------------------------------ item 1: the tables
+
+
+def _load(d: Path):
+    import traceview
+
+    return traceview.load(d / "trace")
+
+
+def _schedules(t) -> dict[tuple[int, str], list[tuple[str, list[int] | None, str | None]]]:
+    out: dict[tuple[int, str], list] = {}
+    for r in t.collectives.sort("rank", "compile_id", "graph_index", "position").iter_rows(named=True):
+        out.setdefault((r["rank"], r["compile_id"]), []).append((r["op"], r["shape"], r["dtype"]))
+    return out
+
+
+def test_collectives_of_the_extra_all_reduce_run() -> None:
+    t = _load(EXTRA)
+    one = [("all_reduce", [8, 16], "float32"), ("wait_tensor", [8, 16], "float32")]
+    # the program: rank 2 alone takes the branch with the second funcol.all_reduce
+    assert _schedules(t) == {(0, "0/0"): one, (1, "0/0"): one, (2, "0/0"): one + one, (3, "0/0"): one}
+    c = t.collectives
+    assert c["target"].unique().sort().to_list() == [
+        "torch.ops._c10d_functional.all_reduce_.default", "torch.ops._c10d_functional.wait_tensor.default"]
+    assert c.filter(pl.col("rank") == 2)["collective_index"].to_list() == [0, None, 1, None]
+    # LOG_TLPARSE=1: every scheduled op has its estimate (0 ns on CPU, as torch logged it)
+    assert c["estimated_runtime_ns"].to_list() == [0.0] * 10
+    # funcol.all_reduce called directly: the node's frame is torch's, no user line
+    assert c["user_line"].null_count() == 10
+    # the recorder ran `step` twice on every rank (STEPS = 2), graph 0/0 each time
+    g = t.graph_execution.sort("rank", "order")
+    assert g.select("rank", "order", "compile_id").rows() == [(r, i, "0/0") for r in range(4) for i in range(2)]
+
+
+def test_collectives_of_the_size_mismatch_run() -> None:
+    t = _load(SIZES)
+    eight = [("all_reduce", [8, 16], "float32"), ("wait_tensor", [8, 16], "float32")]
+    six = [("all_reduce", [6, 16], "float32"), ("wait_tensor", [6, 16], "float32")]
+    assert _schedules(t) == {(0, "0/0"): eight, (1, "0/0"): eight, (1, "0/1"): six, (2, "0/0"): eight, (3, "0/0"): eight}
+    assert t.collectives["estimated_runtime_ns"].null_count() == 10  # no LOG_TLPARSE
+    assert t.graph_execution.height == 0  # no recorder in this program
+
+
+def test_collectives_in_sql_and_export(tmp_path: Path) -> None:
+    r = tv("sql", "--no-cache", "--format", "json", str(EXTRA / "trace"),
+           "select rank, count(*) n from collectives where kind = 'collective' group by rank order by rank")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [{"rank": 0, "n": 1}, {"rank": 1, "n": 1}, {"rank": 2, "n": 2}, {"rank": 3, "n": 1}]
+    out = tmp_path / "export"
+    r = tv("export", "--no-cache", str(SIZES / "trace"), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    import traceview
+
+    back = traceview.load(out)
+    assert _schedules(back) == _schedules(_load(SIZES))
+    assert back.graph_execution.height == 0
