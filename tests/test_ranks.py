@@ -125,3 +125,93 @@ def test_collectives_in_sql_and_export(tmp_path: Path) -> None:
     back = traceview.load(out)
     assert _schedules(back) == _schedules(_load(SIZES))
     assert back.graph_execution.height == 0
+
+
+# ------------------------------------------------------------------ items 2 + 3: compared across ranks, findings first
+
+
+def _report(d: Path) -> dict:
+    import traceview
+    from traceview.report import build_report
+
+    return build_report(traceview.load(d / "trace", logs=[str(d / "torch_logs.txt")]))
+
+
+def _valid(report: dict) -> None:
+    import jsonschema
+    import orjson
+
+    schema = json.loads((Path(__file__).resolve().parent.parent / "traceview" / "schemas" / "report.schema.json").read_text())
+    jsonschema.validate(orjson.loads(orjson.dumps(report)), schema)
+
+
+def test_the_rank_with_the_extra_all_reduce_is_named_with_its_schedule() -> None:
+    rep = _report(EXTRA)
+    _valid(rep)
+    coll = rep["collectives"]
+    assert coll["unknown"] == []
+    [g] = coll["graphs"]
+    one = {"op": "all_reduce", "shape": [8, 16], "dtype": "float32"}
+    assert (g["compile_id"], g["function"], g["line"]) == ("0/0", "step", 31)
+    assert g["schedules"] == [{"ranks": [0, 1, 3], "collectives": [one]}, {"ranks": [2], "collectives": [one, one]}]
+    [m] = coll["mismatches"]
+    assert (m["kind"], m["ranks"], m["other_ranks"], m["position"], m["op"]) == ("extra", [2], [0, 1, 3], 1, "all_reduce")
+    assert m["message"] == (
+        "collectives do not match: rank 2's [0/0] step (collective_extra_rank.py:31) issues 2 all_reduce, "
+        "ranks 0, 1, 3 issue 1; the second (float32[8, 16]) has no partner: "
+        "expect a hang, an NCCL timeout or 'Connection closed by peer'"
+    )
+    assert "branch on the rank" in m["next_step"]
+
+
+def test_the_rank_that_recompiled_alone_is_tied_to_the_collective_sizes() -> None:
+    rep = _report(SIZES)
+    _valid(rep)
+    [m] = rep["collectives"]["mismatches"]
+    assert (m["kind"], m["ranks"], m["other_ranks"], m["compile_id"], m["other_compile_id"]) == ("size", [1], [0, 2, 3], "0/1", "0/0")
+    # torch's own recompile reason (the trace's and the text log's `Recompiling function step`)
+    assert m["recompile_reason"] == "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 6"
+    assert m["message"].startswith(
+        "collective sizes do not match: rank 1 compiled [0/1] step (collective_size_mismatch.py:29) alone "
+        "(recompiled: 0/0: tensor 'x' size mismatch at index 0. expected 8, actual 6); there its first all_reduce "
+        "takes float32[6, 16], ranks 0, 2, 3 in [0/0] take float32[8, 16]: expect an abort on the size mismatch"
+    )
+    assert "drop_last=True" in m["next_step"]
+
+
+def test_collectives_come_first_in_the_text_summary() -> None:
+    from traceview.report import render_text
+
+    text = render_text(_report(EXTRA))
+    lines = text.splitlines()
+    assert lines[2] == "findings: collectives do not match across ranks (rank 2), the program crashed"
+    assert lines[4] == "COLLECTIVES  the ranks do not issue the same collectives"
+    assert text.index("COLLECTIVES") < text.index("CRASHED")
+
+
+def test_ranks_that_agree_have_no_collective_finding() -> None:
+    import traceview
+    from traceview.analyze.collectives import collective_mismatches
+
+    # multirank4: aot_eager, no Inductor graph, no schedule at all
+    assert collective_mismatches(traceview.load(CORPUS / "multirank4" / "trace")) == {"graphs": [], "mismatches": [], "unknown": []}
+
+
+def test_a_schedule_missing_after_an_fx_cache_hit_is_unknown_not_none() -> None:
+    import traceview
+    from traceview.analyze.collectives import collective_mismatches
+
+    t = traceview.load(EXTRA / "trace")
+
+    class Hit:  # rank 3's graph as if it came from the FX graph cache: torch logs no schedule then
+        collectives = t.collectives.filter(pl.col("rank") != 3)
+        compiles = t.compiles.with_columns(
+            pl.when(pl.col("rank") == 3).then(1).otherwise(pl.col("fx_cache_hits")).alias("fx_cache_hits"),
+            pl.when(pl.col("rank") == 3).then(0).otherwise(pl.col("fx_cache_misses")).alias("fx_cache_misses"),
+        )
+
+    res = collective_mismatches(Hit())  # type: ignore[arg-type]
+    assert res["unknown"] == [{"rank": 3, "compile_id": "0/0", "graph_index": 0,
+                               "why": "the graph came from the FX graph cache (torch logs no schedule then)"}]
+    [m] = res["mismatches"]
+    assert (m["kind"], m["ranks"], m["other_ranks"]) == ("extra", [2], [0, 1])

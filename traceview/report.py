@@ -22,6 +22,7 @@ from parsers.frameless import is_frameless, kind_label
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
 from traceview.analyze.code_objects import describe
+from traceview.analyze.collectives import collective_mismatches
 from traceview.analyze.compile_facts import asserts_text, compile_facts
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
 from traceview.analyze.crashes import crash_findings
@@ -123,6 +124,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
     uncaught = uncaught_from_text(trace.other_lines, trace.log_records)  # read by both: once
+    collectives = collective_mismatches(trace)
     fails = failures(trace, uncaught=uncaught)
     crashes = crash_findings(trace, uncaught=uncaught)
     per_rank = (
@@ -177,6 +179,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         },
         "facts": compile_facts(trace),
         "rank_divergence": _rows(rank_divergence(trace)),
+        "collectives": collectives,
         "per_rank": _rows(per_rank),
         "inputs": {
             "root": inp.root if inp else None,
@@ -345,6 +348,9 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     t.add(head, "", "    ")
     t.lines.append("=" * min(max(len(x) for x in t.lines), w))
     found = []
+    coll = (report.get("collectives") or {}).get("mismatches") or []
+    if coll:
+        found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for m in coll for r in m['ranks']})).strip()})")
     if crashes:
         found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
     act = [s for s in storms if not s.get("expected")]
@@ -376,6 +382,16 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
         t.add(f"text log only: no {what} (add the TORCH_TRACE directory)", "", "    ")
 
+    if coll:
+        t.heading("COLLECTIVES  the ranks do not issue the same collectives")
+        for m in coll:
+            t.add(m["message"], "  ", "      ")
+            t.label("next:", m["next_step"])
+    unknown = (report.get("collectives") or {}).get("unknown") or []
+    if coll and unknown:
+        u = unknown[0]
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        t.add(f"rank {u['rank']}'s [{u['compile_id']}] schedule is unknown{more}: {u['why']}", "  ", "      ")
     if crashes:
         t.heading("CRASHED  the program ended with an uncaught error")
         for c in crashes:

@@ -1,0 +1,274 @@
+"""Ranks whose compiled graphs do not issue the same collectives (issue 32).
+
+Each rank's Inductor graphs log their collective schedule (the `collectives` table,
+parsers.collectives). A job only works when every rank issues the same collectives, in the
+same order, with the same sizes and dtypes: otherwise the collectives pair up wrongly and the
+job hangs, times out (NCCL watchdog, gloo), or aborts on a size mismatch.
+
+`collective_mismatches(trace)` compares, per compiled graph (compile id and which Inductor
+graph of it: forward, backward), each rank's sequence of collectives (the waits left out):
+
+* ranks are grouped by identical schedule; the largest group is the reference (a tie goes to
+  the group with the lowest rank);
+* for every other group: the first position where it differs (an extra or a missing
+  collective, another op, other sizes or dtypes);
+* a graph that only some ranks compiled (a rank that recompiled alone for another shape) is
+  compared with the graph of the same frame the other ranks run (their latest compile of it),
+  and tied to the recompile that made it;
+* a schedule that torch did not log because the graph came from the FX graph cache (or because
+  the backend is not Inductor) is unknown: such a rank is listed as unknown, never as having
+  no collectives.
+
+Each finding names the ranks, the compile, the function and its line, the collective, the
+consequence to expect and the next step.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from parsers.compile_ids import sort_key
+
+if TYPE_CHECKING:
+    from traceview.trace import Trace
+
+CONSEQUENCE = "expect a hang, an NCCL timeout or 'Connection closed by peer'"
+SIZE_CONSEQUENCE = (
+    "expect an abort on the size mismatch (gloo: 'Received data size doesn't match expected size'), "
+    "a hang, an NCCL timeout or wrong results"
+)
+_ORDINAL = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+
+
+def _ordinal(n: int) -> str:
+    return _ORDINAL.get(n, f"{n}th")
+
+
+def _ranks(rs: list[int]) -> str:
+    rs = sorted(rs)
+    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(str(r) for r in rs)
+
+
+def _tensor(shape: list[int] | None, dtype: str | None) -> str:
+    if shape is None and dtype is None:
+        return "a tensor of unknown size"
+    return f"{dtype or '?'}{list(shape) if shape is not None else '[?]'}"
+
+
+def _count(n: int, op: str) -> str:
+    return f"{n} {op}"
+
+
+def _schedule_text(items: list[tuple]) -> str:
+    if not items:
+        return "no collectives"
+    return ", ".join(f"{op} {_tensor(shape, dtype)}" for op, shape, dtype in items)
+
+
+def _frame(cid: str) -> str:
+    return cid.split("/")[0] if "/" in cid else cid
+
+
+def collective_mismatches(trace: Trace) -> dict[str, Any]:
+    """{"graphs": [...], "mismatches": [...], "unknown": [...]} (docs/report.md, `collectives`)."""
+    out: dict[str, Any] = {"graphs": [], "mismatches": [], "unknown": []}
+    c = trace.collectives
+    if c.height == 0:
+        return out
+    compiles = trace.compiles
+    ranks = sorted(int(r) for r in compiles["rank"].drop_nulls().unique().to_list())
+    if len(ranks) < 2:
+        return out
+    info: dict[tuple[int, str], dict[str, Any]] = {}
+    for r in compiles.filter(pl.col("rank").is_not_null()).iter_rows(named=True):
+        info[(r["rank"], r["compile_id"])] = r  # the latest compile of the id (after a reset)
+    sched: dict[tuple[str, int], dict[int, list[tuple]]] = defaultdict(dict)
+    for r in c.filter(pl.col("kind") == "collective").sort("rank", "compile_id", "graph_index", "position").iter_rows(named=True):
+        shape = tuple(r["shape"]) if r["shape"] is not None else None
+        sched[(r["compile_id"], r["graph_index"])].setdefault(r["rank"], []).append((r["op"], shape, r["dtype"]))
+    # a compile with collectives on some rank: each rank's schedule, or why it is unknown
+    ids_with = sorted({cid for cid, _ in sched}, key=sort_key)
+    graph_indexes = sorted({gi for _, gi in sched})
+
+    def state(rank: int, cid: str, gi: int) -> tuple[str, list[tuple] | None]:
+        s = sched.get((cid, gi), {}).get(rank)
+        if s is not None:
+            return "known", s
+        row = info.get((rank, cid))
+        if row is None:
+            return "not compiled", None
+        if (row.get("fx_cache_hits") or 0) > 0:
+            return "unknown: the graph came from the FX graph cache (torch logs no schedule then)", None
+        if (row.get("fx_cache_misses") or 0) > 0 or row.get("inductor_compile_time_s") is not None:
+            return "known", []
+        return "unknown: not compiled by Inductor (no schedule logged)", None
+
+    for cid in ids_with:
+        for gi in graph_indexes:
+            if (cid, gi) not in sched:
+                continue
+            states = {r: state(r, cid, gi) for r in ranks}
+            known = {r: s for r, (st, s) in states.items() if st == "known"}
+            for r, (st, _) in states.items():
+                if st.startswith("unknown"):
+                    out["unknown"].append({"rank": r, "compile_id": cid, "graph_index": gi, "why": st.removeprefix("unknown: ")})
+            compiled_on = [r for r, (st, _) in states.items() if st != "not compiled"]
+            groups: dict[tuple, list[int]] = defaultdict(list)
+            for r, s in known.items():
+                groups[tuple(s)].append(r)
+            ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
+            row0 = info.get((min(compiled_on), cid)) if compiled_on else None
+            where = _where(row0)
+            out["graphs"].append({
+                "compile_id": cid, "graph_index": gi, **where,
+                "schedules": [{"ranks": sorted(rs), "collectives": [_item(x) for x in s]} for s, rs in ordered],
+                "not_compiled_on": [r for r, (st, _) in states.items() if st == "not compiled"],
+            })
+            if len(ordered) > 1:
+                ref, ref_ranks = ordered[0]
+                for s, rs in ordered[1:]:
+                    out["mismatches"].append(_differ(cid, gi, where, list(s), sorted(rs), list(ref), sorted(ref_ranks)))
+            # compiled by fewer than all ranks: against the graph of the same frame the others run
+            missing = [r for r, (st, _) in states.items() if st == "not compiled"]
+            if missing and len(missing) * 2 >= len(ranks) and known:
+                alone = sorted(r for r in known if r not in missing)
+                theirs = _sibling(cid, gi, missing, sched, info)
+                if theirs is not None:
+                    other_cid, other_s = theirs
+                    for s, rs in ordered:
+                        rs_alone = sorted(r for r in rs if r in alone)
+                        if rs_alone and list(s) != other_s:
+                            out["mismatches"].append(
+                                _differ(cid, gi, where, list(s), rs_alone, other_s, sorted(missing), other_cid=other_cid,
+                                        recompile=_recompile(info, rs_alone[0], cid))
+                            )
+    return out
+
+
+def _item(x: tuple) -> dict[str, Any]:
+    op, shape, dtype = x
+    return {"op": op, "shape": list(shape) if shape is not None else None, "dtype": dtype}
+
+
+def _where(row: dict[str, Any] | None) -> dict[str, Any]:
+    if not row:
+        return {"function": None, "filename": None, "line": None}
+    return {"function": row.get("function"), "filename": row.get("filename"), "line": row.get("line")}
+
+
+def _recompile(info: dict, rank: int, cid: str) -> str | None:
+    row = info.get((rank, cid))
+    return (row or {}).get("recompile_reason")
+
+
+def _sibling(cid: str, gi: int, ranks: list[int], sched: dict, info: dict) -> tuple[str, list[tuple]] | None:
+    """The graph of the same frame that `ranks` compiled (their latest compile of it) with its
+    schedule, when they all have the same one."""
+    frame = _frame(cid)
+    found: set[tuple[str, tuple]] = set()
+    for r in ranks:
+        ids = sorted((c for (rk, c) in info if rk == r and _frame(c) == frame and c != cid), key=sort_key)
+        if not ids:
+            return None
+        other = ids[-1]
+        s = sched.get((other, gi), {}).get(r)
+        if s is None:
+            return None
+        found.add((other, tuple(s)))
+    if len(found) != 1:
+        return None
+    other, s = found.pop()
+    return other, list(s)
+
+
+def _differ(
+    cid: str, gi: int, where: dict[str, Any], mine: list[tuple], ranks: list[int], ref: list[tuple], ref_ranks: list[int],
+    *, other_cid: str | None = None, recompile: str | None = None,
+) -> dict[str, Any]:
+    """One finding: `ranks`' schedule `mine` against `ref_ranks`' `ref`, at the first difference."""
+    n = next((i for i, (a, b) in enumerate(zip(mine, ref)) if a != b), min(len(mine), len(ref)))
+    graph = "" if gi == 0 else " (backward)"
+    fn = where.get("function") or "?"
+    loc = f"{PurePath(where['filename']).name}:{where.get('line')}" if where.get("filename") else "?"
+    label = f"[{cid}]{graph} {fn} ({loc})"
+    theirs_label = f"[{other_cid}]" if other_cid else f"[{cid}]"
+    ops_mine = defaultdict(int)
+    ops_ref = defaultdict(int)
+    for op, _, _ in mine:
+        ops_mine[op] += 1
+    for op, _, _ in ref:
+        ops_ref[op] += 1
+    rank_word = _ranks(ranks)
+    ref_word = _ranks(ref_ranks)
+    poss = "'s" if len(ranks) == 1 else "'"
+    verb = "issues" if len(ranks) == 1 else "issue"
+    ref_verb = "issues" if len(ref_ranks) == 1 else "issue"
+    if n < len(mine) and n < len(ref) and mine[n][0] == ref[n][0]:
+        kind = "size" if mine[n][1] != ref[n][1] else "dtype"
+        op = mine[n][0]
+        k = sum(1 for x in mine[: n + 1] if x[0] == op)
+        ref_take = f"{ref_word} {'in ' + theirs_label + ' ' if other_cid else ''}{'takes' if len(ref_ranks) == 1 else 'take'}"
+        if other_cid:
+            why = f" (recompiled: {recompile})" if recompile else ""
+            lead = f"{rank_word} compiled {label} alone{why}; there its"
+        else:
+            lead = f"{rank_word}{poss} {label}"
+        what = f"{lead} {_ordinal(k)} {op} takes {_tensor(mine[n][1], mine[n][2])}, {ref_take} {_tensor(ref[n][1], ref[n][2])}"
+        consequence = SIZE_CONSEQUENCE
+        if other_cid:
+            nxt = (
+                f"give every rank the same shapes (drop_last=True in the DataLoader, or pad the last batch), or mark the "
+                f"dimension dynamic (torch._dynamo.mark_dynamic on the input, or drop dynamic=False) so {rank_word} does not "
+                f"recompile alone"
+            )
+        else:
+            nxt = f"make every rank pass tensors of the same size and dtype to the collectives of {fn} ({loc})"
+    elif n < len(mine) and n < len(ref):
+        kind = "op"
+        op = mine[n][0]
+        what = (
+            f"{rank_word}{poss} {label} issues {mine[n][0]} where {ref_word} {ref_verb} {ref[n][0]} "
+            f"(the {_ordinal(n + 1)} collective)"
+        )
+        consequence = CONSEQUENCE
+        nxt = f"make every rank issue the same collectives in the same order in {fn} ({loc})"
+    else:
+        kind = "extra" if len(mine) > len(ref) else "missing"
+        longer = mine if kind == "extra" else ref
+        op = longer[n][0]
+        k = sum(1 for x in longer[: n + 1] if x[0] == op)
+        counts = f"{rank_word}{poss} {label} {verb} {_count(ops_mine[op], op)}, {ref_word} {ref_verb} {ops_ref[op]}"
+        if kind == "extra":
+            what = f"{counts}; the {_ordinal(k)} ({_tensor(longer[n][1], longer[n][2])}) has no partner"
+        else:
+            what = f"{counts}; {ref_word}{'' if len(ref_ranks) > 1 else chr(39) + 's'} {_ordinal(k)} has no partner on {rank_word}"
+        consequence = CONSEQUENCE
+        nxt = (
+            f"make every rank issue the same collectives: look in {fn} ({loc}) for a branch on the rank, or on data that "
+            f"differs per rank, around a collective; TORCH_DISTRIBUTED_DEBUG=DETAIL names the mismatch at run time"
+        )
+    return {
+        "kind": kind,
+        "compile_id": cid,
+        "graph_index": gi,
+        **where,
+        "ranks": ranks,
+        "other_ranks": ref_ranks,
+        "other_compile_id": other_cid,
+        "recompile_reason": recompile,
+        "position": n,
+        "op": op,
+        "schedule": [_item(x) for x in mine],
+        "other_schedule": [_item(x) for x in ref],
+        "message": f"{'collective sizes' if kind in ('size', 'dtype') else 'collectives'} do not match: {what}: {consequence}",
+        "next_step": nxt,
+    }
+
+
+def mismatch_ranks(result: dict[str, Any]) -> list[int]:
+    """The ranks to look at first: those outside the reference group of each mismatch."""
+    return sorted({r for m in result.get("mismatches", []) for r in m["ranks"]})
