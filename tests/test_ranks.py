@@ -215,3 +215,57 @@ def test_a_schedule_missing_after_an_fx_cache_hit_is_unknown_not_none() -> None:
                                "why": "the graph came from the FX graph cache (torch logs no schedule then)"}]
     [m] = res["mismatches"]
     assert (m["kind"], m["ranks"], m["other_ranks"]) == ("extra", [2], [0, 1])
+
+
+# ------------------------------------------------------------------ item 4: distributed errors explained
+
+
+def test_the_timeout_is_a_desync_explained_by_rank_2s_extra_all_reduce() -> None:
+    rep = _report(EXTRA)
+    _valid(rep)
+    [c] = rep["crashes"]
+    # mp.spawn reports the first rank whose collective timed out (which one varies per run)
+    assert c["exc_type"] == "RuntimeError" and "Timed out waiting 20000ms" in c["message"]
+    assert c["category"] == "distributed_desync"
+    assert c["distributed_error"]["kind"] == "collective timeout (gloo)"
+    assert (c["look_first"], c["diverged_in"]) == ([2], "0/0")
+    assert c["next_step"].startswith(
+        "A distributed desync (collective timeout (gloo)), explained by the compiled graphs (COLLECTIVES): "
+        "rank 2's [0/0] step (collective_extra_rank.py:31) issues 2 all_reduce, ranks 0, 1, 3 issue 1; "
+        "the second (float32[8, 16]) has no partner. Look at rank 2 first: make every rank issue the same collectives"
+    )
+    assert "not involved" not in c["next_step"]
+
+
+def test_the_gloo_abort_is_a_size_mismatch_tied_to_rank_1s_recompile() -> None:
+    rep = _report(SIZES)
+    [c] = rep["crashes"]
+    assert (c["exc_type"], c["message"]) == ("torch.multiprocessing.spawn.ProcessExitedException", "process 1 terminated with signal SIGABRT")
+    assert c["category"] == "distributed_desync"
+    # the aborting rank's own words are in the capture's other lines (gloo::EnforceNotMet's what())
+    assert c["distributed_error"]["kind"] == "collective size mismatch (gloo)"
+    assert "Received data size doesn't match expected size" in c["distributed_error"]["line"]
+    assert (c["look_first"], c["diverged_in"]) == ([1], "0/1")
+    assert "rank 1 compiled [0/1] step (collective_size_mismatch.py:29) alone" in c["next_step"]
+    assert "drop_last=True" in c["next_step"] and "not involved" not in c["next_step"]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        # torch 2.13's ProcessGroupNCCL watchdog and TORCH_DISTRIBUTED_DEBUG=DETAIL wording
+        ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=128, "
+         "NumelOut=128, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.", "NCCL watchdog timeout"),
+        ("RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+         "CollectiveFingerPrint(SequenceNumber=3, OpType=ALLREDUCE)", "collective mismatch (TORCH_DISTRIBUTED_DEBUG=DETAIL)"),
+        ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:3112",
+         "peer connection closed"),
+        ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited", "c10d error"),
+        ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x3 and 4x5)", None),
+    ],
+)
+def test_distributed_errors_are_recognised(text: str, kind: str | None) -> None:
+    from traceview.analyze.collectives import distributed_error
+
+    got = distributed_error(text)
+    assert (got[0] if got else None) == kind

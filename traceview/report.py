@@ -126,7 +126,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
     uncaught = uncaught_from_text(trace.other_lines, trace.log_records)  # read by both: once
     collectives = collective_mismatches(trace)
     fails = failures(trace, uncaught=uncaught)
-    crashes = crash_findings(trace, uncaught=uncaught)
+    crashes = crash_findings(trace, uncaught=uncaught, collectives=collectives)
     per_rank = (
         compiles.group_by("rank")
         .agg(
@@ -411,6 +411,9 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             if c.get("kernel"):
                 t.add(f"failing kernel: {c['kernel']}", "    ", "      ")
             t.add(c["message"] or "", "    ", "      ")
+            de = c.get("distributed_error")
+            if de and de["line"] not in (c.get("message") or ""):
+                t.label("error:", de["line"])
             if c.get("certainty") != "certain":
                 t.label("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})")
             t.label("next:", c["next_step"])

@@ -25,6 +25,7 @@ consequence to expect and the next step.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
@@ -272,3 +273,31 @@ def _differ(
 def mismatch_ranks(result: dict[str, Any]) -> list[int]:
     """The ranks to look at first: those outside the reference group of each mismatch."""
     return sorted({r for m in result.get("mismatches", []) for r in m["ranks"]})
+
+
+# ---------------------------------------------------------------- distributed errors (item 4)
+
+# what a rank's process group says when the ranks are out of step or a peer is gone, as
+# (kind, pattern); the first that matches names the error
+_DISTRIBUTED: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("collective mismatch (TORCH_DISTRIBUTED_DEBUG=DETAIL)", re.compile(r"Detected mismatch between collectives on ranks[^\n]*")),
+    ("collective size mismatch (gloo)", re.compile(r"[^\n]*Received data size doesn't match expected size[^\n]*")),
+    ("collective mismatch (gloo)", re.compile(r"[^\n]*Is there a distributed collective mismatch[^\n]*")),
+    ("NCCL watchdog timeout", re.compile(r"[^\n]*WorkNCCL\(SeqNum=\d+, OpType=\w+[^\n]*")),
+    ("NCCL timeout", re.compile(r"[^\n]*(?:ProcessGroupNCCL|NCCL)[^\n]*(?:[Ww]atchdog|timed? ?out|Timeout)[^\n]*")),
+    ("collective timeout (gloo)", re.compile(r"[^\n]*Timed out waiting \d+ms for (?:send|recv) operation[^\n]*")),
+    ("peer connection closed", re.compile(r"[^\n]*(?:Connection closed by peer|Connection reset by peer)[^\n]*")),
+    ("c10d error", re.compile(r"[^\n]*(?:DistBackendError|DistNetworkError|DistStoreError|c10d::|gloo::EnforceNotMet)[^\n]*")),
+)
+
+
+def distributed_error(text: str | None) -> tuple[str, str] | None:
+    """(kind, the line that says it) when `text` holds a distributed (c10d, gloo, NCCL) error
+    of ranks out of step or of a lost peer; None otherwise."""
+    if not text:
+        return None
+    for kind, pat in _DISTRIBUTED:
+        m = pat.search(text)
+        if m:
+            return kind, m.group(0).strip()
+    return None
