@@ -93,7 +93,7 @@ def ranks_text(ranks: list[Any]) -> str:
 # recompile is what automatic dynamic shapes (or a bool / int that changed) do by design;
 # compile time is a cost paid once. A compiled optimizer that recompiles on every LR step is
 # a storm of its own; CUDA-graph findings (re-records, code left out of graphs) cost each step.
-COST_ORDER = ("divergence", "storm", "optimizer", "failure", "cudagraphs", "graph_break", "recompile", "compile_time")
+COST_ORDER = ("collectives", "divergence", "storm", "optimizer", "failure", "cudagraphs", "graph_break", "recompile", "compile_time")
 
 SLOW_COMPILE_MIN_S = 1.0  # no compile under this is called slow, whatever the run
 SLOW_COMPILE_SHARE = 0.10  # ... and it must take this share of its rank's compile time
