@@ -269,3 +269,23 @@ def test_distributed_errors_are_recognised(text: str, kind: str | None) -> None:
 
     got = distributed_error(text)
     assert (got[0] if got else None) == kind
+
+
+# ------------------------------------------------------------------ item 6: diff of schedules
+
+
+def test_diff_of_rank_0_against_rank_2_shows_the_extra_all_reduce() -> None:
+    import traceview
+    from traceview.diff import build_diff, render_diff
+
+    t = traceview.load(EXTRA / "trace")
+    d = build_diff(t, t, rank=0, against_rank=2)
+    eight = "all_reduce float32[8, 16]"
+    assert d["collectives"] == [{
+        "change": "changed", "rank": None, "function": "step", "file": "collective_extra_rank.py", "line": 31, "nth": 0,
+        "compile_id_a": "0/0", "compile_id_b": "0/0", "graph_index": 0,
+        "collectives_a": [eight], "collectives_b": [eight, eight],
+    }]
+    assert "changed: step (collective_extra_rank.py:31) compile #1 [0/0] -> [0/0]:" in render_diff(d)
+    # the same run against itself: nothing
+    assert build_diff(t, t)["collectives"] == []
