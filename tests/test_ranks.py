@@ -194,7 +194,7 @@ def test_ranks_that_agree_have_no_collective_finding() -> None:
     from traceview.analyze.collectives import collective_mismatches
 
     # multirank4: aot_eager, no Inductor graph, no schedule at all
-    assert collective_mismatches(traceview.load(CORPUS / "multirank4" / "trace")) == {"graphs": [], "mismatches": [], "unknown": []}
+    assert collective_mismatches(traceview.load(CORPUS / "multirank4" / "trace")) == {"graphs": [], "mismatches": [], "unknown": [], "waits": []}
 
 
 def test_a_schedule_missing_after_an_fx_cache_hit_is_unknown_not_none() -> None:
@@ -289,3 +289,18 @@ def test_diff_of_rank_0_against_rank_2_shows_the_extra_all_reduce() -> None:
     assert "changed: step (collective_extra_rank.py:31) compile #1 [0/0] -> [0/0]:" in render_diff(d)
     # the same run against itself: nothing
     assert build_diff(t, t)["collectives"] == []
+
+
+def test_the_ranks_that_waited_while_rank_1_recompiled_are_named() -> None:
+    import traceview
+    from traceview.analyze.collectives import collective_mismatches
+
+    t = traceview.load(SIZES / "trace")
+    took = t.compiles.filter((pl.col("rank") == 1) & (pl.col("compile_id") == "0/1"))["total_time_s"][0]
+    [w] = collective_mismatches(t)["waits"]
+    assert (w["compile_id"], w["compiling_ranks"], w["waiting_ranks"], w["seconds"]) == ("0/1", [1], [0, 2, 3], round(took, 2))
+    assert w["message"] == (
+        f"ranks 0, 2, 3 waited ~{took:.1f} s at the first collective while rank 1 compiled [0/1] step (collective_size_mismatch.py:29)"
+    )
+    # every rank compiled [0/0] in about the same time (a cold cache on each): nobody waited for it
+    assert collective_mismatches(traceview.load(EXTRA / "trace"))["waits"] == []

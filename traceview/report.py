@@ -382,11 +382,14 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
         t.add(f"text log only: no {what} (add the TORCH_TRACE directory)", "", "    ")
 
-    if coll:
-        t.heading("COLLECTIVES  the ranks do not issue the same collectives")
+    waits = (report.get("collectives") or {}).get("waits") or []
+    if coll or waits:
+        t.heading("COLLECTIVES  " + ("the ranks do not issue the same collectives" if coll else "ranks waited for another's compile"))
         for m in coll:
             t.add(m["message"], "  ", "      ")
             t.label("next:", m["next_step"])
+        for w in waits:
+            t.add(w["message"] + " (estimated from the compile times)", "  ", "      ")
     unknown = (report.get("collectives") or {}).get("unknown") or []
     if coll and unknown:
         u = unknown[0]

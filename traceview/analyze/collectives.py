@@ -76,7 +76,7 @@ def _frame(cid: str) -> str:
 
 def collective_mismatches(trace: Trace) -> dict[str, Any]:
     """{"graphs": [...], "mismatches": [...], "unknown": [...]} (docs/report.md, `collectives`)."""
-    out: dict[str, Any] = {"graphs": [], "mismatches": [], "unknown": []}
+    out: dict[str, Any] = {"graphs": [], "mismatches": [], "unknown": [], "waits": []}
     c = trace.collectives
     if c.height == 0:
         return out
@@ -147,6 +147,57 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
                                 _differ(cid, gi, where, list(s), rs_alone, other_s, sorted(missing), other_cid=other_cid,
                                         recompile=_recompile(info, rs_alone[0], cid))
                             )
+    out["waits"] = _waits(ids_with, ranks, info, {cid for cid, _ in sched})
+    return out
+
+
+# a compile shorter than this makes no wait worth naming (nor does a spread of durations below it)
+WAIT_MIN_S = 1.0
+
+
+def _waits(ids: list[str], ranks: list[int], info: dict, with_collectives: set[str]) -> list[dict[str, Any]]:
+    """The ranks that waited at a collective while another rank compiled: a graph with
+    collectives compiled by some ranks only (they waited the whole compile), or by every rank
+    with one much slower (a cache miss the others did not have): they waited the difference.
+    An estimate from the compiles' own times (compilation_metrics), not a measured wait."""
+    out = []
+    for cid in ids:
+        if cid not in with_collectives:
+            continue
+        took = {r: info[(r, cid)].get("total_time_s") for r in ranks if (r, cid) in info}
+        took = {r: t for r, t in took.items() if t is not None}
+        if not took:
+            continue
+        if len(took) < len(ranks):
+            compiling = sorted(took)
+            waiting = sorted(r for r in ranks if r not in took)
+            secs = max(took.values())
+            why = ""
+        else:
+            slow = max(took.values())
+            fast = min(took.values())
+            if slow - fast < WAIT_MIN_S or slow < 2 * fast:
+                continue
+            compiling = sorted(r for r, t in took.items() if t - fast >= (slow - fast) / 2)
+            waiting = sorted(r for r in ranks if r not in compiling)
+            secs = slow - fast
+            hit = [r for r in waiting if (info[(r, cid)].get("fx_cache_hits") or 0) > 0]
+            miss = [r for r in compiling if (info[(r, cid)].get("fx_cache_misses") or 0) > 0]
+            why = " (an FX graph cache miss the others did not have)" if hit and miss else ""
+        if secs < WAIT_MIN_S:
+            continue
+        row = info.get((compiling[0], cid)) or {}
+        fn = row.get("function") or "?"
+        loc = f"{PurePath(row['filename']).name}:{row.get('line')}" if row.get("filename") else "?"
+        verb = "waited" if waiting else ""
+        out.append({
+            "compile_id": cid, "compiling_ranks": compiling, "waiting_ranks": waiting, "seconds": round(secs, 2),
+            "function": row.get("function"), "filename": row.get("filename"), "line": row.get("line"),
+            "message": (
+                f"{_ranks(waiting)} {verb} ~{secs:.1f} s at the first collective while {_ranks(compiling)} compiled "
+                f"[{cid}] {fn} ({loc}){why}"
+            ),
+        })
     return out
 
 
