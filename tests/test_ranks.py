@@ -194,7 +194,7 @@ def test_ranks_that_agree_have_no_collective_finding() -> None:
     from traceview.analyze.collectives import collective_mismatches
 
     # multirank4: aot_eager, no Inductor graph, no schedule at all
-    assert collective_mismatches(traceview.load(CORPUS / "multirank4" / "trace")) == {"graphs": [], "mismatches": [], "unknown": [], "waits": []}
+    assert collective_mismatches(traceview.load(CORPUS / "multirank4" / "trace")) == {"graphs": [], "mismatches": [], "unknown": [], "waits": [], "execution": []}
 
 
 def test_a_schedule_missing_after_an_fx_cache_hit_is_unknown_not_none() -> None:
@@ -205,6 +205,7 @@ def test_a_schedule_missing_after_an_fx_cache_hit_is_unknown_not_none() -> None:
 
     class Hit:  # rank 3's graph as if it came from the FX graph cache: torch logs no schedule then
         collectives = t.collectives.filter(pl.col("rank") != 3)
+        graph_execution = t.graph_execution
         compiles = t.compiles.with_columns(
             pl.when(pl.col("rank") == 3).then(1).otherwise(pl.col("fx_cache_hits")).alias("fx_cache_hits"),
             pl.when(pl.col("rank") == 3).then(0).otherwise(pl.col("fx_cache_misses")).alias("fx_cache_misses"),
@@ -304,3 +305,20 @@ def test_the_ranks_that_waited_while_rank_1_recompiled_are_named() -> None:
     )
     # every rank compiled [0/0] in about the same time (a cold cache on each): nobody waited for it
     assert collective_mismatches(traceview.load(EXTRA / "trace"))["waits"] == []
+
+
+def test_graph_execution_orders_are_compared_across_ranks() -> None:
+    import traceview
+    from traceview.analyze.collectives import execution_differences
+
+    ge = traceview.load(EXTRA / "trace").graph_execution
+    assert execution_differences(ge) == []  # every rank ran [0/0] twice
+    # rank 1's second call as if it had run another graph ([0/1]): the real rows, one changed
+    other = ge.with_columns(
+        pl.when((pl.col("rank") == 1) & (pl.col("order") == 1)).then(pl.lit("0/1")).otherwise(pl.col("compile_id")).alias("compile_id")
+    )
+    [d] = execution_differences(other)
+    assert (d["ranks"], d["other_ranks"], d["call"]) == ([1], [0, 2, 3], 1)
+    assert d["message"] == (
+        "compiled graphs ran in another order: at call 2 rank 1 ran [0/1] where ranks 0, 2, 3 ran [0/0] (2 against 2 recorded calls)"
+    )

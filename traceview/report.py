@@ -383,13 +383,17 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         t.add(f"text log only: no {what} (add the TORCH_TRACE directory)", "", "    ")
 
     waits = (report.get("collectives") or {}).get("waits") or []
-    if coll or waits:
-        t.heading("COLLECTIVES  " + ("the ranks do not issue the same collectives" if coll else "ranks waited for another's compile"))
+    execution = (report.get("collectives") or {}).get("execution") or []
+    if coll or waits or execution:
+        t.heading("COLLECTIVES  " + ("the ranks do not issue the same collectives" if coll else
+                                     "ranks waited for another's compile" if waits else "the ranks ran different compiled graphs"))
         for m in coll:
             t.add(m["message"], "  ", "      ")
             t.label("next:", m["next_step"])
         for w in waits:
             t.add(w["message"] + " (estimated from the compile times)", "  ", "      ")
+        for e in execution:
+            t.add(e["message"], "  ", "      ")
     unknown = (report.get("collectives") or {}).get("unknown") or []
     if coll and unknown:
         u = unknown[0]

@@ -76,7 +76,8 @@ def _frame(cid: str) -> str:
 
 def collective_mismatches(trace: Trace) -> dict[str, Any]:
     """{"graphs": [...], "mismatches": [...], "unknown": [...]} (docs/report.md, `collectives`)."""
-    out: dict[str, Any] = {"graphs": [], "mismatches": [], "unknown": [], "waits": []}
+    out: dict[str, Any] = {"graphs": [], "mismatches": [], "unknown": [], "waits": [], "execution": []}
+    out["execution"] = execution_differences(trace.graph_execution)
     c = trace.collectives
     if c.height == 0:
         return out
@@ -148,6 +149,38 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
                                         recompile=_recompile(info, rs_alone[0], cid))
                             )
     out["waits"] = _waits(ids_with, ranks, info, {cid for cid, _ in sched})
+    return out
+
+
+def execution_differences(ge: pl.DataFrame) -> list[dict[str, Any]]:
+    """Ranks whose recorded graph executions (`graph_execution`, from
+    record_and_log_graph_execution_order) differ from the largest group of ranks with the same
+    sequence: the first call where they differ (a rank that ran a graph the others did not, or
+    stopped earlier). Ranks without the record are not compared."""
+    if ge.height == 0:
+        return []
+    seqs: dict[int, list[str]] = defaultdict(list)
+    for r in ge.filter(pl.col("rank").is_not_null()).sort("rank", "block", "order").iter_rows(named=True):
+        seqs[r["rank"]].append(r["compile_id"] or "?")
+    if len(seqs) < 2:
+        return []
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for r, seq in seqs.items():
+        groups[tuple(seq)].append(r)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), min(kv[1])))
+    ref, ref_ranks = ordered[0]
+    out = []
+    for seq, rs in ordered[1:]:
+        n = next((i for i, (a, b) in enumerate(zip(seq, ref)) if a != b), min(len(seq), len(ref)))
+        mine = f"ran [{seq[n]}]" if n < len(seq) else "ran no more compiled graphs"
+        theirs = f"[{ref[n]}]" if n < len(ref) else "no more compiled graphs"
+        out.append({
+            "ranks": sorted(rs), "other_ranks": sorted(ref_ranks), "call": n, "compile_ids": list(seq), "other_compile_ids": list(ref),
+            "message": (
+                f"compiled graphs ran in another order: at call {n + 1} {_ranks(rs)} {mine} where {_ranks(ref_ranks)} ran {theirs} "
+                f"({len(seq)} against {len(ref)} recorded calls)"
+            ),
+        })
     return out
 
 
