@@ -322,3 +322,23 @@ def test_graph_execution_orders_are_compared_across_ranks() -> None:
     assert d["message"] == (
         "compiled graphs ran in another order: at call 2 rank 1 ran [0/1] where ranks 0, 2, 3 ran [0/0] (2 against 2 recorded calls)"
     )
+
+
+MISSING = CORPUS / "collective_missing_rank"
+
+
+def test_the_rank_that_skips_an_all_reduce_is_named_and_the_timeout_in_compiled_code_is_a_desync() -> None:
+    rep = _report(MISSING)
+    _valid(rep)
+    [m] = rep["collectives"]["mismatches"]
+    # torch.distributed.all_reduce traced by Dynamo: the node's frame is torch's, no user line
+    assert (m["kind"], m["ranks"], m["other_ranks"], m["position"], m["user_line"]) == ("missing", [0], [1, 2, 3], 1, None)
+    assert m["message"] == (
+        "collectives do not match: rank 0's [0/0] step (collective_missing_rank.py:24) issues 1 all_reduce, "
+        "ranks 1, 2, 3 issue 2; the second all_reduce of ranks 1, 2, 3 has no partner on rank 0: "
+        "expect a hang, an NCCL timeout or 'Connection closed by peer'"
+    )
+    [c] = rep["crashes"]
+    # a rank whose collective timed out inside the compiled graph: not "run it without torch.compile"
+    assert c["category"] == "distributed_desync" and c["look_first"] == [0] and c["diverged_in"] == "0/0"
+    assert "without torch.compile" not in c["next_step"] and "minify" not in c["next_step"]

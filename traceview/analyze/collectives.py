@@ -89,9 +89,13 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
     for r in compiles.filter(pl.col("rank").is_not_null()).iter_rows(named=True):
         info[(r["rank"], r["compile_id"])] = r  # the latest compile of the id (after a reset)
     sched: dict[tuple[str, int], dict[int, list[tuple]]] = defaultdict(dict)
+    # the user's line of each collective, where the graph's node names it (not compared)
+    lines: dict[tuple[str, int, int], list[str | None]] = defaultdict(list)
     for r in c.filter(pl.col("kind") == "collective").sort("rank", "compile_id", "graph_index", "position").iter_rows(named=True):
         shape = tuple(r["shape"]) if r["shape"] is not None else None
         sched[(r["compile_id"], r["graph_index"])].setdefault(r["rank"], []).append((r["op"], shape, r["dtype"]))
+        user = f"{PurePath(r['user_file']).name}:{r['user_line']}" if r["user_file"] else None
+        lines[(r["compile_id"], r["graph_index"], r["rank"])].append(user)
     # a compile with collectives on some rank: each rank's schedule, or why it is unknown
     ids_with = sorted({cid for cid, _ in sched}, key=sort_key)
     graph_indexes = sorted({gi for _, gi in sched})
@@ -133,7 +137,8 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
             if len(ordered) > 1:
                 ref, ref_ranks = ordered[0]
                 for s, rs in ordered[1:]:
-                    out["mismatches"].append(_differ(cid, gi, where, list(s), sorted(rs), list(ref), sorted(ref_ranks)))
+                    out["mismatches"].append(_differ(cid, gi, where, list(s), sorted(rs), list(ref), sorted(ref_ranks),
+                                                     at=(lines[(cid, gi, min(rs))], lines[(cid, gi, min(ref_ranks))])))
             # compiled by fewer than all ranks: against the graph of the same frame the others run
             missing = [r for r, (st, _) in states.items() if st == "not compiled"]
             if missing and len(missing) * 2 >= len(ranks) and known:
@@ -146,7 +151,8 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
                         if rs_alone and list(s) != other_s:
                             out["mismatches"].append(
                                 _differ(cid, gi, where, list(s), rs_alone, other_s, sorted(missing), other_cid=other_cid,
-                                        recompile=_recompile(info, rs_alone[0], cid))
+                                        recompile=_recompile(info, rs_alone[0], cid),
+                                        at=(lines[(cid, gi, rs_alone[0])], lines[(other_cid, gi, min(missing))]))
                             )
     out["waits"] = _waits(ids_with, ranks, info, {cid for cid, _ in sched})
     return out
@@ -273,9 +279,16 @@ def _sibling(cid: str, gi: int, ranks: list[int], sched: dict, info: dict) -> tu
 def _differ(
     cid: str, gi: int, where: dict[str, Any], mine: list[tuple], ranks: list[int], ref: list[tuple], ref_ranks: list[int],
     *, other_cid: str | None = None, recompile: str | None = None,
+    at: tuple[list[str | None], list[str | None]] = ([], []),
 ) -> dict[str, Any]:
-    """One finding: `ranks`' schedule `mine` against `ref_ranks`' `ref`, at the first difference."""
+    """One finding: `ranks`' schedule `mine` against `ref_ranks`' `ref`, at the first difference
+    (`at`: the user's line of each collective of both, where the graph names it)."""
     n = next((i for i, (a, b) in enumerate(zip(mine, ref)) if a != b), min(len(mine), len(ref)))
+
+    def line_of(side: list[str | None]) -> str | None:
+        return side[n] if n < len(side) else None
+
+    mine_at, ref_at = line_of(at[0]), line_of(at[1])
     graph = "" if gi == 0 else " (backward)"
     fn = where.get("function") or "?"
     loc = f"{PurePath(where['filename']).name}:{where.get('line')}" if where.get("filename") else "?"
@@ -302,7 +315,8 @@ def _differ(
             lead = f"{rank_word} compiled {label} alone{why}; there its"
         else:
             lead = f"{rank_word}{poss} {label}"
-        what = f"{lead} {_ordinal(k)} {op} takes {_tensor(mine[n][1], mine[n][2])}, {ref_take} {_tensor(ref[n][1], ref[n][2])}"
+        what = (f"{lead} {_ordinal(k)} {op}{f' ({mine_at})' if mine_at else ''} takes {_tensor(mine[n][1], mine[n][2])}, "
+                f"{ref_take} {_tensor(ref[n][1], ref[n][2])}")
         consequence = SIZE_CONSEQUENCE
         if other_cid:
             nxt = (
@@ -316,7 +330,7 @@ def _differ(
         kind = "op"
         op = mine[n][0]
         what = (
-            f"{rank_word}{poss} {label} issues {mine[n][0]} where {ref_word} {ref_verb} {ref[n][0]} "
+            f"{rank_word}{poss} {label} issues {mine[n][0]}{f' ({mine_at})' if mine_at else ''} where {ref_word} {ref_verb} {ref[n][0]} "
             f"(the {_ordinal(n + 1)} collective)"
         )
         consequence = CONSEQUENCE
@@ -328,9 +342,10 @@ def _differ(
         k = sum(1 for x in longer[: n + 1] if x[0] == op)
         counts = f"{rank_word}{poss} {label} {verb} {_count(ops_mine[op], op)}, {ref_word} {ref_verb} {ops_ref[op]}"
         if kind == "extra":
-            what = f"{counts}; the {_ordinal(k)} ({_tensor(longer[n][1], longer[n][2])}) has no partner"
+            what = f"{counts}; the {_ordinal(k)} ({_tensor(longer[n][1], longer[n][2])}{', ' + mine_at if mine_at else ''}) has no partner"
         else:
-            what = f"{counts}; {ref_word}{'' if len(ref_ranks) > 1 else chr(39) + 's'} {_ordinal(k)} has no partner on {rank_word}"
+            what = (f"{counts}; the {_ordinal(k)} {op} of {ref_word}"
+                    f"{f' ({ref_at})' if ref_at else ''} has no partner on {rank_word}")
         consequence = CONSEQUENCE
         nxt = (
             f"make every rank issue the same collectives: look in {fn} ({loc}) for a branch on the rank, or on data that "
@@ -347,6 +362,7 @@ def _differ(
         "recompile_reason": recompile,
         "position": n,
         "op": op,
+        "user_line": (ref_at if kind == "missing" else mine_at),
         "schedule": [_item(x) for x in mine],
         "other_schedule": [_item(x) for x in ref],
         "message": f"{'collective sizes' if kind in ('size', 'dtype') else 'collectives'} do not match: {what}: {consequence}",
