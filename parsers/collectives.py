@@ -145,8 +145,9 @@ def build_collectives(events: pl.DataFrame) -> pl.DataFrame:
     """The ``collectives`` table from the events (see the module's doc)."""
     names = (_SCHEDULE, _RUNTIME_META)
     cond = (pl.col("kind") == "artifact") & pl.col("name").is_in(names)
-    graphs_cond = (pl.col("kind") == "dynamo_output_graph") & pl.col("payload").str.contains("c10d_functional.", literal=True)
-    recs = events.filter(cond | graphs_cond)
+    recs = events.filter(cond | (pl.col("kind") == "dynamo_output_graph"))
+    # only the Dynamo graphs with a functional collective (their payloads searched on these rows only)
+    recs = recs.filter(pl.col("kind").ne_missing("dynamo_output_graph") | pl.col("payload").str.contains("c10d_functional.", literal=True))
     schedules = recs.filter(pl.col("name") == _SCHEDULE)
     if schedules.height == 0:
         return pl.DataFrame(schema=dict(COLLECTIVES_SCHEMA))

@@ -380,15 +380,17 @@ def mismatch_ranks(result: dict[str, Any]) -> list[int]:
 # what a rank's process group says when the ranks are out of step or a peer is gone, as
 # (kind, pattern); the first that matches names the error
 _DISTRIBUTED: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("collective mismatch (TORCH_DISTRIBUTED_DEBUG=DETAIL)", re.compile(r"Detected mismatch between collectives on ranks[^\n]*")),
-    ("collective size mismatch (gloo)", re.compile(r"[^\n]*Received data size doesn't match expected size[^\n]*")),
-    ("collective mismatch (gloo)", re.compile(r"[^\n]*Is there a distributed collective mismatch[^\n]*")),
-    ("NCCL watchdog timeout", re.compile(r"[^\n]*WorkNCCL\(SeqNum=\d+, OpType=\w+[^\n]*")),
-    ("NCCL timeout", re.compile(r"[^\n]*(?:ProcessGroupNCCL|NCCL)[^\n]*(?:[Ww]atchdog|timed? ?out|Timeout)[^\n]*")),
-    ("collective timeout (gloo)", re.compile(r"[^\n]*Timed out waiting \d+ms for (?:send|recv) operation[^\n]*")),
-    ("peer connection closed", re.compile(r"[^\n]*(?:Connection closed by peer|Connection reset by peer)[^\n]*")),
-    ("c10d error", re.compile(r"[^\n]*(?:DistBackendError|DistNetworkError|DistStoreError|c10d::|gloo::EnforceNotMet)[^\n]*")),
+    ("collective mismatch (TORCH_DISTRIBUTED_DEBUG=DETAIL)", re.compile(r"Detected mismatch between collectives on ranks")),
+    ("collective size mismatch (gloo)", re.compile(r"Received data size doesn't match expected size")),
+    ("collective mismatch (gloo)", re.compile(r"Is there a distributed collective mismatch")),
+    ("NCCL watchdog timeout", re.compile(r"WorkNCCL\(SeqNum=\d+, OpType=\w+")),
+    ("NCCL timeout", re.compile(r"(?:ProcessGroupNCCL|NCCL)[^\n]{0,300}?(?:[Ww]atchdog|timed? ?out|Timeout)")),
+    ("collective timeout (gloo)", re.compile(r"Timed out waiting \d+ms for (?:send|recv) operation")),
+    ("peer connection closed", re.compile(r"Connection closed by peer|Connection reset by peer")),
+    ("c10d error", re.compile(r"DistBackendError|DistNetworkError|DistStoreError|c10d::|gloo::EnforceNotMet")),
 )
+# the line that says it, cut to this many characters either side of the match
+_LINE_MAX = 400
 
 
 def distributed_error(text: str | None) -> tuple[str, str] | None:
@@ -399,5 +401,8 @@ def distributed_error(text: str | None) -> tuple[str, str] | None:
     for kind, pat in _DISTRIBUTED:
         m = pat.search(text)
         if m:
-            return kind, m.group(0).strip()
+            start = max(text.rfind("\n", 0, m.start()) + 1, m.start() - _LINE_MAX)
+            end = text.find("\n", m.end())
+            end = min(len(text) if end < 0 else end, m.end() + _LINE_MAX)
+            return kind, text[start:end].strip()
     return None
