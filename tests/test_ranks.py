@@ -311,13 +311,15 @@ def test_graph_execution_orders_are_compared_across_ranks() -> None:
     import traceview
     from traceview.analyze.collectives import execution_differences
 
-    ge = traceview.load(EXTRA / "trace").graph_execution
-    assert execution_differences(ge) == []  # every rank ran [0/0] twice
-    # rank 1's second call as if it had run another graph ([0/1]): the real rows, one changed
-    other = ge.with_columns(
-        pl.when((pl.col("rank") == 1) & (pl.col("order") == 1)).then(pl.lit("0/1")).otherwise(pl.col("compile_id")).alias("compile_id")
-    )
-    [d] = execution_differences(other)
+    t = traceview.load(EXTRA / "trace")
+    assert execution_differences(t) == []  # every rank ran [0/0] twice
+
+    class Other:  # rank 1's second call as if it had run another graph ([0/1]): the real rows, one changed
+        graph_execution = t.graph_execution.with_columns(
+            pl.when((pl.col("rank") == 1) & (pl.col("order") == 1)).then(pl.lit("0/1")).otherwise(pl.col("compile_id")).alias("compile_id")
+        )
+
+    [d] = execution_differences(Other())  # type: ignore[arg-type]
     assert (d["ranks"], d["other_ranks"], d["call"]) == ([1], [0, 2, 3], 1)
     assert d["message"] == (
         "compiled graphs ran in another order: at call 2 rank 1 ran [0/1] where ranks 0, 2, 3 ran [0/0] (2 against 2 recorded calls)"

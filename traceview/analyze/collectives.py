@@ -77,7 +77,7 @@ def _frame(cid: str) -> str:
 def collective_mismatches(trace: Trace) -> dict[str, Any]:
     """{"graphs": [...], "mismatches": [...], "unknown": [...]} (docs/report.md, `collectives`)."""
     out: dict[str, Any] = {"graphs": [], "mismatches": [], "unknown": [], "waits": [], "execution": []}
-    out["execution"] = execution_differences(trace.graph_execution)
+    out["execution"] = execution_differences(trace)
     c = trace.collectives
     if c.height == 0:
         return out
@@ -158,11 +158,12 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
     return out
 
 
-def execution_differences(ge: pl.DataFrame) -> list[dict[str, Any]]:
+def execution_differences(trace: Trace) -> list[dict[str, Any]]:
     """Ranks whose recorded graph executions (`graph_execution`, from
     record_and_log_graph_execution_order) differ from the largest group of ranks with the same
     sequence: the first call where they differ (a rank that ran a graph the others did not, or
     stopped earlier). Ranks without the record are not compared."""
+    ge = trace.graph_execution
     if ge.height == 0:
         return []
     seqs: dict[int, list[str]] = defaultdict(list)
