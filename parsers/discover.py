@@ -180,6 +180,14 @@ def discover(
     else:
         candidates = [(p, True)]
     candidates += [(Path(x), True) for x in extra_logs or []]
+    # a named input that is empty or cannot be read: noted and skipped when other inputs are
+    # analysed, the error when nothing else is (an empty text log beside a good trace)
+    passed_over: list[tuple[str, str]] = []
+
+    def pass_over(fs: str, why: str) -> None:
+        passed_over.append((fs, why))
+        inputs.stray.append((fs, why))
+
     for f, explicit in candidates:
         fs = str(f)
         why = _not_a_file(f)
@@ -190,19 +198,22 @@ def discover(
             continue
         if not os.access(f, os.R_OK):
             if explicit:
-                raise InputError(f"{fs}: permission denied")
+                pass_over(fs, "permission denied")
+                continue
             inputs.stray.append((fs, "unreadable"))
             continue
         try:
             kind, start = sniff(fs)
         except OSError as exc:
             if explicit:
-                raise InputError(f"{fs}: cannot read ({exc.strerror or exc})") from None
+                pass_over(fs, f"cannot read ({exc.strerror or exc})")
+                continue
             inputs.stray.append((fs, f"cannot read: {exc.strerror or exc}"))
             continue
         except InputError as exc:  # a gzip file with nothing readable
             if explicit:
-                raise
+                pass_over(fs, str(exc).removeprefix(f"{fs}: "))
+                continue
             inputs.stray.append((fs, str(exc).removeprefix(f"{fs}: ")))
             continue
         name_m = TRACE_NAME_RE.match(f.name)
@@ -211,7 +222,8 @@ def discover(
         if kind == "trace" or (name_m and kind == "empty"):
             if kind == "empty":
                 if explicit:
-                    raise InputError(f"{fs}: empty trace log (nothing written to it yet)")
+                    pass_over(fs, "empty trace log (nothing written to it yet)")
+                    continue
                 inputs.stray.append((fs, "empty trace log"))
                 continue
             rank = rank_number(name_m.group(1)) if name_m and name_m.group(1) else _rank_in(fs)
@@ -219,13 +231,17 @@ def discover(
             inputs.traces.append(TraceFile(fs, rank, start, st.st_mtime, st.st_size))
         elif kind == "text":
             inputs.text_logs.append(fs)
+        elif explicit and kind == "empty":
+            pass_over(fs, "empty file")
         elif explicit:
-            what = {"empty": "empty file", "binary": "a binary file, not a torch log"}.get(
+            what = {"binary": "a binary file, not a torch log"}.get(
                 kind, "not a TORCH_TRACE log or a TORCH_LOGS text log"
             )
             raise InputError(f"{fs}: {what}")
         else:
             inputs.stray.append((fs, {"empty": "empty file", "binary": "binary file"}.get(kind, "not a torch log")))
+    if passed_over and not inputs.traces and not inputs.text_logs:
+        raise InputError(f"{passed_over[0][0]}: {passed_over[0][1]}")
     inputs.runs = _assign_runs(inputs.traces)
     if latest and inputs.runs > 1:
         newest = max(t.run for t in inputs.traces)

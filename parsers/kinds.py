@@ -86,11 +86,19 @@ SUMMARY_PAYLOAD_ARTIFACTS: frozenset[str] = frozenset(
         "put_remote_code_state",
         "fx_graph_cache_bypass",
         "aotautograd_cache_bypass",
+        # what ranks communicate and run (parsers.collectives; the summary compares ranks)
+        "inductor_collective_schedule",
+        "inductor_runtime_and_tensor_meta",
+        "graph_execution",
     }
 )
 # A Dynamo graph (`dynamo_output_graph`) whose payload names a higher-order op is kept too:
 # the summary lists the higher-order ops each compile captured; so is one with runtime
-# asserts (`_assert_scalar`, on unbacked symbols: the summary's data-dependent sizes).
+# asserts (`_assert_scalar`, on unbacked symbols: the summary's data-dependent sizes); so is
+# one with functional collectives (the sizes and dtypes of what each rank communicates).
 SUMMARY_PAYLOAD_GRAPH_MARK = "torch.ops.higher_order."
 SUMMARY_PAYLOAD_ASSERT_MARK = "torch.ops.aten._assert_scalar"
-SUMMARY_PAYLOAD_GRAPH_MARKS: tuple[str, ...] = (SUMMARY_PAYLOAD_GRAPH_MARK, SUMMARY_PAYLOAD_ASSERT_MARK)
+SUMMARY_PAYLOAD_COLLECTIVE_MARK = "torch.ops._c10d_functional."
+SUMMARY_PAYLOAD_GRAPH_MARKS: tuple[str, ...] = (
+    SUMMARY_PAYLOAD_GRAPH_MARK, SUMMARY_PAYLOAD_ASSERT_MARK, SUMMARY_PAYLOAD_COLLECTIVE_MARK,
+)

@@ -28,6 +28,8 @@ TABLE_SCHEMAS = {
     "compiles": ("parsers.compiles", "COMPILES_SCHEMA"),
     "spans": ("parsers.compiles", "SPANS_SCHEMA"),
     "cudagraphs": ("parsers.cudagraphs", "CUDAGRAPHS_SCHEMA"),
+    "collectives": ("parsers.collectives", "COLLECTIVES_SCHEMA"),
+    "graph_execution": ("parsers.collectives", "GRAPH_EXECUTION_SCHEMA"),
 }
 
 

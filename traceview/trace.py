@@ -36,6 +36,8 @@ DERIVED_TABLES = (
     "provenance",
     "seq_links",
     "cudagraphs",
+    "collectives",
+    "graph_execution",
 )
 TABLES = BASE_TABLES + DERIVED_TABLES
 FACT_TABLES = ("recompiles", "graph_breaks", "limit_hits", "annotations")
@@ -113,6 +115,12 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
         return pl.concat([cudagraphs_from_trace(t.compiles, t.spans), cudagraphs_from_text(t.log_records)])
     if name in FACT_TABLES:
         return _fact(name, t)
+    if name in ("collectives", "graph_execution"):
+        from parsers.collectives import build_collectives, build_graph_execution
+
+        # their payloads are parse-time ones (parsers.kinds): the events' index holds them
+        build = build_collectives if name == "collectives" else build_graph_execution
+        return build(t.index_events())
     if name == "guards":
         from parsers.facts import guards_from_text, guards_from_trace
 
@@ -162,6 +170,8 @@ class Trace:
     provenance: pl.DataFrame
     seq_links: pl.DataFrame
     cudagraphs: pl.DataFrame
+    collectives: pl.DataFrame
+    graph_execution: pl.DataFrame
 
     def __init__(
         self,

@@ -8,8 +8,8 @@
 - PART_FORMAT_VERSION: the layout of a parse directory (`parts.json`, traceview.ingest.parts).
 """
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 REPORT_SCHEMA_VERSION = 2
 DIFF_SCHEMA_VERSION = 1
-PARSER_VERSION = "17"
+PARSER_VERSION = "18"
 PART_FORMAT_VERSION = 1

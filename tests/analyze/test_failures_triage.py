@@ -346,7 +346,13 @@ def _oracle_uncaught(name: str) -> list[tuple[str, str]]:
     out = []
     for p in doc["processes"]:
         u = p["uncaught"]
-        if u:
+        if u and u["type"] == "ProcessRaisedException":
+            # mp.spawn re-raises a rank's exception with its traceback as the message: the
+            # rank's own exception (its last line) is what ended the program
+            last = u["message"].strip().rsplit("\n", 1)[-1]
+            exc, _, msg = last.partition(": ")
+            out.append((exc, msg))
+        elif u:
             qual = u["type"] if u["module"] == "builtins" else f"{u['module']}.{u['type']}"
             out.append((qual, u["message"].strip().split("\n", 1)[0]))
     return out

@@ -1480,3 +1480,17 @@ async def test_the_help_says_that_it_scrolls() -> None:
         await press(pilot, "end")
         await until(pilot, lambda: "· end ·" in str(box.border_subtitle), "the end said")
         assert "end" in screen_text(app)
+
+
+@sync
+async def test_collectives_that_differ_come_first_with_each_ranks_schedule() -> None:
+    # 4 gloo ranks; rank 2's [0/0] issues a second all_reduce (issue 32): the first screen says
+    # so, and the first finding shows each group of ranks' schedule side by side
+    app = build_app(open_args("fixtures/corpus/collective_extra_rank/trace"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await ready(pilot)
+        text = screen_text(app)
+        assert "collectives differ across ranks" in text
+        assert "COLLECTIVES  collectives do not match: rank 2's [0/0] step (collective_extra_rank.py:31) issues" in text
+        assert "[0/0] ranks 0,1,3: all_reduce float32[8, 16]" in text
+        assert "[0/0] rank 2: all_reduce float32[8, 16], all_reduce" in text

@@ -18,6 +18,7 @@ import polars as pl
 
 from parsers.code_location import is_user
 from parsers.tracebacks import uncaught_from_text
+from traceview.analyze.collectives import distributed_error, mismatch_ranks
 from traceview.analyze.failures import categorize, detail_of, headline, next_step, user_frame_of
 from traceview.trace import Trace
 
@@ -58,6 +59,10 @@ CRASH_STEPS: dict[str, str] = {
         "torch.compiler.set_stance('force_eager')): if eager raises too, the bug is in the "
         "program (the inputs); if not, minify with TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4."
     ),
+    "distributed_desync": (
+        "A distributed desync: the ranks did not issue the same collectives (made specific per crash: "
+        "tied to the ranks whose compiled graphs' collectives differ, when they do)."
+    ),
     "user_error_after_compile": (
         "The program's own code raised after compiling (no torch.compile frame in the traceback): "
         "fix it at the user line; torch.compile is not involved."
@@ -73,6 +78,7 @@ CATEGORY_WORDS = {
     "runtime_error_in_compiled_code": "runtime error in compiled code",
     "user_error_after_compile": "error in the program after compiling",
     "launcher_child_failed": "torchrun: a rank failed",
+    "distributed_desync": "distributed desync (the ranks' collectives out of step)",
 }
 
 
@@ -219,17 +225,71 @@ def _root_of(crashes: pl.DataFrame) -> dict[str, int]:
     return out
 
 
-def crash_findings(trace: Trace, *, uncaught: pl.DataFrame | None = None) -> list[dict[str, Any]]:
+def crash_findings(
+    trace: Trace, *, uncaught: pl.DataFrame | None = None, collectives: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """One finding per crashed process (see the module doc). Where several ranks crashed, the
     rank that failed first comes first and the others say they are its consequence.
     `uncaught`: the trace's parsers.tracebacks.uncaught_from_text when the caller has it
-    already (failures reads it too)."""
+    already (failures reads it too); `collectives`: analyze.collectives.collective_mismatches
+    of the trace, when the caller has it (a distributed error is tied to it)."""
     if uncaught is None:
         uncaught = uncaught_from_text(trace.other_lines, trace.log_records)
-    return _crash_rows(uncaught, trace.other_lines)
+    if collectives is None and uncaught.height:
+        from traceview.analyze.collectives import collective_mismatches
+
+        collectives = collective_mismatches(trace)
+    return _crash_rows(uncaught, trace.other_lines, collectives)
 
 
-def _crash_rows(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None) -> list[dict[str, Any]]:
+# a launcher's report of a rank that died (its own error is in the capture's other lines)
+_LAUNCHER_EXC = ("ProcessExitedException", "ProcessRaisedException", "ChildFailedError")
+
+
+def _desync(exc_type: str, message: str, category: str, others: str) -> tuple[str, str] | None:
+    """The distributed error this crash is (or, for a launcher's report of a rank that died by
+    a signal, the one the capture's other lines show)."""
+    found = distributed_error(message)
+    if found is None and (exc_type.rsplit(".", 1)[-1] in _LAUNCHER_EXC or category == "segfault"):
+        found = distributed_error(others)
+    return found
+
+
+def _desync_step(found: tuple[str, str], coll: dict[str, Any] | None, rank: int | None) -> tuple[str, list[int], str | None]:
+    """(next step, the ranks to look at first, the compile id of the divergence)."""
+    kind = found[0]
+    mism = (coll or {}).get("mismatches") or []
+    if mism:
+        m = mism[0]
+        first = mismatch_ranks(coll or {})
+        who = ("rank " if len(first) == 1 else "ranks ") + ", ".join(map(str, first))
+        what = m["message"].removeprefix("collectives do not match: ").removeprefix("collective sizes do not match: ")
+        what = what.rsplit(": expect ", 1)[0]
+        return (
+            f"A distributed desync ({kind}), explained by the compiled graphs (COLLECTIVES): {what}. "
+            f"Look at {who} first: {m['next_step']}.",
+            first,
+            m["compile_id"],
+        )
+    unknown = (coll or {}).get("unknown") or []
+    known = "" if (coll or {}).get("graphs") else " (no compiled graph logged a collective schedule: the collectives may be outside torch.compile, or the graphs came from the cache)"
+    if unknown:
+        known = f" (rank {unknown[0]['rank']}'s [{unknown[0]['compile_id']}] schedule is unknown: {unknown[0]['why']})"
+    first = [rank] if rank is not None else []
+    return (
+        f"A distributed desync ({kind}): the ranks did not issue the same collectives, or one stopped issuing them. "
+        f"The compiled graphs' collective schedules do not explain it{known}. Rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL, "
+        "which checks every collective's op, sizes and dtypes across ranks and names the ranks that differ "
+        "(NCCL: the flight recorder, TORCH_NCCL_TRACE_BUFFER_SIZE, shows each rank's last collectives); "
+        "look for a rank-dependent branch or data of another size on one rank.",
+        first,
+        None,
+    )
+
+
+def _crash_rows(
+    crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None, collectives: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """`crash_findings` of `crashes` (parsers.tracebacks.uncaught_from_text rows)."""
     out: list[dict[str, Any]] = []
     roots = _root_of(crashes)
@@ -244,6 +304,9 @@ def _crash_rows(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None) 
         sources = r["sources"] or []
         message = r["message"] or ""
         cat, raised_in = _category(r["exc_type"] or "", message, frames, others)
+        desync = _desync(r["exc_type"] or "", message, cat, others)
+        if desync is not None:
+            cat = "distributed_desync"
         filename, line, function, code = _user_frame(frames, sources)
         # a torch.compile error names the user line in its message ("from user code:", "User stack:")
         if raised_in == "compiling":
@@ -267,7 +330,15 @@ def _crash_rows(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None) 
         root = roots.get(r["file"])
         consequence = root if root is not None and r["rank"] is not None and r["rank"] != root else None
         certainty, evidence = r["certainty"], r["evidence"]
-        if consequence is not None:
+        look_first: list[int] = []
+        diverged_in = None
+        if desync is not None:
+            step, look_first, diverged_in = _desync_step(desync, collectives, r["rank"])
+            if diverged_in is not None:
+                evidence = f"{evidence}; {desync[1]}; the ranks' collective schedules differ"
+            else:
+                evidence = f"{evidence}; {desync[1]}"
+        if consequence is not None and diverged_in is None:
             how = "torchrun names it the first observed failure" if r["root_rank"] is not None else "its error is its own, this one is a collective that lost its peer"
             step = (
                 f"Probably a consequence of rank {consequence}'s failure ({how}): when one rank dies, the "
@@ -292,6 +363,9 @@ def _crash_rows(crashes: pl.DataFrame, other_lines: pl.DataFrame | None = None) 
                 "kernel": kernel if at_launch else None,
                 "next_step": step,
                 "consequence_of": consequence,
+                "distributed_error": None if desync is None else {"kind": desync[0], "line": desync[1]},
+                "look_first": look_first,
+                "diverged_in": diverged_in,
                 "certainty": certainty,
                 "evidence": evidence,
                 "file": r["file"],
@@ -319,6 +393,7 @@ def _launcher_finding(r: dict[str, Any]) -> dict[str, Any]:
             "rank's stderr (torchrun --log-dir DIR --tee 3 keeps each rank's output in a file of "
             "its own) and run traceview on it."
         ),
-        "consequence_of": None, "certainty": r["certainty"], "evidence": r["evidence"],
+        "consequence_of": None, "distributed_error": None, "look_first": [], "diverged_in": None,
+        "certainty": r["certainty"], "evidence": r["evidence"],
         "file": r["file"], "lineno": r["lineno"],
     }

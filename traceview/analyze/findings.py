@@ -94,8 +94,8 @@ def ranks_text(ranks: list[Any]) -> str:
 # compile time is a cost paid once. A compiled optimizer that recompiles on every LR step is
 # a storm of its own; CUDA-graph findings (re-records, code left out of graphs) cost each step.
 COST_ORDER = (
-    "unfinished", "divergence", "storm", "optimizer", "failure", "cudagraphs", "graph_break", "recompile", "expected",
-    "compile_time",
+    "unfinished", "collectives", "divergence", "storm", "optimizer", "failure", "cudagraphs", "graph_break", "recompile",
+    "expected", "compile_time",
 )
 
 SLOW_COMPILE_MIN_S = 1.0  # no compile under this is called slow, whatever the run

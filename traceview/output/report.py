@@ -22,6 +22,7 @@ from parsers.frameless import is_frameless, kind_label
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
 from traceview.analyze.code_objects import describe
+from traceview.analyze.collectives import collective_mismatches
 from traceview.analyze.compile_facts import asserts_text, compile_facts
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
 from traceview.analyze.crashes import crash_findings
@@ -124,8 +125,9 @@ def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
     uncaught = uncaught_from_text(trace.other_lines, trace.log_records)  # read by both: once
+    collectives = collective_mismatches(trace)
     fails = failures(trace, uncaught=uncaught)
-    crashes = crash_findings(trace, uncaught=uncaught)
+    crashes = crash_findings(trace, uncaught=uncaught, collectives=collectives)
     per_rank = (
         compiles.group_by("rank")
         .agg(
@@ -179,6 +181,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         },
         "facts": compile_facts(trace),
         "rank_divergence": _rows(rank_divergence(trace)),
+        "collectives": collectives,
         "per_rank": _rows(per_rank),
         "inputs": {
             "root": inp.root if inp else None,
@@ -348,6 +351,9 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     t.lines.append("=" * min(max(len(x) for x in t.lines), w))
     found = []
     unfinished = report.get("unfinished_compiles") or []
+    coll = (report.get("collectives") or {}).get("mismatches") or []
+    if coll:
+        found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for m in coll for r in m['ranks']})).strip()})")
     if crashes:
         found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
     if unfinished:
@@ -384,6 +390,23 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
 
     if unfinished:
         _render_unfinished(t, paths, unfinished)
+    waits = (report.get("collectives") or {}).get("waits") or []
+    execution = (report.get("collectives") or {}).get("execution") or []
+    if coll or waits or execution:
+        t.heading("COLLECTIVES  " + ("the ranks do not issue the same collectives" if coll else
+                                     "ranks waited for another's compile" if waits else "the ranks ran different compiled graphs"))
+        for m in coll:
+            t.add(m["message"], "  ", "      ")
+            t.label("next:", m["next_step"])
+        for w in waits:
+            t.add(w["message"] + " (estimated from the compile times)", "  ", "      ")
+        for e in execution:
+            t.add(e["message"], "  ", "      ")
+    unknown = (report.get("collectives") or {}).get("unknown") or []
+    if coll and unknown:
+        u = unknown[0]
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        t.add(f"rank {u['rank']}'s [{u['compile_id']}] schedule is unknown{more}: {u['why']}", "  ", "      ")
     if crashes:
         t.heading("CRASHED  the program ended with an uncaught error")
         for c in crashes:
@@ -403,6 +426,9 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             if c.get("kernel"):
                 t.add(f"failing kernel: {c['kernel']}", "    ", "      ")
             t.add(c["message"] or "", "    ", "      ")
+            de = c.get("distributed_error")
+            if de and de["line"] not in (c.get("message") or ""):
+                t.label("error:", de["line"])
             if c.get("certainty") != "certain":
                 t.label("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})")
             t.label("next:", c["next_step"])

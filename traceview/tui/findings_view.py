@@ -109,6 +109,8 @@ class FindingsView(View):
         if diverging:  # named: the first thing a multi-rank user needs
             parts.append(f"{ranks_text(diverging).strip()} {'diverges' if len(diverging) == 1 else 'diverge'}")
         counts = {k: sum(1 for f in m.findings if f.kind == k) for k in KIND_TITLES}
+        if counts["collectives"]:  # the ranks will hang or abort: before anything else
+            parts.insert(1, "collectives differ across ranks")
         for kind, one, many in (
             ("unfinished", "unfinished compile", "unfinished compiles"),
             ("storm", "recompile storm", "recompile storms"),

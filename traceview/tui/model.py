@@ -45,6 +45,7 @@ from traceview.trace import Trace
 # Kinds of findings, most costly first (traceview.analyze.findings.COST_ORDER).
 KIND_TITLES = {
     "unfinished": "UNFINISHED COMPILE",
+    "collectives": "COLLECTIVES",
     "divergence": "RANK DIVERGENCE",
     "storm": "RECOMPILE STORM",
     "optimizer": "COMPILED OPTIMIZER",
@@ -241,6 +242,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         detail += [("op", f"{o['op']}: {o['reason']}" + (f" {o['fx']}" if o.get("fx") else "")) for o in c["ops"]]
         out.append(Finding("cudagraphs", c["headline"], [f"fix: {c['fix']}"], detail, c["rank"],
                            c["compile_ids"][0] if c["compile_ids"] else None, None, "frames", None, None))
+    out += _collective_findings(report.get("collectives") or {})
     others = [r for r in report.get("ranks") or []]
     for i, d in enumerate(divergence):
         rest = ranks_text([r for r in others if r != d["rank"]]).strip() or "the other ranks"
@@ -285,6 +287,34 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
                     occurrence=t.get("occurrence"))
         )
     out.sort(key=lambda f: f.cost if f.cost is not None else cost_index(f.kind))  # stable: each kind keeps the report's order
+    return out
+
+
+def _schedule_words(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "no collectives"
+    return ", ".join(f"{c['op']} {c['dtype'] or '?'}{c['shape'] if c['shape'] is not None else '[?]'}" for c in items)
+
+
+def _collective_findings(coll: dict[str, Any]) -> list[Finding]:
+    """The ranks whose compiled graphs' collectives differ (analyze.collectives), each with
+    every group of ranks' schedule of that graph side by side; Enter opens the rank's compile."""
+    out: list[Finding] = []
+    graphs = {(g["compile_id"], g["graph_index"]): g for g in coll.get("graphs") or []}
+    for m in coll.get("mismatches") or []:
+        detail = [("finding", m["message"]), ("next step", m["next_step"])]
+        ids = [(m["compile_id"], m["graph_index"])]
+        if m.get("other_compile_id"):
+            ids.append((m["other_compile_id"], m["graph_index"]))
+        for key in ids:
+            g = graphs.get(key)
+            for s in (g or {}).get("schedules") or []:
+                detail.append((f"[{key[0]}] {ranks_text(s['ranks']).strip()}", _schedule_words(s["collectives"])))
+        if m.get("recompile_reason"):
+            detail.append(("recompiled", m["recompile_reason"]))
+        title = one_line(m["message"].split(": expect ", 1)[0], 200)
+        rank = m["ranks"][0] if m["ranks"] else None
+        out.append(Finding("collectives", title, [f"next: {one_line(m['next_step'], 150)}"], detail, rank, m["compile_id"], None, "frames"))
     return out
 
 

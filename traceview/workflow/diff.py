@@ -51,6 +51,7 @@ SECTIONS = (
     "cache",
     "pgo",
     "rank_divergence",
+    "collectives",
 )
 _ANY_RANK = object()  # no --rank: every rank, each matched with the same rank on the other side
 
@@ -403,6 +404,45 @@ def _per_compile(
     return out
 
 
+def _schedules(side: _Side) -> tuple[dict[tuple, list[str]], set[tuple]]:
+    """(rank, compile_id, occurrence, graph_index) -> the graph's collectives in order
+    (`all_reduce float32[8, 16]`, waits left out), and the (rank, compile_id, occurrence)
+    whose graph came from the FX graph cache (torch logs no schedule then: unknown)."""
+    out: dict[tuple, list[str]] = {}
+    c = side.table("collectives").filter(pl.col("kind") == "collective").sort("rank", "compile_id", "occurrence", "graph_index", "position")
+    for r in c.iter_rows(named=True):
+        shape = r["shape"] if r["shape"] is not None else "[?]"
+        out.setdefault((side.rank_of(r), r["compile_id"], r["occurrence"], r["graph_index"]), []).append(
+            f"{r['op']} {r['dtype'] or '?'}{shape}")
+    hits = side.compiles.filter(pl.col("fx_cache_hits").fill_null(0) > 0)
+    cached = {(side.rank_of(r), r["compile_id"], r["occurrence"]) for r in hits.select("rank", "compile_id", "occurrence").iter_rows(named=True)}
+    return out, cached
+
+
+def _collectives(pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+    """The collectives of each pair of matched compiles (per Inductor graph: 0 the forward, 1
+    the backward) where they differ; a graph whose schedule one side did not log because it
+    came from the FX graph cache is not compared (unknown, not "no collectives")."""
+    (xa, hit_a), (xb, hit_b) = _schedules(sa), _schedules(sb)
+    if not xa and not xb:
+        return []
+    out = []
+    for ka, kb in pairs:
+        if ka is None or kb is None:
+            continue
+        for i, (ia, ib) in enumerate(zip(fa[ka], fb[kb])):
+            gis = {k[3] for k in xa if k[:3] == (ka[0], *ia)} | {k[3] for k in xb if k[:3] == (kb[0], *ib)}
+            for gi in sorted(gis):
+                a, b = xa.get((ka[0], *ia, gi)), xb.get((kb[0], *ib, gi))
+                if a == b or (a is None and (ka[0], *ia) in hit_a) or (b is None and (kb[0], *ib) in hit_b):
+                    continue
+                out.append({"change": "new" if a is None else "gone" if b is None else "changed",
+                            "rank": kb[0], "function": kb[1], "file": kb[2], "line": kb[3], "nth": i,
+                            "compile_id_a": ia[0], "compile_id_b": ib[0], "graph_index": gi,
+                            "collectives_a": a or [], "collectives_b": b or []})
+    return out
+
+
 _CALLS = ("call_function", "call_method", "call_module")
 
 
@@ -579,6 +619,7 @@ def build_diff(
         "cache": _cache(sa, sb),
         "pgo": _pgo(sa, sb),
         "rank_divergence": _divergence(sa, sb),
+        "collectives": _collectives(pairs, fa, fb, sa, sb),
         "compile_time": _compile_time(sa, sb, noise),
     }
     result["changes"] = sum(len(result[s]) for s in SECTIONS)
@@ -706,6 +747,13 @@ def change_text(section: str, r: dict[str, Any]) -> str:
         return f"{_rank(r)}{code_object(r['function'], r['file'], r['line'])} {what}"
     if section == "failures":
         return f"{_rank(r)}{code_object(r['function'], r['file'], r['line'])} {r['category']}: {r['reason']}"
+    if section == "collectives":
+        co = code_object(r["function"], r["file"], r["line"])
+        graph = " (backward)" if r["graph_index"] else ""
+        ids = f"[{r['compile_id_a']}] -> [{r['compile_id_b']}]"
+        a = ", ".join(r["collectives_a"]) or "no collectives"
+        b = ", ".join(r["collectives_b"]) or "no collectives"
+        return f"{_rank(r)}{co} compile #{r['nth'] + 1} {ids}{graph}: {a} -> {b}"
     if section == "autotuning":
         if r["change"] == "changed":
             won = f"best {r['best_a']} -> {r['best_b']} of {r['choices_a']} -> {r['choices_b']} choices"
@@ -777,6 +825,10 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         add("rank divergence (a rank that compiled differently from the majority):")
     for r in diff["rank_divergence"]:
         add(f"{r['change']}: rank {r['rank']}: {r['detail']}", "  ")
+    if diff["collectives"]:
+        add("collectives (what each compiled graph communicates):")
+    for r in diff["collectives"]:
+        add(f"{r['change']}: {change_text('collectives', r)}", "  ")
     add(f"compile time: {ctime['total_a_s']:.2f}s -> {ctime['total_b_s']:.2f}s"
         + (f" ({ctime['total_pct']:+g}%)" if ctime["total_pct"] is not None else "")
         + ("" if ctime["total_significant"] else " (within noise)"))
