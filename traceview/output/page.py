@@ -102,7 +102,7 @@ def _compiles(trace: Trace) -> _Compiles:
 
 # ---------------------------------------------------------------------------- findings
 _ID_IN_TEXT = re.compile(r"\[(!?\d+(?:/\d+)+)(?: #(\d+))?[^\]\s]*\]")
-_RANK_BEFORE = re.compile(r"\brank (\d+) ")
+_RANK_BEFORE = re.compile(r"\brank (\d+)(?:'s)? ")
 
 
 def _linked_line(line: str, comps: _Compiles) -> Markup:
@@ -138,6 +138,11 @@ def _finding_targets(heading: str, report: dict[str, Any]) -> list[tuple[Any, An
         return [(c.get("rank"), c.get("compile_id"), None) for c in report.get("crashes") or []]
     if heading.startswith("UNFINISHED"):
         return [(u.get("rank"), u.get("compile_id"), u.get("occurrence")) for u in report.get("unfinished_compiles") or []]
+    if heading.startswith("COLLECTIVES"):  # the mismatched ranks' compile, then the others' (the same id unless named)
+        return [(r, m.get(cid) or m.get("compile_id"), None)
+                for m in (report.get("collectives") or {}).get("mismatches") or []
+                for rs, cid in ((m.get("ranks"), "compile_id"), (m.get("other_ranks"), "other_compile_id"))
+                for r in rs or []]
     if heading.startswith("RANK DIVERGENCE"):
         return [(d["rank"], c, None) for d in report["rank_divergence"] for c in (d.get("extra_compile_ids") or [d.get("compile_id")])]
     if heading.startswith("CUDA GRAPHS"):
