@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="directory for the trace and logs (default: ./traceview-run-<time>)")
     p.add_argument("--open", action="store_true", help="open the UI afterwards instead of printing the summary")
     p.add_argument("--logs", dest="torch_logs", default=None, help="TORCH_LOGS value (default: a useful set)")
+    p.add_argument("--html", metavar="FILE", help="also write the page of the captured trace (as `traceview report`) to FILE")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- command and its arguments")
 
     p = sub.add_parser("ablate", help="run a program once per backend/mode/dynamic rung; say which component fails")
@@ -272,11 +273,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from traceview.ingest.loading import LoadOptions
-    from traceview.workflow.capture import run_capture
+    from traceview.workflow.capture import run_capture, write_capture_page
 
     captured = run_capture(args.cmd, output=args.output, torch_logs=args.torch_logs)
     if not captured.logged_anything:
+        if args.html:
+            sys.stderr.write(f"traceview: no page written to {args.html}: nothing was logged\n")
         return captured.returncode
+    if args.html:  # first: the UI (--open) holds the terminal until it is closed
+        try:
+            path, size = write_capture_page(captured, args.html)
+            sys.stderr.write(f"traceview: wrote {path} ({size / 1e6:.1f} MB; open it in a browser)\n")
+        except Exception as exc:  # the command's exit code matters more than our page
+            sys.stderr.write(f"traceview: could not write the page {args.html}: {exc}\n")
     opts = LoadOptions.of(captured.directory, prestart=True)
     try:
         if args.open:

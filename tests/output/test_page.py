@@ -186,3 +186,66 @@ def test_page_of_an_export_is_the_page_of_its_logs(multirank_page: Path, tmp_pat
     assert stored(html) == stored(logs) and len(stored(html)) > 3
     assert re.findall(r"<h3>(.*?)</h3>", html) == re.findall(r"<h3>(.*?)</h3>", logs)
     assert html.count('<g class="bar') == 7
+
+
+# ------------------------------------------------------------------ kernels, collectives, unfinished
+def _blob(html: str, key: str) -> str:
+    return unescape(re.search(rf'<template id="b-{key}"><pre>(.*?)</pre>', html, re.S).group(1))
+
+
+def test_compile_detail_lists_its_kernels_with_their_origin_lines() -> None:
+    """fixtures/training (Inductor on CPU, one training compile): the 13 kernels of [0/0] in the
+    wrapper's order, each with the user lines `traceview origin` ties it to (its exact chains)."""
+    from traceview.analyze.origin import origin
+
+    trace = traceview.load(FIXTURES / "training")
+    html = page.render_page(trace)
+    [(count, key)] = re.findall(r'<b>kernels \((\d+)\) and the source lines they compute</b><div data-blob="([0-9a-f]+)">', html)
+    assert count == "13" == str(trace.kernels.height)
+    text = _blob(html, key)
+    assert text.startswith(
+        "cpp_fused_relu_0  (cpp, 0_forward)\n    <- training.py:21  h = torch.relu(self.fc1(x))\n"
+        "cpp_fused_erf_mul_1  (cpp, 0_forward)\n    <- training.py:23  h = torch.erf(h) * 0.5\n"
+    )
+    # every kernel's lines are exactly origin's exact chains for that kernel
+    blocks = re.split(r"\n(?=\S)", text)
+    kernels = trace.kernels.sort("lineno", "order")
+    assert len(blocks) == kernels.height
+    for block, (kid, name) in zip(blocks, kernels.select("kernel_id", "name").iter_rows(), strict=True):
+        want = [f"{Path(c.user_file).name}:{c.user_line}  {c.user_code}" for c in origin(trace, kernel=kid) if c.user_file]
+        assert block.split("\n")[0].startswith(name + "  (")
+        assert [x.removeprefix("    <- ") for x in block.split("\n")[1:]] == (want or ["no source line recorded"])
+    assert "cpp_fused_sum_threshold_backward_1  (cpp, 0_backward)\n    <- training.py:21" in text
+
+
+def test_collectives_mismatch_is_a_finding_box_with_its_ranks_compiles(tmp_path: Path) -> None:
+    out = tmp_path / "c.html"
+    assert main(["report", str(FIXTURES / "corpus" / "collective_extra_rank"), "-o", str(out), "--no-cache"]) == 0
+    html = out.read_text()
+    boxes = re.findall(r'<section class="finding (\w+)">\n<h3>(.*?)</h3>', html)
+    assert boxes[0] == ("problem", "COLLECTIVES  the ranks do not issue the same collectives")
+    box = html[html.index("<h3>COLLECTIVES") : html.index("</section>", html.index("<h3>COLLECTIVES"))]
+    assert "rank 2&#39;s <a href=\"#c2-0-0-1\">[0/0]</a> step (collective_extra_rank.py:31) issues 2 all_reduce" in box
+    assert re.findall(r'<a href="#([^"]+)">rank', box) == ["c2-0-0-1", "c0-0-0-1", "c1-0-0-1", "c3-0-0-1"]
+
+
+def test_unfinished_compile_of_a_cut_log_is_a_finding_box(tmp_path: Path) -> None:
+    """The 4-rank run with rank 1's log cut inside its first compile (as tests/analyze/test_unfinished.py)."""
+    from tests.analyze.test_unfinished import _cut
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for f in (FIXTURES / "corpus" / "multirank4" / "trace").glob("*.gz"):
+        if "_rank_1_" in f.name:
+            _cut(f, logs / f.name.removesuffix(".gz"), 500)
+        else:
+            shutil.copy(f, logs / f.name)
+    out = tmp_path / "u.html"
+    assert main(["report", str(logs), "-o", str(out), "--no-cache"]) == 0
+    html = out.read_text()
+    boxes = re.findall(r'<section class="finding (\w+)">\n<h3>(.*?)</h3>', html)
+    assert boxes[0][0] == "problem" and boxes[0][1].startswith("UNFINISHED COMPILES")
+    box = html[html.index("<h3>UNFINISHED") : html.index("</section>", html.index("<h3>UNFINISHED"))]
+    assert 'rank 1 <a href="#c1-0-0-1">[0/0]</a> TinyNet.forward (multirank4.py:30) in AOTAutograd for ' in box
+    assert re.findall(r'<a href="#([^"]+)">rank', box) == ["c1-0-0-1"]
+    assert 'id="c1-0-0-1"' in html

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,14 +29,14 @@ sys.exit(int(sys.argv[1]))
 """
 
 
-def _run(tmp_path: Path, code: int) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, code: int, *extra: str) -> subprocess.CompletedProcess[str]:
     prog = tmp_path / "prog.py"
     prog.write_text(PROGRAM)
     env = dict(os.environ)
     env.pop("TORCH_LOGS", None)
     env.pop("TORCH_TRACE", None)
     return subprocess.run(
-        [sys.executable, "-m", "traceview", "run", "-o", str(tmp_path / "cap"), "--", sys.executable, str(prog), str(code)],
+        [sys.executable, "-m", "traceview", "run", "-o", str(tmp_path / "cap"), *extra, "--", sys.executable, str(prog), str(code)],
         capture_output=True,
         text=True,
         env=env,
@@ -57,6 +58,23 @@ def test_run_captures_trace_and_logs(tmp_path: Path) -> None:
     ann = t.annotations
     assert ann.height > 0
     assert ann.filter(pl.col("seq_nr").is_not_null())["compile_id"].unique().to_list() == ["0/0"]
+
+
+def test_run_writes_the_page_of_what_it_captured(tmp_path: Path) -> None:
+    """`traceview run --html FILE`: after the run, the page `traceview report DIR` writes, atomically;
+    the command's exit code still passed through and the summary still printed."""
+    from traceview.cli import main
+
+    r = _run(tmp_path, 5, "--html", str(tmp_path / "run.html"))
+    assert r.returncode == 5, r.stderr[-2000:]
+    assert "1 compiles" in r.stdout
+    assert f"traceview: wrote {tmp_path / 'run.html'} (" in r.stderr
+    html = (tmp_path / "run.html").read_text()
+    assert "<title>traceview: 1 compiles</title>" in html
+    assert re.search(r'<summary class="mono">\[0/0\] f <span class="note">[^<]*prog\.py:5</span>', html)
+    assert not list(tmp_path.glob(".run.html.tmp-*"))  # written atomically
+    assert main(["report", str(tmp_path / "cap"), "-o", str(tmp_path / "report.html")]) == 0
+    assert (tmp_path / "report.html").read_text() == html
 
 
 def test_run_refuses_non_empty_output(tmp_path: Path) -> None:

@@ -279,6 +279,7 @@ def origin_table(
     rank: int | None = None,
     source: str | None = None,
     name_match: bool = False,
+    kernel_rows: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Origin chains as a table (ORIGIN_SCHEMA), one row per (start, user source line).
 
@@ -291,8 +292,11 @@ def origin_table(
     both a trace and a text log is answered from the trace only. ``name_match=True`` adds, for
     kernels nothing else ties to nodes, the guess from op names in the kernel's name
     (``via = kernel_name``, ``confidence = name_match``); off by default: origin never
-    guesses unless asked.
+    guesses unless asked. ``kernel_rows`` (rows of ``trace.kernels``) starts from all those
+    kernels at once, as ``kernel=`` does from one name (the report page's kernel lists).
     """
+    if kernel_rows is not None:
+        kernel = ""
     if kernel is None and node is None and seq_nr is None:
         raise ValueError("origin needs one of kernel=, node= or seq_nr=")
     graph_nodes = trace.graph_nodes
@@ -303,9 +307,10 @@ def origin_table(
     empty = pl.DataFrame(schema=ORIGIN_SCHEMA)
 
     if kernel is not None:
-        kernels = trace.kernels
-        k = _filter(kernels.filter((pl.col("name") == kernel) | (pl.col("kernel_id") == kernel)),
-                    compile_id, rank)
+        kernels = trace.kernels if kernel_rows is None else kernel_rows
+        if kernel_rows is None:
+            kernels = kernels.filter((pl.col("name") == kernel) | (pl.col("kernel_id") == kernel))
+        k = _filter(kernels, compile_id, rank)
         k = k.filter(pl.col("source") == source) if source is not None else prefer_trace(
             k, ["rank", "compile_id"])
         if k.is_empty():

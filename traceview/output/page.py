@@ -38,6 +38,7 @@ PAYLOAD_CHARS = 20_000  # one payload's text at most; the rest: traceview open /
 PAYLOAD_BUDGET = 6_000_000  # all payloads' text; past it each is cut to PAYLOAD_CHARS_LATE
 PAYLOAD_CHARS_LATE = 2_000
 LINKS_PER_FINDING = 48
+KERNELS_PER_COMPILE = 50  # a compile's kernels listed at most; the rest: traceview open / origin
 TEXT_WIDTH = 110
 # the payloads a compile's detail shows, by event kind or artifact name, in this order
 PAYLOAD_KINDS = {
@@ -101,7 +102,7 @@ def _compiles(trace: Trace) -> _Compiles:
 
 # ---------------------------------------------------------------------------- findings
 _ID_IN_TEXT = re.compile(r"\[(!?\d+(?:/\d+)+)(?: #(\d+))?[^\]\s]*\]")
-_RANK_BEFORE = re.compile(r"\brank (\d+) ")
+_RANK_BEFORE = re.compile(r"\brank (\d+)(?:'s)? ")
 
 
 def _linked_line(line: str, comps: _Compiles) -> Markup:
@@ -137,6 +138,11 @@ def _finding_targets(heading: str, report: dict[str, Any]) -> list[tuple[Any, An
         return [(c.get("rank"), c.get("compile_id"), None) for c in report.get("crashes") or []]
     if heading.startswith("UNFINISHED"):
         return [(u.get("rank"), u.get("compile_id"), u.get("occurrence")) for u in report.get("unfinished_compiles") or []]
+    if heading.startswith("COLLECTIVES"):  # the mismatched ranks' compile, then the others' (the same id unless named)
+        return [(r, m.get(cid) or m.get("compile_id"), None)
+                for m in (report.get("collectives") or {}).get("mismatches") or []
+                for rs, cid in ((m.get("ranks"), "compile_id"), (m.get("other_ranks"), "other_compile_id"))
+                for r in rs or []]
     if heading.startswith("RANK DIVERGENCE"):
         return [(d["rank"], c, None) for d in report["rank_divergence"] for c in (d.get("extra_compile_ids") or [d.get("compile_id")])]
     if heading.startswith("CUDA GRAPHS"):
@@ -376,6 +382,68 @@ def _payloads(trace: Trace, comps: _Compiles, blobs: _Blobs) -> dict[str, list[d
     return out
 
 
+def _signatures(trace: Trace, keys: list[str]) -> pl.DataFrame:
+    """Per compile (`keys`), a hash of what its kernels' origin is read from: its graphs' text
+    (the nodes' `# File:` lines), its kernels and its wrapper's calls. Compiles with equal
+    signatures (ranks that compiled alike) have equal kernel lists and origins."""
+    parts = []
+    for table, cols in ((trace.graphs, ["kind", "aot_id", "text"]),
+                        (trace.kernels, ["graph", "name", "kind", "code"]),
+                        (trace.kernel_calls, ["graph", "call_index", "name", "text", "reads", "writes"])):
+        if table.height:
+            parts.append(table.select(*keys, pl.struct(cols).hash(7).alias("h"), pl.lit(len(parts)).alias("t"),
+                                      pl.col("lineno").rank("ordinal").over(keys).alias("i")))
+    h = pl.concat(parts).with_columns(pl.col("occurrence").fill_null(1))
+    return h.sort([*keys, "t", "i"], nulls_last=True).group_by(keys).agg(
+        pl.col("h").hash(11).sum().alias("s1"), pl.len().alias("n"),
+        (pl.col("h") * (pl.int_range(pl.len()) + 1)).sum().alias("s2"))
+
+
+def _kernels(trace: Trace, comps: _Compiles, blobs: _Blobs) -> dict[str, dict[str, Any]]:
+    """Each compile's kernels (anchor -> {blob, count}): the first KERNELS_PER_COMPILE in the
+    wrapper's order, each with the user lines it computes where traceview knows them (origin's
+    exact chains, as `traceview origin --kernel` gives them; no name-match guesses). Origins
+    are read once per distinct compile (`_signatures`: 48 ranks that compiled alike cost one)
+    and the list is text stored once per distinct list."""
+    from traceview.analyze.origin import origin_table
+
+    k = trace.kernels
+    if not k.height:
+        return {}
+    keys = ["file", "rank", "compile_id", "occurrence"]
+    k = k.with_columns(pl.col("occurrence").fill_null(1)).sort([*keys, "lineno", "order"], nulls_last=True)
+    counts = {(f, r, c, o): n for f, r, c, o, n in k.group_by(keys).len().iter_rows()}
+    k = k.filter(pl.int_range(pl.len()).over(keys) < KERNELS_PER_COMPILE)
+    sig = _signatures(trace, keys).with_columns(pl.struct("s1", "s2", "n").hash().alias("sig"))
+    sig = sig.join(k.select(keys).unique(), on=keys, nulls_equal=True)
+    first = sig.sort(keys, nulls_last=True).unique("sig", keep="first", maintain_order=True).drop("sig", "s1", "s2", "n")
+    rep = {tuple(r[:4]): r[4] for r in sig.select(*keys, "sig").iter_rows()}
+    k_rep = k.join(first, on=keys, nulls_equal=True)
+    o = origin_table(trace, kernel_rows=k_rep)
+    lines: dict[str, list[str]] = {}
+    for r in o.filter(pl.col("user_file").is_not_null()).iter_rows(named=True):
+        where = f"{Path(r['user_file']).name}:{r['user_line']}"
+        lines.setdefault(r["kernel_id"], []).append(f"{where}  {r['user_code'] or ''}".rstrip())
+    texts: dict[Any, list[str]] = {}
+    for r in k_rep.select(*keys, "kernel_id", "name", "kind", "graph").iter_rows(named=True):
+        text = texts.setdefault(rep[(r["file"], r["rank"], r["compile_id"], r["occurrence"])], [])
+        text.append(f"{r['name']}  ({r['kind']}, {r['graph'] or '?'})")
+        got = lines.get(r["kernel_id"])
+        if got:
+            text.extend(f"    <- {x}" for x in got)
+        else:
+            text.append("    <- no source line recorded")
+    out: dict[str, dict[str, Any]] = {}
+    for key, s in rep.items():
+        a = comps.anchors.get(key) or comps.anchor(key[1], key[2], key[3])
+        if a is None or s not in texts:
+            continue
+        n = counts.get(key, 0)
+        more = [f"... {n - KERNELS_PER_COMPILE} more kernels (traceview open / traceview origin --kernel NAME)"] if n > KERNELS_PER_COMPILE else []
+        out[a] = {"count": n, "blob": blobs.add("\n".join([*texts[s], *more]), cut=False)}
+    return out
+
+
 def _details(trace: Trace, comps: _Compiles, blobs: _Blobs) -> list[dict[str, Any]]:
     gbs: dict[tuple[Any, Any, Any], list[str]] = {}
     g = trace.graph_breaks
@@ -384,6 +452,7 @@ def _details(trace: Trace, comps: _Compiles, blobs: _Blobs) -> list[dict[str, An
             where = f"{r['filename'] or '?'}:{r['line']} in {r['function'] or '?'}"
             gbs.setdefault((r["file"], r["compile_id"], r["occurrence"]), []).append(f"{where}: {r['reason'] or '?'}")
     payloads = _payloads(trace, comps, blobs)
+    kernels = _kernels(trace, comps, blobs)
     by_key = {(r["file"], r["compile_id"], r["occurrence"] or 1): r for r in comps.rows}
     out = []
     for r in comps.rows:
@@ -412,13 +481,15 @@ def _details(trace: Trace, comps: _Compiles, blobs: _Blobs) -> list[dict[str, An
         ) if x)
         blob_ids = [p["blob"] for p in payloads.get(r["anchor"], [])]
         stack_blob = blobs.add(stack, cut=False) if stack else None
+        kern = kernels.get(r["anchor"])
         out.append({
             "anchor": r["anchor"], "cid": cid, "rank": r["rank"], "occurrence": r["occurrence"] or 1,
             "function": r.get("function") or "?", "where": where, "status": r.get("status") or "",
             "seconds": f"{r['total_time_s']:.3f}s" if r.get("total_time_s") is not None else "no time logged",
             "fail": fail, "recompile": r.get("recompile_reason"), "call": call, "stack_blob": stack_blob,
             "breaks": breaks, "cache": cache, "pred": pred, "payloads": payloads.get(r["anchor"], []),
-            "search": search.lower(), "blobs": " ".join([*([stack_blob] if stack_blob else []), *blob_ids]),
+            "kernels": kern, "search": search.lower(),
+            "blobs": " ".join([*([stack_blob] if stack_blob else []), *([kern["blob"]] if kern else []), *blob_ids]),
             "file": r["file"],
         })
     return out

@@ -3,7 +3,8 @@
 The command's stdout goes straight to the terminal; its stderr goes to the terminal and to
 `DIR/torch_logs.txt` (byte for byte, so progress bars still work); the trace goes to
 `DIR/trace/`. The command's exit code is passed through. The summary (or the UI) of what was
-captured is the command line's business (traceview.cli.cmd_run).
+captured is the command line's business (traceview.cli.cmd_run); `write_capture_page` writes
+the page of the captured trace for `traceview run --html FILE` (the page of `traceview report`).
 """
 
 from __future__ import annotations
@@ -118,3 +119,12 @@ def run_capture(command: list[str], *, output: str | None = None, torch_logs: st
     if not logged:
         sys.stderr.write("traceview: the command logged nothing (did it call torch.compile?)\n")
     return Capture(out, rc, logged)
+
+
+def write_capture_page(capture: Capture, out: str | os.PathLike[str]) -> tuple[Path, int]:
+    """`traceview run --html FILE`: the page of the captured trace, exactly what
+    `traceview report DIR -o FILE` writes (atomically); returns the path and its size."""
+    from traceview.ingest.loading import LoadOptions, load_trace
+    from traceview.output.page import write_page
+
+    return write_page(load_trace(LoadOptions.of(capture.directory, prestart=True)), out)
