@@ -39,6 +39,10 @@ PAYLOAD_BUDGET = 6_000_000  # all payloads' text; past it each is cut to PAYLOAD
 PAYLOAD_CHARS_LATE = 2_000
 LINKS_PER_FINDING = 48
 KERNELS_PER_COMPILE = 50  # a compile's kernels listed at most; the rest: traceview open / origin
+# the kernels (and their source lines) need the graph tables of every log: within 2x of the
+# summary's time for a few processes, not for many (48 ranks: 2.1x and 1.35 GB measured); past
+# this many processes the page leaves them to `traceview open` / `traceview origin`
+KERNELS_MAX_PROCESSES = 8
 TEXT_WIDTH = 110
 # the payloads a compile's detail shows, by event kind or artifact name, in this order
 PAYLOAD_KINDS = {
@@ -452,7 +456,8 @@ def _details(trace: Trace, comps: _Compiles, blobs: _Blobs) -> list[dict[str, An
             where = f"{r['filename'] or '?'}:{r['line']} in {r['function'] or '?'}"
             gbs.setdefault((r["file"], r["compile_id"], r["occurrence"]), []).append(f"{where}: {r['reason'] or '?'}")
     payloads = _payloads(trace, comps, blobs)
-    kernels = _kernels(trace, comps, blobs)
+    processes = trace.compiles["file"].n_unique() if trace.compiles.height else 0
+    kernels = _kernels(trace, comps, blobs) if processes <= KERNELS_MAX_PROCESSES else {}
     by_key = {(r["file"], r["compile_id"], r["occurrence"] or 1): r for r in comps.rows}
     out = []
     for r in comps.rows:
@@ -512,6 +517,11 @@ def render_page(trace: Trace, report: dict[str, Any] | None = None) -> str:
         head=head, sections=sections, timeline=_timeline(trace, comps), functions=_by_function(report),
         grid=_grid(report, comps), compiles=details, blobs=list(blobs.texts.values()), phases=PHASES,
         payload_chars=PAYLOAD_CHARS,
+        kernels_note=(
+            f"Kernels are listed for inputs of up to {KERNELS_MAX_PROCESSES} processes; this one has more: "
+            "traceview open (Graphs & kernels) or traceview origin --kernel NAME gives them with their source lines."
+            if trace.compiles.height and trace.compiles["file"].n_unique() > KERNELS_MAX_PROCESSES else None
+        ),
     )
 
 
