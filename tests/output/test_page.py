@@ -249,3 +249,14 @@ def test_unfinished_compile_of_a_cut_log_is_a_finding_box(tmp_path: Path) -> Non
     assert 'rank 1 <a href="#c1-0-0-1">[0/0]</a> TinyNet.forward (multirank4.py:30) in AOTAutograd for ' in box
     assert re.findall(r'<a href="#([^"]+)">rank', box) == ["c1-0-0-1"]
     assert 'id="c1-0-0-1"' in html
+
+
+def test_kernels_are_left_to_open_past_a_few_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rank's graph tables made the 48-rank page 2.1x the summary's time: past
+    KERNELS_MAX_PROCESSES the page lists no kernels and says where they are."""
+    trace = traceview.load(FIXTURES / "training")
+    assert "kernels (" in page.render_page(trace) and "Kernels are listed for inputs" not in page.render_page(trace)
+    monkeypatch.setattr(page, "KERNELS_MAX_PROCESSES", 0)
+    html = page.render_page(traceview.load(FIXTURES / "training"))
+    assert "kernels (" not in html
+    assert "Kernels are listed for inputs of up to 0 processes; this one has more: traceview open" in html
