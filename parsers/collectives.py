@@ -54,11 +54,11 @@ from parsers.compile_ids import occurrence_at
 
 __all__ = [
     "COLLECTIVES_SCHEMA",
+    "DDP_SPLITS_SCHEMA",
     "GRAPH_EXECUTION_SCHEMA",
     "build_collectives",
-    "build_graph_execution",
-    "DDP_SPLITS_SCHEMA",
     "build_ddp_splits",
+    "build_graph_execution",
     "op_name",
 ]
 

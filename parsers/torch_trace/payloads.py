@@ -13,7 +13,11 @@ import polars as pl
 
 from parsers.discover import InputError
 from parsers.gzipped import GzipStream, is_gzip
-from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARKS, SUMMARY_PAYLOAD_KINDS
+from parsers.kinds import (
+    SUMMARY_PAYLOAD_ARTIFACTS,
+    SUMMARY_PAYLOAD_GRAPH_MARKS,
+    SUMMARY_PAYLOAD_KINDS,
+)
 from parsers.torch_trace.lines import arrow_series, pyarrow_module
 from parsers.torch_trace.problems import Problems, problem_frame
 from parsers.torch_trace.schemas import EVENTS_SCHEMA, PROBLEMS_SCHEMA

@@ -12,7 +12,11 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARKS, SUMMARY_PAYLOAD_KINDS
+from parsers.kinds import (
+    SUMMARY_PAYLOAD_ARTIFACTS,
+    SUMMARY_PAYLOAD_GRAPH_MARKS,
+    SUMMARY_PAYLOAD_KINDS,
+)
 from parsers.schemas import empty_table
 from traceview.errors import ExportError
 from traceview.ingest.manifest import inputs_of_exports, read_manifest
