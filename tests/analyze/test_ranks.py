@@ -17,7 +17,7 @@ import pytest
 
 from parsers.discover import InputError, discover
 
-from ..conftest import FIXTURES
+from ..conftest import FIXTURES, ROOT
 
 CORPUS = FIXTURES / "corpus"
 EXTRA = CORPUS / "collective_extra_rank"
@@ -143,7 +143,7 @@ def _valid(report: dict) -> None:
     import jsonschema
     import orjson
 
-    schema = json.loads((Path(__file__).resolve().parent.parent / "traceview" / "schemas" / "report.schema.json").read_text())
+    schema = json.loads((ROOT / "traceview" / "schemas" / "report.schema.json").read_text())
     jsonschema.validate(orjson.loads(orjson.dumps(report)), schema)
 
 
