@@ -23,7 +23,18 @@ one of them). Added to each entry where the trace says it:
 (``torch._inductor.debug.record_and_log_graph_execution_order()``, logged when the context
 manager exits: ``{"graph_execution_order": [{"compile_id": "0/0"}, ...]}``).
 
-Both read only the ``events`` table (payloads of these artifacts are parse-time ones,
+``ddp_splits``: one row per submodule of each ``optimize_ddp_split_graph`` (DDPOptimizer,
+torch/_dynamo/backends/distributed.py: the compiled graph split at the gradient-bucket
+boundaries, logged once per split; one ``optimize_ddp_split_child`` per submodule follows). The
+payload is the split parent's ``print_readable`` text: a nested ``class submod_N`` per
+submodule, its ``forward(self, name: "f32[1024, 1024]", ...)`` signature naming what it takes.
+The submodule's parameters are the arguments Dynamo named after a module parameter
+(``..._parameters_<name>_``, from ``L['self']._modules[...]._parameters[...]``); their bytes are
+numel x dtype size of the annotated shapes (null when a size is symbolic or the dtype unknown).
+DDPOptimizer fills buckets from the last layer back: submodule i of n holds the parameters of
+torch's bucket n-1-i (its log's "bucket assignments" table, at debug level).
+
+All read only the ``events`` table (payloads of these artifacts are parse-time ones,
 parsers.kinds.SUMMARY_PAYLOAD_ARTIFACTS; the Dynamo graph's payload is kept when it names a
 functional collective, SUMMARY_PAYLOAD_GRAPH_MARKS).
 """
@@ -43,8 +54,10 @@ from parsers.compile_ids import occurrence_at
 
 __all__ = [
     "COLLECTIVES_SCHEMA",
+    "DDP_SPLITS_SCHEMA",
     "GRAPH_EXECUTION_SCHEMA",
     "build_collectives",
+    "build_ddp_splits",
     "build_graph_execution",
     "op_name",
 ]
@@ -64,6 +77,15 @@ COLLECTIVES_SCHEMA = pl.Schema(
 )
 GRAPH_EXECUTION_SCHEMA = pl.Schema(
     {"rank": _I32, "block": _I32, "order": _I32, "compile_id": _S, "source": _S, "file": _S, "lineno": _I64}
+)
+
+DDP_SPLITS_SCHEMA = pl.Schema(
+    {
+        "rank": _I32, "compile_id": _S, "occurrence": _I32, "split": _I32,
+        "submodule": _S, "position": _I32, "submodules": _I32,
+        "params": pl.List(_S), "param_count": _I32, "param_bytes": _I64,
+        "source": _S, "file": _S, "lineno": _I64,
+    }
 )
 
 _SCHEDULE = "inductor_collective_schedule"
@@ -229,3 +251,68 @@ def build_graph_execution(events: pl.DataFrame) -> pl.DataFrame:
             rows.append({"rank": ev["rank"], "block": b, "order": i, "compile_id": None if cid is None else str(cid),
                          "source": "trace", "file": ev["file"], "lineno": ev["lineno"]})
     return typed_frame(rows, GRAPH_EXECUTION_SCHEMA, strict=False)
+
+
+_DDP_SPLIT = "optimize_ddp_split_graph"
+_SUBMOD = re.compile(r"^\s*class (submod_\d+)\(")
+_FORWARD = re.compile(r"^\s*def forward\(self(?:, )?(?P<args>.*)\):\s*$")
+_ARG = re.compile(r'(?P<name>\w+): "(?P<dtype>[a-z]+\d*)\[(?P<shape>[^\]]*)\]')
+_DTYPE_BYTES = {
+    "f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "b8": 1,
+    "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1,
+}
+
+
+def _nbytes(dtype: str, shape: str) -> int | None:
+    size = _DTYPE_BYTES.get(dtype)
+    if size is None:
+        return None
+    n = 1
+    for d in (x.strip() for x in shape.split(",") if x.strip()):
+        if not d.isdigit():
+            return None
+        n *= int(d)
+    return n * size
+
+
+def _split_submodules(payload: str | None) -> list[dict[str, Any]]:
+    """The submodules of a DDPOptimizer split parent's readable text, in order."""
+    out: list[dict[str, Any]] = []
+    current: str | None = None
+    for line in (payload or "").split("\n"):
+        m = _SUBMOD.match(line)
+        if m:
+            current = m.group(1)
+            continue
+        f = _FORWARD.match(line)
+        if f and current is not None:
+            params = [a for a in _ARG.finditer(f.group("args")) if "_parameters_" in a.group("name")]
+            sizes = [_nbytes(a.group("dtype"), a.group("shape")) for a in params]
+            out.append({
+                "submodule": current, "params": [a.group("name") for a in params], "param_count": len(params),
+                "param_bytes": None if any(b is None for b in sizes) else sum(sizes),  # type: ignore[arg-type]
+            })
+            current = None
+    return out
+
+
+def build_ddp_splits(events: pl.DataFrame) -> pl.DataFrame:
+    """The ``ddp_splits`` table from the events (see the module's doc)."""
+    recs = events.filter(pl.col("kind") == _DDP_SPLIT)
+    if recs.height == 0:
+        return pl.DataFrame(schema=dict(DDP_SPLITS_SCHEMA))
+    recs = recs.with_columns(occurrence_at(recs, events).alias("occurrence"))
+    rows: list[dict[str, Any]] = []
+    split: dict[tuple, int] = defaultdict(int)
+    for ev in recs.sort("file", "lineno").iter_rows(named=True):
+        key = (ev["file"], ev["compile_id"], ev["occurrence"])
+        k = split[key]
+        split[key] += 1
+        subs = _split_submodules(ev["payload"])
+        for pos, sub in enumerate(subs):
+            rows.append({
+                "rank": ev["rank"], "compile_id": ev["compile_id"], "occurrence": ev["occurrence"], "split": k,
+                "position": pos, "submodules": len(subs), **sub,
+                "source": "trace", "file": ev["file"], "lineno": ev["lineno"],
+            })
+    return typed_frame(rows, DDP_SPLITS_SCHEMA, strict=False)

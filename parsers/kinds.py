@@ -92,6 +92,9 @@ SUMMARY_PAYLOAD_ARTIFACTS: frozenset[str] = frozenset(
         "graph_execution",
     }
 )
+# Events (not artifacts) whose payloads the summary reads: DDPOptimizer's split parent
+# (parsers.collectives: the submodules and their parameters; one per split, small).
+SUMMARY_PAYLOAD_KINDS: frozenset[str] = frozenset({"optimize_ddp_split_graph"})
 # A Dynamo graph (`dynamo_output_graph`) whose payload names a higher-order op is kept too:
 # the summary lists the higher-order ops each compile captured; so is one with runtime
 # asserts (`_assert_scalar`, on unbacked symbols: the summary's data-dependent sizes); so is

@@ -30,6 +30,7 @@ TABLE_SCHEMAS = {
     "cudagraphs": ("parsers.cudagraphs", "CUDAGRAPHS_SCHEMA"),
     "collectives": ("parsers.collectives", "COLLECTIVES_SCHEMA"),
     "graph_execution": ("parsers.collectives", "GRAPH_EXECUTION_SCHEMA"),
+    "ddp_splits": ("parsers.collectives", "DDP_SPLITS_SCHEMA"),
 }
 
 

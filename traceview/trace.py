@@ -38,6 +38,7 @@ DERIVED_TABLES = (
     "cudagraphs",
     "collectives",
     "graph_execution",
+    "ddp_splits",
 )
 TABLES = BASE_TABLES + DERIVED_TABLES
 FACT_TABLES = ("recompiles", "graph_breaks", "limit_hits", "annotations")
@@ -115,11 +116,11 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
         return pl.concat([cudagraphs_from_trace(t.compiles, t.spans), cudagraphs_from_text(t.log_records)])
     if name in FACT_TABLES:
         return _fact(name, t)
-    if name in ("collectives", "graph_execution"):
-        from parsers.collectives import build_collectives, build_graph_execution
+    if name in ("collectives", "graph_execution", "ddp_splits"):
+        from parsers.collectives import build_collectives, build_ddp_splits, build_graph_execution
 
         # their payloads are parse-time ones (parsers.kinds): the events' index holds them
-        build = build_collectives if name == "collectives" else build_graph_execution
+        build = {"collectives": build_collectives, "graph_execution": build_graph_execution}.get(name, build_ddp_splits)
         return build(t.index_events())
     if name == "guards":
         from parsers.facts import guards_from_text, guards_from_trace
@@ -172,6 +173,7 @@ class Trace:
     cudagraphs: pl.DataFrame
     collectives: pl.DataFrame
     graph_execution: pl.DataFrame
+    ddp_splits: pl.DataFrame
 
     def __init__(
         self,

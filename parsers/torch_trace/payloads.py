@@ -13,7 +13,11 @@ import polars as pl
 
 from parsers.discover import InputError
 from parsers.gzipped import GzipStream, is_gzip
-from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARKS
+from parsers.kinds import (
+    SUMMARY_PAYLOAD_ARTIFACTS,
+    SUMMARY_PAYLOAD_GRAPH_MARKS,
+    SUMMARY_PAYLOAD_KINDS,
+)
 from parsers.torch_trace.lines import arrow_series, pyarrow_module
 from parsers.torch_trace.problems import Problems, problem_frame
 from parsers.torch_trace.schemas import EVENTS_SCHEMA, PROBLEMS_SCHEMA
@@ -72,7 +76,7 @@ def summary_payloads(
     re_ = raw_end.tolist()
     nl = n_lines.tolist()
     for i, kind in enumerate(kinds):
-        if nl[i] and kind == "artifact" and names[i] in SUMMARY_PAYLOAD_ARTIFACTS:
+        if nl[i] and (kind in SUMMARY_PAYLOAD_KINDS or (kind == "artifact" and names[i] in SUMMARY_PAYLOAD_ARTIFACTS)):
             blocks[i] = raw_payload(data, rs[i], re_[i])
         elif nl[i] and kind == "dynamo_output_graph" and any(data.find(m, rs[i], re_[i]) >= 0 for m in _GRAPH_MARKS):
             blocks[i] = raw_payload(data, rs[i], re_[i])

@@ -404,6 +404,29 @@ def cache_events(trace: Trace) -> list[dict[str, Any]]:
     return out
 
 
+def ddp_splits(trace: Trace) -> list[dict[str, Any]]:
+    """DDPOptimizer's splits (parsers.collectives ``ddp_splits``): one entry per split of a
+    compile, the ranks that split it the same way together (first rank's evidence)."""
+    df = trace.ddp_splits
+    if df.is_empty():
+        return []
+    groups: dict[tuple, dict[str, Any]] = {}
+    keys = ("compile_id", "occurrence", "split")
+    for (cid, occ, split), g in df.sort("rank", "position", nulls_last=False).group_by(keys, maintain_order=True):
+        for (rank,), r in g.group_by("rank", maintain_order=True):
+            sig = (tuple(r["submodule"].to_list()), tuple(r["param_count"].to_list()), tuple(r["param_bytes"].to_list()))
+            k = (cid, occ, split, sig)
+            if k in groups:
+                groups[k]["ranks"].append(rank)
+                continue
+            groups[k] = {
+                "compile_id": cid, "occurrence": occ, "split": split, "ranks": [rank],
+                "submodules": r.height, "names": list(sig[0]), "param_counts": list(sig[1]), "param_bytes": list(sig[2]),
+                "rank": rank, "file": r["file"][0], "lineno": r["lineno"][0],
+            }
+    return sorted(groups.values(), key=lambda e: (sort_key(e["compile_id"] or ""), e["occurrence"] or 0, e["split"], e["ranks"]))
+
+
 def compile_facts(trace: Trace) -> dict[str, list[dict[str, Any]]]:
     return {
         "specializations": specializations(trace),
@@ -413,4 +436,5 @@ def compile_facts(trace: Trace) -> dict[str, list[dict[str, Any]]]:
         "compiled_autograd_graphs": compiled_autograd_graphs(trace),
         "higher_order_ops": higher_order_ops(trace),
         "cache_events": cache_events(trace),
+        "ddp_splits": ddp_splits(trace),
     }

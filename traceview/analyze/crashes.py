@@ -295,7 +295,7 @@ def _crash_rows(
     roots = _root_of(crashes)
     for r in crashes.iter_rows(named=True):
         if r["kind"] == "launcher":
-            out.append(_launcher_finding(r))
+            out.append(_launcher_desync(_launcher_finding(r), other_lines, collectives))
             continue
         others = ""
         if other_lines is not None and other_lines.height:
@@ -375,6 +375,37 @@ def _crash_rows(
     # the rank that failed first before the ranks that failed because of it
     out.sort(key=lambda c: c["consequence_of"] is not None)
     return out
+
+
+def _launcher_desync(
+    finding: dict[str, Any], other_lines: pl.DataFrame | None, collectives: dict[str, Any] | None
+) -> dict[str, Any]:
+    """torchrun's report of a rank that died without a Python traceback (an NCCL watchdog
+    aborts the process from C++: SIGABRT), where the capture's other lines show a distributed
+    error: a distributed desync, read from the failed rank's lines first."""
+    if other_lines is None or other_lines.height == 0:
+        return finding
+    mine = other_lines.filter(pl.col("file") == finding["file"])
+    root = finding["rank"]
+    found = None
+    if root is not None:
+        found = distributed_error("\n".join(mine.filter(pl.col("rank") == root)["text"].to_list()))
+    if found is None:
+        found = distributed_error("\n".join(mine["text"].to_list()))
+    if found is None:
+        return finding
+    step, look_first, diverged_in = _desync_step(found, collectives, root)
+    tie = "; the ranks' collective schedules differ" if diverged_in is not None else ""
+    return {
+        **finding,
+        "message": f"{finding['message']}: {found[0]}",
+        "category": "distributed_desync",
+        "next_step": step,
+        "distributed_error": {"kind": found[0], "line": found[1]},
+        "look_first": look_first,
+        "diverged_in": diverged_in,
+        "evidence": f"{finding['evidence']}; {found[1]}{tie}",
+    }
 
 
 def _launcher_finding(r: dict[str, Any]) -> dict[str, Any]:

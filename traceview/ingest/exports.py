@@ -12,7 +12,11 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from parsers.kinds import SUMMARY_PAYLOAD_ARTIFACTS, SUMMARY_PAYLOAD_GRAPH_MARKS
+from parsers.kinds import (
+    SUMMARY_PAYLOAD_ARTIFACTS,
+    SUMMARY_PAYLOAD_GRAPH_MARKS,
+    SUMMARY_PAYLOAD_KINDS,
+)
 from parsers.schemas import empty_table
 from traceview.errors import ExportError
 from traceview.ingest.manifest import inputs_of_exports, read_manifest
@@ -124,7 +128,7 @@ def _index_events(roots: list[Path], manifests: list[dict], spans: Callable[[], 
     last envelopes). The other payloads (graphs, code, chromium events: most of an export) are
     never read: the payload column is read for the rows picked by kind and name only."""
     wanted = (pl.col("kind") == "artifact") & pl.col("name").is_in(sorted(SUMMARY_PAYLOAD_ARTIFACTS))
-    wanted = wanted | (pl.col("kind") == "dynamo_output_graph")
+    wanted = wanted | (pl.col("kind") == "dynamo_output_graph") | pl.col("kind").is_in(sorted(SUMMARY_PAYLOAD_KINDS))
     sp = spans()
     at = sp.filter(pl.col("name").str.contains("_template_(?:autotuning|precompiling)$")) if sp.height else sp
     ends = (

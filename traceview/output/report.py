@@ -650,6 +650,21 @@ def unbacked_line(u: dict[str, Any], show: Any, *, with_compile: bool = True) ->
     return line
 
 
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def ddp_split_line(d: dict[str, Any]) -> str:
+    """One FACTS line for a DDPOptimizer split (compile_facts.ddp_splits)."""
+    sizes = d["param_bytes"]
+    per = ", ".join("?" if b is None else _mib(b) for b in sizes)
+    who = f" on {ranks_text(d['ranks']).strip()}" if ranks_text(d["ranks"]) else ""
+    return (
+        f"DDPOptimizer split [{d['compile_id']}]{who} into {_plural(d['submodules'], 'submodule')} at the gradient-bucket "
+        f"boundaries (parameters per submodule, in graph order: {per}); each submodule is compiled on its own"
+    )
+
+
 def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
     """How torch compiled: not problems by themselves, but they explain the rest."""
     f = report.get("facts") or {}
@@ -688,6 +703,8 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
     for h in f.get("higher_order_ops", []):
         n = f" x{h['count']}" if h["count"] > 1 else ""
         lines.append(f"[{h['compile_id']}] higher-order op {h['op']}{n} in the captured graph")
+    for d in f.get("ddp_splits", []):
+        lines.append(ddp_split_line(d))
     bypass = {(c["cache"], c["reason"]) for c in f.get("cache_events", []) if c["event"] == "bypass"}
     for cache, why in sorted(bypass, key=str):
         name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}.get(cache, cache)
