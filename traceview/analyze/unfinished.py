@@ -56,6 +56,7 @@ def unfinished_compiles(trace: Trace) -> list[dict[str, Any]]:
     last_ts = dict(last.iter_rows())
     job_end = max((v for v in last_ts.values() if v is not None), default=None)
     spans = trace.spans
+    with_metrics = set(c.filter(pl.col("status") != "no_metrics")["file"].to_list())
     out = []
     for r in open_rows.iter_rows(named=True):
         mine = ev.filter((pl.col("file") == r["file"]) & (pl.col("compile_id") == r["compile_id"]) & (pl.col("lineno") >= (r["lineno"] or 0)))
@@ -66,6 +67,10 @@ def unfinished_compiles(trace: Trace) -> list[dict[str, Any]]:
         )
         opened = sp.filter(pl.col("duration_s").is_null() & (pl.col("ph") == "B")).sort("lineno")
         names = opened["name"].to_list()
+        if not names and r["file"] not in with_metrics:
+            # a log whose torch writes no compilation_metrics at all (older releases) says nothing
+            # of whether this compile ended: not called unfinished without an open span
+            continue
         if opened.height and opened["start"].min() is not None:
             started = min(started, opened["start"].min()) if started is not None else opened["start"].min()
         end = max((v for v in (last_ts.get(r["file"]), job_end) if v is not None), default=None)
