@@ -1494,3 +1494,49 @@ async def test_collectives_that_differ_come_first_with_each_ranks_schedule() -> 
         assert "COLLECTIVES  collectives do not match: rank 2's [0/0] step (collective_extra_rank.py:31) issues" in text
         assert "[0/0] ranks 0,1,3: all_reduce float32[8, 16]" in text
         assert "[0/0] rank 2: all_reduce float32[8, 16], all_reduce" in text
+
+
+@sync
+async def test_ranks_view_shows_each_ranks_collectives_and_the_unpartnered_all_reduce() -> None:
+    # 4 gloo ranks; rank 2's [0/0] issues a second all_reduce (issue 32): 7 shows ranks x graphs,
+    # rank 2's cell marked (a character, not colour alone), the schedules side by side below
+    from traceview.tui.ranks_view import MISMATCH, RanksView
+
+    app = build_app(open_args("fixtures/corpus/collective_extra_rank/trace"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "7")
+        view = main.query_one(RanksView)
+        assert main.view is view
+        text = screen_text(app)
+        assert "[7 Ranks]" in text
+        row = next(line for line in text.splitlines() if "[0/0]" in line and "all_reduce" in line and "step" in line)
+        cells = row.split()
+        assert f"{MISMATCH}2" in row and row.count(f"{MISMATCH}2 all_reduce") == 1
+        assert row.count("1 all_reduce") == 3, row
+        assert cells[0] == "▶[0/0]"  # the cursor is on it
+        header = next(line for line in text.splitlines() if "rank 0" in line and "rank 3" in line)
+        assert header.index("rank 2") < row.index(f"{MISMATCH}2 all_reduce") + 2 <= header.index("rank 3")
+        detail = static_text(view.query_one("#ranks-detail"))
+        assert "ranks 0,1,3" in detail and "rank 2" in detail
+        assert f"{MISMATCH}  2 (none: no partner)" in detail  # the second position: no partner on ranks 0, 1, 3
+        assert "the second (float32[8, 16]) has no partner" in detail
+        await press(pilot, "enter")
+        frames = main.query_one(FramesView)
+        assert main.view is frames
+        assert frames.compile_ref() == (2, "0/0")
+
+
+@sync
+async def test_ranks_view_on_a_single_rank_trace_says_so_in_one_line() -> None:
+    from traceview.tui.ranks_view import RanksView
+
+    app = build_app(open_args("fixtures/simple"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "7")
+        assert main.view is main.query_one(RanksView)
+        title = static_text(main.query_one("#ranks-title"))
+        assert title == "Ranks: a single process without ranks: no collective schedules to compare"
+        assert "\n" not in title
+        assert title in screen_text(app)

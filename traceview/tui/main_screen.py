@@ -1,4 +1,4 @@
-"""The main screen: the six views, the view bar, search, history and the keys that work
+"""The main screen: the seven views, the view bar, search, history and the keys that work
 everywhere."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from traceview.tui.lazy_table import LazyTable
 from traceview.tui.loading_screen import LoadingScreen
 from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import VIEW_TITLES, VIEWS, History, Location
+from traceview.tui.ranks_view import RanksView
 from traceview.tui.records_view import RecordsView
 from traceview.tui.text import plain, safe
 from traceview.tui.timeline_view import TimelineView
@@ -37,11 +38,11 @@ from traceview.tui.view import CompileFocused, Navigate, View
 from traceview.workflow.repro import save_repro
 
 NARROW_BELOW = 100  # columns: below this, panes stack vertically
-SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", "code": "Code", "records": "Raw", "timeline": "Time"}
+SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", "code": "Code", "records": "Raw", "timeline": "Time", "ranks": "Ranks"}
 
 
 class MainScreen(Screen[None]):
-    """Findings, frames, guards, graphs & kernels, raw records and the timeline, one at a time."""
+    """Findings, frames, guards, graphs & kernels, raw records, the timeline and the ranks, one at a time."""
 
     COMMANDS: ClassVar = {TraceviewCommands}  # the palette's views, findings and compile ids
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -64,6 +65,7 @@ class MainScreen(Screen[None]):
         Binding("4", "view('code')", "Graphs & kernels view", id="view_code", show=False),
         Binding("5", "view('records')", "Raw records view", id="view_records", show=False),
         Binding("6", "view('timeline')", "Compile timeline view", id="view_timeline", show=False),
+        Binding("7", "view('ranks')", "Ranks view (each rank's collectives)", id="view_ranks", show=False),
         Binding("escape", "close_search", "Close search / leave a filter field", id="close_search", show=False),
     ]
 
@@ -89,6 +91,7 @@ class MainScreen(Screen[None]):
             yield CodeBrowser(self.model)
             yield RecordsView(self.model)
             yield TimelineView(self.model)
+            yield RanksView(self.model)
         yield Input(placeholder="search (enter: find, escape: close)", id="search-bar", compact=True)
         yield Footer()
 
@@ -169,7 +172,7 @@ class MainScreen(Screen[None]):
         target = self.query_one(f"#{view}", View)
         cur, occ = self.current_compile, self.current_occurrence
         other = target.compile_ref() != cur or target.compile_occurrence() != occ
-        if view in ("guards", "frames", "code", "timeline") and cur is not None and other:
+        if view in ("guards", "frames", "code", "timeline", "ranks") and cur is not None and other:
             self.go(Location(view, rank=cur[0], compile_id=cur[1], occurrence=occ))
             return
         self.go(target.location())

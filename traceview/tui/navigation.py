@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-VIEWS = ("findings", "frames", "guards", "code", "records", "timeline")
+VIEWS = ("findings", "frames", "guards", "code", "records", "timeline", "ranks")
 VIEW_TITLES = {
     "findings": "Findings",
     "frames": "Frames",
@@ -12,6 +12,7 @@ VIEW_TITLES = {
     "code": "Graphs & kernels",
     "records": "Raw records",
     "timeline": "Timeline",
+    "ranks": "Ranks",
 }
 
 
