@@ -157,6 +157,15 @@ def shown(path: str | None, line: object = None) -> str:
     return f"{s}:{line}" if line is not None else s
 
 
+def brief(path: str | None) -> str:
+    """The short name of a file: module-relative outside the user's code
+    (`transformers/models/llama/modeling_llama.py`), the file name for the user's code."""
+    if not path:
+        return ""
+    code = whose(path)
+    return code.shown if not code.is_user else path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
 _FRAME = re.compile(r"^(?P<path>.*?):(?P<line>\d+) in (?P<fn>[^:]*?)(?::\s(?P<src>.*))?$")
 
 

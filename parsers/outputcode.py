@@ -135,6 +135,16 @@ _RETURN = re.compile(r"^\s*return \((?P<r>.*)\)\s*$")
 _VIEW_CALL = re.compile(r"^(?:reinterpret_tensor|as_strided|torch\.as_strided)\((?P<b>\w+)")
 
 
+
+def _add_origin(kernel: dict, nodes: list[str], aten: list[str]) -> None:
+    """Add the source nodes and aten ops of another call site of a kernel (each once, in order)."""
+    for x in nodes:
+        if x not in kernel["source_nodes"]:
+            kernel["source_nodes"].append(x)
+    for x in aten:
+        if x not in kernel["aten_ops"]:
+            kernel["aten_ops"].append(x)
+
 def _top_args(text: str) -> list[str]:
     """Top-level comma-separated arguments of the first call in ``text``."""
     i = text.find("(")
@@ -509,12 +519,7 @@ def parse_output_code(text: str) -> OutputCode:
         nodes, aten = pnodes if pnodes else ([], [])
         if name in by_name and by_name[name]["kind"] not in ("extern", "fallback", "collective"):
             k = by_name[name]
-            for x in nodes:
-                if x not in k["source_nodes"]:
-                    k["source_nodes"].append(x)
-            for x in aten:
-                if x not in k["aten_ops"]:
-                    k["aten_ops"].append(x)
+            _add_origin(k, nodes, aten)
         else:
             kind = kernel_kind(name)
             k = new_kernel(name, kind, text.strip(), lineno)
@@ -747,12 +752,7 @@ def parse_aot_code(wrapper: str, kernel_code: str | None = None) -> OutputCode:
         elif launch and launch.group("name") in by_name:
             k = by_name[launch.group("name")]
             name = k["name"]  # a Triton kernel's launcher call_<name> launches <name>
-            for x in nodes:
-                if x not in k["source_nodes"]:
-                    k["source_nodes"].append(x)
-            for x in aten:
-                if x not in k["aten_ops"]:
-                    k["aten_ops"].append(x)
+            _add_origin(k, nodes, aten)
         else:
             continue
         call = len(out.calls)

@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers.code_location import whose
+from parsers.code_location import brief
 from parsers.compile_ids import frame_of, sort_key
 from traceview.trace import Trace
 
@@ -171,9 +171,7 @@ def _user(r: dict[str, Any]) -> tuple | None:
 def _loc(w: dict[str, Any] | None) -> str:
     if not w:
         return ""
-    code = whose(w["file"])
-    f = code.shown if not code.is_user else w["file"].replace("\\", "/").rsplit("/", 1)[-1]
-    return f" ({f}:{w['line']}" + (f" `{w['code']}`)" if w.get("code") else ")")
+    return f" ({brief(w['file'])}:{w['line']}" + (f" `{w['code']}`)" if w.get("code") else ")")
 
 
 def _skipped(cg: pl.DataFrame, names: _Names) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers.code_location import is_torch, whose
+from parsers.code_location import brief, is_torch, whose
 from parsers.sources import prefer_trace
 from traceview.analyze.failures import fullgraph_likely
 from traceview.analyze.registry import config_fix, has_placeholders, registry_entry
@@ -220,15 +220,11 @@ def _why(frame_skipped: bool, reason: str | None, gb_id: str | None, inner_reaso
     return "Dynamo could not resume after the break"
 
 
-def _in_torch(filename: str | None) -> bool:
-    return is_torch(filename)
-
-
 def _explain_from_registry(r: dict[str, Any]) -> None:
     """The explanation the log carries (torch fills the registry's fields in), else the
     installed torch's registry entry for the gb id; the registry's hints where the log has
     none (older torch, a restart reason or a failure without hints)."""
-    if r.get("gb_id") == "gb0025" and _in_torch(r.get("filename")):
+    if r.get("gb_id") == "gb0025" and is_torch(r.get("filename")):
         r["explanation"] = None  # "User-inserted graph break": torch's own, said by the advice
     entry = registry_entry(r.get("gb_id"), r.get("reason"))
     r["explanation_from"] = "log" if r.get("explanation") else None
@@ -253,7 +249,7 @@ def _torch_skipped(r: dict[str, Any]) -> tuple[str, str] | None:
     if m is None:
         return None
     why = m["why"].strip()
-    if "MOD_SKIPLIST" in why or _in_torch(why) or re.search(r"[/\\]torch[/\\]", why):
+    if "MOD_SKIPLIST" in why or is_torch(why) or re.search(r"[/\\]torch[/\\]", why):
         return m["fn"], why
     return None
 
@@ -283,7 +279,7 @@ def _advice(why: str | None, hint: str | None, function: str | None, r: dict[str
         )
     if why == "exception raised inside the compiled function":
         return "the frame raised an exception of its own and ran eagerly: fix the exception (see failed compiles)"
-    if r is not None and _in_torch(r["filename"]):
+    if r is not None and is_torch(r["filename"]):
         frame = r.get("frame_function")
         origin = f", reached from {frame}" if frame else ""
         if r.get("gb_id") == "gb0025":
@@ -325,7 +321,7 @@ def _call_sites(trace: Trace) -> dict[tuple, str]:
     for f, cid, fn, ln in c.filter(pl.col("call_filename").is_not_null()).select(
         "file", "compile_id", "call_filename", "call_line"
     ).iter_rows():
-        out.setdefault((f, cid), f"{fn.replace(chr(92), '/').rsplit('/', 1)[-1]}:{ln}")
+        out.setdefault((f, cid), f"{brief(fn)}:{ln}")
     return out
 
 

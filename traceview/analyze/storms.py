@@ -33,6 +33,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers.code_location import brief
 from parsers.compile_ids import (
     TEXT_START,
     compile_number,
@@ -608,7 +609,7 @@ def outside_code_advice(function: str | None, line: Any, code: dict[str, Any], c
 
 
 def _site_text(site: dict[str, Any]) -> str:
-    where = f"{site['filename'].replace(chr(92), '/').rsplit('/', 1)[-1]}:{site['line']}"
+    where = f"{brief(site['filename'])}:{site['line']}"
     return f"{where} `{site['code']}`" if site.get("code") else where
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 from markupsafe import Markup, escape
 
-from parsers.code_location import whose
+from parsers.code_location import brief
 from parsers.compile_ids import sort_key
 from traceview.analyze import compile_time as ct
 from traceview.analyze.findings import code_label
@@ -282,7 +282,7 @@ def _by_function(report: dict[str, Any], width: int = 520) -> dict[str, Any] | N
     bars = []
     for i, r in enumerate(rows):
         # the code object as every view names it (findings.code_label: class, library, wrapper)
-        show = lambda f, ln: f"{whose(f).shown if not whose(f).is_user else Path(f).name}:{ln}" if f else "?"  # noqa: E731
+        show = lambda f, ln: f"{brief(f)}:{ln}" if f else "?"  # noqa: E731
         label = (f"rank {r['rank']} " if r.get("rank") is not None else "") + code_label({**r, "code": {
             k: v for k, v in (r.get("code") or {}).items() if k != "call_site"}}, show)
         bars.append({

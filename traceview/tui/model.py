@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from parsers.code_location import whose
+from parsers.code_location import brief
 from parsers.compile_ids import epoch_expr, frame_group, label_expr, occurrence_at, sort_exprs
 from parsers.compile_ids import label as compile_label
 from parsers.compile_ids import parse as parse_compile_id
@@ -86,10 +86,7 @@ class Finding:
 
 
 def _base(filename: str | None) -> str:
-    if not filename:
-        return "?"
-    code = whose(filename)  # module-relative outside the user's code
-    return code.shown if not code.is_user else filename.replace("\\", "/").rsplit("/", 1)[-1]
+    return brief(filename) or "?"  # module-relative outside the user's code
 
 
 def _at(filename: str | None, line: Any) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers.code_location import whose
+from parsers.code_location import brief
 from parsers.compile_ids import epoch_expr, sort_key
 from parsers.compile_ids import label as id_label
 from traceview.analyze import compile_time as ct
@@ -71,12 +71,7 @@ class Noise:
 def file_tail(path: str | None) -> str:
     """The part of a file path compared between runs: module-relative for torch's, a
     library's and Python's code (parsers.code_location), else the file name."""
-    if not path:
-        return ""
-    code = whose(path)
-    if not code.is_user:
-        return code.shown
-    return re.split(r"[/\\]", path)[-1]
+    return brief(path)
 
 
 def code_object(function: Any, filename: Any, line: Any) -> str:
