@@ -132,7 +132,9 @@ def _classify(head: bytes) -> tuple[str, str]:
     return kind, start
 
 
-def _walk(root: Path) -> list[Path]:
+def walk(root: Path) -> list[Path]:
+    """The files under a directory that discovery looks at (hidden ones and those deeper than
+    _MAX_DEPTH left out), sorted."""
     out: list[Path] = []
     base_depth = len(root.parts)
     for dirpath, dirnames, filenames in os.walk(root):
@@ -176,7 +178,7 @@ def discover(
     inputs = Inputs(root=str(path))
     candidates: list[tuple[Path, bool]]
     if p.is_dir():
-        candidates = [(f, False) for f in _walk(p)]
+        candidates = [(f, False) for f in walk(p)]
     else:
         candidates = [(p, True)]
     candidates += [(Path(x), True) for x in extra_logs or []]
@@ -226,7 +228,7 @@ def discover(
                     continue
                 inputs.stray.append((fs, "empty trace log"))
                 continue
-            rank = rank_number(name_m.group(1)) if name_m and name_m.group(1) else _rank_in(fs)
+            rank = rank_number(name_m.group(1)) if name_m and name_m.group(1) else rank_in_file(fs)
             st = f.stat()
             inputs.traces.append(TraceFile(fs, rank, start, st.st_mtime, st.st_size))
         elif kind == "text":
@@ -257,6 +259,27 @@ def discover(
     return inputs
 
 
+def trace_rank(path: str) -> int | None:
+    """The rank of a trace log: from torch's file name, else from its first `"rank": N` key."""
+    m = TRACE_NAME_RE.match(Path(path).name)
+    return rank_number(m.group(1)) if m and m.group(1) else rank_in_file(path)
+
+
+def kind_of(path: str) -> str:
+    """What a file found in a directory is, as discovery decides it: 'trace', 'text', 'empty'
+    (nothing written yet: it may become either) or 'other' (stray, unreadable included)."""
+    f = Path(path)
+    if _not_a_file(f) is not None or not os.access(f, os.R_OK):
+        return "other"
+    try:
+        kind, _ = sniff(path)
+    except (OSError, InputError):
+        return "other"
+    if TRACE_NAME_RE.match(f.name) and kind in ("text", "empty"):
+        return "trace" if kind == "text" else "empty"
+    return kind if kind in ("trace", "text", "empty") else "other"
+
+
 def _not_a_file(f: Path) -> str | None:
     """Why `f` is not a regular file that can be read (None when it is one): a FIFO would
     block the read, a symbolic link may lead nowhere or to itself."""
@@ -277,7 +300,7 @@ def _not_a_file(f: Path) -> str | None:
     return "not a regular file"
 
 
-def _rank_in(path: str) -> int | None:
+def rank_in_file(path: str) -> int | None:
     """The rank of a trace whose file name does not say it: from its first `"rank": N` key."""
     head = _head(path)
     for line in head.split(b"\n"):  # (one regex over the head was quadratic on some lines)

@@ -185,15 +185,32 @@ def read_text_log(
     first line is prefixed; ``"auto"`` decides per file (see the module docstring).
     """
     path = Path(path)
-    name = str(path)
     data, size, damage = _read_bytes(path)
-    mtime = path.stat().st_mtime
+    log = parse_text_bytes(data, str(path), mtime=path.stat().st_mtime, size=size, continuation=continuation,
+                           truncated=damage is not None)
+    return TextLog(records=log.records, other_lines=log.other_lines, stats=log.stats, damage=damage)
+
+
+def parse_text_bytes(
+    data: bytes,
+    name: str,
+    *,
+    mtime: float | None,
+    size: int | None = None,
+    line_offset: int = 0,
+    continuation: Literal["auto", "prefixed", "unprefixed"] = "auto",
+    truncated: bool = False,
+) -> TextLog:
+    """Parse the text of a TORCH_LOGS capture, or of the lines added to one after
+    `line_offset` lines (a log followed while it is written, traceview.live): line numbers
+    count from there. `truncated`: the text is known to end early (a damaged .gz)."""
+    size = len(data) if size is None else size
     lines, invalid = _split_lines(data)
-    truncated = damage is not None or (bool(data) and not data.endswith(b"\n"))
+    truncated = truncated or (bool(data) and not data.endswith(b"\n"))
     del data
     df = (
         pl.DataFrame({"text": lines})
-        .with_row_index("lineno", offset=1)
+        .with_row_index("lineno", offset=1 + line_offset)
         .with_columns(pl.col("lineno").cast(pl.Int64))
     )
     # extract_all without capture groups is several times faster than extract_groups.
@@ -254,7 +271,7 @@ def read_text_log(
         ],
         schema=STATS_SCHEMA,
     )
-    return TextLog(records=records, other_lines=other, stats=stats, damage=damage)
+    return TextLog(records=records, other_lines=other, stats=stats)
 
 
 def _group_streams(df: pl.DataFrame, fields: pl.DataFrame) -> pl.DataFrame:
@@ -296,7 +313,7 @@ def _group_legacy(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _records(
-    part: pl.DataFrame, fields: pl.DataFrame, name: str, mtime: float
+    part: pl.DataFrame, fields: pl.DataFrame, name: str, mtime: float | None
 ) -> pl.DataFrame:
     if part.height == 0:
         return pl.DataFrame(schema=LOG_RECORDS_SCHEMA)

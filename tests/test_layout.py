@@ -33,6 +33,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("traceview.analyze",),
     ("traceview.ingest",),
     ("traceview.output",),
+    ("traceview.live",),
     ("traceview.workflow",),
     ("traceview.cli", "traceview.__main__", "traceview.tui", "traceview.worker"),
 )

@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_args(p)
     p.add_argument("-o", "--output", required=True, help="HTML file to write (replaced atomically)")
 
+    p = sub.add_parser("watch", help="follow a running job's logs: each compile, recompile, graph break and failure as it lands")
+    p.add_argument("path", nargs="+", help="TORCH_TRACE directory (it may be empty or not exist yet) and/or TORCH_LOGS text logs")
+    p.add_argument("--logs", nargs="+", metavar="FILE", default=[], help="TORCH_LOGS text logs to follow beside the trace")
+    p.add_argument("--json", action="store_true", help="one JSON object per line (a digest first, then one per event)")
+    p.add_argument("--poll", action="store_true", help="poll the files instead of file-system events (automatic on NFS, Lustre, GPFS, CIFS, sshfs)")
+
     p = sub.add_parser("timeline", help="compile phases of every rank as a Chrome Trace (Perfetto, chrome://tracing)")
     _add_input_args(p)
     p.add_argument("-o", "--output", required=True, help="JSON file to write (replaced atomically)")
@@ -109,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--open", action="store_true", help="open the UI afterwards instead of printing the summary")
     p.add_argument("--logs", dest="torch_logs", default=None, help="TORCH_LOGS value (default: a useful set)")
     p.add_argument("--html", metavar="FILE", help="also write the page of the captured trace (as `traceview report`) to FILE")
+    p.add_argument("--no-watch", action="store_true", help="print nothing of ours while the command runs (by default each compile, recompile, graph break and failure, as `traceview watch`)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- command and its arguments")
 
     p = sub.add_parser("ablate", help="run a program once per backend/mode/dynamic rung; say which component fails")
@@ -271,11 +278,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    from traceview.live.watch import watch
+
+    return watch(list(args.path), extra_logs=list(args.logs), json_lines=args.json, poll=args.poll)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from traceview.ingest.loading import LoadOptions
     from traceview.workflow.capture import run_capture, write_capture_page
 
-    captured = run_capture(args.cmd, output=args.output, torch_logs=args.torch_logs)
+    captured = run_capture(args.cmd, output=args.output, torch_logs=args.torch_logs, live=not args.no_watch)
     if not captured.logged_anything:
         if args.html:
             sys.stderr.write(f"traceview: no page written to {args.html}: nothing was logged\n")
@@ -353,6 +366,7 @@ COMMANDS = {
     "origin": cmd_origin,
     "sql": cmd_sql,
     "report": cmd_report,
+    "watch": cmd_watch,
     "timeline": cmd_timeline,
     "diff": cmd_diff,
     "run": cmd_run,

@@ -31,7 +31,7 @@ def process_trace_files(paths: list[str], outdir: str) -> None:
         "strings": parsed.strings,
         "stats": parsed.stats.with_columns(pl.lit("trace").alias("format")),
         "problems": parsed.problems,
-        **_derive_trace_tables(parsed.events, parsed.strings, _chromium(parsed)),
+        **derive_trace_tables(parsed.events, parsed.strings, _chromium(parsed)),
     }
     write_part(Path(outdir), tables)
 
@@ -43,7 +43,9 @@ def _chromium(parsed: ParsedFile) -> pl.DataFrame:
     return parsed.chromium
 
 
-def _derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.DataFrame) -> dict[str, pl.DataFrame]:
+def derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """The tables a trace log's summary needs, from its lazily parsed events (one file or
+    several: every table is keyed by file)."""
     from parsers import facts
     from parsers.compiles import build_compiles, build_spans
 
@@ -102,8 +104,20 @@ def finish_trace_file(pieces: list[str], outdir: str) -> None:
             replace_table(Path(p) / "problems.arrow", shift_lines(read_ipc(Path(p) / "problems.arrow"), off))
     ev = pl.concat(events, rechunk=False)
     strings = pl.concat([read_or_empty(Path(p), "strings") for p in pieces])
+    stats = combine_piece_stats(st)
+    tables = {
+        "stats": stats.with_columns(pl.lit("trace").alias("format")),
+        **derive_trace_tables(ev, strings, pl.concat(chromium)),
+    }
+    # piece names, relative to the workdir (a cache entry is renamed into place after parsing)
+    meta = {"pieces": [Path(p).name for p in pieces], "line_offsets": offsets}
+    write_part(Path(outdir), tables, {"pieces.json": orjson.dumps(meta)})
+
+
+def combine_piece_stats(st: pl.DataFrame) -> pl.DataFrame:
+    """The stats row of a trace log from the stats of its pieces, in file order."""
     sums = [c for c, t in st.schema.items() if t == pl.Int64 and c != "bytes"]
-    stats = st.select(
+    return st.select(
         pl.col("file").first(),
         pl.col("bytes").sum(),
         # a column no piece counted (md5_mismatch of a lazy parse) stays null
@@ -115,13 +129,6 @@ def finish_trace_file(pieces: list[str], outdir: str) -> None:
         pl.col("first_ts").min(),
         pl.col("last_ts").max(),
     ).select(st.columns)
-    tables = {
-        "stats": stats.with_columns(pl.lit("trace").alias("format")),
-        **_derive_trace_tables(ev, strings, pl.concat(chromium)),
-    }
-    # piece names, relative to the workdir (a cache entry is renamed into place after parsing)
-    meta = {"pieces": [Path(p).name for p in pieces], "line_offsets": offsets}
-    write_part(Path(outdir), tables, {"pieces.json": orjson.dumps(meta)})
 
 
 def process_text_log(path: str, outdir: str) -> None:

@@ -219,9 +219,12 @@ _CATEGORY_WORDS = {
 }
 
 
-def _clean(text: Any) -> str:
+def clean_line(text: Any) -> str:
     """One line of log text made safe to print: control characters visible, no tabs/newlines."""
     return printable(str(text if text is not None else "")).replace("\t", " ").replace("\n", " ")
+
+
+_clean = clean_line
 
 
 class _Paths:
@@ -283,9 +286,13 @@ def _rank(r: Any) -> str:
     return "" if r is None else f"rank {r} "
 
 
-def _s(seconds: Any) -> str:
+def seconds_text(seconds: Any) -> str:
+    """Seconds as every view writes them: 2 decimals below 100 s."""
     v = float(seconds or 0.0)
     return f"{v:.2f}s" if v < 100 else f"{v:.0f}s"
+
+
+_s = seconds_text
 
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:

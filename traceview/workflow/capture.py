@@ -77,9 +77,13 @@ class Capture:
     logged_anything: bool
 
 
-def run_capture(command: list[str], *, output: str | None = None, torch_logs: str | None = None) -> Capture:
+def run_capture(
+    command: list[str], *, output: str | None = None, torch_logs: str | None = None, live: bool = True
+) -> Capture:
     """Run `command` (a leading `--` is dropped) with TORCH_TRACE and TORCH_LOGS set, into
-    `output` (default: ./traceview-run-<time>)."""
+    `output` (default: ./traceview-run-<time>). `live`: while it runs, the trace's events
+    (traceview.live.watch) go to stderr among the program's own output, each line marked
+    `[traceview]`."""
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -101,6 +105,8 @@ def run_capture(command: list[str], *, output: str | None = None, torch_logs: st
         raise UserError(f"{cmd[0]}: command not found") from None
     except PermissionError:
         raise UserError(f"{cmd[0]}: permission denied") from None
+    stop = threading.Event()
+    watcher = _live_watch(trace_dir, stop) if live else None
     with open(log_path, "wb") as log:
         t = threading.Thread(target=_tee, args=(proc.stderr, [sys.stderr.buffer, log]), daemon=True)
         t.start()
@@ -110,6 +116,9 @@ def run_capture(command: list[str], *, output: str | None = None, torch_logs: st
         finally:
             signal.signal(signal.SIGINT, old)
         t.join()
+    if watcher is not None:
+        stop.set()
+        watcher.join(timeout=30)
     if rc < 0:
         rc = 128 - rc
     sys.stderr.write(f"traceview: command exited with {rc}; trace and logs in {out}\n")
@@ -119,6 +128,22 @@ def run_capture(command: list[str], *, output: str | None = None, torch_logs: st
     if not logged:
         sys.stderr.write("traceview: the command logged nothing (did it call torch.compile?)\n")
     return Capture(out, rc, logged)
+
+
+def _live_watch(trace_dir: Path, stop: threading.Event) -> threading.Thread:
+    """The live watch of a captured run's trace, in a thread, until `stop`."""
+    from traceview.live.watch import watch
+
+    def run() -> None:
+        try:
+            watch([str(trace_dir)], out=sys.stderr, stop=stop, status_line=False, digest=False, prefix="[traceview] ",
+                  interval_s=0.5)
+        except Exception as exc:  # the command's run matters more than our view of it
+            sys.stderr.write(f"[traceview] live view stopped: {exc}\n")
+
+    t = threading.Thread(target=run, name="traceview-watch", daemon=True)
+    t.start()
+    return t
 
 
 def write_capture_page(capture: Capture, out: str | os.PathLike[str]) -> tuple[Path, int]:

@@ -1,0 +1,249 @@
+"""What the records that just landed mean: one event per compile started or finished,
+recompile (with its cause), graph break (with the user's line), failure (with its category)
+and crash, in the analyzers' words; and what each busy rank is compiling now.
+
+The events of a chunk are derived from a Trace over the compiles it touched (each frame's every
+compile: traceview.live.tables), by the analyzers every other view uses (the compiles table,
+analyze.storms, analyze.hotspots, analyze.failures, analyze.crashes, analyze.unfinished). Each
+event has a key; an event already said is not said again when a later chunk derives it once
+more (a compile's row is derived again when its metrics land).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from parsers.code_location import brief
+from parsers.compile_ids import compile_number, sort_key
+from parsers.compile_ids import label as id_label
+from traceview.analyze.code_objects import describe
+from traceview.analyze.crashes import crash_findings
+from traceview.analyze.failures import categorize, failures, headline, next_step
+from traceview.analyze.findings import code_label, compile_outcome
+from traceview.analyze.hotspots import graph_break_rows
+from traceview.analyze.storms import recompile_storms
+from traceview.analyze.unfinished import unfinished_compiles
+from traceview.output.report import clean_line, seconds_text
+from traceview.trace import Trace
+
+KINDS = ("compile_start", "compile_end", "recompile", "graph_break", "failure", "crash", "busy")
+
+
+@dataclass
+class Event:
+    """One thing that happened, as a line (`text`, without the rank) and as data (`data`, the
+    JSON line's fields besides kind, rank and compile_id)."""
+
+    kind: str
+    rank: int | None
+    compile_id: str | None
+    text: str
+    file: str | None = None
+    lineno: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def line(self) -> str:
+        who = f"rank {self.rank}" if self.rank is not None else ""
+        return f"{who:<8}{self.text}" if who else self.text
+
+    def json(self) -> dict[str, Any]:
+        return {"event": self.kind, "rank": self.rank, "compile_id": self.compile_id, "text": self.text,
+                "file": self.file, "lineno": self.lineno, **self.data}
+
+
+def _where(filename: Any, line: Any = None) -> str:
+    """A place as the summary writes it (parsers.code_location.brief)."""
+    if not filename:
+        return "?"
+    return f"{brief(filename)}:{line}" if line is not None else brief(filename)
+
+
+def _code(row: dict[str, Any]) -> str:
+    return clean_line(code_label(row, _where))
+
+
+def _cid(row: dict[str, Any]) -> str:
+    return id_label(row["compile_id"], row.get("occurrence"), row.get("attempts"))
+
+
+@dataclass
+class Deriver:
+    """Turns Traces of what just landed into events, each said once."""
+
+    seen: set[tuple] = field(default_factory=set)
+    open_compiles: dict[tuple, dict[str, Any]] = field(default_factory=dict)  # (file, cid, occ) -> compile row
+    _pending_keys: list[tuple] = field(default_factory=list)  # said by the events being derived
+
+    def events(self, trace: Trace, *, quiet: bool = False) -> list[Event]:
+        """The events `trace` holds that were not said yet (`quiet`: mark them said, return none:
+        what was there before the watch began)."""
+        out: list[Event] = []
+        out += self._compiles(trace)
+        out += self._recompiles(trace)
+        out += self._graph_breaks(trace)
+        out += self._failures(trace)
+        out += self._crashes(trace)
+        for e in out:
+            e.data.pop("_key", None)
+        self.seen.update(self._pending_keys)
+        self._pending_keys = []
+        return [] if quiet else out
+
+    def _new(self, key: tuple) -> bool:
+        if key in self.seen or key in self._pending_keys:
+            return False
+        self._pending_keys.append(key)
+        return True
+
+    # ------------------------------------------------------------------------------- compiles
+    def _compiles(self, trace: Trace) -> list[Event]:
+        out = []
+        c = trace.compiles
+        if c.is_empty():
+            return out
+        for r in c.sort("file", "lineno").iter_rows(named=True):
+            k = (r["file"], r["compile_id"], r["occurrence"])
+            if r["frame_id"] is None and r.get("compile_kind") is None:
+                continue  # a compiled-autograd graph: said with its compile
+            r["code"] = describe(trace, rank=r["rank"], function=r["function"], filename=r["filename"], line=r["line"],
+                                 compile_ids=[r["compile_id"]])
+            start_key = ("start", *k)
+            if self._new(start_key):
+                called = ""  # the user's line that called it (said by code_label for code not the user's)
+                if r.get("call_filename") and (r["code"].get("owner") == "user" or not r.get("function")):
+                    called = f", called at {_where(r['call_filename'], r['call_line'])}"
+                # a frame's name is in its dynamo_start stack, except a resume function's
+                # (named by its metrics, when it ends)
+                what = f" {_code(r)}" if r.get("function") else ""
+                out.append(self._ev("compile_start", r, f"[{_cid(r)}] compiling{what}{called}", start_key,
+                                    function=r["function"], filename=r["filename"], line=r["line"]))
+            if r["status"] == "no_metrics":
+                self.open_compiles[k] = r
+                continue
+            self.open_compiles.pop(k, None)
+            end_key = ("end", *k)
+            if not self._new(end_key):
+                continue
+            outcome = compile_outcome(r)
+            secs = r.get("total_time_s")
+            took = f" in {seconds_text(secs)}" if secs is not None else ""
+            data: dict[str, Any] = {"outcome": outcome, "seconds": secs, "function": r["function"],
+                                    "filename": r["filename"], "line": r["line"]}
+            if outcome in ("failed", "eager"):
+                cat = categorize(r.get("fail_type"), r.get("fail_reason"))
+                what = "fell back to eager" if outcome == "eager" else "failed"
+                text = f"[{_cid(r)}] {what}{took}: {cat}: {clean_line(headline(r.get('fail_reason'), 160))}"
+                data.update(category=cat, next_step=next_step(cat, r.get("fail_type"), r.get("fail_reason")))
+            else:
+                said = {"ok": "compiled", "restarted": "compiled (restarted after a graph break)", "empty": "nothing to compile (empty graph)"}
+                text = f"[{_cid(r)}] {said.get(outcome, outcome)}{took}: {_code(r)}"
+            out.append(self._ev("compile_end", r, text, end_key, **data))
+        return out
+
+    # ------------------------------------------------------------------------------ recompiles
+    def _recompiles(self, trace: Trace) -> list[Event]:
+        out = []
+        if trace.compiles.is_empty() and trace.log_records.is_empty():
+            return out
+        for s in recompile_storms(trace):
+            for cause in s["causes"]:
+                for cid in cause["compile_ids"]:
+                    if not cid or (compile_number(cid) or 0) == 0:
+                        continue
+                    key = ("recompile", s["rank"], s.get("epoch"), cid)
+                    if not self._new(key):
+                        continue
+                    row = {**s, "compile_id": cid}
+                    text = f"[{cid}] recompile of {_code(row)}: {clean_line(cause['text'])}"
+                    out.append(Event("recompile", s["rank"], cid, text, cause.get("file"), cause.get("lineno"),
+                                     {"_key": key, "cause": cause["text"], "cause_kind": cause["kind"],
+                                      "expected": cause["expected"], "fix": cause["fix"], "certainty": cause["certainty"],
+                                      "function": s["function"], "filename": s["filename"], "line": s["line"]}))
+        return out
+
+    # ---------------------------------------------------------------------------- graph breaks
+    def _graph_breaks(self, trace: Trace) -> list[Event]:
+        out = []
+        if trace.graph_breaks.is_empty() and trace.compiles.is_empty():
+            return out
+        rows = graph_break_rows(trace)
+        for r in rows.sort("file", "lineno").iter_rows(named=True):
+            key = ("break", r["file"], r["lineno"], r.get("origin"))
+            if not self._new(key) or r.get("origin") == "failure":
+                continue  # a failure's break is said with the failure
+            at = _where(r["filename"], r["line"]) if r.get("filename") else "?"
+            frame = f" in {r['frame_function']} ({_where(r['frame_filename'], r['frame_line'])})" if r.get("frame_function") else ""
+            skipped = "; the whole frame runs eagerly" if r.get("frame_skipped") else ""
+            reason = clean_line(r.get("reason") or headline(r.get("reason_line"), 160))
+            cid = id_label(r["compile_id"], r.get("occurrence")) if r.get("compile_id") else "?"
+            out.append(Event("graph_break", r["rank"], r["compile_id"], f"[{cid}] graph break at {at}{frame}: {reason}{skipped}",
+                             r["file"], r["lineno"],
+                             {"_key": key, "user_filename": r["filename"], "user_line": r["line"], "reason": r.get("reason"),
+                              "gb_id": r.get("gb_id"), "frame_skipped": r.get("frame_skipped")}))
+        return out
+
+    # -------------------------------------------------------------------- failures, crashes
+    def _failures(self, trace: Trace) -> list[Event]:
+        """Failures a compile's end does not say: a text log's (no trace compile behind them)."""
+        out = []
+        if trace.log_records.is_empty() and trace.other_lines.is_empty():
+            return out
+        traced = set(trace.compiles.select("file").unique()["file"].to_list()) if not trace.compiles.is_empty() else set()
+        f = failures(trace)
+        for r in f.iter_rows(named=True):
+            if r["file"] in traced:
+                continue
+            key = ("failure", r["file"], r["lineno"])
+            if not self._new(key):
+                continue
+            cid = f"[{r['compile_id']}] " if r.get("compile_id") else ""
+            text = f"{cid}failure: {r['category']}: {clean_line(r.get('headline') or '')}"
+            out.append(Event("failure", r["rank"], r.get("compile_id"), text, r["file"], r["lineno"],
+                             {"_key": key, "category": r["category"], "next_step": r["next_step"], "function": r.get("function"),
+                              "filename": r.get("filename"), "line": r.get("line")}))
+        return out
+
+    def _crashes(self, trace: Trace) -> list[Event]:
+        out = []
+        if trace.other_lines.is_empty():
+            return out
+        for c in crash_findings(trace):
+            key = ("crash", c.get("file"), c.get("lineno"))
+            if not self._new(key):
+                continue
+            what = clean_line(c.get("headline") or c.get("exception") or c.get("category") or "crash")
+            at = f" at {_where(c['filename'], c.get('line'))}" if c.get("filename") else ""
+            out.append(Event("crash", c.get("rank"), c.get("compile_id"), f"crash{at}: {what}", c.get("file"), c.get("lineno"),
+                             {"_key": key, "category": c.get("category"), "next_step": c.get("next_step")}))
+        return out
+
+    def _ev(self, kind: str, r: dict[str, Any], text: str, key: tuple, **data: Any) -> Event:
+        return Event(kind, r["rank"], r["compile_id"], text, r["file"], r.get("metrics_lineno") or r["lineno"], {"_key": key, **data})
+
+
+def busy(trace: Trace, *, since_last_line_s: float = 0.0, min_s: float = 0.0) -> list[Event]:
+    """What each rank with a compile running is doing and for how long (analyze.unfinished on
+    the open compiles), `since_last_line_s` added: the time since the job's last log line
+    landed (the compile is still running now, while nothing more is written)."""
+    out = []
+    for u in unfinished_compiles(trace):
+        running = (u.get("running_s") or 0.0) + since_last_line_s
+        if running < min_s:
+            continue
+        where = f" in {u['phase']}" if u.get("phase") else ""
+        inner = f" ({u['innermost_span']})" if u.get("innermost_span") and u["innermost_span"] != u.get("phase") else ""
+        behind = ""
+        done = [o for o in u.get("others") or [] if o.get("finished_before_s") is not None]
+        if u.get("behind") and done:
+            from traceview.analyze.findings import ranks_text
+
+            behind = f"; {ranks_text([o['rank'] for o in done]).strip()} finished it: likely behind the others"
+        cid = id_label(u["compile_id"], u.get("occurrence"))
+        text = f"[{cid}] busy {seconds_text(running)}{where}{inner}: {_code(u)}{behind}"
+        out.append(Event("busy", u["rank"], u["compile_id"], text, u["file"], u["lineno"],
+                         {"phase": u.get("phase"), "innermost_span": u.get("innermost_span"), "running_s": round(running, 3),
+                          "behind": u.get("behind")}))
+    out.sort(key=lambda e: (e.rank if e.rank is not None else -1, sort_key(e.compile_id)))
+    return out
+

@@ -1,0 +1,225 @@
+"""The tables of logs being written, kept up to date chunk by chunk.
+
+Each chunk (traceview.live.tail) is parsed alone, with the loading path's parsers
+(`parse_trace_bytes`, lazily, as traceview.ingest parses a piece of a big log; the text-log
+parser over the lines added), its line numbers counted from the file's start. Parsing a chunk
+costs what its bytes cost; nothing read before is parsed again.
+
+A trace log's events are kept by compile id, so that what a chunk changed can be derived again
+from the compiles it touched alone (`trace(touched)`): their frames' every compile (a recompile's
+cause compares it with the compiles before it), never the whole log. `trace()` is a `Trace` over
+everything read so far, its derived tables built by the same functions as a parsed input's.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from parsers.compile_ids import frame_of
+from parsers.schemas import empty_table
+from parsers.textlog import parse_text_bytes
+from parsers.torch_trace import (
+    CHROMIUM_SCHEMA,
+    PROBLEMS_SCHEMA,
+    STRINGS_SCHEMA,
+    hydrate,
+    parse_trace_bytes,
+)
+from traceview.ingest.parse_jobs import combine_piece_stats, derive_trace_tables
+from traceview.live.tail import Chunk
+from traceview.trace import Trace
+
+Touched = dict[str, set[str | None]]  # trace log -> compile ids a chunk added records to; text log -> {None}
+
+
+@dataclass
+class _TraceLog:
+    events: dict[str | None, list[pl.DataFrame]] = field(default_factory=dict)  # by compile id
+    chromium: dict[str | None, list[pl.DataFrame]] = field(default_factory=dict)
+    strings: list[pl.DataFrame] = field(default_factory=list)
+    stats: list[pl.DataFrame] = field(default_factory=list)
+    problems: list[pl.DataFrame] = field(default_factory=list)
+    frames: dict[Any, set[str]] = field(default_factory=dict)  # frame id -> its compile ids
+    rows: int = 0
+
+
+@dataclass
+class _TextLog:
+    records: list[pl.DataFrame] = field(default_factory=list)
+    other_lines: list[pl.DataFrame] = field(default_factory=list)
+    stats: list[pl.DataFrame] = field(default_factory=list)
+    continuation: str = "auto"  # decided by the first chunk that shows it
+
+
+@dataclass
+class LiveTables:
+    """Everything read so far of the followed logs."""
+
+    traces: dict[str, _TraceLog] = field(default_factory=dict)
+    texts: dict[str, _TextLog] = field(default_factory=dict)
+    bytes_parsed: int = 0
+    parse_s: float = 0.0
+    last_chunk: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = field(default_factory=dict)  # text log -> its last chunk's records, other lines
+
+    def add(self, chunks: list[Chunk]) -> Touched:
+        """Parse the chunks into the tables; which compiles (and text logs) they touched."""
+        import time
+
+        touched: Touched = {}
+        t0 = time.perf_counter()
+        for c in chunks:
+            if c.restarted:
+                self.traces.pop(c.path, None)
+                self.texts.pop(c.path, None)
+            if not c.data:
+                continue
+            self.bytes_parsed += len(c.data)
+            if c.kind == "trace":
+                touched.setdefault(c.path, set()).update(self._add_trace(c))
+            else:
+                self._add_text(c)
+                touched.setdefault(c.path, set()).add(None)
+        self.parse_s += time.perf_counter() - t0
+        return touched
+
+    def _add_trace(self, c: Chunk) -> set[str | None]:
+        log = self.traces.setdefault(c.path, _TraceLog())
+        try:
+            mtime = os.stat(c.path).st_mtime
+        except OSError:
+            mtime = None
+        parsed = parse_trace_bytes(
+            c.data, c.path, mtime=mtime, size=len(c.data), line_offset=c.line_offset, lazy=True, byte_offset=c.byte_offset
+        )
+        ev = parsed.events
+        if c.compressed:  # a .gz log: its payloads are read from the text kept here, not the file
+            ev = hydrate(ev)[0]
+        chromium = parsed.chromium if parsed.chromium is not None else pl.DataFrame(schema=CHROMIUM_SCHEMA)
+        log.strings.append(parsed.strings)
+        log.stats.append(parsed.stats)
+        if parsed.problems.height:
+            log.problems.append(parsed.problems)
+        log.rows += ev.height
+        ids: set[str | None] = set()
+        for (cid,), part in ev.group_by("compile_id", maintain_order=True):
+            log.events.setdefault(cid, []).append(part)
+            ids.add(cid)
+            if cid is not None:
+                log.frames.setdefault(frame_of(cid), set()).add(cid)
+        for (cid,), part in chromium.group_by("compile_id", maintain_order=True):
+            log.chromium.setdefault(cid, []).append(part)
+            ids.add(cid)
+        return ids
+
+    def _add_text(self, c: Chunk) -> None:
+        log = self.texts.setdefault(c.path, _TextLog())
+        try:
+            mtime = os.stat(c.path).st_mtime
+        except OSError:
+            mtime = None
+        parsed = parse_text_bytes(c.data, c.path, mtime=mtime, line_offset=c.line_offset,
+                                  continuation=log.continuation)  # type: ignore[arg-type]
+        if log.continuation == "auto" and parsed.records.height:
+            log.continuation = "unprefixed" if parsed.stats["legacy_continuation"][0] else "prefixed"
+        log.records.append(parsed.records)
+        log.other_lines.append(parsed.other_lines)
+        log.stats.append(parsed.stats)
+        self.last_chunk[c.path] = (parsed.records, parsed.other_lines)
+
+    # ------------------------------------------------------------------ Traces over the tables
+    def trace(self, touched: Touched | None = None) -> Trace:
+        """A Trace over everything read so far, or (`touched`) over the frames of the compiles
+        a chunk touched (each frame's every compile) and the text logs' last chunks."""
+        ev, chrom, strings, stats, problems = [], [], [], [], []
+        records, other, text_stats = [], [], []
+        for path, log in self.traces.items():
+            if touched is not None and path not in touched:
+                continue
+            ids: list[str | None]
+            if touched is None:
+                ids = list(log.events.keys() | log.chromium.keys())
+            else:
+                want = {frame_of(c) for c in touched[path] if c is not None}
+                ids = sorted({c for f in want for c in log.frames.get(f, ())} | {c for c in touched[path] if c is not None})
+                ids.append(None) if None in touched[path] else None
+            for cid in ids:
+                if cid is None and touched is not None:
+                    # records outside any compile: only the newest chunk's (runtime chromium
+                    # events, a frameless compile's metrics)
+                    ev.extend(log.events.get(None, [])[-1:])
+                    chrom.extend(log.chromium.get(None, [])[-1:])
+                    continue
+                ev.extend(log.events.get(cid, []))
+                chrom.extend(log.chromium.get(cid, []))
+            strings.extend(log.strings)
+            stats.append(combine_piece_stats(pl.concat(log.stats)))
+            problems.extend(log.problems)
+        for path, tlog in self.texts.items():
+            if touched is not None:
+                if path not in touched:
+                    continue
+                r, o = self.last_chunk.get(path, (None, None))
+                if r is not None:
+                    records.append(r)
+                    other.append(o)
+            else:
+                records.extend(tlog.records)
+                other.extend(tlog.other_lines)
+            text_stats.append(_text_stats(tlog.stats))
+        return _trace_of(ev, chrom, strings, stats, problems, records, other, text_stats)
+
+    def files(self) -> list[str]:
+        return [*self.traces, *self.texts]
+
+
+def _text_stats(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    st = pl.concat(parts)
+    sums = [c for c, t in st.schema.items() if t == pl.Int64]
+    return st.select(
+        pl.col("file").first(),
+        *[pl.col(c).sum() for c in sums],
+        pl.col("legacy_continuation").any(),
+        pl.col("invalid_utf8").any(),
+        pl.col("truncated_tail").last(),
+        pl.col("first_ts").min(),
+        pl.col("last_ts").max(),
+    ).select(st.columns)
+
+
+def _cat(parts: list[pl.DataFrame], schema: dict | None = None, by: tuple[str, ...] = ("file", "lineno")) -> pl.DataFrame:
+    if not parts:
+        return pl.DataFrame(schema=schema) if schema is not None else pl.DataFrame()
+    df = pl.concat(parts, how="vertical_relaxed")
+    return df.sort(list(by)) if by and all(b in df.columns for b in by) else df
+
+
+def _trace_of(ev, chrom, strings, stats, problems, records, other, text_stats) -> Trace:
+    from parsers.textlog import LOG_RECORDS_SCHEMA, OTHER_LINES_SCHEMA
+
+    events = _cat(ev)
+    if events.is_empty() and not ev:
+        events = empty_table("events")
+    chromium = _cat(chrom, CHROMIUM_SCHEMA)
+    strings_df = _cat(strings, STRINGS_SCHEMA, by=())
+    trace_stats = [s.with_columns(pl.lit("trace").alias("format")) for s in stats]
+    text_st = [s.with_columns(pl.lit("text").alias("format")) for s in text_stats]
+    all_stats = pl.concat([*trace_stats, *text_st], how="diagonal_relaxed") if trace_stats or text_st else empty_table("stats")
+    tables: dict[str, Any] = {
+        "events": lambda: hydrate(events)[0] if "payload_start" in events.columns else events,
+        "strings": strings_df,
+        "stats": all_stats,
+        "problems": _cat(problems, PROBLEMS_SCHEMA),
+        "log_records": _cat(records, LOG_RECORDS_SCHEMA),
+        "other_lines": _cat(other, OTHER_LINES_SCHEMA),
+    }
+    if ev:
+        derived = derive_trace_tables(events, strings_df, chromium)
+        if records:
+            # a text log beside the trace: the fact tables hold both (Trace builds them so)
+            derived = {k: v for k, v in derived.items() if k in ("compiles", "spans")}
+        tables.update(derived)
+    return Trace.from_tables(tables, index=lambda: events)

@@ -1,0 +1,227 @@
+"""What landed in the inputs since the last look: new complete records of each log.
+
+A `Tail` follows directories (new files appear: rank files of a job that is starting) and
+named files. Each `poll` stats the files it knows and reads only the bytes added since the
+last one; the cost grows with the bytes added, never with a file's size.
+
+A writer may be caught mid-record. What is handed on is complete:
+- a trace log: whole lines, and the last record only once it is whole: its payload lines'
+  md5 matches the header's `has_payload` (torch writes a record with one write, so a record
+  that does not match yet is being written);
+- a text log: whole lines once the file stopped growing for a moment (a logging handler writes
+  a message's lines together; a message cut between two polls would be parsed as two), or, in
+  a file that never stops growing, every line before the last record's first line.
+A record that never completes (a writer killed mid-write) is handed on after `settle_s`
+without growth, so the parse sees, counts and skips it, as it does for any damaged record.
+
+A file that shrinks or is replaced (another inode) starts over (`Chunk.restarted`). A
+compressed log (.gz) is read once, whole: it is a finished log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from parsers.discover import kind_of, trace_rank, walk
+from parsers.glog import PREFIX, as_bytes, plain
+from parsers.gzipped import is_gzip
+
+_HAS_PAYLOAD = re.compile(rb'"has_payload": ?"([0-9a-f]{32})"')
+_TEXT_RECORD = re.compile(as_bytes("^" + plain(PREFIX)), re.M)
+TEXT_MAX_HELD = 1 << 20  # a text log that never stops growing hands on lines past this much
+
+
+@dataclass
+class Chunk:
+    """Complete records added to one file: `data` starts at byte `byte_offset`, after
+    `line_offset` lines. `restarted`: the file was cut or replaced, everything read of it
+    before is void (this chunk starts at its beginning)."""
+
+    path: str
+    kind: str  # "trace" or "text"
+    rank: int | None
+    data: bytes
+    byte_offset: int
+    line_offset: int
+    restarted: bool = False
+    compressed: bool = False
+
+
+@dataclass
+class _File:
+    path: str
+    kind: str
+    rank: int | None
+    inode: int = -1
+    offset: int = 0  # bytes handed on
+    lines: int = 0  # lines handed on
+    seen_size: int = -1  # size at the previous poll
+    grew_at: float = 0.0  # when the size last changed
+    compressed: bool = False
+    done: bool = False  # a compressed log, read
+
+
+@dataclass
+class Tail:
+    """Follows `roots` (directories or files) and `extra_logs` (text logs named beside them)."""
+
+    roots: list[str]
+    extra_logs: list[str] = field(default_factory=list)
+    settle_s: float = 1.0
+    files: dict[str, _File] = field(default_factory=dict)
+    pending: dict[str, str] = field(default_factory=dict)  # path -> why it is not followed yet
+    stray: dict[str, str] = field(default_factory=dict)  # not a torch log (checked again if it grows)
+    _stray_size: dict[str, int] = field(default_factory=dict)
+
+    def scan(self) -> list[str]:
+        """Look for files not followed yet; returns the paths of the new ones."""
+        new = []
+        for path in self._candidates():
+            if path in self.files:
+                continue
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                continue
+            if path in self.stray and self._stray_size.get(path) == size:
+                continue  # not a log, and unchanged
+            named = path in self.extra_logs or path in self.roots
+            kind = kind_of(path)
+            if kind == "empty":
+                self.pending[path] = "empty (nothing written yet)"
+                continue
+            if kind == "other":
+                self.stray[path] = "not a torch log"
+                self._stray_size[path] = size
+                continue
+            if kind == "text" and not named and path not in self.stray and size == 0:
+                continue
+            self.pending.pop(path, None)
+            self.stray.pop(path, None)
+            rank = trace_rank(path) if kind == "trace" else None
+            with open(path, "rb") as fh:
+                compressed = is_gzip(fh)
+            self.files[path] = _File(path, kind, rank, compressed=compressed)
+            new.append(path)
+        return new
+
+    def _candidates(self) -> list[str]:
+        out: list[str] = []
+        for root in self.roots:
+            p = Path(root)
+            if p.is_dir():
+                out.extend(str(f) for f in walk(p))
+            elif p.exists():
+                out.append(str(p))
+        out.extend(x for x in self.extra_logs if os.path.exists(x))
+        return out
+
+    def poll(self, *, rescan: bool = True, now: float | None = None) -> list[Chunk]:
+        """The complete records added since the last poll, one chunk per file that has some."""
+        if rescan:
+            self.scan()
+        now = time.monotonic() if now is None else now
+        chunks = []
+        for f in list(self.files.values()):
+            c = self._read(f, now)
+            if c is not None:
+                chunks.append(c)
+        return chunks
+
+    def held_bytes(self) -> int:
+        """Bytes written and not handed on yet (a record being written)."""
+        total = 0
+        for f in self.files.values():
+            if f.done:
+                continue
+            try:
+                total += max(0, os.stat(f.path).st_size - f.offset)
+            except OSError:
+                pass
+        return total
+
+    def _read(self, f: _File, now: float) -> Chunk | None:
+        if f.done:
+            return None
+        try:
+            st = os.stat(f.path)
+        except OSError:
+            return None  # gone: what was read of it stays
+        restarted = False
+        if f.inode not in (-1, st.st_ino) or st.st_size < f.offset:
+            f.offset = f.lines = 0
+            f.seen_size = -1
+            restarted = True
+        f.inode = st.st_ino
+        if st.st_size != f.seen_size:
+            f.seen_size = st.st_size
+            f.grew_at = now
+        if st.st_size == f.offset and not restarted:
+            return None
+        if f.compressed:
+            from parsers.gzipped import read_all
+
+            with open(f.path, "rb") as fh:
+                data, _damage = read_all(fh)
+            f.done = True
+            return Chunk(f.path, f.kind, f.rank, data, 0, 0, restarted, compressed=True)
+        with open(f.path, "rb") as fh:
+            data = os.pread(fh.fileno(), st.st_size - f.offset, f.offset)
+        settled = now - f.grew_at >= self.settle_s
+        end = self._complete(f, data, now, settled)
+        if end <= 0:
+            return None if not restarted else Chunk(f.path, f.kind, f.rank, b"", 0, 0, True)
+        out = data[:end]
+        chunk = Chunk(f.path, f.kind, f.rank, out, f.offset, f.lines, restarted)
+        f.offset += end
+        f.lines += out.count(b"\n") + (0 if out.endswith(b"\n") else 1)
+        return chunk
+
+    def _complete(self, f: _File, data: bytes, now: float, settled: bool) -> int:
+        """How much of `data` (the bytes after f.offset) is complete records."""
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            # not one whole line: a writer mid-line, or a last line without its newline
+            return len(data) if settled else 0
+        if settled:
+            return len(data)  # nothing more came: take all, a cut record included
+        if f.kind == "trace":
+            return _trace_complete(data, cut)
+        # a text log: whole lines once it stopped growing between two polls
+        if f.grew_at < now:
+            return cut
+        if cut > TEXT_MAX_HELD:
+            starts = [m.start() for m in _TEXT_RECORD.finditer(data, max(0, cut - TEXT_MAX_HELD // 4), cut)]
+            return starts[-1] if starts and starts[-1] > 0 else cut
+        return 0
+
+
+def _trace_complete(data: bytes, cut: int) -> int:
+    """The end of the complete records of a trace log's new whole lines data[:cut]: all of
+    them, unless the last record's payload is still being written (its md5 does not match)."""
+    # the last header: the last line that does not start with a tab
+    p = cut - 1  # the newline ending the last whole line
+    start = 0
+    while p > 0:
+        q = data.rfind(b"\n", 0, p)
+        if data[q + 1 : q + 2] != b"\t":
+            start = q + 1
+            break
+        p = q
+        if q < 0:
+            start = 0
+            break
+    header_end = data.find(b"\n", start)
+    m = _HAS_PAYLOAD.search(data, start, header_end)
+    if m is None:
+        return cut  # no payload: the record is whole with its line
+    payload_lines = data[header_end + 1 : cut].split(b"\n")[:-1]
+    if not payload_lines:
+        return start
+    payload = b"\n".join(line[1:] for line in payload_lines)
+    return cut if hashlib.md5(payload).hexdigest().encode() == m.group(1) else start

@@ -1,0 +1,292 @@
+"""`traceview watch PATH… [TEXT_LOG…]`: a job's compiles as they happen.
+
+It starts with a digest of what is already there (the summary's own head: traceview.output.
+report), then prints one line per event as it lands (traceview.live.events), and, while a
+compile runs longer than `busy_after_s`, what each busy rank is compiling and for how long: on
+a terminal one status line kept at the bottom and rewritten, elsewhere a `busy` line every
+`busy_every_s`. `--json`: one JSON object per line (the digest as `{"event": "digest", …}`).
+
+Files are watched with watchfiles (inotify and its peers) and, on a network file system
+(NFS, Lustre, GPFS, CIFS, sshfs: another host's writes raise no local events) or when asked
+(`poll=True`), by polling; every second the followed files are checked all the same, so an
+event missed costs a second, not the event. Cost grows with the bytes added
+(traceview.live.tail, traceview.live.tables). Ctrl-C ends it cleanly, with a last line of
+what was seen.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from traceview.errors import UserError
+from traceview.live.events import Deriver, Event, busy
+from traceview.live.tables import LiveTables
+from traceview.live.tail import Tail
+from traceview.printable import printable
+
+NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "fuse.sshfs", "9p", "ceph", "fuse.glusterfs")
+BUSY_AFTER_S = 5.0
+BUSY_EVERY_S = 15.0
+
+
+def network_fs(path: str) -> str | None:
+    """The file system type of `path` when it is a network one (Linux /proc/mounts)."""
+    try:
+        mounts = Path("/proc/mounts").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mnt = parts[1].replace("\\040", " ")
+        if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+            best, kind = mnt, parts[2]
+    return kind if kind in NETWORK_FS else None
+
+
+@dataclass
+class Watch:
+    """One watch: the inputs, what was read of them, what was said."""
+
+    paths: list[str]
+    extra_logs: list[str] = field(default_factory=list)
+    out: TextIO = sys.stdout
+    json_lines: bool = False
+    busy_after_s: float = BUSY_AFTER_S
+    busy_every_s: float = BUSY_EVERY_S
+    settle_s: float = 1.0
+    status_line: bool | None = None  # a rewritten status line (default: on a terminal, without --json)
+    prefix: str = ""  # before every line (`traceview run`: among the program's own output)
+    tail: Tail = field(init=False)
+    tables: LiveTables = field(default_factory=LiveTables)
+    deriver: Deriver = field(default_factory=Deriver)
+    counts: Counter = field(default_factory=Counter)
+    last_line_at: float = 0.0  # monotonic time the newest records landed
+    _busy: list[Event] = field(default_factory=list)
+    _busy_said: float = 0.0
+    _busy_stale: bool = True
+    _busy_at: float = 0.0  # when _busy was derived
+    _status_shown: bool = False
+
+    def __post_init__(self) -> None:
+        self.tail = Tail(list(self.paths), list(self.extra_logs), settle_s=self.settle_s)
+        if self.status_line is None:
+            self.status_line = not self.json_lines and bool(getattr(self.out, "isatty", lambda: False)())
+
+    # ------------------------------------------------------------------------------ the steps
+    def start(self, *, digest: bool = True) -> None:
+        """Read what is there and print the digest (`digest`)."""
+        chunks = self.tail.poll()
+        self.tables.add(chunks)
+        if chunks:
+            self.last_line_at = time.monotonic()
+        trace = self.tables.trace()
+        self.deriver.events(trace, quiet=True)
+        if digest:
+            self._digest(trace)
+
+    def step(self, *, now: float | None = None) -> list[Event]:
+        """Read what landed, print its events and the busy ranks; returns the events."""
+        now = time.monotonic() if now is None else now
+        chunks = self.tail.poll(now=now)
+        touched = self.tables.add(chunks)
+        events: list[Event] = []
+        if touched:
+            self.last_line_at = now
+            events = self.deriver.events(self.tables.trace(touched))
+            self._busy_stale = True
+            for e in events:
+                self._say(e)
+        self._show_busy(now)
+        return events
+
+    def finish(self) -> None:
+        """The last line: what was seen."""
+        self._clear_status()
+        said = ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items()))
+        if self.json_lines:
+            self._write(orjson.dumps({"event": "stopped", "counts": dict(self.counts),
+                                      "bytes_parsed": self.tables.bytes_parsed}).decode())
+        else:
+            self._write(f"stopped: {said or 'no events'}; {self.tables.bytes_parsed / 1e6:.1f} MB read")
+
+    # ------------------------------------------------------------------------------ output
+    def _digest(self, trace: Any) -> None:
+        files = self.tables.files()
+        if not files:
+            waiting = ", ".join(self.paths)
+            if self.json_lines:
+                self._write(orjson.dumps({"event": "digest", "files": 0, "compiles": 0, "text": f"waiting for logs in {waiting}"}).decode())
+            else:
+                self._write(f"traceview watch: no logs yet in {printable(waiting)}; waiting (Ctrl-C ends)")
+            return
+        from traceview.output.report import build_report, render_text
+
+        report = build_report(trace)
+        head = render_text(report).split("\n\n", 1)[0]
+        running = len(self.deriver.open_compiles)
+        if self.json_lines:
+            self._write(orjson.dumps({
+                "event": "digest", "files": len(files), "compiles": report["compiles"], "ranks": report["ranks"],
+                "recompile_storms": len(report["recompile_storms"]), "graph_breaks": len(report["graph_breaks"]),
+                "failures": len(report["failures"]), "crashes": len(report.get("crashes") or []),
+                "unfinished_compiles": len(report.get("unfinished_compiles") or []), "text": head,
+            }, default=str).decode())
+            return
+        self._write(head)
+        self._write(f"watching {len(files)} log file{'s' if len(files) != 1 else ''}"
+                    + (f"; {running} compile{'s' if running != 1 else ''} running" if running else "")
+                    + "; Ctrl-C ends")
+
+    def _say(self, e: Event) -> None:
+        self.counts[e.kind] += 1
+        self._clear_status()
+        if self.json_lines:
+            self._write(orjson.dumps(e.json(), default=str).decode())
+        else:
+            self._write(f"{time.strftime('%H:%M:%S')} {e.line()}")
+
+    def _show_busy(self, now: float) -> None:
+        if not self.deriver.open_compiles:
+            self._busy = []
+            self._clear_status()
+            return
+        if self._busy_stale:
+            opened: dict[str, set[str | None]] = {}
+            for file, cid, _occ in self.deriver.open_compiles:
+                opened.setdefault(file, set()).add(cid)
+            self._busy = busy(self.tables.trace(opened))
+            self._busy_at = now
+            self._busy_stale = False
+        since = now - self.last_line_at
+        rows = [b for b in self._busy if (b.data["running_s"] or 0.0) + (now - self._busy_at) >= self.busy_after_s]
+        if not rows:
+            self._clear_status()
+            return
+        lines = [(b, round(b.data["running_s"] + (now - self._busy_at), 1)) for b in rows]
+        if self.status_line:
+            status = " | ".join(f"{'rank ' + str(b.rank) + ' ' if b.rank is not None else ''}[{b.compile_id}] "
+                                f"{b.data.get('phase') or 'compiling'} {running:.0f}s" for b, running in lines)
+            width = _columns(self.out)
+            status = printable(f"busy: {status}")[: max(20, width - 1)]
+            self.out.write("\r\x1b[2K" + status)
+            self.out.flush()
+            self._status_shown = True
+            return
+        if now - self._busy_said < self.busy_every_s:
+            return
+        self._busy_said = now
+        for b, running in lines:
+            e = Event("busy", b.rank, b.compile_id, _busy_text(b, running), b.file, b.lineno,
+                      {**{k: v for k, v in b.data.items() if not k.startswith("_")}, "running_s": running,
+                       "since_last_line_s": round(since, 1)})
+            self._say(e)
+
+    def _clear_status(self) -> None:
+        if self._status_shown:
+            self.out.write("\r\x1b[2K")
+            self._status_shown = False
+
+    def _write(self, line: str) -> None:
+        if self.prefix:
+            line = "\n".join(self.prefix + x for x in line.split("\n"))
+        self.out.write(line + "\n")
+        self.out.flush()
+
+
+
+def _busy_text(b: Event, running: float) -> str:
+    """The busy line with the time it has been running now."""
+    head, _, rest = b.text.partition(" busy ")
+    _old, _, tail = rest.partition(" ")
+    from traceview.output.report import seconds_text
+
+    return f"{head} busy {seconds_text(running)} {tail}"
+
+
+def _columns(out: TextIO) -> int:
+    try:
+        return os.get_terminal_size(out.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 100
+
+
+def _changes(roots: list[str], *, polling: bool, stop: threading.Event, interval_s: float) -> Iterator[bool]:
+    """Yields at least every `interval_s` (True: something changed on disk, or unknown)."""
+    existing = [r for r in roots if os.path.exists(r)]
+    if not existing:
+        while not stop.is_set():
+            time.sleep(interval_s)
+            yield True
+        return
+    try:
+        import watchfiles
+    except ImportError:  # pragma: no cover - a dependency; kept working without it
+        watchfiles = None  # type: ignore[assignment]
+    if watchfiles is None:
+        while not stop.wait(interval_s):
+            yield True
+        return
+    watch_roots = sorted({r if os.path.isdir(r) else os.path.dirname(os.path.abspath(r)) for r in existing})
+    for changes in watchfiles.watch(
+        *watch_roots, watch_filter=None, debounce=200, step=30, stop_event=stop,
+        rust_timeout=int(interval_s * 1000), yield_on_timeout=True, force_polling=polling,
+        poll_delay_ms=int(min(interval_s, 0.3) * 1000), raise_interrupt=True,
+    ):
+        yield bool(changes)
+        if stop.is_set():
+            return
+
+
+def watch(
+    paths: list[str],
+    *,
+    extra_logs: list[str] | None = None,
+    json_lines: bool = False,
+    poll: bool = False,
+    out: TextIO | None = None,
+    stop: threading.Event | None = None,
+    interval_s: float = 1.0,
+    on_step: Callable[[Watch], None] | None = None,
+    status_line: bool | None = None,
+    digest: bool = True,
+    prefix: str = "",
+) -> int:
+    """Run `traceview watch` until Ctrl-C or `stop` is set; returns the exit code. When `stop`
+    is set, what was written up to then is read to its end first (`traceview run`: the
+    program has exited, its last records are whole)."""
+    for p in [*paths, *(extra_logs or [])]:
+        if not os.path.exists(p) and not os.path.isdir(os.path.dirname(os.path.abspath(p)) or "."):
+            raise UserError(f"{p}: no such file or directory (nor its parent directory)")
+    stop = stop or threading.Event()
+    w = Watch(list(paths), list(extra_logs or []), out=out or sys.stdout, json_lines=json_lines,
+              status_line=status_line, prefix=prefix)
+    polling = poll or any(network_fs(p if os.path.exists(p) else os.path.dirname(os.path.abspath(p))) for p in paths)
+    try:
+        w.start(digest=digest)
+        for _changed in _changes(list(paths) + list(extra_logs or []), polling=polling, stop=stop, interval_s=interval_s):
+            if stop.is_set():
+                break
+            w.step()
+            if on_step is not None:
+                on_step(w)
+        if stop.is_set():
+            w.step(now=time.monotonic() + w.settle_s)  # the writer is gone: its last lines are all there is
+    except KeyboardInterrupt:
+        pass
+    finally:
+        w.finish()
+    return 0
