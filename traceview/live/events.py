@@ -131,6 +131,7 @@ class Deriver:
             data: dict[str, Any] = {"outcome": outcome, "seconds": secs, "function": r["function"],
                                     "filename": r["filename"], "line": r["line"]}
             if outcome in ("failed", "eager"):
+                self._new(("failure", r["rank"], r["compile_id"]))  # a text log beside says it again
                 cat = categorize(r.get("fail_type"), r.get("fail_reason"))
                 what = "fell back to eager" if outcome == "eager" else "failed"
                 text = f"[{_cid(r)}] {what}{took}: {cat}: {clean_line(headline(r.get('fail_reason'), 160))}"
@@ -169,7 +170,9 @@ class Deriver:
             return out
         rows = graph_break_rows(trace)
         for r in rows.sort("file", "lineno").iter_rows(named=True):
-            key = ("break", r["file"], r["lineno"], r.get("origin"))
+            # by what the break is, not where it was read: a trace and a text log beside it
+            # say the same break
+            key = ("break", r["rank"], r["compile_id"], r["filename"], r["line"])
             if not self._new(key) or r.get("origin") == "failure":
                 continue  # a failure's break is said with the failure
             at = _where(r["filename"], r["line"]) if r.get("filename") else "?"
@@ -194,7 +197,7 @@ class Deriver:
         for r in f.iter_rows(named=True):
             if r["file"] in traced:
                 continue
-            key = ("failure", r["file"], r["lineno"])
+            key = ("failure", r["rank"], r["compile_id"]) if r.get("compile_id") else ("failure", r["file"], r["lineno"])
             if not self._new(key):
                 continue
             cid = f"[{r['compile_id']}] " if r.get("compile_id") else ""

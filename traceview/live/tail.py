@@ -192,13 +192,34 @@ class Tail:
             return len(data)  # nothing more came: take all, a cut record included
         if f.kind == "trace":
             return _trace_complete(data, cut)
-        # a text log: whole lines once it stopped growing between two polls
-        if f.grew_at < now:
-            return cut
-        if cut > TEXT_MAX_HELD:
-            starts = [m.start() for m in _TEXT_RECORD.finditer(data, max(0, cut - TEXT_MAX_HELD // 4), cut)]
-            return starts[-1] if starts and starts[-1] > 0 else cut
-        return 0
+        # a text log: every record but the last (a record that another one follows is whole);
+        # the last once the file stopped growing for settle_s (above)
+        return _text_complete(data, cut)
+
+
+def _text_complete(data: bytes, cut: int) -> int:
+    """The end of the whole records of a text log's new whole lines data[:cut]: up to the last
+    record's first line. A record is the run of lines with one glog prefix (torch >= 2.2
+    prefixes every line of a message; an older torch's unprefixed continuation lines follow
+    their record's line): the last prefixed line's run, back to its first line."""
+    pos = cut
+    last_prefix: bytes | None = None
+    start = 0
+    while pos > 0:
+        q = data.rfind(b"\n", 0, pos - 1) + 1  # the start of the line ending at pos
+        m = _TEXT_RECORD.match(data, q, pos)
+        if m is not None:
+            if last_prefix is None or m.group(0) == last_prefix:
+                last_prefix = m.group(0)
+                start = q
+            else:
+                return start
+        elif last_prefix is not None and pos - q > 0 and data[q:q + 1] not in (b" ", b"\t"):
+            return start  # program output before the last record
+        pos = q
+        if cut - pos > TEXT_MAX_HELD:  # a record this long, or that much program output: hand it on
+            return start if last_prefix is not None else cut
+    return start if last_prefix is not None else cut
 
 
 def _trace_complete(data: bytes, cut: int) -> int:
