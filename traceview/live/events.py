@@ -84,11 +84,19 @@ class Deriver:
         out += self._graph_breaks(trace)
         out += self._failures(trace)
         out += self._crashes(trace)
+        # in the order they were logged (per file: a chunk's ranks each in turn)
+        order = {k: i for i, k in enumerate(KINDS)}
+        out.sort(key=lambda e: (e.file or "", e.lineno if e.lineno is not None else 0, order[e.kind]))
         for e in out:
             e.data.pop("_key", None)
         self.seen.update(self._pending_keys)
         self._pending_keys = []
         return [] if quiet else out
+
+    def forget(self, file: str, rank: int | None) -> None:
+        """A log that starts over (the job started again): its events may be said again."""
+        self.seen = {k for k in self.seen if k[1] != file and not (k[0] in ("recompile", "break", "failure") and k[1] == rank)}
+        self.open_compiles = {k: v for k, v in self.open_compiles.items() if k[0] != file}
 
     def _new(self, key: tuple) -> bool:
         if key in self.seen or key in self._pending_keys:
@@ -222,7 +230,9 @@ class Deriver:
         return out
 
     def _ev(self, kind: str, r: dict[str, Any], text: str, key: tuple, **data: Any) -> Event:
-        return Event(kind, r["rank"], r["compile_id"], text, r["file"], r.get("metrics_lineno") or r["lineno"], {"_key": key, **data})
+        # a compile starts at its first record, ends at its metrics
+        lineno = r["lineno"] if kind == "compile_start" else (r.get("metrics_lineno") or r["lineno"])
+        return Event(kind, r["rank"], r["compile_id"], text, r["file"], lineno, {"_key": key, **data})
 
 
 def busy(trace: Trace, *, since_last_line_s: float = 0.0, min_s: float = 0.0) -> list[Event]:

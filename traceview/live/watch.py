@@ -102,6 +102,9 @@ class Watch:
         """Read what landed, print its events and the busy ranks; returns the events."""
         now = time.monotonic() if now is None else now
         chunks = self.tail.poll(now=now)
+        for c in chunks:
+            if c.restarted:
+                self.deriver.forget(c.path, c.rank)
         touched = self.tables.add(chunks)
         events: list[Event] = []
         if touched:

@@ -1,0 +1,245 @@
+"""`traceview watch` on a real log written while it watches.
+
+The log is a real GPU run (fixtures/gpu/sequential_max_autotune: torch.compile(nn.Sequential)
+under max-autotune, batch 64 then 128: [0/0], then [0/1] recompiles for dimension 0 of x; torch's
+own "Recompiling function" line in its torch_logs.txt says so). The tests copy its bytes into an
+empty directory piece by piece, cut where a writer can be caught (mid-line, mid-record), as a
+running job writes it; nothing is hand-written.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import FIXTURES, ROOT
+from traceview.live.watch import Watch
+from traceview.output.report import seconds_text
+
+LOG = next((FIXTURES / "gpu" / "sequential_max_autotune" / "trace").glob("*.log.gz"))
+NAME = LOG.name.removesuffix(".gz")
+
+
+def _log() -> bytes:
+    return gzip.decompress(LOG.read_bytes())
+
+
+def _after_line(data: bytes, needle: bytes) -> int:
+    """The offset just after the line holding `needle`."""
+    at = data.index(needle)
+    return data.index(b"\n", at) + 1
+
+
+def _cuts(data: bytes) -> tuple[int, int]:
+    """(end of [0/0]'s compilation_metrics line, the middle of the line after it)."""
+    end00 = _after_line(data, b'{"compilation_metrics": {"compile_id": "0/0"')
+    nxt = data.index(b"\n", end00)
+    return end00, end00 + (nxt - end00) // 2
+
+
+def _record_start_after(data: bytes, pos: int) -> int:
+    """The start of the first record (a line not starting with a tab) after `pos`."""
+    p = data.index(b"\n", pos) + 1
+    while data[p : p + 1] == b"\t":
+        p = data.index(b"\n", p) + 1
+    return p
+
+
+def _append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as fh:
+        fh.write(data)
+
+
+def _watch(d: Path, **kw) -> tuple[Watch, io.StringIO]:
+    out = io.StringIO()
+    w = Watch([str(d)], out=out, json_lines=True, **kw)
+    w.start()
+    return w, out
+
+
+def _lines(out: io.StringIO) -> list[dict]:
+    return [orjson.loads(x) for x in out.getvalue().splitlines() if x.strip()]
+
+
+def test_watch_reports_each_compile_and_the_recompile_as_the_log_grows(tmp_path: Path) -> None:
+    data = _log()
+    end00, mid = _cuts(data)
+    f = tmp_path / NAME
+    w, out = _watch(tmp_path)
+    assert _lines(out)[0]["event"] == "digest" and _lines(out)[0]["files"] == 0
+
+    # [0/0] and half of the next line: the half line is held, never an error
+    _append(f, data[:mid])
+    now = time.monotonic()
+    first = w.step(now=now)
+    assert [(e.kind, e.compile_id) for e in first] == [("compile_start", "0/0"), ("compile_end", "0/0")]
+    end = first[1]
+    assert end.data["outcome"] == "ok"
+    assert end.text.startswith("[0/0] compiled in 19.72s: Sequential via torch.compile(model)")
+    assert w.tail.files[str(f)].offset == end00  # the half-written line waits
+    assert w.step(now=now + 0.1) == []  # nothing new: nothing said again
+
+    # the rest lands: [0/1], its cause, its end
+    _append(f, data[mid:])
+    rest = w.step(now=now + 0.2)
+    kinds = [(e.kind, e.compile_id) for e in rest]
+    assert kinds == [("compile_start", "0/1"), ("recompile", "0/1"), ("compile_end", "0/1")]
+    rec = rest[1]
+    assert rec.data["cause"] == "dimension 0 of x (the wrapper's args[0]) varies (seen: 64, 128)"
+    assert rec.data["expected"] is True
+    assert rest[2].text.startswith("[0/1] compiled in 106s")
+
+    # the same figures as the summary of the whole log, and no problem from the cut line
+    from traceview.ingest.loading import LoadOptions, load_trace
+
+    whole = load_trace(LoadOptions.of(str(tmp_path), use_cache=False))
+    secs = dict(whole.compiles.select("compile_id", "total_time_s").iter_rows())
+    assert (first[1].data["seconds"], rest[2].data["seconds"]) == (secs["0/0"], secs["0/1"])
+    assert w.tables.trace().problems.is_empty()
+    assert w.tables.bytes_parsed == len(data)  # every byte parsed once
+
+    w.finish()
+    last = _lines(out)[-1]
+    assert last["event"] == "stopped"
+    assert last["counts"] == {"compile_start": 2, "compile_end": 2, "recompile": 1}
+
+
+def test_a_compile_in_progress_is_a_busy_line_in_the_summary_s_words(tmp_path: Path) -> None:
+    """Cut inside [0/1] (in its autotuning): the busy line names the phase analyze.unfinished
+    gives the same cut log in `summary`."""
+    data = _log()
+    start01 = data.index(b'"dynamo_start"', _cuts(data)[0])
+    end01 = data.index(b'{"compilation_metrics": {"compile_id": "0/1"')
+    cut = _record_start_after(data, start01 + (end01 - start01) * 6 // 10)
+    f = tmp_path / NAME
+    w, out = _watch(tmp_path, busy_after_s=0.0, busy_every_s=0.0)
+    _append(f, data[:cut])
+    w.step(now=time.monotonic())
+    busy = [x for x in _lines(out) if x["event"] == "busy"]
+    assert len(busy) == 1 and busy[0]["compile_id"] == "0/1"
+
+    from traceview.analyze.unfinished import unfinished_compiles
+    from traceview.ingest.loading import LoadOptions, load_trace
+
+    (u,) = unfinished_compiles(load_trace(LoadOptions.of(str(tmp_path), use_cache=False)))
+    assert busy[0]["phase"] == u["phase"] and busy[0]["innermost_span"] == u["innermost_span"]
+    assert busy[0]["text"].startswith(f"[0/1] busy {seconds_text(u['running_s'])} in {u['phase']}")
+
+
+def test_new_rank_files_and_ranks_are_followed(tmp_path: Path) -> None:
+    """A 2-rank CPU run (fixtures/multirank, gloo): rank 1's file appears after the watch
+    began; its compiles carry its rank."""
+    src = sorted((FIXTURES / "multirank" / "trace").glob("*.log"))
+    assert len(src) >= 2
+    w, _ = _watch(tmp_path)
+    (tmp_path / src[0].name).write_bytes(src[0].read_bytes())
+    now = time.monotonic()
+    ranks0 = {e.rank for e in w.step(now=now)}
+    (tmp_path / src[1].name).write_bytes(src[1].read_bytes())
+    ranks1 = {e.rank for e in w.step(now=now + 0.1)}
+    assert ranks0 == {0} and ranks1 == {1}
+
+
+def test_a_file_cut_and_written_again_starts_over(tmp_path: Path) -> None:
+    data = _log()
+    end00, _ = _cuts(data)
+    f = tmp_path / NAME
+    f.write_bytes(data[:end00])
+    w, out = _watch(tmp_path)
+    assert _lines(out)[0]["compiles"] == 1  # the digest: what was there
+    f.write_bytes(data[:1000])  # the job started again: the file is shorter
+    now = time.monotonic()
+    w.step(now=now)
+    assert w.tail.files[str(f)].offset <= 1000
+    _append(f, data[1000:end00])
+    again = w.step(now=now + 0.1)
+    # the compile of the new run is the same id in a new file: said again
+    assert [(e.kind, e.compile_id) for e in again][-1] == ("compile_end", "0/0")
+
+
+def test_a_text_log_s_last_record_waits_for_its_lines(tmp_path: Path) -> None:
+    """A TORCH_LOGS capture (fixtures/recompiles: torch 2.13 prints 8 recompiles of
+    shape_storm, then the recompile limit): written cut inside its multi-line "Recompiling
+    function" messages, every recompile is said once, with its whole cause."""
+    text = (FIXTURES / "recompiles" / "torch_logs.txt").read_bytes()
+    log = tmp_path / "torch_logs.txt"
+    log.write_bytes(b"")
+    out = io.StringIO()
+    w = Watch([str(log)], out=out, json_lines=True)
+    w.start()
+    now = time.monotonic()
+    step = 3000
+    for i in range(0, len(text), step):
+        _append(log, text[i : i + step])
+        now += 0.2  # growing: less than settle_s between polls
+        w.step(now=now)
+    w.step(now=now + 5)
+    recs = [x for x in _lines(out) if x["event"] == "recompile"]
+    storm = [x for x in recs if x["function"] == "shape_storm"]
+    assert [x["compile_id"] for x in storm] == [f"0/{i}" for i in range(1, 9)]
+    assert all(x["cause"].startswith("dimension 1 of x varies") for x in storm)
+    assert [x["compile_id"] for x in _lines(out) if x["event"] == "failure"] == ["0/8"]
+
+
+def test_the_command_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    """The real command on an empty directory: [0/0] within 5 s of its lines landing, the
+    half-written line survived, [0/1] and its cause as the rest lands, exit 0 on SIGINT."""
+    data = _log()
+    _, mid = _cuts(data)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "traceview", "watch", str(tmp_path), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    try:
+        def read_until(kind: str, cid: str, deadline: float) -> list[dict]:
+            got = []
+            while time.monotonic() < deadline:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                got.append(orjson.loads(line))
+                if got[-1]["event"] == kind and got[-1].get("compile_id") == cid:
+                    return got
+            raise AssertionError(f"no {kind} [{cid}] in time: {got}")
+
+        assert orjson.loads(proc.stdout.readline())["event"] == "digest"
+        _append(tmp_path / NAME, data[:mid])
+        landed = time.monotonic()
+        read_until("compile_end", "0/0", landed + 5)
+        assert time.monotonic() - landed < 5
+        _append(tmp_path / NAME, data[mid:])
+        got = read_until("compile_end", "0/1", time.monotonic() + 10)
+        assert [x["cause"] for x in got if x["event"] == "recompile"] == ["dimension 0 of x (the wrapper's args[0]) varies (seen: 64, 128)"]
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert err == b""
+    assert orjson.loads(rest.splitlines()[-1])["event"] == "stopped"
+
+
+def test_watch_of_a_missing_parent_is_one_line(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "traceview", "watch", str(tmp_path / "no" / "such")],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 2
+    assert r.stderr.strip().endswith("no such file or directory (nor its parent directory)")
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("fs", ["nfs4", "ext4"])
+def test_network_file_systems_are_polled(fs: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from traceview.live import watch as wmod
+
+    mounts = f"server:/export {tmp_path} {fs} rw 0 0\n"
+    monkeypatch.setattr(wmod.Path, "read_text", lambda self, **kw: mounts if str(self) == "/proc/mounts" else "")
+    assert wmod.network_fs(str(tmp_path / "trace")) == ("nfs4" if fs == "nfs4" else None)
