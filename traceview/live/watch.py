@@ -182,7 +182,8 @@ class Watch:
         lines = [(b, round(b.data["running_s"] + (now - self._busy_at), 1)) for b in rows]
         if self.status_line:
             status = " | ".join(f"{'rank ' + str(b.rank) + ' ' if b.rank is not None else ''}[{b.compile_id}] "
-                                f"{b.data.get('phase') or 'compiling'} {running:.0f}s" for b, running in lines)
+                                f"{'in ' + b.data['phase'] if b.data.get('phase') else 'compiling'} for {running:.0f}s"
+                                for b, running in lines)
             width = _columns(self.out)
             status = printable(f"busy: {status}")[: max(20, width - 1)]
             self.out.write("\r\x1b[2K" + status)
