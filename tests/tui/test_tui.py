@@ -1425,6 +1425,32 @@ async def test_the_cursor_row_is_marked_by_a_character_and_kernel_names_keep_bot
 
 
 @sync
+async def test_the_cursor_is_marked_by_a_character_in_findings_and_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33.5: the Findings list and the Frames tree mark the cursor as the tables do, with
+    "▶" in a first column of its own, so it is seen under NO_COLOR and in a plain capture."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = build_app(open_args(FIXTURES / "corpus" / "multirank4" / "trace"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        marked = lambda: [x for x in screen_text(app).splitlines() if x.startswith("▶")]  # noqa: E731
+        # findings: the first line of the cursor's finding alone (the others start blank)
+        assert [x[:16] for x in marked()] == ["▶RANK DIVERGENCE"]
+        await press(pilot, "down")
+        assert main.query_one(FindingsView).index == 1
+        assert [x[:12] for x in marked()] == ["▶GRAPH BREAK"]
+        # frames: the cursor's line, the tree one column to the right
+        await press(pilot, "2")
+        tree = main.query_one("#frames-tree")
+        await press(pilot, "home")
+        assert tree.cursor_line == 0
+        assert [x[:10] for x in marked()] == ["▶▼ rank 0 "]
+        await press(pilot, "down")
+        assert [x[:12] for x in marked()] == ["▶├ ▼ forward"]
+        await press(pilot, "down")
+        assert [x.split("  ")[0] for x in marked()] == ["▶│ └ ✓ ok"]
+
+
+@sync
 async def test_letters_typed_on_a_filter_list_never_reach_the_shortcuts() -> None:
     """Issue 33.5: after `f` the kind filter (a list) has the focus; "1" or "q" typed there used
     to switch view or quit. Now a letter or digit opens the list to search it."""

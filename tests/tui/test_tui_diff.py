@@ -4,6 +4,7 @@ build_diff's order, Enter into the run a change belongs to (B for new, A for gon
 
 from __future__ import annotations
 
+import gzip
 import shutil
 from pathlib import Path
 
@@ -317,3 +318,22 @@ async def test_autotuning_b_no_longer_does_opens_the_compile_in_a() -> None:
         run_a = app.screen
         assert run_a is not app.main_b and run_a.view.view_id == "code"
         assert run_a.query_one(CodeBrowser).compile_filter == (None, "0/0")
+
+
+def test_an_unfinished_compile_is_the_first_row(tmp_path: Path) -> None:
+    # fixtures/corpus/multirank4 against a copy whose rank 1 log is cut by hand after 500
+    # lines, inside its first compile: the first row says so and Enter opens B at that compile
+    src = FIXTURES / "corpus" / "multirank4" / "trace"
+    for f in src.glob("*.gz"):
+        if "_rank_1_" in f.name:
+            with gzip.open(f, "rt", encoding="utf-8") as i:
+                (tmp_path / f.name.removesuffix(".gz")).write_text("".join(i.readlines()[:500]), encoding="utf-8")
+        else:
+            shutil.copy(f, tmp_path / f.name)
+    a, b = traceview.load(src), traceview.load(tmp_path)
+    rows = diff_rows(build_diff(a, b), TraceModel.build(a), TraceModel.build(b))
+    first = rows[0]
+    assert (first.section, first.change, first.side) == ("unfinished", "new", "b")
+    assert first.text == ("rank 1 [0/0] TinyNet.forward (multirank4.py:30): finished in A (3.56s), unfinished in B "
+                          "(in AOTAutograd for 4.74s; behind the other ranks: likely hang)")
+    assert first.target is not None and (first.target.view, first.target.rank, first.target.compile_id) == ("frames", 1, "0/0")

@@ -401,3 +401,88 @@ def test_json_validates_against_the_schema(pair: str) -> None:
     for d in diffs:
         printed = json.loads(orjson.dumps(d))
         assert [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(printed)] == []
+
+
+def _cut(src, dst, lines: int) -> None:
+    """A hand-cut copy of a real log: its first `lines` lines, as a killed job's log ends."""
+    import gzip
+
+    opener = gzip.open if src.suffix == ".gz" else open
+    with opener(src, "rt", encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
+        for i, line in enumerate(f):
+            if i >= lines:
+                break
+            out.write(line)
+
+
+@needs_shared
+def test_a_compile_unfinished_in_one_run_comes_first(tmp_path) -> None:
+    # the real max-autotune run against its log cut after 2190 lines, inside Inductor's code_gen
+    # (tests/analyze/test_unfinished.py cuts it there too)
+    [src] = (GPU / "max_autotune" / "trace").glob("*.log")
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    _cut(src, cut / src.name, 2190)
+    full, part = traceview.load(GPU / "max_autotune" / "trace"), traceview.load(cut)
+    d = build_diff(full, part)
+    [u] = d["unfinished"]
+    assert u == {
+        "change": "new", "unfinished_in": "b", "rank": None, "function": "inner",
+        "file": "torch/_dynamo/external_utils.py", "line": 67,
+        "label": "a module via torch.compile(model), called at train.py:41 `cm(x)`", "nth": 0,
+        "compile_id_a": "0/0", "occurrence_a": 1, "compile_id_b": "0/0", "occurrence_b": 1,
+        "phase": "inductor code_gen", "innermost_span": "Scheduler.fused_nodes", "running_s": 9.655, "behind": False,
+        "other_status": "ok", "other_compile_time_s": 11.250991,
+    }
+    assert d["a"]["unfinished"] == []
+    assert d["b"]["unfinished"] == [{
+        "rank": None, "compile_id": "0/0", "occurrence": 1, "function": "inner", "file": "torch/_dynamo/external_utils.py",
+        "line": 67, "label": "a module via torch.compile(model), called at train.py:41 `cm(x)`",
+        "phase": "inductor code_gen", "innermost_span": "Scheduler.fused_nodes", "running_s": 9.655, "behind": False,
+    }]
+    # the cut compile logged no guards or kernels yet: not "all guards removed"
+    assert d["guards"] == [] and d["kernels"] == [] and d["graphs"] == []
+    assert changed_sections(d) == {"unfinished", "autotuning", "cache"}
+    text = render_diff(d, width=200).splitlines()
+    assert text[1].endswith("-> B = " + str(cut) + " (1 compiles, 1 unfinished)")
+    assert text[2:4] == [
+        "unfinished compiles (begun, no compilation_metrics: killed, hung or still running when the log ends):",
+        "  [0/0] a module via torch.compile(model), called at train.py:41 `cm(x)`: finished in A (11.25s), "
+        "unfinished in B (in inductor code_gen for 9.65s)",
+    ]
+    assert "compile time: 11.25s -> 0.00s (-100%) (unfinished compiles not counted: 1 in B)" in text
+    # the other way round: unfinished in A, finished in B
+    back = build_diff(part, full)
+    assert [(r["change"], r["unfinished_in"]) for r in back["unfinished"]] == [("fixed", "a")]
+    assert render_diff(back, width=200).splitlines()[3] == (
+        "  [0/0] a module via torch.compile(model), called at train.py:41 `cm(x)`: finished in B (11.25s), "
+        "unfinished in A (in inductor code_gen for 9.65s)"
+    )
+    # unfinished in both runs: no change, the header still counts it
+    same = build_diff(part, part)
+    assert same["no_changes"] and same["unfinished"] == [] and len(same["a"]["unfinished"]) == 1
+    assert render_diff(same, width=200).splitlines()[2:] == ["no changes"]
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    for x in (d, back, same):
+        assert [e.message for e in validator.iter_errors(json.loads(orjson.dumps(x)))] == []
+
+
+def test_a_rank_cut_inside_a_compile_the_others_finished(tmp_path) -> None:
+    # fixtures/corpus/multirank4 with rank 1's log cut after 500 lines, inside its first compile
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for f in MULTIRANK.glob("*.gz"):
+        if "_rank_1_" in f.name:
+            _cut(f, cut / f.name.removesuffix(".gz"), 500)
+        else:
+            (cut / f.name).write_bytes(f.read_bytes())
+    d = build_diff(run("multirank4"), traceview.load(cut))
+    [u] = d["unfinished"]
+    assert (u["rank"], u["compile_id_b"], u["phase"], u["behind"], u["other_status"]) == (1, "0/0", "AOTAutograd", True, "ok")
+    text = render_diff(d, width=200).splitlines()
+    assert text[3] == (
+        "  rank 1 [0/0] TinyNet.forward (multirank4.py:30): finished in A (3.56s), unfinished in B "
+        "(in AOTAutograd for 4.74s; behind the other ranks: likely hang)"
+    )
+    one = build_diff(run("multirank4"), traceview.load(cut), rank=1)
+    assert [(r["rank"], r["compile_id_b"]) for r in one["unfinished"]] == [(None, "0/0")]

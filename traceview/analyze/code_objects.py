@@ -70,7 +70,10 @@ def describe(trace: Trace, *, rank: Any, function: str | None, filename: str | N
         classes = _CLASSES.setdefault(trace, {})
         key = (function, filename, line)
         if key not in classes:
-            classes[key] = _module_class(trace, rows[0], "fn" if wrapper == "torch.compile(model)" else "self")
+            # the code object's first finished compile on any rank (an unfinished one logged no
+            # guards yet), whichever rank is described first: the same class for every caller
+            first = _first_finished(trace, function, filename, line) or rows[0]
+            classes[key] = _module_class(trace, first, "fn" if wrapper == "torch.compile(model)" else "self")
         cls, by_identity = classes[key]
     short = cls.rsplit(".", 1)[-1] if cls else None
     if wrapper == "torch.compile(model)" and short:
@@ -117,6 +120,18 @@ def _compiles_of(trace: Trace, rank: Any, function: Any, filename: Any, line: An
         "file", "rank", "compile_id", "occurrence", "lineno", "metrics_lineno",
         "call_filename", "call_line", "call_function", "call_code",
     ).to_dicts()
+
+
+def _first_finished(trace: Trace, function: Any, filename: Any, line: Any) -> dict[str, Any] | None:
+    """The first compile of a code object that logged its metrics, on any rank (the lowest
+    first), or None."""
+    c = trace.compiles
+    cond = (pl.col("filename") == filename) & (pl.col("function") == function) & pl.col("metrics_lineno").is_not_null()
+    cond &= pl.col("line").is_null() if line is None else pl.col("line") == line
+    rows = c.filter(cond).sort("rank", "lineno", nulls_last=True).head(1).select(
+        "file", "rank", "compile_id", "occurrence", "lineno", "metrics_lineno",
+    ).to_dicts()
+    return rows[0] if rows else None
 
 
 def _module_class(trace: Trace, row: dict[str, Any], param: str) -> tuple[str | None, bool | None]:

@@ -45,6 +45,7 @@ from traceview.tui.text import plain, safe
 from traceview.workflow.diff import build_diff, change_text, code_object, file_tail
 
 SECTION_TITLES = {
+    "unfinished": "UNFINISHED COMPILE",
     "functions": "COMPILES",
     "recompile_causes": "RECOMPILE CAUSE",
     "graph_breaks": "GRAPH BREAK",
@@ -180,6 +181,17 @@ def _compiles_loc(rank: Any, compile_id: str | None, view: str = "frames", **kw:
     return Location(view, rank=rank, compile_id=compile_id, **kw) if compile_id else None
 
 
+def _unfinished_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterable[DiffRow]:
+    """A compile one run left unfinished: Enter opens that run at it in its frames view."""
+    for r in diff["unfinished"]:
+        side = r["unfinished_in"]
+        detail = [("compile", f"[{r['compile_id_a'] or '-'}] in A, [{r['compile_id_b'] or '-'}] in B")]
+        if r.get("innermost_span"):
+            detail.append(("innermost open span", r["innermost_span"]))
+        yield DiffRow("unfinished", r["change"], change_text("unfinished", r), tuple(detail), side,
+                      _compiles_loc(r["rank"], r[f"compile_id_{side}"]))
+
+
 def _function_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterable[DiffRow]:
     for r in diff["functions"]:
         text = change_text("functions", r)
@@ -290,7 +302,7 @@ def diff_rows(diff: dict[str, Any], a: TraceModel, b: TraceModel) -> list[DiffRo
     change, each with the run and place Enter opens."""
     pa, pb = _Places(a), _Places(b)
     rows: list[DiffRow] = []
-    for make in (_function_rows, _cause_rows, _break_rows, _failure_rows, _per_compile_rows, _other_rows):
+    for make in (_unfinished_rows, _function_rows, _cause_rows, _break_rows, _failure_rows, _per_compile_rows, _other_rows):
         rows.extend(make(diff, pa, pb))
     return rows
 

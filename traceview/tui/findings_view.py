@@ -12,6 +12,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from traceview.analyze.findings import ranks_text
+from traceview.tui.cursor import MarkedOptionList
 from traceview.tui.model import KIND_TITLES, CompileKey, Finding, TraceModel
 from traceview.tui.navigation import Location
 from traceview.tui.text import safe
@@ -79,7 +80,8 @@ class FindingsView(View):
     def compose(self) -> ComposeResult:
         yield Static(self._summary(), id="findings-summary", classes="view-title")
         with Container(classes="split"):
-            yield OptionList(id="findings-list", classes="pane-main w3")
+            # the cursor's finding marked by a character too (tui.cursor), not colour alone
+            yield MarkedOptionList(id="findings-list", classes="pane-main w3")
             with VerticalScroll(id="finding-detail-pane", classes="pane-side detail w2"):
                 yield Static(id="finding-detail")
 

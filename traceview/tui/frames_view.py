@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
+from textual.strip import Strip
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
@@ -19,6 +20,7 @@ from parsers.compile_ids import label as compile_id_label
 from parsers.frameless import kind_label
 from traceview.analyze.findings import after_resets, compile_outcome
 from traceview.printable import one_line
+from traceview.tui.cursor import marked_line
 from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
 from traceview.tui.text import OUTCOME_MEANING, mark, plain, safe, seconds, status_label
@@ -250,11 +252,17 @@ class CompilesTree(Tree[NodeData]):
             depth += 1
             p = p.parent
         indent = self.guide_depth * (depth - (0 if self.show_root else 1))
-        room = self.scrollable_content_region.width - indent
+        room = self.scrollable_content_region.width - indent - 1  # (the cursor marker's column)
         if room > 1 and label.cell_len > room:
             label.truncate(room - 1)
             label.append("…", style)
         return label
+
+    def render_line(self, y: int) -> Strip:
+        # the cursor's line is marked by a character in a first column of its own (tui.cursor),
+        # as the tables' rows are: colour alone is lost under NO_COLOR and in a plain capture
+        strip = super().render_line(y)
+        return marked_line(strip, self.scroll_offset.y + y == self.cursor_line, self.size.width)
 
 
 class FramesView(View):

@@ -22,12 +22,11 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from traceview.tui.cursor import CURSOR_MARK
 from traceview.tui.text import fit, fit_left, fit_middle, plain
 
 CHUNK = 256
 
-
-CURSOR_MARK = "▶"
 
 
 @dataclass

@@ -32,6 +32,7 @@ from traceview.analyze.failures import failures
 from traceview.analyze.findings import code_label
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.storms import recompile_storms
+from traceview.analyze.unfinished import unfinished_compiles
 from traceview.errors import UserError
 from traceview.printable import one_line, printable
 from traceview.trace import TABLES, Trace
@@ -39,6 +40,7 @@ from traceview.versions import DIFF_SCHEMA_VERSION
 
 # Sections that count as changes, most important first (compile time is apart: see `noise`).
 SECTIONS = (
+    "unfinished",
     "functions",
     "recompile_causes",
     "graph_breaks",
@@ -224,6 +226,68 @@ def _counter_change(ca: Counter, cb: Counter) -> tuple[dict[str, int], dict[str,
 
 
 # ------------------------------------------------------------------------------ sections
+def _unfinished_of(side: _Side) -> list[dict[str, Any]]:
+    """This side's unfinished compiles (analyze.unfinished, run on the whole run so a rank
+    behind the others is known), each as the diff shows it: rank, compile id, the code object
+    (`label` as its user knows it, findings.code_label), the phase, innermost open span, how
+    long it had been running up to the log's last line, and whether it is behind other ranks."""
+    out = []
+    for u in side.keep(unfinished_compiles(side.trace)):
+        out.append({
+            "rank": side.rank_of(u), "compile_id": u["compile_id"], "occurrence": u["occurrence"],
+            "function": u["function"], "file": file_tail(u["filename"]), "line": u["line"],
+            "label": code_label(u, lambda f, ln: f"{file_tail(f)}:{ln}"),
+            "phase": u["phase"], "innermost_span": u["innermost_span"], "running_s": u["running_s"],
+            "behind": u["behind"],
+        })
+    return out
+
+
+def _unfinished(
+    pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side, ua: list[dict[str, Any]], ub: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Compiles one run left unfinished and the other finished (or failed, or did not
+    compile): `new` unfinished in B, `fixed` unfinished in A. The compile on the other side
+    is the one in the same place of the matched code object's compiles (as graphs, guards and
+    kernels are paired). A compile unfinished in both runs is no change (each side's
+    `unfinished` lists it)."""
+    b_to_a = {kb: ka for ka, kb in pairs if kb is not None}
+    a_to_b = {ka: kb for ka, kb in pairs if ka is not None}
+
+    def done(side: _Side) -> dict[tuple, dict[str, Any]]:
+        c = side.compiles.select("rank", "compile_id", "occurrence", "status", "compile_time_s")
+        return {(side.rank_of(r), r["compile_id"], r["occurrence"]): r for r in c.iter_rows(named=True)}
+
+    out = []
+    for change, mine, frames, partner, other_frames, other_done, other_open in (
+        ("new", ub, fb, b_to_a, fa, done(sa), ua), ("fixed", ua, fa, a_to_b, fb, done(sb), ub),
+    ):
+        still = {(u["rank"], u["compile_id"], u["occurrence"]) for u in other_open}
+        where = {(k[0], cid, occ): (k, i) for k, ids in frames.items() for i, (cid, occ) in enumerate(ids)}
+        for u in mine:
+            k, nth = where.get((u["rank"], u["compile_id"], u["occurrence"]), (None, None))
+            ko = partner.get(k) if k is not None else None
+            ids = other_frames.get(ko, []) if ko is not None else []
+            twin = ids[nth] if ko is not None and nth is not None and nth < len(ids) else None
+            if twin is not None and (ko[0], *twin) in still:
+                continue  # unfinished in both runs
+            row = other_done.get((ko[0], *twin)) if twin is not None else None
+            ids_here = (u["compile_id"], u["occurrence"])
+            a_id, b_id = (twin, ids_here) if change == "new" else (ids_here, twin)
+            out.append({
+                "change": change, "unfinished_in": "b" if change == "new" else "a",
+                "rank": u["rank"], "function": u["function"], "file": u["file"], "line": u["line"], "label": u["label"],
+                "nth": nth,
+                "compile_id_a": a_id[0] if a_id else None, "occurrence_a": a_id[1] if a_id else None,
+                "compile_id_b": b_id[0] if b_id else None, "occurrence_b": b_id[1] if b_id else None,
+                "phase": u["phase"], "innermost_span": u["innermost_span"], "running_s": u["running_s"],
+                "behind": u["behind"],
+                "other_status": row["status"] if row else None,
+                "other_compile_time_s": row["compile_time_s"] if row else None,
+            })
+    return out
+
+
 def _functions(pairs: list, fa: dict, fb: dict) -> list[dict[str, Any]]:
     out = []
     for ka, kb in pairs:
@@ -414,10 +478,12 @@ def _schedules(side: _Side) -> tuple[dict[tuple, list[str]], set[tuple]]:
     return out, cached
 
 
-def _collectives(pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+def _collectives(pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side, unfinished: set[tuple]) -> list[dict[str, Any]]:
     """The collectives of each pair of matched compiles (per Inductor graph: 0 the forward, 1
     the backward) where they differ; a graph whose schedule one side did not log because it
-    came from the FX graph cache is not compared (unknown, not "no collectives")."""
+    came from the FX graph cache, or a compile unfinished on either side (`unfinished`:
+    ("a"|"b", rank, compile_id, occurrence)), is not compared (unknown, not "no
+    collectives")."""
     (xa, hit_a), (xb, hit_b) = _schedules(sa), _schedules(sb)
     if not xa and not xb:
         return []
@@ -426,6 +492,8 @@ def _collectives(pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side) -> list[
         if ka is None or kb is None:
             continue
         for i, (ia, ib) in enumerate(zip(fa[ka], fb[kb])):
+            if ("a", ka[0], *ia) in unfinished or ("b", kb[0], *ib) in unfinished:
+                continue
             gis = {k[3] for k in xa if k[:3] == (ka[0], *ia)} | {k[3] for k in xb if k[:3] == (kb[0], *ib)}
             for gi in sorted(gis):
                 a, b = xa.get((ka[0], *ia, gi)), xb.get((kb[0], *ib, gi))
@@ -590,7 +658,12 @@ def build_diff(
     fa, fb = sa.frames(), sb.frames()
     pairs = _match_frames(fa, fb)
     breaks, eager = _breaks(sa, sb)
-    failed = {("a", *k) for k in sa.failed()} | {("b", *k) for k in sb.failed()}
+    ua, ub = _unfinished_of(sa), _unfinished_of(sb)
+    # a compile unfinished on either side logged no guards or kernels yet: not compared
+    # (the unfinished section says it), as a failed one is not
+    unfinished = {("a", u["rank"], u["compile_id"], u["occurrence"]) for u in ua} | {
+        ("b", u["rank"], u["compile_id"], u["occurrence"]) for u in ub}
+    failed = {("a", *k) for k in sa.failed()} | {("b", *k) for k in sb.failed()} | unfinished
     fails = _failures(sa, sb)
     # a frame whose compile newly fails (fixed) is in `failures`; whether it then ran eagerly
     # depends on the program (suppress_errors), not on the trace: not said twice
@@ -598,8 +671,9 @@ def build_diff(
     eager = [e for e in eager if (e["change"], e["rank"], e["function"], e["file"]) not in failing]
     result: dict[str, Any] = {
         "diff_schema_version": DIFF_SCHEMA_VERSION,
-        "a": _about(sa, names[0], fa),
-        "b": _about(sb, names[1], fb),
+        "a": _about(sa, names[0], fa, ua),
+        "b": _about(sb, names[1], fb, ub),
+        "unfinished": _unfinished(pairs, fa, fb, sa, sb, ua, ub),
         "functions": _functions(pairs, fa, fb),
         "recompile_causes": _causes(sa, sb, pairs),
         "graph_breaks": breaks,
@@ -614,7 +688,7 @@ def build_diff(
         "cache": _cache(sa, sb),
         "pgo": _pgo(sa, sb),
         "rank_divergence": _divergence(sa, sb),
-        "collectives": _collectives(pairs, fa, fb, sa, sb),
+        "collectives": _collectives(pairs, fa, fb, sa, sb, unfinished),
         "compile_time": _compile_time(sa, sb, noise),
     }
     result["changes"] = sum(len(result[s]) for s in SECTIONS)
@@ -625,7 +699,7 @@ def build_diff(
     return result
 
 
-def _about(side: _Side, name: str, frames: dict) -> dict[str, Any]:
+def _about(side: _Side, name: str, frames: dict, unfinished: list[dict[str, Any]]) -> dict[str, Any]:
     inp = side.trace.inputs
     return {
         "name": name,
@@ -633,6 +707,7 @@ def _about(side: _Side, name: str, frames: dict) -> dict[str, Any]:
         "rank": None if side.rank is _ANY_RANK else side.rank,
         "compiles": side.all_compiles.height,
         "code_objects": len(frames),
+        "unfinished": unfinished,
     }
 
 
@@ -718,6 +793,8 @@ def change_text(section: str, r: dict[str, Any]) -> str:
     """One change of `section` (functions, recompile_causes, graph_breaks, frames_eager,
     failures, autotuning) in words, without its `new:`/`gone:` prefix: the line `render_diff`
     prints and the UI's diff view shows."""
+    if section == "unfinished":
+        return f"{_rank(r)}{unfinished_text(r)}"
     if section == "functions":
         co = code_object(r["function"], r["file"], r["line_b"] if r["line_b"] is not None else r["line_a"])
         if r["change"] == "moved":
@@ -759,6 +836,33 @@ def change_text(section: str, r: dict[str, Any]) -> str:
     raise ValueError(f"no words for section {section!r}")
 
 
+def _where_unfinished(u: dict[str, Any]) -> str:
+    """Where an unfinished compile was, in the summary's words (output.report's UNFINISHED
+    COMPILES): `in inductor code_gen for 9.65s`, and a rank behind the others."""
+    parts = [f"in {u['phase']}"] if u.get("phase") else []
+    if u.get("running_s") is not None:
+        parts.append(f"for {u['running_s']:.2f}s")
+    text = " ".join(parts) or "no open span"
+    return text + ("; behind the other ranks: likely hang" if u.get("behind") else "")
+
+
+def unfinished_text(r: dict[str, Any]) -> str:
+    """An `unfinished` row in words: `[0/1] forward (model.py:12): finished in A (3.20s),
+    unfinished in B (in inductor code_gen for 9.65s)`."""
+    here, there = ("B", "A") if r["unfinished_in"] == "b" else ("A", "B")
+    mine, theirs = ("b", "a") if r["unfinished_in"] == "b" else ("a", "b")
+    cid = id_label(r[f"compile_id_{mine}"], r.get(f"occurrence_{mine}"))
+    other_id = r[f"compile_id_{theirs}"]
+    as_id = f" as [{id_label(other_id, r.get(f'occurrence_{theirs}'))}]" if other_id not in (None, r[f"compile_id_{mine}"]) else ""
+    if r["other_status"] is None:
+        other = f"not compiled in {there}"
+    else:
+        verb = "failed" if r["other_status"] == "failed" else "finished"
+        secs = f" ({r['other_compile_time_s']:.2f}s)" if r.get("other_compile_time_s") is not None else ""
+        other = f"{verb} in {there}{as_id}{secs}"
+    return f"[{cid}] {r['label']}: {other}, unfinished in {here} ({_where_unfinished(r)})"
+
+
 def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
     """The diff for a terminal, most important first (every line printable, cut to `width`)."""
     a, b = diff["a"], diff["b"]
@@ -769,7 +873,9 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
                                  subsequent_indent=indent + "    ", break_long_words=True, break_on_hyphens=False))
 
     def side(s: dict[str, Any]) -> str:
-        return f"{s['root'] or s['name']}" + (f" rank {s['rank']}" if s["rank"] is not None else "") + f" ({s['compiles']} compiles)"
+        open_ = f", {len(s['unfinished'])} unfinished" if s["unfinished"] else ""
+        rank = f" rank {s['rank']}" if s["rank"] is not None else ""
+        return f"{s['root'] or s['name']}{rank} ({s['compiles']} compiles{open_})"
 
     add(f"traceview diff: A = {side(a)}")
     add(f"            -> B = {side(b)}")
@@ -779,6 +885,10 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         return "\n".join(out) + "\n"
     if diff["changes"] == 0:
         add("no changes in what compiled; compile time changed beyond noise:")
+    if diff["unfinished"]:
+        add("unfinished compiles (begun, no compilation_metrics: killed, hung or still running when the log ends):")
+    for r in diff["unfinished"]:
+        add(change_text("unfinished", r), "  ")
     if diff["functions"]:
         add("compiles per function:")
     for r in diff["functions"]:
@@ -824,9 +934,12 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         add("collectives (what each compiled graph communicates):")
     for r in diff["collectives"]:
         add(f"{r['change']}: {change_text('collectives', r)}", "  ")
+    # as the summary says it: an unfinished compile's time is in no total
+    uncounted = [f"{len(s['unfinished'])} in {n}" for n, s in (("A", a), ("B", b)) if s["unfinished"]]
     add(f"compile time: {ctime['total_a_s']:.2f}s -> {ctime['total_b_s']:.2f}s"
         + (f" ({ctime['total_pct']:+g}%)" if ctime["total_pct"] is not None else "")
-        + ("" if ctime["total_significant"] else " (within noise)"))
+        + ("" if ctime["total_significant"] else " (within noise)")
+        + (f" (unfinished compiles not counted: {', '.join(uncounted)})" if uncounted else ""))
     for r in ctime["phases"] + ctime["functions"]:
         label = r.get("phase") or r.get("function")
         add(f"{label}: {r['seconds_a']:.2f}s -> {r['seconds_b']:.2f}s", "  ")
