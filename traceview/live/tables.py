@@ -170,7 +170,7 @@ class LiveTables:
                 records.extend(tlog.records)
                 other.extend(tlog.other_lines)
             text_stats.append(_text_stats(tlog.stats))
-        return _trace_of(ev, chrom, strings, stats, problems, records, other, text_stats)
+        return _trace_of(ev, chrom, strings, stats, problems, records, other, text_stats, partial=touched is not None)
 
     def files(self) -> list[str]:
         return [*self.traces, *self.texts]
@@ -197,7 +197,26 @@ def _cat(parts: list[pl.DataFrame], schema: dict | None = None, by: tuple[str, .
     return df.sort(list(by)) if by and all(b in df.columns for b in by) else df
 
 
-def _trace_of(ev, chrom, strings, stats, problems, records, other, text_stats) -> Trace:
+# The payloads the events of a chunk are derived from, besides the summary's (parsed with the
+# index): the guard trees (analyze.code_objects reads the class of `self` from them).
+_CHUNK_PAYLOADS = ("dynamo_cpp_guards_str",)
+
+
+def _events_loader(events: pl.DataFrame, partial: bool) -> object:
+    """The `events` table with its payloads read from the files: all of them, or (`partial`,
+    a Trace of what a chunk touched) only _CHUNK_PAYLOADS', which is what its events need: a
+    compile's graphs and code are not read again at every chunk."""
+    if "payload_start" not in events.columns:
+        return events
+    if not partial:
+        return lambda: hydrate(events)[0]
+    wanted = events.with_columns(
+        pl.when(pl.col("kind").is_in(_CHUNK_PAYLOADS)).then(pl.col("payload_start")).alias("payload_start")
+    )
+    return lambda: hydrate(wanted)[0]
+
+
+def _trace_of(ev, chrom, strings, stats, problems, records, other, text_stats, *, partial: bool) -> Trace:
     from parsers.textlog import LOG_RECORDS_SCHEMA, OTHER_LINES_SCHEMA
 
     events = _cat(ev)
@@ -209,7 +228,7 @@ def _trace_of(ev, chrom, strings, stats, problems, records, other, text_stats) -
     text_st = [s.with_columns(pl.lit("text").alias("format")) for s in text_stats]
     all_stats = pl.concat([*trace_stats, *text_st], how="diagonal_relaxed") if trace_stats or text_st else empty_table("stats")
     tables: dict[str, Any] = {
-        "events": lambda: hydrate(events)[0] if "payload_start" in events.columns else events,
+        "events": _events_loader(events, partial),
         "strings": strings_df,
         "stats": all_stats,
         "problems": _cat(problems, PROBLEMS_SCHEMA),
