@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("open", help="browse the trace in a terminal UI")
     _add_input_args(p)
     p.add_argument("--against", metavar="A", help="open on the diff against run A (docs/tui.md); Enter jumps into either run")
+    p.add_argument("--no-follow", action="store_true",
+                   help="show the logs as they are now (by default new compiles, findings and ranks appear as the logs grow)")
 
     p = sub.add_parser("origin", help="kernel / node / seq_nr -> forward op -> user source line")
     _add_input_args(p)
@@ -209,7 +211,7 @@ def cmd_open(args: argparse.Namespace) -> int:
         return run_against(_options(args), against)
     from traceview.tui import run_app
 
-    return run_app(_options(args))
+    return run_app(_options(args), follow=not args.no_follow)
 
 
 def cmd_origin(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ def _tui_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _app(path: str = "fixtures/recompiles"):
-    app = build_app(LoadOptions.of(path, prestart=True))
+    app = build_app(LoadOptions.of(path, prestart=True), follow=False)  # "frozen": no clock in the picture
     app.CURSOR_BLINK = False
     return app
 

@@ -7,5 +7,6 @@ the bytes added (the loading path's own parsers), and a `Trace` over all of it o
 compiles a chunk touched. `events`: what the new records mean, in the analyzers' words
 (compile started / finished, recompile and its cause, graph break, failure, crash) and what each
 busy rank is compiling now. `watch`: the `traceview watch` command (and `traceview run`'s live
-view): a digest of what is there, then one line per event as it lands.
+view): a digest of what is there, then one line per event as it lands. `follow`: when the UI
+(`traceview open`) loads a growing trace again: records landed, one reload at a time, throttled.
 """

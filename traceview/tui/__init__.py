@@ -15,11 +15,12 @@ if TYPE_CHECKING:
     from traceview.ingest.loading import LoadOptions
 
 
-def run_app(options: LoadOptions) -> int:
-    """Run the UI for `traceview open` on what `options` point at; returns the exit code."""
+def run_app(options: LoadOptions, *, follow: bool = True) -> int:
+    """Run the UI for `traceview open` on what `options` point at, following the logs as
+    they grow unless `follow` is False; returns the exit code."""
     from traceview.tui.app import run_app as _run
 
-    return _run(options)
+    return _run(options, follow=follow)
 
 
 __all__ = ["run_app"]

@@ -3,10 +3,17 @@
 The loader (traceview.ingest.loading, the same path as every command's) runs in a worker thread
 while the loading screen shows its progress; the main screen appears when the trace and its
 findings are ready. Widgets never see a path, only the model.
+
+Following (`traceview open DIR`, unless --no-follow): a thread looks at the inputs about once a
+second (traceview.live.follow); when complete records landed it loads the trace again through the
+same path (without the parse cache), builds the model, and hands it to the UI thread, which
+rebuilds the main screen on it where the user was (MainScreen.keep: the same view, selection by
+key, filters, scroll). The tab bar says "live · updated HH:MM:SS" (or "frozen").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -17,9 +24,12 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.widgets import Input
 
 from traceview.errors import EXIT_CANCELLED, EXIT_USAGE, debugging, error_line
 from traceview.ingest.loading import LoadOptions, discover_inputs, exports_of, load_trace
+from traceview.live.follow import Follow, follow_loop
+from traceview.printable import one_line
 from traceview.trace import Trace
 from traceview.tui.loading_screen import LoadingScreen
 from traceview.tui.main_screen import MainScreen
@@ -60,10 +70,21 @@ class TraceviewApp(App[int]):
         runs: list[RunInfo] | None = None,
         load_run: Callable[[RunInfo], Trace] | None = None,
         where: str = "",
+        follow: Follow | None = None,
+        reload: Loader | None = None,
+        frozen: bool = False,
     ) -> None:
         """`source`: a Trace, or a loader returning one. With `runs` (several runs found) the
-        user picks one first and `load_run(run)` loads it."""
+        user picks one first and `load_run(run)` loads it. `follow` and `reload`: follow the
+        inputs as they grow, loading them again with `reload` (for a picked run,
+        `load_run(run, fresh=True)`); `frozen`: say that it does not (--no-follow)."""
         super().__init__()
+        self.follow = follow
+        self.reload = reload
+        self.live_status: str | None = "frozen" if frozen else None
+        self.reloads = 0  # new traces shown
+        self._pending: TraceModel | None = None  # a reloaded model waiting for a modal to close
+        self._stop_follow = threading.Event()
         self.source = source
         self.runs = runs
         self.load_run = load_run
@@ -96,6 +117,8 @@ class TraceviewApp(App[int]):
         assert self.load_run is not None
         load_run = self.load_run
         self.where = f"{self.where} (run {run.run + 1})"
+        if self.follow is not None:
+            self.reload = lambda: load_run(run, fresh=True)  # type: ignore[call-arg]
         self._start(lambda: load_run(run))
 
     def _start(self, source: Trace | Loader | None) -> None:
@@ -127,6 +150,9 @@ class TraceviewApp(App[int]):
             if isinstance(source, Trace):
                 trace = source
             else:
+                if self.follow is not None:
+                    self._progress("looking at the logs")
+                    self.follow.seed()  # what lands from now on is reloaded
                 self._progress("parsing the logs (or reading the parse cache)")
                 trace = source()
             self.timings["trace"] = time.monotonic() - self._t0
@@ -159,6 +185,67 @@ class TraceviewApp(App[int]):
         for screen in self.screen_stack:
             if isinstance(screen, MainScreen):
                 screen.graph_tables_ready()
+        self._start_following()
+
+    # -- following the logs ---------------------------------------------------------------
+    def _start_following(self) -> None:
+        """After the first load: follow the inputs (reloads start once it is all there)."""
+        if self.follow is None or self.reload is None or self.live_status is not None:
+            return
+        self.follow.finished(self.timings.get("graph_tables", 0.0), ok=True)  # the first load
+        self._set_live(f"live · updated {time.strftime('%H:%M:%S')}")
+        self.set_interval(1.0, self._apply_pending)
+        threading.Thread(
+            target=follow_loop, args=(self.follow, self._reload, self._reloaded, self._stop_follow),
+            name="traceview-follow", daemon=True,
+        ).start()
+
+    def _reload(self) -> TraceModel:
+        """Follow thread: the trace again, its model and graph tables (the UI keeps the old)."""
+        assert self.reload is not None
+        model = TraceModel.build(self.reload())
+        model.build_graph_tables()
+        return model
+
+    def _reloaded(self, result: TraceModel | Exception) -> None:
+        """Follow thread: hand the new model (or why there is none) to the UI thread."""
+        if isinstance(result, Exception):
+            if debugging():
+                import traceback
+
+                traceback.print_exception(result)
+            why = one_line(f"{type(result).__name__}: {result}", 60)
+            self._from_thread(self._set_live, f"live · reload failed {time.strftime('%H:%M:%S')}, retrying ({why})")
+            return
+        self._from_thread(self._new_model, result)
+
+    def _new_model(self, model: TraceModel) -> None:
+        self._pending = model
+        self._apply_pending()
+
+    def _apply_pending(self) -> None:
+        """Show the reloaded trace where the user is; not while a dialog, the help or the
+        palette is open or a text field has the keys (tried again each second)."""
+        model = self._pending
+        main = self.screen
+        if model is None or not isinstance(main, MainScreen) or isinstance(self.focused, Input):
+            return
+        self._pending = None
+        kept = main.keep()
+        self.model = model
+        self.reloads += 1
+        self.live_status = f"live · updated {time.strftime('%H:%M:%S')}"
+        # another id: the old screen is still registered until it is unmounted
+        self.switch_screen(MainScreen(model, self.where, screen_id=f"main-{self.reloads}", kept=kept))
+
+    def _set_live(self, status: str) -> None:
+        self.live_status = status
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                screen.update_tabs()
+
+    def on_unmount(self) -> None:
+        self._stop_follow.set()
 
     def _failed(self, exc: Exception) -> None:
         code, self.error = error_line(exc)
@@ -190,31 +277,46 @@ class TraceviewApp(App[int]):
         return self._loader_thread is not None and self._loader_thread.is_alive()
 
 
-def build_app(options: LoadOptions) -> TraceviewApp:
+def build_app(options: LoadOptions, *, follow: bool = True) -> TraceviewApp:
     """The app for `traceview open`: what `options` point at, loaded the way every command
     loads (traceview.ingest.loading: parse cache, worker processes started early for a big input).
 
     Discovery runs here (a bad path is a one-line error before any screen); parsing runs in
     the app's worker thread. When the directory holds several runs and --latest was not
-    given, the app asks which run to open."""
+    given, the app asks which run to open.
+
+    `follow`: follow the logs as they grow (an export does not grow: never followed); each
+    reload discovers the inputs again (new rank files) and parses without the parse cache."""
     inputs = discover_inputs(options)
+    fresh = dataclasses.replace(options, use_cache=False, prestart=False)
 
     def loader() -> Trace:
         return load_trace(options, inputs)
 
-    def load_run(run: RunInfo) -> Trace:
+    def reload() -> Trace:
+        return load_trace(fresh)
+
+    def load_run(run: RunInfo, *, fresh: bool = False) -> Trace:
         text = [p for p in inputs.text_logs if p not in run.paths[1:]]
-        return load_trace(options.with_run(run.paths, text))
+        opts = options.with_run(run.paths, text)
+        return load_trace(dataclasses.replace(opts, use_cache=False, prestart=False) if fresh else opts)
 
     # an export holds the runs it was written with: there is no log of one run to pick
-    picking = inputs.runs > 1 and not options.latest and not exports_of(options)
+    exported = bool(exports_of(options))
+    picking = inputs.runs > 1 and not options.latest and not exported
     runs = runs_of(inputs) if picking else None
-    return TraceviewApp(loader, runs=runs, load_run=load_run, where=" ".join(options.paths))
+    following = follow and not exported
+    return TraceviewApp(
+        loader, runs=runs, load_run=load_run, where=" ".join(options.paths),
+        follow=Follow([options.paths[0]], options.all_logs) if following else None,
+        reload=reload if following else None, frozen=not follow and not exported,
+    )
 
 
-def run_app(options: LoadOptions) -> int:
-    """`traceview open PATH`: run the UI; returns the exit code."""
-    return run_until_exit(build_app(options))
+def run_app(options: LoadOptions, *, follow: bool = True) -> int:
+    """`traceview open PATH`: run the UI (following the logs unless `follow` is False);
+    returns the exit code."""
+    return run_until_exit(build_app(options, follow=follow))
 
 
 def run_until_exit(app: TraceviewApp) -> int:

@@ -343,6 +343,15 @@ class CodeBrowser(View):
     def compile_occurrence(self) -> int | None:
         return self.item.get("occurrence") if self.item is not None else None
 
+    def filters(self) -> object:
+        return (self.compile_filter, self.filter_occurrence) if self.compile_filter is not None else None
+
+    def set_filters(self, filters: object) -> None:
+        if isinstance(filters, tuple):
+            self.compile_filter, self.filter_occurrence = filters
+            if self.model.graph_tables_ready:
+                self._apply()
+
     def clear_filters(self) -> bool:
         if self.compile_filter is None:
             return False

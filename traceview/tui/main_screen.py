@@ -3,8 +3,10 @@ everywhere."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -15,6 +17,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Input, OptionList, Select, Static, Tree
 
 from traceview.errors import UserError
@@ -26,9 +29,10 @@ from traceview.tui.findings_view import FindingsView, target_of
 from traceview.tui.frames_view import FramesView
 from traceview.tui.guards_view import GuardsView
 from traceview.tui.help_screen import BindingGroups, HelpScreen
+from traceview.tui.keep import kept_scroll, refind_location, remap_history
 from traceview.tui.lazy_table import LazyTable
 from traceview.tui.loading_screen import LoadingScreen
-from traceview.tui.model import CompileKey, TraceModel
+from traceview.tui.model import CompileKey, Finding, TraceModel
 from traceview.tui.navigation import VIEW_TITLES, VIEWS, History, Location
 from traceview.tui.ranks_view import RanksView
 from traceview.tui.records_view import RecordsView
@@ -38,6 +42,37 @@ from traceview.tui.view import CompileFocused, Navigate, View
 from traceview.workflow.repro import save_repro
 
 NARROW_BELOW = 100  # columns: below this, panes stack vertically
+
+
+@dataclass
+class Kept:
+    """Where the user was on a main screen, to be found again on the screen rebuilt over a
+    reloaded trace (traceview.tui.keep: by key, never by index)."""
+
+    view: str
+    locations: dict[str, Location]  # each view's place
+    filters: dict[str, object]  # each view's filters (View.filters)
+    history: History
+    findings: list[Finding]  # the old trace's (findings locations are indexes into them)
+    current_compile: CompileKey | None
+    current_occurrence: int | None
+    finding_index: int
+    last_query: str
+    last_repro: Path | None
+    focused: str | None  # the focused widget's id
+    collapsed: dict[str, list[object]] = dataclasses.field(default_factory=dict)  # tree id -> data of its collapsed nodes
+    scrolls: dict[str, tuple[float, int | None]] = dataclasses.field(default_factory=dict)  # id -> (scroll_y, cursor row)
+
+
+def _cursor_row(w: Widget) -> int | None:
+    """The row of a list's cursor (a tree's line, a table's row), or None."""
+    if isinstance(w, Tree):
+        return w.cursor_line if w.cursor_line >= 0 else None
+    if isinstance(w, LazyTable):
+        return w.cursor if w.row_count else None
+    return None
+
+
 SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", "code": "Code", "records": "Raw", "timeline": "Time", "ranks": "Ranks"}
 
 
@@ -69,8 +104,10 @@ class MainScreen(Screen[None]):
         Binding("escape", "close_search", "Close search / leave a filter field", id="close_search", show=False),
     ]
 
-    def __init__(self, model: TraceModel, where: str = "", *, screen_id: str = "main") -> None:
+    def __init__(self, model: TraceModel, where: str = "", *, screen_id: str = "main", kept: Kept | None = None) -> None:
+        """`kept`: where the user was on the screen this one replaces (a reload)."""
         super().__init__(id=screen_id)  # screen_id: another for a second run's screen (diff_view)
+        self.kept = kept
         self.model = model
         self.where = where
         self.history = History()
@@ -101,12 +138,82 @@ class MainScreen(Screen[None]):
             field.cursor_blink = blink
         self.history.push(Location("findings", key="0"))
         self._narrow(self.app.size.width)
-        self._update_tabs()
-        self.view.focus_main()
+        if self.kept is not None:
+            self._restore(self.kept)
+        self.update_tabs()
+        if self.kept is None:
+            self.view.focus_main()
+
+    # -- a reload: the same place on the new trace ----------------------------------------
+    def keep(self) -> Kept:
+        """Where the user is now (for the screen that replaces this one on a reload)."""
+        views = list(self.query(View).results(View))
+        current = self.view
+        history = self.history
+        history.replace(current.location())
+        k = Kept(
+            view=current.view_id,
+            locations={v.view_id: v.location() for v in views},
+            filters={v.view_id: f for v in views if (f := v.filters()) is not None},
+            history=history,
+            findings=list(self.model.findings),
+            current_compile=self.current_compile,
+            current_occurrence=self.current_occurrence,
+            finding_index=self.finding_index,
+            last_query=self.last_query,
+            last_repro=self.last_repro,
+            focused=self.focused.id if self.focused is not None else None,
+        )
+        for tree in self.query(Tree).results(Tree):
+            if tree.id:
+                k.collapsed[tree.id] = [n.data for n in _nodes(tree) if n.children and not n.is_expanded]
+        for w in current.query("*").results(Widget):
+            if w.id and w.is_scrollable and w.max_scroll_y > 0:
+                k.scrolls[w.id] = (w.scroll_y, _cursor_row(w))
+        return k
+
+    def _restore(self, k: Kept) -> None:
+        """Show what `k` kept, on this screen's (new) trace."""
+        old, new = k.findings, self.model.findings
+        self.history = remap_history(k.history, old, new)
+        self.last_query, self.last_repro = k.last_query, k.last_repro
+        loc = refind_location(Location("findings", key=str(k.finding_index)), old, new)
+        self.finding_index = int(loc.key or 0)
+        for view in self.query(View).results(View):
+            if view.view_id in k.filters:
+                view.set_filters(k.filters[view.view_id])
+        for tree in self.query(Tree).results(Tree):
+            closed = k.collapsed.get(tree.id or "")
+            if closed:
+                for n in _nodes(tree):
+                    if n.data in closed:
+                        n.collapse()
+        # the other views' places first, the current one's last (each may say its compile)
+        for view_id, here in k.locations.items():
+            if view_id != k.view and here != Location(view_id):
+                self.query_one(f"#{view_id}", View).show(refind_location(here, old, new))
+        self.query_one("#views", ContentSwitcher).current = k.view
+        self.view.show(refind_location(k.locations[k.view], old, new))
+        focused = next((w for w in self.query(f"#{k.focused}") if w.focusable), None) if k.focused else None
+        (focused.focus() if focused is not None else self.view.focus_main())
+        self.call_after_refresh(self._restore_after, k)
+
+    def _restore_after(self, k: Kept) -> None:
+        """Once the views' messages are handled and their sizes known: the compile the number
+        keys open, and the scroll of each list."""
+        self.current_compile, self.current_occurrence = k.current_compile, k.current_occurrence
+        ref = self.view.compile_ref()
+        if ref is not None:
+            self.current_compile, self.current_occurrence = ref, self.view.compile_occurrence()
+        for wid, (scroll, cursor) in k.scrolls.items():
+            w = next(iter(self.view.query(f"#{wid}")), None)
+            if w is not None:
+                w.scroll_to(y=kept_scroll(scroll, cursor, _cursor_row(w)), animate=False)
+        self.kept = None
 
     def on_resize(self, event: object) -> None:
         self._narrow(self.size.width)
-        self._update_tabs()
+        self.update_tabs()
 
     def _narrow(self, width: int) -> None:
         self.set_class(width < NARROW_BELOW, "narrow")
@@ -116,9 +223,12 @@ class MainScreen(Screen[None]):
         current = self.query_one("#views", ContentSwitcher).current or "findings"
         return self.query_one(f"#{current}", View)
 
-    def _update_tabs(self) -> None:
+    def update_tabs(self) -> None:
         width = self.size.width or self.app.size.width
-        titles = VIEW_TITLES if width >= NARROW_BELOW else SHORT_TITLES
+        live = getattr(self.app, "live_status", None)  # following the logs: "live · updated …"
+        # the full titles where they fit (with the live status, when following)
+        full = sum(len(f" {i} {VIEW_TITLES[v]}  ") for i, v in enumerate(VIEWS, 1)) + (len(live) + 6 if live else 0)
+        titles = VIEW_TITLES if width >= NARROW_BELOW and full < width else SHORT_TITLES
         current = self.query_one("#views", ContentSwitcher).current
         t = Text(end="")
         for i, v in enumerate(VIEWS, 1):
@@ -129,7 +239,7 @@ class MainScreen(Screen[None]):
                 t.append_text(safe(f" {label.strip()} "))
             t.append(" ")
         back = ("[" if self.history.can_back else " ") + ("]" if self.history.can_forward else " ")
-        tail = f" {back} traceview {plain(self.where)}"
+        tail = f" {back} " + (f"{live} · " if live else "") + f"traceview {plain(self.where)}"
         room = width - t.cell_len - 1
         if room > 12:
             t.append_text(safe(tail[:room] if len(tail) <= room else tail[: room - 1] + "…", "italic"))
@@ -147,7 +257,7 @@ class MainScreen(Screen[None]):
         view.focus_main()
         if remember:
             self.history.push(loc)
-        self._update_tabs()
+        self.update_tabs()
 
     def graph_tables_ready(self) -> None:
         """Guards, graphs and kernels are there: views that wait for them can show them."""
@@ -334,6 +444,17 @@ class MainScreen(Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(binding_groups(self.app)))
+
+
+def _nodes(tree: Tree) -> list[Any]:
+    """Every node of `tree` below its root, depth first."""
+    out: list[Any] = []
+    stack = list(reversed(tree.root.children))
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(reversed(n.children))
+    return out
 
 
 def repro_directory(inputs: Any) -> Path:

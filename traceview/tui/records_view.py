@@ -329,6 +329,16 @@ class RecordsView(View):
         self.rank = None
         self.contains = ""
 
+    def filters(self) -> object:
+        return (self.kind, self.compile, self.rank, self.contains) if self.active_filters else None
+
+    def set_filters(self, filters: object) -> None:
+        if not isinstance(filters, tuple):
+            return
+        self.kind, self.compile, self.rank, self.contains = filters
+        self._sync_widgets()
+        self._apply()
+
     def clear_filters(self) -> bool:
         if not self.active_filters:
             return False

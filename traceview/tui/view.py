@@ -71,5 +71,12 @@ class View(Vertical):
         """Clear this view's filters; False when there were none."""
         return False
 
+    def filters(self) -> object:
+        """This view's filters, to be set again on the view rebuilt over a reloaded trace."""
+        return None
+
+    def set_filters(self, filters: object) -> None:
+        """Set filters `filters()` returned (before `show`)."""
+
     def focus_main(self) -> None:
         """Focus the main widget of the view."""
