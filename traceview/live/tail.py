@@ -121,14 +121,16 @@ class Tail:
         out.extend(x for x in self.extra_logs if os.path.exists(x))
         return out
 
-    def poll(self, *, rescan: bool = True, now: float | None = None) -> list[Chunk]:
-        """The complete records added since the last poll, one chunk per file that has some."""
+    def poll(self, *, rescan: bool = True, now: float | None = None, everything: bool = False) -> list[Chunk]:
+        """The complete records added since the last poll, one chunk per file that has some
+        (`everything`: all bytes there, a record being written included: the writer is gone, or
+        the caller reads all of it anyway)."""
         if rescan:
             self.scan()
         now = time.monotonic() if now is None else now
         chunks = []
         for f in list(self.files.values()):
-            c = self._read(f, now)
+            c = self._read(f, now, everything)
             if c is not None:
                 chunks.append(c)
         return chunks
@@ -145,7 +147,7 @@ class Tail:
                 pass
         return total
 
-    def _read(self, f: _File, now: float) -> Chunk | None:
+    def _read(self, f: _File, now: float, everything: bool = False) -> Chunk | None:
         if f.done:
             return None
         try:
@@ -172,7 +174,7 @@ class Tail:
             return Chunk(f.path, f.kind, f.rank, data, 0, 0, restarted, compressed=True)
         with open(f.path, "rb") as fh:
             data = os.pread(fh.fileno(), st.st_size - f.offset, f.offset)
-        settled = now - f.grew_at >= self.settle_s
+        settled = everything or now - f.grew_at >= self.settle_s
         end = self._complete(f, data, now, settled)
         if end <= 0:
             return None if not restarted else Chunk(f.path, f.kind, f.rank, b"", 0, 0, True)

@@ -98,10 +98,11 @@ class Watch:
         if digest:
             self._digest(trace)
 
-    def step(self, *, now: float | None = None) -> list[Event]:
-        """Read what landed, print its events and the busy ranks; returns the events."""
+    def step(self, *, now: float | None = None, everything: bool = False) -> list[Event]:
+        """Read what landed, print its events and the busy ranks; returns the events
+        (`everything`: a record being written too, Tail.poll)."""
         now = time.monotonic() if now is None else now
-        chunks = self.tail.poll(now=now)
+        chunks = self.tail.poll(now=now, everything=everything)
         for c in chunks:
             if c.restarted:
                 self.deriver.forget(c.path, c.rank)
@@ -288,7 +289,7 @@ def watch(
             if on_step is not None:
                 on_step(w)
         if stop.is_set():
-            w.step(now=time.monotonic() + w.settle_s)  # the writer is gone: its last lines are all there is
+            w.step(everything=True)  # the writer is gone: its last lines are all there is
     except KeyboardInterrupt:
         pass
     finally:
