@@ -84,6 +84,61 @@ under-sampled).  MB = 10**6 bytes everywhere; MB/s = input MB / wall s.  Before 
 scenario every input file is read once so all tools see a warm page cache.  Outputs are
 deleted after each run unless --keep-outputs.  A command that cannot start, exits non-zero or
 times out is reported as FAILED with the tail of its stderr; the other measurements go on.
+
+``--watch`` measures ``traceview watch DIR --json`` (issue 33) instead: the real command in a
+child process (``nice`` the whole script on a shared machine: ``nice -n 10 python bench/bench.py
+--watch``), this script writing the logs it follows; each watch is ended with SIGINT and must
+exit 0 with its ``stopped`` line; the load average is printed with every figure.
+``--watch-parts`` picks among:
+
+* ``latency``: an empty directory; ``--watch-compiles`` (30) compiles written to one rank file,
+  each the real records of one compile of gpu/train_dynamic (from its ``dynamo_start`` up to
+  its ``compilation_metrics``: compiles 0/0, 2/0, 3/0 and 5/0, the ones under 100 kB, in
+  turn, so ids repeat as occurrences ``#2``..), the metrics record written 0.05-0.3 s after the
+  rest: seconds from that write to the matching ``compile_end`` line read from the watch's
+  stdout (both clocks are this process's perf_counter).  With file-system events and with
+  ``--poll``.
+* ``idle``: 48 rank files, each holding train_dynamic's compile 0/0; the watch's CPU (utime +
+  stime of /proc/<pid>/stat, all threads) over ``--watch-idle-s`` (25) s with nothing written,
+  then over as long with each file receiving one real 152-byte ``str`` record a second (rank
+  R's at R/48 s into each second), as % of one core.  Events and ``--poll``.
+* ``append``: one log, followed from its start (the digest), grows by one write of 1.06 MB:
+  train_dynamic's records after compile 0/0's metrics (the rest of frame 0's records, compile
+  1/0, up to the record boundary at 1 MB).  CPU s = the watch's CPU from the write until it
+  stops growing (by < 10 ms over 1.5 s), less its idle rate over that time; MB/s = bytes
+  parsed after the start (``stopped``'s bytes_parsed less the base) / CPU s.  Bases:
+  ``new-ids-small`` multi_rank_runtime rank 0 cut after its compilation_metrics nearest 1 MB;
+  ``new-ids-big`` copies of that rank log concatenated to ``--watch-big-mb`` (1000) MB (frame
+  0 only: compile 1/0 is new to it, frame 0's last records are not: 540 occurrences of each of
+  its compiles); ``same-ids-small`` one rank48_500mb rank log (gpu/train_dynamic);
+  ``same-ids-big`` rank48_500mb's rank logs concatenated to 1000 MB (103 copies: every compile
+  id the append holds is there 103 times).  Concatenated copies of one job's rank logs are
+  not one process's log: compile ids repeat, which the watch takes as occurrences of a frame.
+
+Figures (2026-11-26, this 2-core machine shared with other agents, niceness 10; load average
+in brackets):
+
+* latency, events: median 0.09 s, max 0.18 s (1.6); ``--poll``: median 0.24 s, max 0.40 s
+  (1.8); an earlier run: 0.14 / 0.22 s (3.2), 0.31 / 0.49 s (3.5).  Before ``--poll`` looked at the files itself (watchfiles 1.3.0's polling compares
+  mtimes in whole seconds, so a second append within one second raised no change): median
+  0.69 s, max 1.06 s.
+* idle CPU, 48 files: nothing written 0.28% of a core (events, 2.9), 0.36% (``--poll``, 1.8);
+  one record a second to each file: 30% (events, 2.5), 39% (``--poll``, 1.8): misses the 5%
+  target.  Cause: a fixed cost per chunk, not per byte: ``LiveTables.add`` of one 152-byte
+  record costs 4.6 ms CPU (``parse_trace_bytes`` 2.9 ms of it: ~24 polars frames built and
+  collected in build_tables/scan_bytes/combine_piece_stats, then the group_by by compile id),
+  48 chunks a second = 0.22 s/s; and every step derives a Trace over the touched files
+  (``LiveTables.trace`` + ``Deriver.events``, ~50-60 ms for 48 files).
+* append: 1.06 MB on new-ids-small (0.9 MB) 0.054 s CPU, 20 MB/s (1.6); on new-ids-big (1,001 MB)
+  5.9 s (2.2); same-ids-small (9.8 MB) 0.047 s (2.0); same-ids-big (1,007 MB) 0.62 s (2.1).
+  The parse of the 1 MB does not grow with the file; what grows is deriving the events: a
+  chunk's Trace holds every compile of each frame it touched (traceview.live.tables.trace),
+  and this 1 MB holds frame 0's last records: ~2,150 compiles of frame 0 in new-ids-big, 103
+  in same-ids-big (storms, describe, derive_trace_tables over them).  In one process's log a
+  frame has a handful of compiles; ids repeat as here only where a process restarts its
+  numbering (``torch._dynamo.reset()`` between models).  Before ``Deriver._compiles`` skipped
+  compiles said whole already: 8.4 s (new-ids-big), 0.54 s (same-ids-big).  Starting on the
+  1 GB log (parse + digest): 23-26 s CPU, 3.3 GB peak RSS.
 """
 
 from __future__ import annotations
@@ -803,6 +858,410 @@ def to_json(results: dict[str, list[Run]], args: argparse.Namespace) -> dict[str
     }
 
 
+# --------------------------------------------------------------------------- traceview watch
+#
+# `--watch`: the live path of issue 33 (traceview/live), measured on the real command
+# (`python -m traceview watch DIR --json`, a child process) fed by this script acting as the
+# job's writer.  See the module docstring ("--watch") for what is measured and how.
+
+WATCH_CMD = [*TRACEVIEW, "watch", "{input}", "--json"]
+WATCH_RANKS = 48
+
+
+def record_spans(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) of every record of a trace log: an envelope line and its TAB payload lines."""
+    starts = [0] if data and data[:1] != b"\t" else []
+    starts += [m.start() + 1 for m in re.finditer(rb"\n(?=[^\t])", data) if m.start() + 1 < len(data)]
+    return list(zip(starts, [*starts[1:], len(data)]))
+
+
+def record_cut(data: bytes, at: int) -> int:
+    """The start of the first record at or after byte ``at`` (len(data) if none)."""
+    return next((s for s, _e in record_spans(data) if s >= at), len(data))
+
+
+def compile_records(data: bytes, max_bytes: int = 100_000) -> list[tuple[str, bytes, bytes]]:
+    """The compiles of a log as (compile id, records from its dynamo_start up to its
+    compilation_metrics, the compilation_metrics record), those under ``max_bytes``."""
+    out: list[tuple[str, bytes, bytes]] = []
+    start: int | None = None
+    for s, e in record_spans(data):
+        head = data[s : data.find(b"\n", s, e) if b"\n" in data[s:e] else e]
+        if b'] {"dynamo_start": ' in head:
+            start = s
+        elif b'] {"compilation_metrics": ' in head and start is not None:
+            m = re.search(rb'"compile_id": "([^"]+)"', head)
+            if m and e - start <= max_bytes:
+                out.append((m.group(1).decode(), data[start:s], data[s:e]))
+            start = None
+    return out
+
+
+def first_record(data: bytes, marker: bytes) -> bytes:
+    """The first record whose envelope line holds ``marker``."""
+    for s, e in record_spans(data):
+        if marker in data[s : data.find(b"\n", s, e)]:
+            return data[s:e]
+    raise RuntimeError(f"no record with {marker!r}")
+
+
+def append(path: Path, data: bytes) -> None:
+    """One write at the end of ``path`` (torch writes a record with one write)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_text() -> str:
+    """The 1/5/15-minute load averages and the core count."""
+    a, b, c = os.getloadavg()
+    return f"load {a:.2f} {b:.2f} {c:.2f} on {os.cpu_count()} cores"
+
+
+class WatchProc:
+    """A running `traceview watch --json`: its JSON lines, each stamped (perf_counter) as read."""
+
+    def __init__(self, path: Path, env: dict[str, str], logdir: Path, *, poll: bool = False, name: str = "watch") -> None:
+        argv = fill(WATCH_CMD, python=sys.executable, input=str(path)) + (["--poll"] if poll else [])
+        logdir.mkdir(parents=True, exist_ok=True)
+        self.err_path = logdir / f"{name}.stderr"
+        self.argv = argv
+        self.lines: list[tuple[float, dict[str, Any]]] = []
+        self.cond = threading.Condition()
+        self.t0 = time.perf_counter()
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                                         start_new_session=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            t = time.perf_counter()
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                obj = {"event": "?", "text": raw.decode(errors="replace")}
+            with self.cond:
+                self.lines.append((t, obj))
+                self.cond.notify_all()
+
+    def wait_for(self, pred: Callable[[dict[str, Any]], bool], timeout: float, after: int = 0) -> tuple[float, dict[str, Any]]:
+        """The first line from index ``after`` on that satisfies ``pred``; RuntimeError on timeout."""
+        deadline = time.perf_counter() + timeout
+        with self.cond:
+            i = after
+            while True:
+                while i < len(self.lines):
+                    if pred(self.lines[i][1]):
+                        return self.lines[i]
+                    i += 1
+                left = deadline - time.perf_counter()
+                if left <= 0 or self.proc.poll() is not None:
+                    raise RuntimeError(f"no such line from the watch within {timeout:.0f} s "
+                                       f"(exit {self.proc.poll()}): {tail(self.err_path)}")
+                self.cond.wait(min(left, 0.5))
+
+    def cpu_s(self) -> float:
+        return proc_cpu_s(self.proc.pid)
+
+    def quiet_cpu(self, still_s: float = 1.5, timeout: float = 120.0) -> float:
+        """The process's CPU seconds once they stop growing (by under 10 ms over ``still_s``)."""
+        deadline = time.perf_counter() + timeout
+        last = self.cpu_s()
+        while time.perf_counter() < deadline:
+            time.sleep(still_s)
+            now = self.cpu_s()
+            if now - last < 0.01:
+                return now
+            last = now
+        raise RuntimeError(f"the watch did not go quiet within {timeout:.0f} s")
+
+    def stop(self, timeout: float = 60.0) -> dict[str, Any]:
+        """SIGINT (Ctrl-C); checks it exits 0 with its `stopped` line, which is returned."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise RuntimeError(f"the watch did not end within {timeout:.0f} s of SIGINT") from None
+        self.reader.join(10)
+        last = self.lines[-1][1] if self.lines else {}
+        if code != 0 or last.get("event") != "stopped":
+            raise RuntimeError(f"the watch ended with exit {code}, last line {last}: {tail(self.err_path)}")
+        return last
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.proc.wait()
+
+    def count(self, kind: str) -> int:
+        with self.cond:
+            return sum(1 for _t, o in self.lines if o.get("event") == kind)
+
+
+def watch_latency(work: Path, env: dict[str, str], log: bytes, n: int, poll: bool) -> dict[str, Any]:
+    """N compiles written to one rank file of an empty directory the watch follows: seconds
+    from the write of each compilation_metrics record to its compile_end line."""
+    import random
+
+    rng = random.Random(33)
+    compiles = compile_records(log)
+    d = work / ("latency-poll" if poll else "latency-events")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    f = d / rank_file_name("watch", 0)
+    w = WatchProc(d, env, work / "logs", poll=poll, name=d.name)
+    lat: list[float] = []
+    try:
+        w.wait_for(lambda o: o.get("event") == "digest", 120)
+        for i in range(n):
+            cid, pre, metrics = compiles[i % len(compiles)]
+            append(f, pre)
+            time.sleep(rng.uniform(0.05, 0.3))
+            seen = len(w.lines)
+            t_write = time.perf_counter()
+            append(f, metrics)
+            t_ev, ev = w.wait_for(lambda o: o.get("event") == "compile_end", 15, after=seen)
+            if ev.get("compile_id") != cid:
+                raise RuntimeError(f"compile_end for {ev.get('compile_id')}, expected {cid}")
+            lat.append(t_ev - t_write)
+            time.sleep(rng.uniform(0.1, 0.4))
+        stopped = w.stop()
+    finally:
+        w.kill()
+    lat.sort()
+    return {"mode": "poll" if poll else "events", "compiles": n, "compile_ids": sorted({c for c, _p, _m in compiles}),
+            "median_s": lat[len(lat) // 2] if n % 2 else (lat[n // 2 - 1] + lat[n // 2]) / 2, "max_s": lat[-1],
+            "min_s": lat[0], "latencies_s": [round(x, 4) for x in lat], "stopped": stopped, "load": os.getloadavg()}
+
+
+def watch_idle(work: Path, env: dict[str, str], log: bytes, seconds: float, poll: bool) -> dict[str, Any]:
+    """CPU of the watch on 48 rank files, each holding a real compile: over ``seconds`` with
+    nothing written, then over ``seconds`` with every file receiving one real `str` record a
+    second (rank R's at R/48 s into each second)."""
+    d = work / ("idle-poll" if poll else "idle-events")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    _cid, pre, metrics = compile_records(log)[0]
+    rec = first_record(log, b'] {"str": ')
+    files = [d / rank_file_name("watch-idle", r) for r in range(WATCH_RANKS)]
+    for f in files:
+        f.write_bytes(pre + metrics)
+    w = WatchProc(d, env, work / "logs", poll=poll, name=d.name)
+    out: dict[str, Any] = {"mode": "poll" if poll else "events", "files": len(files), "record_bytes": len(rec),
+                           "base_bytes_per_file": len(pre + metrics)}
+    try:
+        w.wait_for(lambda o: o.get("event") == "digest", 120)
+        w.quiet_cpu()
+        # nothing written
+        c0, t0 = w.cpu_s(), time.perf_counter()
+        time.sleep(seconds)
+        c1, t1 = w.cpu_s(), time.perf_counter()
+        out["static"] = {"cpu_s": c1 - c0, "wall_s": t1 - t0, "pct_core": 100 * (c1 - c0) / (t1 - t0), "load": os.getloadavg()}
+        # 48 files growing
+        seen = len(w.lines)
+        c0, t0 = w.cpu_s(), time.perf_counter()
+        writes = 0
+        for sec in range(int(seconds)):
+            for r, f in enumerate(files):
+                due = t0 + sec + r / len(files)
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                append(f, rec)
+                writes += 1
+        time.sleep(max(0.0, t0 + int(seconds) - time.perf_counter()))
+        c1, t1 = w.cpu_s(), time.perf_counter()
+        out["growing"] = {"cpu_s": c1 - c0, "wall_s": t1 - t0, "pct_core": 100 * (c1 - c0) / (t1 - t0), "writes": writes,
+                          "events": len(w.lines) - seen, "load": os.getloadavg()}
+        out["stopped"] = w.stop()
+    finally:
+        w.kill()
+    return out
+
+
+def watch_append(work: Path, env: dict[str, str], name: str, base: Callable[[Path], int], add: bytes,
+                 timeout: float) -> dict[str, Any]:
+    """The watch follows one log (written by ``base``) that then grows by ``add`` in one write:
+    the CPU the watch spends on it (its idle CPU rate over the same time taken off)."""
+    d = work / f"append-{name}"
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    f = d / rank_file_name("watch-append", 0)
+    t = time.perf_counter()
+    base_bytes = base(f)
+    print(f"[watch] {name}: wrote {base_bytes / MB:.0f} MB in {time.perf_counter() - t:.1f} s; starting the watch", file=sys.stderr)
+    expect = add.count(b'] {"compilation_metrics": ')
+    w = WatchProc(d, env, work / "logs", name=d.name)
+    out: dict[str, Any] = {"base_bytes": base_bytes, "added_bytes": len(add), "compile_ends_expected": expect}
+    try:
+        t_ev, _ = w.wait_for(lambda o: o.get("event") == "digest", timeout)
+        out["start_wall_s"] = t_ev - w.t0
+        c_start = w.quiet_cpu(timeout=timeout)
+        out["start_cpu_s"] = c_start
+        out["start_maxrss_mb"] = vm_hwm_mb(w.proc.pid)
+        # the idle rate of this watch (its 1 s checks)
+        c0, t0 = w.cpu_s(), time.perf_counter()
+        time.sleep(5)
+        idle = (w.cpu_s() - c0) / (time.perf_counter() - t0)
+        seen = len(w.lines)
+        c0, t0 = w.cpu_s(), time.perf_counter()
+        append(f, add)
+        t_ev = t0
+        for _ in range(expect):
+            t_ev, _o = w.wait_for(lambda o: o.get("event") == "compile_end", timeout, after=seen)
+            seen = next(i for i, (t, o) in enumerate(w.lines) if t == t_ev and o is _o) + 1
+        c1 = w.quiet_cpu(timeout=timeout)
+        t1 = time.perf_counter()
+        out.update(idle_pct_core=100 * idle, raw_cpu_s=c1 - c0, cpu_s=max(0.0, c1 - c0 - idle * (t1 - t0)),
+                   last_event_s=t_ev - t0, window_s=t1 - t0, maxrss_mb=vm_hwm_mb(w.proc.pid), load=os.getloadavg())
+        out["stopped"] = w.stop()
+        out["appended_parsed_bytes"] = out["stopped"]["bytes_parsed"] - base_bytes
+    finally:
+        w.kill()
+        shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
+def vm_hwm_mb(pid: int) -> float | None:
+    """Peak RSS of a running process (VmHWM), MB."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024 / MB
+    except OSError:
+        pass
+    return None
+
+
+def metrics_end_near(data: bytes, at: int) -> int:
+    """The end of the compilation_metrics record ending nearest byte ``at``."""
+    ends = [e for s, e in record_spans(data) if b'] {"compilation_metrics": ' in data[s : data.find(b"\n", s, e)]]
+    return min(ends, key=lambda e: abs(e - at))
+
+
+def copies_writer(srcs: list[bytes], total: int) -> Callable[[Path], int]:
+    """A base log: the sources concatenated in turn until ``total`` bytes are reached."""
+
+    def write(path: Path) -> int:
+        n = 0
+        with open(path, "wb") as fh:
+            i = 0
+            while n < total:
+                fh.write(srcs[i % len(srcs)])
+                n += len(srcs[i % len(srcs)])
+                i += 1
+        return n
+
+    return write
+
+
+def bench_watch(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    """`--watch`: latency, idle CPU and cost per MB appended of `traceview watch`."""
+    work = args.work / "watch"
+    work.mkdir(parents=True, exist_ok=True)
+    log = train_dynamic_log(args.traces).read_bytes()
+    parts = set(args.watch_parts)
+    res: dict[str, Any] = {"load_start": os.getloadavg(), "cpus": os.cpu_count(), "niceness": os.nice(0)}
+    print(f"[watch] {load_text()}, niceness {os.nice(0)}", file=sys.stderr)
+    if "latency" in parts:
+        res["latency"] = []
+        for poll in (False, True):
+            r = watch_latency(work, env, log, args.watch_compiles, poll)
+            print(f"[watch] latency {r['mode']}: median {r['median_s']:.3f} s, max {r['max_s']:.3f} s; {load_text()}",
+                  file=sys.stderr)
+            res["latency"].append(r)
+    if "idle" in parts:
+        res["idle"] = []
+        for poll in (False, True):
+            r = watch_idle(work, env, log, args.watch_idle_s, poll)
+            print(f"[watch] idle {r['mode']}: static {r['static']['pct_core']:.2f}% growing {r['growing']['pct_core']:.2f}% "
+                  f"of a core; {load_text()}", file=sys.stderr)
+            res["idle"].append(r)
+    if "append" in parts:
+        # the 1 MB: train_dynamic's records from the one after compile 0/0's metrics (compile
+        # 1/0 and what follows it) to the record boundary at 1 MB on
+        s0 = metrics_end_near(log, 0)
+        add = log[s0 : record_cut(log, s0 + 1_000_000)]
+        mrr = sorted((args.traces / "peer-tlparse/multi_rank_runtime").glob("*rank_0.log"))[0].read_bytes()
+        big = int(args.watch_big_mb * MB)
+        rank48 = prepare(SCENARIOS["rank48_500mb"], args.traces, args.work)
+        rank_logs = [f.read_bytes() for f in input_files(rank48)[:2]]  # byte-identical copies: two suffice
+        cases = [
+            ("new-ids-small", "multi_rank_runtime rank 0 up to its compilation_metrics nearest 1 MB",
+             copies_writer([mrr[: metrics_end_near(mrr, 1_000_000)]], 1)),
+            ("new-ids-big", f"multi_rank_runtime rank 0 copies to {args.watch_big_mb:.0f} MB",
+             copies_writer([mrr], big)),
+            ("same-ids-small", "one rank48_500mb rank log (gpu/train_dynamic)", copies_writer(rank_logs[:1], 1)),
+            ("same-ids-big", f"rank48_500mb rank logs concatenated to {args.watch_big_mb:.0f} MB",
+             copies_writer(rank_logs, big)),
+        ]
+        res["append"] = []
+        for name, what, base in cases:
+            if not any(p in name for p in args.watch_append_cases):
+                continue
+            r = watch_append(work, env, name, base, add, args.timeout or 3600)
+            r.update(case=name, base=what)
+            print(f"[watch] append {name}: {r['cpu_s']:.2f} s CPU for {len(add) / MB:.2f} MB on {r['base_bytes'] / MB:.0f} MB; "
+                  f"{load_text()}", file=sys.stderr)
+            res["append"].append(r)
+    res["load_end"] = os.getloadavg()
+    return res
+
+
+def print_watch(res: dict[str, Any]) -> None:
+    """The --watch tables."""
+    la, lb = res["load_start"], res["load_end"]
+    print(f"traceview watch on {res['cpus']} cores; load average (1/5/15 min) at start {la[0]:.2f} {la[1]:.2f} {la[2]:.2f}, "
+          f"at end {lb[0]:.2f} {lb[1]:.2f} {lb[2]:.2f}; niceness {res['niceness']}")
+    for r in res.get("latency", []):
+        print(f"latency, write of compilation_metrics -> compile_end line ({r['mode']:<6}, {r['compiles']} compiles): "
+              f"median {r['median_s']:.3f} s, max {r['max_s']:.3f} s, min {r['min_s']:.3f} s (target < 1 s); "
+              f"load {r['load'][0]:.2f}")
+    for r in res.get("idle", []):
+        s, g = r["static"], r["growing"]
+        print(f"idle CPU, {r['files']} rank files ({r['mode']:<6}): nothing written {s['pct_core']:.2f}% of a core "
+              f"over {s['wall_s']:.0f} s (load {s['load'][0]:.2f}); one {r['record_bytes']} B record a second to each "
+              f"{g['pct_core']:.2f}% over {g['wall_s']:.0f} s, {g['events']} events (load {g['load'][0]:.2f}) (target < 5%)")
+    rows = [("case", "base MB", "added MB", "CPU s", "raw CPU s", "idle %", "MB/s", "last event s", "start s", "start CPU s",
+             "peak RSS MB", "load")]
+    for r in res.get("append", []):
+        added = r["appended_parsed_bytes"] / MB
+        rows.append((r["case"], f"{r['base_bytes'] / MB:.1f}", f"{added:.2f}", f"{r['cpu_s']:.3f}", f"{r['raw_cpu_s']:.3f}",
+                     f"{r['idle_pct_core']:.2f}", fmt(added / r["cpu_s"] if r["cpu_s"] else None, ".1f"),
+                     f"{r['last_event_s']:.2f}", f"{r['start_wall_s']:.1f}", f"{r['start_cpu_s']:.1f}",
+                     fmt(r["maxrss_mb"], ".0f"), f"{r['load'][0]:.2f}"))
+    if len(rows) > 1:
+        print("\ncost of 1 MB appended (CPU s: the watch's CPU from the write until it went quiet, less its idle rate; "
+              "MB/s: bytes parsed after the start / CPU s)")
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for n, row in enumerate(rows):
+            print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+            if n == 0:
+                print("  ".join("-" * w for w in widths))
+        for r in res["append"]:
+            print(f"  {r['case']}: {r['base']}")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -833,6 +1292,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--build-only", action="store_true", help="only build the inputs")
     ap.add_argument("--json", type=Path, default=None, help="also write results as JSON here")
     ap.add_argument("--floor-worker", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--watch", action="store_true", help="measure `traceview watch` instead (see the docstring)")
+    ap.add_argument("--watch-parts", nargs="+", default=["latency", "idle", "append"], choices=("latency", "idle", "append"))
+    ap.add_argument("--watch-compiles", type=int, default=30, help="compiles written per latency run (default: %(default)s)")
+    ap.add_argument("--watch-idle-s", type=float, default=25.0, help="seconds of each idle window (default: %(default)s)")
+    ap.add_argument("--watch-big-mb", type=float, default=1000.0, help="size of the big log grown by 1 MB (default: %(default)s)")
+    ap.add_argument("--watch-append-cases", nargs="+", default=["new-ids", "same-ids"],
+                    help="append cases to run (names or parts of them; default: %(default)s)")
     args = ap.parse_args(argv)
     names = args.scenario or [n for n, s in SCENARIOS.items() if s.default]
     if "all" in names:
@@ -860,6 +1326,13 @@ def main(argv: list[str] | None = None) -> int:
     # (set on some machines) would compile ~30 modules in every process (~80 ms each time)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "traceview"), str(REPO / "parsers")],
                    check=False, stdout=subprocess.DEVNULL)
+    if args.watch:
+        res = bench_watch(args, env)
+        print_watch(res)
+        if args.json is not None:
+            args.json.write_text(json.dumps(res, indent=1) + "\n")
+            print(f"\nwrote {args.json}")
+        return 0
     results: dict[str, list[Run]] = {}
     floor_mb = None if args.build_only else wrapper_floor_mb(args.work / "logs", env)
     for name in args.scenario:

@@ -114,9 +114,11 @@ class Deriver:
             k = (r["file"], r["compile_id"], r["occurrence"])
             if r["frame_id"] is None and r.get("compile_kind") is None:
                 continue  # a compiled-autograd graph: said with its compile
+            start_key, end_key = ("start", *k), ("end", *k)
+            if start_key in self.seen and end_key in self.seen:
+                continue  # said whole before (a chunk touching its frame derives it again)
             r["code"] = describe(trace, rank=r["rank"], function=r["function"], filename=r["filename"], line=r["line"],
                                  compile_ids=[r["compile_id"]])
-            start_key = ("start", *k)
             if self._new(start_key):
                 called = ""  # the user's line that called it (said by code_label for code not the user's)
                 if r.get("call_filename") and (r["code"].get("owner") == "user" or not r.get("function")):
@@ -130,7 +132,6 @@ class Deriver:
                 self.open_compiles[k] = r
                 continue
             self.open_compiles.pop(k, None)
-            end_key = ("end", *k)
             if not self._new(end_key):
                 continue
             outcome = compile_outcome(r)
