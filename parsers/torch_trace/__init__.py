@@ -16,6 +16,7 @@ from parsers.torch_trace.payloads import VERIFIED_MAX_BYTES, InputChanged, hydra
 from parsers.torch_trace.problems import file_changed
 from parsers.torch_trace.reading import (
     parse_trace_bytes,
+    parse_trace_pieces,
     read_trace,
     read_trace_file,
     read_trace_files,
@@ -48,6 +49,7 @@ __all__ = [
     "file_changed",
     "hydrate",
     "parse_trace_bytes",
+    "parse_trace_pieces",
     "read_trace",
     "read_trace_file",
     "read_trace_files",

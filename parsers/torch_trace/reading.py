@@ -37,6 +37,17 @@ def parse_trace_bytes(
     return build_tables([scan], lazy=lazy)
 
 
+def parse_trace_pieces(pieces: list[tuple[bytes, str, float | None, int, int]], *, lazy: bool = False) -> ParsedFile:
+    """Several pieces of trace logs (each `(data, file, mtime, line_offset, byte_offset)`,
+    starting at a record; of one file or of several) parsed as one batch: each table built
+    once for all of them (traceview.live parses what landed in every followed log at once)."""
+    scans = [
+        scan_bytes(data, file, mtime=mtime, size=len(data), line_offset=line_offset, lazy=lazy, byte_offset=byte_offset)
+        for data, file, mtime, line_offset, byte_offset in pieces
+    ]
+    return build_tables(scans, lazy=lazy) if scans else empty_tables()
+
+
 def read_trace_files(paths: list[str], *, lazy: bool = False) -> ParsedFile:
     """Parse several trace files into one set of tables (what reading them one by one and
     concatenating gives, with each table operation done once for all of them: for small

@@ -14,6 +14,10 @@ A writer may be caught mid-record. What is handed on is complete:
 A record that never completes (a writer killed mid-write) is handed on after `settle_s`
 without growth, so the parse sees, counts and skips it, as it does for any damaged record.
 
+A caller may hand on at once only the records it wants (`wanted`: the watch wants a compile's
+records, not the runtime ones between compiles); the others wait for a wanted one, a few seconds
+or a MB, and go with it: nothing is dropped, only parsed later in one piece.
+
 A file that shrinks or is replaced (another inode) starts over (`Chunk.restarted`). A
 compressed log (.gz) is read once, whole: it is a finished log.
 """
@@ -24,6 +28,7 @@ import hashlib
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +38,8 @@ from parsers.gzipped import is_gzip
 
 _HAS_PAYLOAD = re.compile(rb'"has_payload": ?"([0-9a-f]{32})"')
 _TEXT_RECORD = re.compile(as_bytes("^" + plain(PREFIX)), re.M)
+DEFER_MAX_S = 5.0
+DEFER_MAX_BYTES = 1 << 20
 TEXT_MAX_HELD = 1 << 20  # a text log that never stops growing hands on lines past this much
 
 
@@ -62,6 +69,7 @@ class _File:
     lines: int = 0  # lines handed on
     seen_size: int = -1  # size at the previous poll
     grew_at: float = 0.0  # when the size last changed
+    deferred_at: float | None = None  # since when complete records wait (Tail.wanted)
     compressed: bool = False
     done: bool = False  # a compressed log, read
 
@@ -73,6 +81,10 @@ class Tail:
     roots: list[str]
     extra_logs: list[str] = field(default_factory=list)
     settle_s: float = 1.0
+    # which complete records are worth handing on at once (None: all); the others wait until
+    # wanted ones follow, DEFER_MAX_S pass or DEFER_MAX_BYTES gather (runtime records of 48
+    # ranks, one a second each, would otherwise cost a parse each)
+    wanted: Callable[[str, bytes], bool] | None = None  # (kind, records) -> hand on now
     files: dict[str, _File] = field(default_factory=dict)
     pending: dict[str, str] = field(default_factory=dict)  # path -> why it is not followed yet
     stray: dict[str, str] = field(default_factory=dict)  # not a torch log (checked again if it grows)
@@ -179,6 +191,11 @@ class Tail:
         if end <= 0:
             return None if not restarted else Chunk(f.path, f.kind, f.rank, b"", 0, 0, True)
         out = data[:end]
+        if self.wanted is not None and not settled and not restarted and not self.wanted(f.kind, out):
+            f.deferred_at = now if f.deferred_at is None else f.deferred_at
+            if now - f.deferred_at < DEFER_MAX_S and end < DEFER_MAX_BYTES:
+                return None
+        f.deferred_at = None
         chunk = Chunk(f.path, f.kind, f.rank, out, f.offset, f.lines, restarted)
         f.offset += end
         f.lines += out.count(b"\n") + (0 if out.endswith(b"\n") else 1)

@@ -38,7 +38,10 @@ from traceview.printable import printable
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "fuse.sshfs", "9p", "ceph", "fuse.glusterfs")
 BUSY_AFTER_S = 5.0
 BUSY_EVERY_S = 15.0
-POLL_S = 0.3  # how often the files are looked at when polling
+POLL_S = 0.4  # how often the files are looked at when polling
+# the least time between two looks: writes of many ranks coalesce into one parse (each look
+# pays a fixed cost; 48 ranks each writing a record a second would wake it ~50 times a second)
+MIN_STEP_S = 0.4
 
 
 def network_fs(path: str) -> str | None:
@@ -57,6 +60,17 @@ def network_fs(path: str) -> str | None:
         if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
             best, kind = mnt, parts[2]
     return kind if kind in NETWORK_FS else None
+
+
+# what a trace record that may make an event has in its header: a compile's records carry its
+# frame id or compiled-autograd id; a frameless compile ends with a compilation_metrics
+_EVENT_MARKS = (b'"frame_id"', b'"compiled_autograd_id"', b'"compilation_metrics"')
+
+
+def makes_events(kind: str, data: bytes) -> bool:
+    """Whether new records may make an event (else they can wait: a trace log's runtime
+    records); a text log's records are few and all worth a look."""
+    return kind != "trace" or any(m in data for m in _EVENT_MARKS)
 
 
 @dataclass
@@ -81,10 +95,11 @@ class Watch:
     _busy_said: float = 0.0
     _busy_stale: bool = True
     _busy_at: float = 0.0  # when _busy was derived
+    stepped_at: float = 0.0  # monotonic time of the last step
     _status_shown: bool = False
 
     def __post_init__(self) -> None:
-        self.tail = Tail(list(self.paths), list(self.extra_logs), settle_s=self.settle_s)
+        self.tail = Tail(list(self.paths), list(self.extra_logs), settle_s=self.settle_s, wanted=makes_events)
         if self.status_line is None:
             self.status_line = not self.json_lines and bool(getattr(self.out, "isatty", lambda: False)())
 
@@ -104,6 +119,7 @@ class Watch:
         """Read what landed, print its events and the busy ranks; returns the events
         (`everything`: a record being written too, Tail.poll)."""
         now = time.monotonic() if now is None else now
+        self.stepped_at = time.monotonic()
         chunks = self.tail.poll(now=now, everything=everything)
         for c in chunks:
             if c.restarted:
@@ -293,6 +309,9 @@ def watch(
         w.start(digest=digest)
         for _changed in _changes(list(paths) + list(extra_logs or []), polling=polling, stop=stop, interval_s=interval_s):
             if stop.is_set():
+                break
+            wait = MIN_STEP_S - (time.monotonic() - w.stepped_at)
+            if wait > 0 and stop.wait(wait):
                 break
             w.step()
             if on_step is not None:

@@ -1,0 +1,75 @@
+"""traceview.live.tail: what is handed on of a log being written is whole records, on a real
+log (fixtures/gpu/sequential_max_autotune, a torch 2.11 GPU run) cut where a writer can be
+caught."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from tests.conftest import FIXTURES
+from traceview.live.tail import DEFER_MAX_S, Tail
+from traceview.live.watch import makes_events
+
+LOG = next((FIXTURES / "gpu" / "sequential_max_autotune" / "trace").glob("*.log.gz"))
+
+
+def _log() -> bytes:
+    return gzip.decompress(LOG.read_bytes())
+
+
+def _line_start(data: bytes, needle: bytes) -> int:
+    return data.rindex(b"\n", 0, data.index(needle)) + 1
+
+
+def test_a_record_whose_payload_is_being_written_waits_for_it(tmp_path: Path) -> None:
+    data = _log()
+    start = _line_start(data, b'"dynamo_output_graph"')  # a record with a payload (the graph)
+    payload_end = start
+    while True:  # the record's end: the next line that is not a payload line
+        payload_end = data.index(b"\n", payload_end) + 1
+        if data[payload_end : payload_end + 1] != b"\t":
+            break
+    middle = data.index(b"\n", (start + payload_end) // 2) + 1  # whole lines, half the payload
+    f = tmp_path / LOG.name.removesuffix(".gz")
+    f.write_bytes(data[:middle])
+    tail = Tail([str(tmp_path)])
+    (chunk,) = tail.poll(now=0.0)
+    assert chunk.data == data[:start]  # its md5 does not match yet: the record waits
+    with open(f, "ab") as fh:
+        fh.write(data[middle:payload_end])
+    (chunk,) = tail.poll(now=0.1)
+    assert chunk.data == data[start:payload_end] and chunk.byte_offset == start
+    assert chunk.line_offset == data[:start].count(b"\n")
+
+
+def test_runtime_records_wait_for_a_compile_s_and_go_with_it(tmp_path: Path) -> None:
+    data = _log()
+    # an interned-string record: no compile's, so no event of its own
+    strs = [i for i in range(len(data)) if data.startswith(b'] {"str": ', i)][:3]
+    assert strs
+    first_str = data.rindex(b"\n", 0, strs[0]) + 1
+    end_str = data.index(b"\n", strs[0]) + 1
+    f = tmp_path / LOG.name.removesuffix(".gz")
+    f.write_bytes(data[:first_str])
+    tail = Tail([str(tmp_path)], wanted=makes_events)
+    tail.poll(now=0.0)
+    with open(f, "ab") as fh:
+        fh.write(data[first_str:end_str])  # an interned string: no event in it
+    assert not makes_events("trace", data[first_str:end_str])
+    assert tail.poll(now=0.1) == []
+    assert tail.poll(now=0.2 + DEFER_MAX_S)[0].data == data[first_str:end_str]  # not held forever
+
+
+def test_a_text_log_s_held_record_is_taken_when_the_writer_is_gone(tmp_path: Path) -> None:
+    text = (FIXTURES / "recompiles" / "torch_logs.txt").read_bytes()
+    at = text.index(b"Recompiling function")
+    cut = text.index(b"\n", at) + 1  # the first line of a multi-line record
+    log = tmp_path / "torch_logs.txt"
+    log.write_bytes(text[:cut])
+    tail = Tail([str(log)])
+    (chunk,) = tail.poll(now=0.0)
+    assert chunk.data == text[: text.rindex(b"\n", 0, at) + 1]  # up to the record's first line
+    assert tail.poll(now=0.1) == []
+    (rest,) = tail.poll(now=0.2, everything=True)
+    assert rest.data == text[len(chunk.data) : cut]
