@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from traceview.errors import UserError
+from traceview.errors import UserError, debugging
 from traceview.live.events import Deriver, Event, busy
 from traceview.live.tables import LiveTables
 from traceview.live.tail import Tail
@@ -128,11 +128,22 @@ class Watch:
         events: list[Event] = []
         if touched:
             self.last_line_at = now
-            events = self.deriver.events(self.tables.trace(touched))
+            try:
+                events = self.deriver.events(self.tables.trace(touched))
+            except Exception as exc:  # what one look could not derive costs that look, not the watch
+                if debugging():
+                    raise
+                self._note(f"could not derive the events of {len(touched)} log(s) ({type(exc).__name__}: {exc}); going on")
             self._busy_stale = True
             for e in events:
                 self._say(e)
-        self._show_busy(now)
+        try:
+            self._show_busy(now)
+        except Exception as exc:
+            if debugging():
+                raise
+            self._busy, self._busy_stale = [], False
+            self._note(f"could not tell what the busy ranks do ({type(exc).__name__}: {exc})")
         return events
 
     def finish(self) -> None:
@@ -172,6 +183,13 @@ class Watch:
         self._write(f"watching {len(files)} log file{'s' if len(files) != 1 else ''}"
                     + (f"; {running} compile{'s' if running != 1 else ''} running" if running else "")
                     + "; Ctrl-C ends")
+
+    def _note(self, text: str) -> None:
+        self._clear_status()
+        if self.json_lines:
+            self._write(orjson.dumps({"event": "note", "text": text}).decode())
+        else:
+            self._write(f"traceview: {printable(text)}")
 
     def _say(self, e: Event) -> None:
         self.counts[e.kind] += 1
