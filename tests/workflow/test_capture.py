@@ -53,6 +53,12 @@ def test_run_captures_trace_and_logs(tmp_path: Path) -> None:
     assert list((out / "trace").glob("dedicated_log_torch_trace_*.log"))
     text = (out / "torch_logs.txt").read_text()
     assert "[__annotation]" in text
+    # the live watch while it ran: on our stderr, never in the program's captured log
+    live = [x for x in r.stderr.splitlines() if x.startswith("[traceview] ")]
+    assert re.fullmatch(r"\[traceview\] \d\d:\d\d:\d\d \[0/0\] compiling f \(prog\.py:5\)", live[0]), live
+    assert re.fullmatch(r"\[traceview\] \d\d:\d\d:\d\d \[0/0\] compiled in \d+\.\d\ds: f \(prog\.py:5\)", live[1]), live
+    assert live[-1].startswith("[traceview] stopped: 1 compile_end, 1 compile_start;"), live
+    assert "[traceview]" not in text
     t = traceview.load(out)
     assert t.compiles["function"].to_list() == ["f"]
     ann = t.annotations
@@ -75,6 +81,13 @@ def test_run_writes_the_page_of_what_it_captured(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".run.html.tmp-*"))  # written atomically
     assert main(["report", str(tmp_path / "cap"), "-o", str(tmp_path / "report.html")]) == 0
     assert (tmp_path / "report.html").read_text() == html
+
+
+def test_run_no_watch_prints_nothing_of_ours_while_it_runs(tmp_path: Path) -> None:
+    r = _run(tmp_path, 0, "--no-watch")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "[traceview]" not in r.stderr
+    assert "1 compiles" in r.stdout
 
 
 def test_run_refuses_non_empty_output(tmp_path: Path) -> None:
