@@ -243,3 +243,29 @@ def test_network_file_systems_are_polled(fs: str, monkeypatch: pytest.MonkeyPatc
     mounts = f"server:/export {tmp_path} {fs} rw 0 0\n"
     monkeypatch.setattr(wmod.Path, "read_text", lambda self, **kw: mounts if str(self) == "/proc/mounts" else "")
     assert wmod.network_fs(str(tmp_path / "trace")) == ("nfs4" if fs == "nfs4" else None)
+
+
+def test_a_rank_behind_the_others_is_said_as_summary_says_it(tmp_path: Path) -> None:
+    """The 4-rank gloo run (fixtures/corpus/multirank4) with rank 1's log cut inside its first
+    compile (a hand-cut copy of the real log): the watch's digest and busy line say what
+    `summary` says of it: behind ranks 0, 2, 3, in AOTAutograd, for the same time."""
+    for f in sorted((FIXTURES / "corpus" / "multirank4" / "trace").glob("*.log.gz")):
+        data = gzip.decompress(f.read_bytes())
+        if "_rank_1_" in f.name:
+            data = b"\n".join(data.split(b"\n")[:500]) + b"\n"
+        (tmp_path / f.name.removesuffix(".gz")).write_bytes(data)
+    w, out = _watch(tmp_path, busy_after_s=0.0, busy_every_s=0.0)
+    w.step(now=time.monotonic() + 5)
+    digest, busy = _lines(out)[0], [x for x in _lines(out) if x["event"] == "busy"]
+    assert (digest["files"], digest["compiles"], digest["unfinished_compiles"]) == (4, 11, 1)
+
+    from traceview.analyze.unfinished import unfinished_compiles
+    from traceview.ingest.loading import LoadOptions, load_trace
+
+    (u,) = unfinished_compiles(load_trace(LoadOptions.of(str(tmp_path), use_cache=False)))
+    assert (u["rank"], u["compile_id"], u["behind"]) == (1, "0/0", True)
+    assert len(busy) == 1 and busy[0]["rank"] == 1 and busy[0]["behind"] is True
+    assert busy[0]["text"] == (
+        f"[0/0] busy {seconds_text(u['running_s'])} in AOTAutograd (create_aot_dispatcher_function): "
+        "TinyNet.forward (multirank4.py:30); ranks 0,2,3 finished it: likely behind the others"
+    )

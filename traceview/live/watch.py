@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from parsers.discover import Inputs, TraceFile
 from traceview.errors import UserError, debugging
 from traceview.live.events import Deriver, Event, busy
 from traceview.live.tables import LiveTables
@@ -168,6 +169,7 @@ class Watch:
             return
         from traceview.output.report import build_report, render_text
 
+        trace.inputs = self._inputs()
         report = build_report(trace)
         head = render_text(report).split("\n\n", 1)[0]
         running = len(self.deriver.open_compiles)
@@ -183,6 +185,18 @@ class Watch:
         self._write(f"watching {len(files)} log file{'s' if len(files) != 1 else ''}"
                     + (f"; {running} compile{'s' if running != 1 else ''} running" if running else "")
                     + "; Ctrl-C ends")
+
+    def _inputs(self) -> Inputs:
+        """What is followed, as discovery would list it (the digest's file counts)."""
+        traces, texts = [], []
+        for f in self.tail.files.values():
+            if f.kind == "trace":
+                size = os.path.getsize(f.path) if os.path.exists(f.path) else 0
+                traces.append(TraceFile(f.path, f.rank, "", 0.0, size))
+            else:
+                texts.append(f.path)
+        return Inputs(root=self.paths[0] if self.paths else "", traces=traces, text_logs=texts,
+                      stray=sorted(self.tail.stray.items()), runs=1)
 
     def _note(self, text: str) -> None:
         self._clear_status()
@@ -205,9 +219,10 @@ class Watch:
             self._clear_status()
             return
         if self._busy_stale:
-            opened: dict[str, set[str | None]] = {}
-            for file, cid, _occ in self.deriver.open_compiles:
-                opened.setdefault(file, set()).add(cid)
+            # the open compiles' ids on every rank: the ranks that finished them (a rank behind
+            # the others) and the job's newest line, as `summary` sees them
+            ids: set[str | None] = {cid for _file, cid, _occ in self.deriver.open_compiles}
+            opened = {path: set(ids) for path in self.tables.traces}
             self._busy = busy(self.tables.trace(opened))
             self._busy_at = now
             self._busy_stale = False
@@ -216,7 +231,7 @@ class Watch:
         if not rows:
             self._clear_status()
             return
-        lines = [(b, round(b.data["running_s"] + (now - self._busy_at), 1)) for b in rows]
+        lines = [(b, b.data["running_s"] + (now - self._busy_at)) for b in rows]
         if self.status_line:
             status = " | ".join(f"{'rank ' + str(b.rank) + ' ' if b.rank is not None else ''}[{b.compile_id}] "
                                 f"{'in ' + b.data['phase'] if b.data.get('phase') else 'compiling'} for {running:.0f}s"
@@ -232,7 +247,7 @@ class Watch:
         self._busy_said = now
         for b, running in lines:
             e = Event("busy", b.rank, b.compile_id, _busy_text(b, running), b.file, b.lineno,
-                      {**{k: v for k, v in b.data.items() if not k.startswith("_")}, "running_s": running,
+                      {**{k: v for k, v in b.data.items() if not k.startswith("_")}, "running_s": round(running, 3),
                        "since_last_line_s": round(since, 1)})
             self._say(e)
 
