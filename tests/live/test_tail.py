@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import FIXTURES
 from traceview.live.tail import DEFER_MAX_S, Tail
 from traceview.live.watch import makes_events
@@ -73,3 +75,19 @@ def test_a_text_log_s_held_record_is_taken_when_the_writer_is_gone(tmp_path: Pat
     assert tail.poll(now=0.1) == []
     (rest,) = tail.poll(now=0.2, everything=True)
     assert rest.data == text[len(chunk.data) : cut]
+
+
+def test_a_backlog_is_read_in_pieces_of_whole_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceview.live import tail as tail_mod
+
+    monkeypatch.setattr(tail_mod, "MAX_READ", 50_000)
+    data = _log()
+    f = tmp_path / LOG.name.removesuffix(".gz")
+    f.write_bytes(data)
+    tail = Tail([str(tmp_path)])
+    pieces = [c for chunks in tail.drain(now=0.0) for c in chunks]
+    assert len(pieces) > len(data) // 60_000  # in pieces, not one read
+    assert b"".join(c.data for c in pieces) == data
+    assert all(c.data[:1] not in (b"\t", b"") for c in pieces)  # each starts at a record
+    assert [c.line_offset for c in pieces] == [data[: c.byte_offset].count(b"\n") for c in pieces]
+    assert not pieces[-1].more

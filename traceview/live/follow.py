@@ -49,7 +49,7 @@ class Follow:
     def seed(self) -> None:
         """Take what is there now as loaded (call just before the first load): only records
         landing after this make a reload due."""
-        self.tail.poll(everything=True)  # a record being written too: the load reads it
+        self.tail.seek_end()  # a record being written too: the load reads it
         self.dirty = False
 
     def poll(self) -> bool:

@@ -28,7 +28,7 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +38,7 @@ from parsers.gzipped import is_gzip
 
 _HAS_PAYLOAD = re.compile(rb'"has_payload": ?"([0-9a-f]{32})"')
 _TEXT_RECORD = re.compile(as_bytes("^" + plain(PREFIX)), re.M)
+MAX_READ = 64 << 20  # the most a poll reads of one file (a backlog is handed on in pieces)
 DEFER_MAX_S = 5.0
 DEFER_MAX_BYTES = 1 << 20
 TEXT_MAX_HELD = 1 << 20  # a text log that never stops growing hands on lines past this much
@@ -57,6 +58,7 @@ class Chunk:
     line_offset: int
     restarted: bool = False
     compressed: bool = False
+    more: bool = False  # more complete records wait behind this chunk (poll again)
 
 
 @dataclass
@@ -147,6 +149,27 @@ class Tail:
                 chunks.append(c)
         return chunks
 
+    def drain(self, *, now: float | None = None, everything: bool = False) -> Iterator[list[Chunk]]:
+        """Poll until no file has more waiting (a backlog read in pieces): one list per poll."""
+        chunks = self.poll(now=now, everything=everything)
+        yield chunks
+        while any(c.more for c in chunks):
+            chunks = self.poll(rescan=False, now=now, everything=everything)
+            yield chunks
+
+    def seek_end(self) -> None:
+        """Follow from here on: every file as read up to its present size, without reading it
+        (`traceview open` loads it all anyway; only what lands later matters). Line numbers
+        of later chunks are unknown (-1)."""
+        self.scan()
+        for f in self.files.values():
+            try:
+                st = os.stat(f.path)
+            except OSError:
+                continue
+            f.inode, f.offset, f.seen_size, f.lines = st.st_ino, st.st_size, st.st_size, -1
+            f.done = f.compressed
+
     def held_bytes(self) -> int:
         """Bytes written and not handed on yet (a record being written)."""
         total = 0
@@ -184,19 +207,28 @@ class Tail:
                 data, _damage = read_all(fh)
             f.done = True
             return Chunk(f.path, f.kind, f.rank, data, 0, 0, restarted, compressed=True)
+        avail = st.st_size - f.offset
+        want = MAX_READ
         with open(f.path, "rb") as fh:
-            data = os.pread(fh.fileno(), st.st_size - f.offset, f.offset)
-        settled = everything or now - f.grew_at >= self.settle_s
-        end = self._complete(f, data, now, settled)
+            while True:
+                # a big backlog (a watch started on a long log) in pieces: memory stays bounded
+                data = os.pread(fh.fileno(), min(avail, want), f.offset)
+                more = len(data) < avail
+                # a piece is cut by us, not by the writer: its last record may go on past it
+                settled = not more and (everything or now - f.grew_at >= self.settle_s)
+                end = self._complete(f, data, now, settled)
+                if end > 0 or not more:
+                    break
+                want *= 2  # one record longer than a piece: read on until it ends
         if end <= 0:
             return None if not restarted else Chunk(f.path, f.kind, f.rank, b"", 0, 0, True)
         out = data[:end]
-        if self.wanted is not None and not settled and not restarted and not self.wanted(f.kind, out):
+        if self.wanted is not None and not settled and not restarted and not more and not self.wanted(f.kind, out):
             f.deferred_at = now if f.deferred_at is None else f.deferred_at
             if now - f.deferred_at < DEFER_MAX_S and end < DEFER_MAX_BYTES:
                 return None
         f.deferred_at = None
-        chunk = Chunk(f.path, f.kind, f.rank, out, f.offset, f.lines, restarted)
+        chunk = Chunk(f.path, f.kind, f.rank, out, f.offset, f.lines, restarted, more=more)
         f.offset += end
         f.lines += out.count(b"\n") + (0 if out.endswith(b"\n") else 1)
         return chunk

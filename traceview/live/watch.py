@@ -107,10 +107,10 @@ class Watch:
     # ------------------------------------------------------------------------------ the steps
     def start(self, *, digest: bool = True) -> None:
         """Read what is there and print the digest (`digest`)."""
-        chunks = self.tail.poll()
-        self.tables.add(chunks)
-        if chunks:
-            self.last_line_at = time.monotonic()
+        for chunks in self.tail.drain():
+            self.tables.add(chunks)
+            if chunks:
+                self.last_line_at = time.monotonic()
         trace = self.tables.trace()
         self.deriver.events(trace, quiet=True)
         if digest:
@@ -121,11 +121,13 @@ class Watch:
         (`everything`: a record being written too, Tail.poll)."""
         now = time.monotonic() if now is None else now
         self.stepped_at = time.monotonic()
-        chunks = self.tail.poll(now=now, everything=everything)
-        for c in chunks:
-            if c.restarted:
-                self.deriver.forget(c.path, c.rank)
-        touched = self.tables.add(chunks)
+        touched: dict[str, set[str | None]] = {}
+        for chunks in self.tail.drain(now=now, everything=everything):
+            for c in chunks:
+                if c.restarted:
+                    self.deriver.forget(c.path, c.rank)
+            for path, ids in self.tables.add(chunks).items():
+                touched.setdefault(path, set()).update(ids)
         events: list[Event] = []
         if touched:
             self.last_line_at = now
