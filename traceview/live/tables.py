@@ -47,6 +47,18 @@ class _TraceLog:
     frames: dict[Any, set[str]] = field(default_factory=dict)  # frame id -> its compile ids
     rows: int = 0
 
+    def compact(self) -> None:
+        """The per-chunk pieces of the log-wide tables as one each (a long watch adds a piece per
+        look: each Trace would concatenate them all again)."""
+        if len(self.stats) > 1:
+            self.stats = [combine_piece_stats(pl.concat(self.stats))]
+        if len(self.strings) > 1:
+            self.strings = [pl.concat(self.strings)]
+        for table in (self.events, self.chromium):
+            outside = table.get(None)
+            if outside is not None and len(outside) > 64:  # runtime records: the newest stays apart
+                table[None] = [pl.concat(outside[:-1], how="vertical_relaxed"), outside[-1]]
+
 
 @dataclass
 class _TextLog:
@@ -152,7 +164,8 @@ class LiveTables:
             else:
                 want = {frame_of(c) for c in touched[path] if c is not None}
                 ids = sorted({c for f in want for c in log.frames.get(f, ())} | {c for c in touched[path] if c is not None})
-                ids.append(None) if None in touched[path] else None
+                if None in touched[path]:
+                    ids.append(None)
             for cid in ids:
                 if cid is None and touched is not None:
                     # records outside any compile: only the newest chunk's (runtime chromium
@@ -162,8 +175,9 @@ class LiveTables:
                     continue
                 ev.extend(log.events.get(cid, []))
                 chrom.extend(log.chromium.get(cid, []))
+            log.compact()
             strings.extend(log.strings)
-            stats.append(combine_piece_stats(pl.concat(log.stats)))
+            stats.extend(log.stats)
             problems.extend(log.problems)
         for path, tlog in self.texts.items():
             if touched is not None:
@@ -176,7 +190,8 @@ class LiveTables:
             else:
                 records.extend(tlog.records)
                 other.extend(tlog.other_lines)
-            text_stats.append(_text_stats(tlog.stats))
+            tlog.stats = [_text_stats(tlog.stats)]  # one row per log, not one per look
+            text_stats.append(tlog.stats[0])
         return _trace_of(ev, chrom, strings, stats, problems, records, other, text_stats, partial=touched is not None)
 
     def files(self) -> list[str]:
