@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
@@ -215,10 +216,19 @@ class _GzipCursor:
 
 
 _GZIP_CURSORS: dict[str, _GzipCursor] = {}
+# The cursors are shared by the process's threads (the UI reads payloads while a reload of a
+# followed trace builds its tables in another thread): one reader at a time, or two moving one
+# cursor read each other's text ("the file changed since it was parsed").
+_GZIP_LOCK = threading.Lock()
 
 
 def _gzip_payloads(path: str, fh: BinaryIO, start: np.ndarray, end: np.ndarray) -> list[bytes | None]:
     """The payloads at text ranges [start, end) of a gzip log (in any order)."""
+    with _GZIP_LOCK:
+        return _gzip_payloads_locked(path, fh, start, end)
+
+
+def _gzip_payloads_locked(path: str, fh: BinaryIO, start: np.ndarray, end: np.ndarray) -> list[bytes | None]:
     st = os.fstat(fh.fileno())
     key = (st.st_ino, st.st_size, st.st_mtime_ns)
     order = np.argsort(start, kind="stable")
