@@ -1445,7 +1445,7 @@ async def test_the_cursor_is_marked_by_a_character_in_findings_and_frames(monkey
         assert tree.cursor_line == 0
         assert [x[:10] for x in marked()] == ["▶▼ rank 0 "]
         await press(pilot, "down")
-        assert [x[:12] for x in marked()] == ["▶├ ▼ forward"]
+        assert [x[:20] for x in marked()] == ["▶├ ▼ TinyNet.forward"]  # named as the findings name it
         await press(pilot, "down")
         assert [x.split("  ")[0] for x in marked()] == ["▶│ └ ✓ ok"]
 

@@ -76,9 +76,12 @@ def compile_name(row: dict[str, Any]) -> str:
     return row.get("function") or "?"
 
 
-def frame_label(rows: list[dict[str, Any]]) -> Text:
+def frame_label(rows: list[dict[str, Any]], code: dict[str, Any] | None = None) -> Text:
+    """A code object's node: its name as the findings say it (`code`, the report's description
+    from analyze.code_objects: `Sequential via torch.compile(model)` for torch.compile's wrapper
+    `inner`, `Block.forward`), else the function's; where it is; its compiles."""
     named = next((r for r in rows if r.get("function")), rows[0])
-    fn = compile_name(named)
+    fn = (code or {}).get("label") or compile_name(named)
     filename = named.get("filename")
     where = f"{filename.rsplit('/', 1)[-1]}:{named.get('line')}" if filename else ""
     n = len(rows)
@@ -314,7 +317,9 @@ class FramesView(View):
                     label.append_text(safe(f"  {mark('failed')} DIVERGES: {one_line(diverging[rank], 80)}", "bold reverse"))
                 parent = tree.root.add(label, data=("rank", rank), expand=True)
             for fkey, frows in frames.items():
-                fnode = parent.add(frame_label(frows), data=("frame", (rank, fkey)), expand=True)
+                named = next((r for r in frows if r.get("function")), frows[0])
+                code = self.model.code_of(named) if not self.model.text_only else None
+                fnode = parent.add(frame_label(frows, code), data=("frame", (rank, fkey)), expand=True)
                 for i, r in enumerate(frows):
                     leaf = fnode.add_leaf(compile_label(r, i == 0), data=("compile", (rank, r["compile_id"])))
                     self._compile_nodes.setdefault((rank, r["compile_id"]), leaf)  # (the first, after a reset)
