@@ -98,7 +98,8 @@ def hydrate(events: pl.DataFrame, *, verify: bool = False) -> tuple[pl.DataFrame
     problems: list[pl.DataFrame] = []
     filled: list[pl.DataFrame] = []
     verified = _VERIFIED if verify else None
-    if verified is not None and sum(map(len, verified.values())) > VERIFIED_MAX_BYTES:
+    # (a snapshot of the values: another thread may add one meanwhile)
+    if verified is not None and sum(map(len, list(verified.values()))) > VERIFIED_MAX_BYTES:
         verified.clear()
     for (file,), rows in todo.group_by("file", maintain_order=True):
         probs = Problems()
