@@ -21,7 +21,7 @@ from parsers.torch_trace.reading import (
     read_trace_file,
     read_trace_files,
 )
-from parsers.torch_trace.scanning import FILE_RANK_RE, GZIP_PIECE, PREFIX_PATTERN
+from parsers.torch_trace.scanning import FILE_RANK_RE, GZIP_PIECE, PREFIX_PATTERN, last_record_start
 from parsers.torch_trace.schemas import (
     CHROMIUM_SCHEMA,
     EVENTS_SCHEMA,
@@ -48,6 +48,7 @@ __all__ = [
     "empty_tables",
     "file_changed",
     "hydrate",
+    "last_record_start",
     "parse_trace_bytes",
     "parse_trace_pieces",
     "read_trace",

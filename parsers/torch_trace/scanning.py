@@ -269,7 +269,7 @@ def scan_gzip(fh: BinaryIO, path: str, st: os.stat_result, *, lazy: bool) -> Sca
         more = stream.read(GZIP_PIECE)
         if more:
             probe = (parts[-1][-1:] if parts else b"") + more  # a record may start at the seam
-            c = _last_record_start(probe, 0)
+            c = last_record_start(probe, 0)
             if c <= 0:
                 parts.append(more)
                 have += len(more)
@@ -296,8 +296,9 @@ def scan_gzip(fh: BinaryIO, path: str, st: os.stat_result, *, lazy: bool) -> Sca
     return scan
 
 
-def _last_record_start(data: bytes, lo: int) -> int:
-    """The position of the last header line's start in data[lo:] (-1: none)."""
+def last_record_start(data: bytes, lo: int) -> int:
+    """The position of the last header line's start in data[lo:] after a newline (-1: none;
+    a log followed while it is written, traceview.live.tail, finds its last record so)."""
     p = data.rfind(b"\n", lo, len(data) - 1)
     for _ in range(64):  # mostly the last few lines
         if p < 0:

@@ -20,7 +20,7 @@ from parsers.compile_ids import label as id_label
 from traceview.analyze.code_objects import describe
 from traceview.analyze.crashes import crash_findings
 from traceview.analyze.failures import categorize, failures, headline, next_step
-from traceview.analyze.findings import code_label, compile_outcome
+from traceview.analyze.findings import code_label, compile_outcome, ranks_text
 from traceview.analyze.hotspots import graph_break_rows
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
@@ -72,7 +72,7 @@ class Deriver:
     """Turns Traces of what just landed into events, each said once."""
 
     seen: set[tuple] = field(default_factory=set)
-    open_compiles: dict[tuple, dict[str, Any]] = field(default_factory=dict)  # (file, cid, occ) -> compile row
+    open_compiles: set[tuple] = field(default_factory=set)  # (file, compile id, occurrence) begun, not ended
     _pending_keys: list[tuple] = field(default_factory=list)  # said by the events being derived
 
     def events(self, trace: Trace, *, quiet: bool = False) -> list[Event]:
@@ -96,7 +96,7 @@ class Deriver:
     def forget(self, file: str, rank: int | None) -> None:
         """A log that starts over (the job started again): its events may be said again."""
         self.seen = {k for k in self.seen if k[1] != file and not (k[0] in ("recompile", "break", "failure") and k[1] == rank)}
-        self.open_compiles = {k: v for k, v in self.open_compiles.items() if k[0] != file}
+        self.open_compiles = {k for k in self.open_compiles if k[0] != file}
 
     def _new(self, key: tuple) -> bool:
         if key in self.seen or key in self._pending_keys:
@@ -129,9 +129,9 @@ class Deriver:
                 out.append(self._ev("compile_start", r, f"[{_cid(r)}] compiling{what}{called}", start_key,
                                     function=r["function"], filename=r["filename"], line=r["line"]))
             if r["status"] == "no_metrics":
-                self.open_compiles[k] = r
+                self.open_compiles.add(k)
                 continue
-            self.open_compiles.pop(k, None)
+            self.open_compiles.discard(k)
             if not self._new(end_key):
                 continue
             outcome = compile_outcome(r)
@@ -236,28 +236,28 @@ class Deriver:
         return Event(kind, r["rank"], r["compile_id"], text, r["file"], lineno, {"_key": key, **data})
 
 
-def busy(trace: Trace, *, since_last_line_s: float = 0.0, min_s: float = 0.0) -> list[Event]:
+def busy(trace: Trace) -> list[Event]:
     """What each rank with a compile running is doing and for how long (analyze.unfinished on
-    the open compiles), `since_last_line_s` added: the time since the job's last log line
-    landed (the compile is still running now, while nothing more is written)."""
+    the open compiles: the time up to the job's newest line; busy_line says it at a later time)."""
     out = []
     for u in unfinished_compiles(trace):
-        running = (u.get("running_s") or 0.0) + since_last_line_s
-        if running < min_s:
-            continue
         where = f" in {u['phase']}" if u.get("phase") else ""
         inner = f" ({u['innermost_span']})" if u.get("innermost_span") and u["innermost_span"] != u.get("phase") else ""
         behind = ""
         done = [o for o in u.get("others") or [] if o.get("finished_before_s") is not None]
         if u.get("behind") and done:
-            from traceview.analyze.findings import ranks_text
-
             behind = f"; {ranks_text([o['rank'] for o in done]).strip()} finished it: likely behind the others"
-        cid = id_label(u["compile_id"], u.get("occurrence"))
-        text = f"[{cid}] busy {seconds_text(running)}{where}{inner}: {_code(u)}{behind}"
-        out.append(Event("busy", u["rank"], u["compile_id"], text, u["file"], u["lineno"],
-                         {"phase": u.get("phase"), "innermost_span": u.get("innermost_span"), "running_s": round(running, 3),
-                          "behind": u.get("behind")}))
+        running = u.get("running_s") or 0.0
+        e = Event("busy", u["rank"], u["compile_id"], "", u["file"], u["lineno"],
+                  {"phase": u.get("phase"), "innermost_span": u.get("innermost_span"), "running_s": round(running, 3),
+                   "behind": u.get("behind"), "_head": f"[{id_label(u['compile_id'], u.get('occurrence'))}] busy ",
+                   "_tail": f"{where}{inner}: {_code(u)}{behind}"})
+        e.text = busy_line(e, running)
+        out.append(e)
     out.sort(key=lambda e: (e.rank if e.rank is not None else -1, sort_key(e.compile_id)))
     return out
 
+
+def busy_line(e: Event, running_s: float) -> str:
+    """A busy event's line for a compile that has been running `running_s`."""
+    return f"{e.data['_head']}{seconds_text(running_s)}{e.data['_tail']}"

@@ -45,7 +45,6 @@ class _TraceLog:
     stats: list[pl.DataFrame] = field(default_factory=list)
     problems: list[pl.DataFrame] = field(default_factory=list)
     frames: dict[Any, set[str]] = field(default_factory=dict)  # frame id -> its compile ids
-    rows: int = 0
 
     def compact(self) -> None:
         """The per-chunk pieces of the log-wide tables as one each (a long watch adds a piece per
@@ -126,7 +125,6 @@ class LiveTables:
         for (path, cid), part in ev.group_by("file", "compile_id", maintain_order=True):
             log = self.traces[path]
             log.events.setdefault(cid, []).append(part)
-            log.rows += part.height
             if cid is not None:
                 log.frames.setdefault(frame_of(cid), set()).add(cid)
                 touched.setdefault(path, set()).add(cid)

@@ -35,6 +35,7 @@ from pathlib import Path
 from parsers.discover import kind_of, trace_rank, walk
 from parsers.glog import PREFIX, as_bytes, plain
 from parsers.gzipped import is_gzip
+from parsers.torch_trace import last_record_start
 
 _HAS_PAYLOAD = re.compile(rb'"has_payload": ?"([0-9a-f]{32})"')
 _TEXT_RECORD = re.compile(as_bytes("^" + plain(PREFIX)), re.M)
@@ -88,7 +89,6 @@ class Tail:
     # ranks, one a second each, would otherwise cost a parse each)
     wanted: Callable[[str, bytes], bool] | None = None  # (kind, records) -> hand on now
     files: dict[str, _File] = field(default_factory=dict)
-    pending: dict[str, str] = field(default_factory=dict)  # path -> why it is not followed yet
     stray: dict[str, str] = field(default_factory=dict)  # not a torch log (checked again if it grows)
     _stray_size: dict[str, int] = field(default_factory=dict)
 
@@ -107,15 +107,13 @@ class Tail:
             named = path in self.extra_logs or path in self.roots
             kind = kind_of(path)
             if kind == "empty":
-                self.pending[path] = "empty (nothing written yet)"
-                continue
+                continue  # nothing written yet: looked at again
             if kind == "other":
                 self.stray[path] = "not a torch log"
                 self._stray_size[path] = size
                 continue
             if kind == "text" and not named and path not in self.stray and size == 0:
                 continue
-            self.pending.pop(path, None)
             self.stray.pop(path, None)
             rank = trace_rank(path) if kind == "trace" else None
             with open(path, "rb") as fh:
@@ -169,18 +167,6 @@ class Tail:
                 continue
             f.inode, f.offset, f.seen_size, f.lines = st.st_ino, st.st_size, st.st_size, -1
             f.done = f.compressed
-
-    def held_bytes(self) -> int:
-        """Bytes written and not handed on yet (a record being written)."""
-        total = 0
-        for f in self.files.values():
-            if f.done:
-                continue
-            try:
-                total += max(0, os.stat(f.path).st_size - f.offset)
-            except OSError:
-                pass
-        return total
 
     def _read(self, f: _File, now: float, everything: bool = False) -> Chunk | None:
         if f.done:
@@ -276,18 +262,8 @@ def _text_complete(data: bytes, cut: int) -> int:
 def _trace_complete(data: bytes, cut: int) -> int:
     """The end of the complete records of a trace log's new whole lines data[:cut]: all of
     them, unless the last record's payload is still being written (its md5 does not match)."""
-    # the last header: the last line that does not start with a tab
-    p = cut - 1  # the newline ending the last whole line
-    start = 0
-    while p > 0:
-        q = data.rfind(b"\n", 0, p)
-        if data[q + 1 : q + 2] != b"\t":
-            start = q + 1
-            break
-        p = q
-        if q < 0:
-            start = 0
-            break
+    lines = data[:cut]  # (the same object when data ends with its newline)
+    start = max(0, last_record_start(lines, 0))  # a chunk starts at a record
     header_end = data.find(b"\n", start)
     m = _HAS_PAYLOAD.search(data, start, header_end)
     if m is None:

@@ -31,7 +31,7 @@ import orjson
 
 from parsers.discover import Inputs, TraceFile
 from traceview.errors import UserError, debugging
-from traceview.live.events import Deriver, Event, busy
+from traceview.live.events import Deriver, Event, busy, busy_line
 from traceview.live.tables import LiveTables
 from traceview.live.tail import Tail
 from traceview.printable import printable
@@ -248,7 +248,7 @@ class Watch:
             return
         self._busy_said = now
         for b, running in lines:
-            e = Event("busy", b.rank, b.compile_id, _busy_text(b, running), b.file, b.lineno,
+            e = Event("busy", b.rank, b.compile_id, busy_line(b, running), b.file, b.lineno,
                       {**{k: v for k, v in b.data.items() if not k.startswith("_")}, "running_s": round(running, 3),
                        "since_last_line_s": round(since, 1)})
             self._say(e)
@@ -264,15 +264,6 @@ class Watch:
         self.out.write(line + "\n")
         self.out.flush()
 
-
-
-def _busy_text(b: Event, running: float) -> str:
-    """The busy line with the time it has been running now."""
-    head, _, rest = b.text.partition(" busy ")
-    _old, _, tail = rest.partition(" ")
-    from traceview.output.report import seconds_text
-
-    return f"{head} busy {seconds_text(running)} {tail}"
 
 
 def _columns(out: TextIO) -> int:

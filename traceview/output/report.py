@@ -224,8 +224,6 @@ def clean_line(text: Any) -> str:
     return printable(str(text if text is not None else "")).replace("\t", " ").replace("\n", " ")
 
 
-_clean = clean_line
-
 
 class _Paths:
     """Short, unambiguous names for the files of a report: module-relative for torch's, a
@@ -292,8 +290,6 @@ def seconds_text(seconds: Any) -> str:
     return f"{v:.2f}s" if v < 100 else f"{v:.0f}s"
 
 
-_s = seconds_text
-
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else (plural or word + 's')}"
@@ -306,7 +302,7 @@ class _Text:
 
     def add(self, text: str = "", indent: str = "", rest: str | None = None) -> None:
         """Add `text` wrapped to the width: first line after `indent`, the others after `rest`."""
-        text = _clean(text)
+        text = clean_line(text)
         if not text:
             self.lines.append(indent.rstrip())
             return
@@ -323,7 +319,7 @@ class _Text:
 
     def label(self, label: str, text: str, indent: str = "    ") -> None:
         """`label: text` with continuation lines aligned under the text."""
-        self.add(f"{label} {_clean(text)}", indent, indent + " " * (len(label) + 1))
+        self.add(f"{label} {clean_line(text)}", indent, indent + " " * (len(label) + 1))
 
     def heading(self, text: str) -> None:
         self.lines.append("")
@@ -549,7 +545,7 @@ def _render_unfinished(t: _Text, paths: _Paths, unfinished: list[dict[str, Any]]
     for u in unfinished[:8]:
         where = f" in {u['phase']}" if u.get("phase") else ""
         inner = f" (innermost open span: {u['innermost_span']})" if u.get("innermost_span") and u["innermost_span"] != u.get("phase") else ""
-        running = f" for {_s(u['running_s'])} up to the log's last line" if u.get("running_s") is not None else ""
+        running = f" for {seconds_text(u['running_s'])} up to the log's last line" if u.get("running_s") is not None else ""
         t.add(
             f"{_rank(u['rank'])}[{id_label(u['compile_id'], u.get('occurrence'))}] {paths.code(u)}{where}{running}{inner}",
             "  ",
@@ -559,7 +555,7 @@ def _render_unfinished(t: _Text, paths: _Paths, unfinished: list[dict[str, Any]]
         if done:
             first = min(o["finished_before_s"] for o in done)
             t.label("others:", f"{ranks_text([o['rank'] for o in done]).strip()} finished [{u['compile_id']}], "
-                    f"{_s(first)} or more before the log's last line")
+                    f"{seconds_text(first)} or more before the log's last line")
         if u.get("behind"):
             nxt = (
                 "a likely hang: this rank is behind the others, which wait for it in their next collective. "
@@ -591,7 +587,7 @@ def _render_storms(
         if failed > 0:
             line += f" ({failed} failed)"
         if s["compile_seconds"]:
-            line += f", {_s(s['compile_seconds'])}"
+            line += f", {seconds_text(s['compile_seconds'])}"
         if s["hit_recompile_limit"]:
             lim = f" ({s['recompile_limit']})" if s.get("recompile_limit") else ""
             at = f" at [{s['limit_compile_id']}]" if s.get("limit_compile_id") else ""
@@ -749,10 +745,10 @@ def _of_which(ph: dict[str, Any]) -> str:
     in_cg = min(ph.get("autotuning_in_codegen") or 0, at)
     inner = []
     if codegen:
-        inner.append(f"codegen {_s(codegen)}" + (f", {_s(in_cg)} of it autotuning" if _s(in_cg) != _s(0) else ""))
+        inner.append(f"codegen {seconds_text(codegen)}" + (f", {seconds_text(in_cg)} of it autotuning" if seconds_text(in_cg) != seconds_text(0) else ""))
     rest = at - in_cg if codegen else at
-    if _s(rest) != _s(0):
-        inner.append(f"autotuning {_s(rest)}" + (" outside codegen" if codegen else ""))
+    if seconds_text(rest) != seconds_text(0):
+        inner.append(f"autotuning {seconds_text(rest)}" + (" outside codegen" if codegen else ""))
     return f" (of which {', '.join(inner)})" if inner else ""
 
 
@@ -768,30 +764,30 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
     if report["compiles"] == 0 and not ctime["autotuning"]:
         return
     unfinished = report.get("unfinished_compiles") or []
-    head = f"COMPILE TIME  {_s(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)"
+    head = f"COMPILE TIME  {seconds_text(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)"
     if unfinished:
         head += f" ({_plural(len(unfinished), 'unfinished compile')} not counted)"
     t.heading(head)
     ph = ctime["phases_s"]
     if ctime["total_s"]:
-        parts = [f"dynamo {_s(ph['dynamo'])}"]
+        parts = [f"dynamo {seconds_text(ph['dynamo'])}"]
         if ph["inductor"]:
-            parts.append(f"aot {_s(ph.get('aot', 0))}")
-            parts.append(f"inductor {_s(ph['inductor'])}" + _of_which(ph))
+            parts.append(f"aot {seconds_text(ph.get('aot', 0))}")
+            parts.append(f"inductor {seconds_text(ph['inductor'])}" + _of_which(ph))
         else:
-            parts.append(f"backend {_s(ph['aot+backend'])}")
+            parts.append(f"backend {seconds_text(ph['aot+backend'])}")
         if ph["backward"]:
             bwd_at = ph.get("backward_autotuning") or 0
-            parts.append(f"backward {_s(ph['backward'])}" + (f" (of which autotuning {_s(bwd_at)})" if bwd_at else ""))
+            parts.append(f"backward {seconds_text(ph['backward'])}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
         t.label("phases:", ", ".join(parts), "  ")
     if ph.get("runtime_autotuning"):
-        t.label("autotune:", f"{_s(ph['runtime_autotuning'])} at run time (first calls of compiled kernels; not compile time)", "  ")
+        t.label("autotune:", f"{seconds_text(ph['runtime_autotuning'])} at run time (first calls of compiled kernels; not compile time)", "  ")
     if ctime["top"]:
         t.add("slowest compiles:", "  ")
         top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
             t.add(
-                f"{_s(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {_compile_name(r, paths)}",
+                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {_compile_name(r, paths)}",
                 "    ",
                 "              ",
             )
@@ -800,7 +796,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
         t.add("functions compiled more than once:", "  ")
         for b in multi:
             t.add(
-                f"{_s(b['seconds']):>7}  {_rank(b['rank'])}{paths.code(b)} in {b['compiles']} compiles",
+                f"{seconds_text(b['seconds']):>7}  {_rank(b['rank'])}{paths.code(b)} in {b['compiles']} compiles",
                 "    ",
                 "              ",
             )
@@ -814,7 +810,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
             text += f", best {a['best_kernel']} {a['best_ms']:.4f} ms"
             if a.get("best_triton_kernel") and a["best_triton_kernel"] != a["best_kernel"]:
                 text += f" (best Triton {a['best_triton_kernel']} {a['best_triton_ms']:.4f} ms)"
-        secs = [f"{k} {_s(a[c])}" for k, c in (("precompile", "precompile_s"), ("benchmark", "benchmark_s")) if a.get(c) is not None]
+        secs = [f"{k} {seconds_text(a[c])}" for k, c in (("precompile", "precompile_s"), ("benchmark", "benchmark_s")) if a.get(c) is not None]
         if secs:
             text += "; " + ", ".join(secs)
         if a.get("failed_choices"):
@@ -846,7 +842,7 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
             label = "process" if r["rank"] is None else ranks_text(rks).strip()
             each = " each" if len(rks) > 1 else ""
             status = ", ".join(f"{r[k]} {k.replace('_', ' ')}" for k in STATUSES if r[k])
-            t.add(f"{label}: {r['compiles']} compiles ({status}), {_s(r['compile_time_s'])}{each}", "  ", "    ")
+            t.add(f"{label}: {r['compiles']} compiles ({status}), {seconds_text(r['compile_time_s'])}{each}", "  ", "    ")
         if len(groups) > 12:
             t.add(f"… {len(groups) - 12} more groups of ranks (--json lists every rank)", "  ")
     parse = report["parse"]
@@ -868,13 +864,13 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
         t.add(
             "problems: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in by_kind.items())
             + f" ({parse['problems']} rows in the problems table)"
-            + (f"; damaged or cut: {', '.join(_clean(d) for d in damaged[:3])}" if damaged else ""),
+            + (f"; damaged or cut: {', '.join(clean_line(d) for d in damaged[:3])}" if damaged else ""),
             "  ",
         )
     for s in inp["stray_files"][:10]:
-        why = _clean(s["why"])
+        why = clean_line(s["why"])
         room = max(t.width - len(why) - len("  skipped : "), 20)
-        path = _clean(s["path"])
+        path = clean_line(s["path"])
         path = path if len(path) <= room else "…" + path[-(room - 1) :]
         t.add(f"skipped {path}: {why}", "  ")
     if inp["left_out_by_latest"]:
