@@ -68,7 +68,8 @@ def test_a_rank_cut_inside_a_compile_the_others_finished_is_behind(tmp_path: Pat
     [f] = [f for f in findings_from_report(report) if f.kind == "unfinished"]
     assert findings_from_report(report)[0] is not None and findings_from_report(report)[0].kind == "unfinished"
     assert f.rank == 1 and f.compile_id == "0/0"
-    assert "ranks 0,2,3 finished it: this rank is behind (likely hang)" in f.summary
+    assert f.summary[0].startswith("others: ranks 0,2,3 finished [0/0], ")
+    assert f.summary[1].startswith("next: a likely hang: this rank is behind the others")
 
 
 def test_a_whole_run_has_no_unfinished_compile() -> None:

@@ -257,7 +257,8 @@ def test_a_rank_behind_the_others_is_said_as_summary_says_it(tmp_path: Path) -> 
     w, out = _watch(tmp_path, busy_after_s=0.0, busy_every_s=0.0)
     w.step(now=time.monotonic() + 5)
     digest, busy = _lines(out)[0], [x for x in _lines(out) if x["event"] == "busy"]
-    assert (digest["files"], digest["compiles"], digest["unfinished_compiles"]) == (4, 11, 1)
+    assert (digest["files"], digest["compiles"], digest["finding_counts"]["unfinished"]) == (4, 11, 1)
+    assert digest["findings"][0]["kind"] == "unfinished"  # the summary's order: the hang first
 
     from traceview.analyze.unfinished import unfinished_compiles
     from traceview.ingest.loading import LoadOptions, load_trace

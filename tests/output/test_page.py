@@ -17,6 +17,7 @@ import pytest
 
 import traceview
 from tests.conftest import FIXTURES
+from traceview.analyze.finding import findings_of
 from traceview.cli import main
 from traceview.output import page
 from traceview.output.report import build_report, render_text
@@ -39,24 +40,36 @@ def _forward_bars(path: Path) -> int:
     return rows.filter(rows["part"] == "forward").height
 
 
-def test_page_holds_the_summary_in_its_order(multirank_page: Path) -> None:
+_BOX = re.compile(
+    r'<section class="finding (\w+)" data-key="[^"]*">\n<h3><span class="tag">(.*?)</span>.*?</h3>\n<p class="claim">(.*?)</p>(.*?)</section>',
+    re.S,
+)
+
+
+def _boxes(html: str) -> list[tuple[str, str, str, str]]:
+    """(severity, kind title, claim, the rest of the box) of each finding box, in page order."""
+    return _BOX.findall(html)
+
+
+def test_page_holds_the_findings_in_their_order(multirank_page: Path) -> None:
     html = multirank_page.read_text()
-    text = render_text(build_report(traceview.load(MULTIRANK)), width=page.TEXT_WIDTH)
-    headings = [line for line in text.splitlines() if re.match(r"^[A-Z][A-Z ]+ ", line)]
-    assert headings[:3] == [
-        "RECOMPILES  1 function, most costly first",
-        "GRAPH BREAKS  1 distinct, 2 in all, most impact first",
-        "RANK DIVERGENCE  the 2 ranks compiled differently (rank 1 shown against rank 0)",
-    ]
-    at = [html.index(f"<h3>{h}</h3>") for h in headings]
-    assert at == sorted(at)
-    assert "dimension 0 of x varies (seen: 8, 6)" in html
-    # the recompile links to its compiles: rank 1's 0/0 and 0/1, which exist as anchors
-    section = html[at[0] : at[1]]
-    links = re.findall(r'href="#([^"]+)"', section)
-    assert links == ["c1-0-0-1", "c1-0-1-1"]
+    report = build_report(traceview.load(MULTIRANK))
+    want = findings_of(report)
+    boxes = _boxes(html)
+    # the report's typed findings, in their order, with the summary's words (no second wording)
+    assert [(b[0], b[1]) for b in boxes] == [(f.severity, f.title) for f in want]
+    assert [b[1] for b in boxes] == ["RANK DIVERGENCE", "GRAPH BREAK", "SLOW COMPILE"]
+    text = render_text(report, width=page.TEXT_WIDTH)
+    for f in want:
+        assert f.claim in " ".join(text.split()) or f.claim in text
+    assert "dimension 0 of x varies (seen: 8, 6)" in unescape(boxes[0][3])
+    # the divergence links to rank 1's recompile, which exists as an anchor
+    links = re.findall(r'href="#([^"]+)"', boxes[0][3])
+    assert links == ["c1-0-1-1"]
     for a in links:
         assert f'id="{a}"' in html
+    # the figures follow the findings, as the summary's text writes them
+    assert html.index("COMPILE TIME  4.62s in all") > html.index(boxes[-1][2])
     # the recompile's detail links back to its predecessor
     detail = html[html.index('id="c1-0-1-1"') :]
     assert '<b>recompile of</b><a href="#c1-0-0-1">[0/0]</a>' in detail[: detail.index("</details>")]
@@ -92,9 +105,11 @@ def test_failed_compile_and_recompile_limit_page(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     assert main(["report", str(RECOMPILES), "-o", str(out), "--no-cache"]) == 0
     html = out.read_text()
-    assert "FAILED COMPILES" in html and 'class="bar failed' in html
+    # the refusal at the recompile limit is the storm's own: said in its box
+    [storm] = [b for b in _boxes(html) if b[1] == "RECOMPILE STORM"]
+    assert "HIT THE RECOMPILE LIMIT (8) at" in storm[2] and "Dynamo recompile limit exceeded" in storm[3]
+    assert 'class="bar failed' in html
     assert html.count('<g class="bar') == _forward_bars(RECOMPILES)
-    assert "Dynamo recompile limit exceeded" in html
     assert not list(tmp_path.glob(".r.html.tmp-*"))  # written atomically
 
 
@@ -119,7 +134,7 @@ def test_browser_renders_findings_and_bars(multirank_page: Path, tmp_path: Path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert not _console_errors(r.stderr)
     dom = r.stdout
-    assert "RECOMPILES  1 function, most costly first" in dom
+    assert '<span class="tag">RANK DIVERGENCE</span>' in dom
     assert dom.count('<g class="bar') == 7
     assert "7 of 7 compiles" in dom
 
@@ -184,7 +199,7 @@ def test_page_of_an_export_is_the_page_of_its_logs(multirank_page: Path, tmp_pat
         return set(re.findall(r'<template id="b-([0-9a-f]+)">', h))
 
     assert stored(html) == stored(logs) and len(stored(html)) > 3
-    assert re.findall(r"<h3>(.*?)</h3>", html) == re.findall(r"<h3>(.*?)</h3>", logs)
+    assert _boxes(html) == _boxes(logs)
     assert html.count('<g class="bar') == 7
 
 
@@ -222,9 +237,9 @@ def test_collectives_mismatch_is_a_finding_box_with_its_ranks_compiles(tmp_path:
     out = tmp_path / "c.html"
     assert main(["report", str(FIXTURES / "corpus" / "collective_extra_rank"), "-o", str(out), "--no-cache"]) == 0
     html = out.read_text()
-    boxes = re.findall(r'<section class="finding (\w+)">\n<h3>(.*?)</h3>', html)
-    assert boxes[0] == ("problem", "COLLECTIVES  the ranks do not issue the same collectives")
-    box = html[html.index("<h3>COLLECTIVES") : html.index("</section>", html.index("<h3>COLLECTIVES"))]
+    boxes = _boxes(html)
+    assert boxes[0][:2] == ("act", "COLLECTIVES")
+    box = boxes[0][2] + boxes[0][3]
     assert "rank 2&#39;s <a href=\"#c2-0-0-1\">[0/0]</a> step (collective_extra_rank.py:31) issues 2 all_reduce" in box
     assert re.findall(r'<a href="#([^"]+)">rank', box) == ["c2-0-0-1", "c0-0-0-1", "c1-0-0-1", "c3-0-0-1"]
 
@@ -243,9 +258,9 @@ def test_unfinished_compile_of_a_cut_log_is_a_finding_box(tmp_path: Path) -> Non
     out = tmp_path / "u.html"
     assert main(["report", str(logs), "-o", str(out), "--no-cache"]) == 0
     html = out.read_text()
-    boxes = re.findall(r'<section class="finding (\w+)">\n<h3>(.*?)</h3>', html)
-    assert boxes[0][0] == "problem" and boxes[0][1].startswith("UNFINISHED COMPILES")
-    box = html[html.index("<h3>UNFINISHED") : html.index("</section>", html.index("<h3>UNFINISHED"))]
+    boxes = _boxes(html)
+    assert boxes[0][:2] == ("act", "UNFINISHED COMPILE")
+    box = boxes[0][2] + boxes[0][3]
     assert 'rank 1 <a href="#c1-0-0-1">[0/0]</a> TinyNet.forward (multirank4.py:30) in AOTAutograd for ' in box
     assert re.findall(r'<a href="#([^"]+)">rank', box) == ["c1-0-0-1"]
     assert 'id="c1-0-0-1"' in html

@@ -1,7 +1,7 @@
 """`traceview watch PATH… [TEXT_LOG…]`: a job's compiles as they happen.
 
-It starts with a digest of what is already there (the summary's own head: traceview.output.
-report), then prints one line per event as it lands (traceview.live.events), and, while a
+It starts with a digest of what is already there (the summary's own head, from the report's
+typed findings: traceview.output.report), then prints one line per event as it lands (traceview.live.events), and, while a
 compile runs longer than `busy_after_s`, what each busy rank is compiling and for how long: on
 a terminal one status line kept at the bottom and rewritten, elsewhere a `busy` line every
 `busy_every_s`. `--json`: one JSON object per line (the digest as `{"event": "digest", …}`).
@@ -169,18 +169,23 @@ class Watch:
             else:
                 self._write(f"traceview watch: no logs yet in {printable(waiting)}; waiting (Ctrl-C ends)")
             return
-        from traceview.output.report import build_report, render_text
+        from traceview.analyze.finding import findings_of
+        from traceview.output.report import build_report, head_lines, title_line
 
         trace.inputs = self._inputs()
         report = build_report(trace)
-        head = render_text(report).split("\n\n", 1)[0]
+        findings = findings_of(report)  # the summary's list: its head is the digest
+        title = title_line(report)
+        head = "\n".join([title, "=" * min(len(title), 80), *head_lines(report, findings)])
         running = len(self.deriver.open_compiles)
         if self.json_lines:
+            counts: dict[str, int] = {}
+            for f in findings:
+                counts[f.kind] = counts.get(f.kind, 0) + 1
             self._write(orjson.dumps({
                 "event": "digest", "files": len(files), "compiles": report["compiles"], "ranks": report["ranks"],
-                "recompile_storms": len(report["recompile_storms"]), "graph_breaks": len(report["graph_breaks"]),
-                "failures": len(report["failures"]), "crashes": len(report.get("crashes") or []),
-                "unfinished_compiles": len(report.get("unfinished_compiles") or []), "text": head,
+                "findings": [{"kind": f.kind, "severity": f.severity, "claim": f.claim, "key": f.key} for f in findings],
+                "finding_counts": counts, "text": head,
             }, default=str).decode())
             return
         self._write(head)

@@ -1,7 +1,8 @@
 """`traceview report PATH... -o report.html`: the summary as one self-contained HTML page.
 
-Findings first, exactly as `traceview summary` says them (`render_text` of `build_report`,
-section by section, each with links to the compiles it is about); then pictures drawn here as
+Findings first, the report's typed list in its order (traceview.analyze.finding: each its kind,
+claim, lines, next step and links to the compiles it is about, the same words as `summary`),
+then the figures the summary ends with (FACTS, COMPILE TIME, PER RANK, INPUT); then pictures drawn here as
 inline SVG (a compile timeline per rank, compile time by function, a rank x compile grid for
 several ranks); then every compile's detail, collapsible and searchable. CSS and the small
 script are inline; nothing is loaded from the network. The template is `page.html.j2` beside
@@ -28,8 +29,9 @@ from markupsafe import Markup, escape
 from parsers.code_location import brief
 from parsers.compile_ids import sort_key
 from traceview.analyze import compile_time as ct
+from traceview.analyze.finding import findings_of
 from traceview.analyze.findings import code_label
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report, clean_line, head_lines, render_figures, title_line
 from traceview.output.timeline import compile_rows, write_atomically
 from traceview.trace import Trace
 
@@ -126,69 +128,29 @@ def _linked_line(line: str, comps: _Compiles) -> Markup:
     return Markup("").join(out)
 
 
-def _finding_targets(heading: str, report: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
-    """(rank, compile id, occurrence) of what a section of the summary is about, from the
-    report's own rows (no second analysis)."""
-    storms = report["recompile_storms"]
-    if heading.startswith("EXPECTED RECOMPILES"):
-        return [(s["rank"], c, None) for s in storms if s.get("expected") for c in s["compile_ids"]]
-    if heading.startswith("RECOMPILES"):
-        return [(s["rank"], c, None) for s in storms if not s.get("expected") for c in s["compile_ids"]]
-    if heading.startswith("GRAPH BREAKS"):
-        return [(r, c, None) for g in report["graph_breaks"] for r in (g["ranks"] or [None]) for c in g["compile_ids"]]
-    if heading.startswith("FAILED"):
-        return [(f["rank"], f["compile_id"], f.get("occurrence")) for f in report["failures"]]
-    if heading.startswith("CRASHED"):
-        return [(c.get("rank"), c.get("compile_id"), None) for c in report.get("crashes") or []]
-    if heading.startswith("UNFINISHED"):
-        return [(u.get("rank"), u.get("compile_id"), u.get("occurrence")) for u in report.get("unfinished_compiles") or []]
-    if heading.startswith("COLLECTIVES"):  # the mismatched ranks' compile, then the others' (the same id unless named)
-        return [(r, m.get(cid) or m.get("compile_id"), None)
-                for m in (report.get("collectives") or {}).get("mismatches") or []
-                for rs, cid in ((m.get("ranks"), "compile_id"), (m.get("other_ranks"), "other_compile_id"))
-                for r in rs or []]
-    if heading.startswith("RANK DIVERGENCE"):
-        return [(d["rank"], c, None) for d in report["rank_divergence"] for c in (d.get("extra_compile_ids") or [d.get("compile_id")])]
-    if heading.startswith("CUDA GRAPHS"):
-        return [(f.get("rank"), f.get("compile_id"), None) for f in report["cudagraphs"]["findings"]]
-    if heading.startswith("COMPILE TIME"):
-        return [(t["rank"], t["compile_id"], t.get("occurrence")) for t in report["compile_time"]["top"]]
-    if heading.startswith("FACTS"):
-        facts = report.get("facts") or {}
-        return [(f.get("rank"), f.get("compile_id"), f.get("occurrence")) for rows in facts.values() if isinstance(rows, list)
-                for f in rows if isinstance(f, dict)]
-    return []
-
-
-def _findings(report: dict[str, Any], comps: _Compiles) -> tuple[list[Markup], list[dict[str, Any]]]:
-    """The summary's text as the head lines and its sections, each with its links."""
-    lines = render_text(report, width=TEXT_WIDTH).splitlines()
-    blocks: list[list[str]] = [[]]
-    for line in lines:
-        if not line.strip():
-            if blocks[-1]:
-                blocks.append([])
-            continue
-        blocks[-1].append(line)
-    blocks = [b for b in blocks if b]
-    head, sections = blocks[0], []
-    for b in blocks[1:]:
-        heading = b[0]
+def _findings(report: dict[str, Any], comps: _Compiles) -> tuple[list[Markup], list[dict[str, Any]], list[Markup]]:
+    """The head lines, the findings (the report's typed list, in its order: each its kind, claim,
+    lines, next step and linked compiles) and the figures after them (FACTS, COMPILE TIME, PER
+    RANK, INPUT, as the summary writes them)."""
+    findings = findings_of(report)
+    head = [title_line(report), *head_lines(report, findings)]
+    out = []
+    for f in findings:
         links, seen = [], set()
-        for rank, cid, occ in _finding_targets(heading, report):
-            a = comps.anchor(rank, cid, occ)
+        for c in ([f.target] if f.target else []) + f.compiles:
+            a = comps.anchor(c.rank, c.compile_id, c.occurrence)
             if a and a not in seen:
                 seen.add(a)
-                links.append({"anchor": a, "label": (f"rank {rank} " if rank is not None else "") + str(cid)})
-        kind = "facts" if heading.startswith(("FACTS", "COMPILE TIME", "PER RANK", "INPUT", "EXPECTED")) else "problem"
-        sections.append({
-            "heading": _linked_line(heading, comps),
-            "lines": [_linked_line(x, comps) for x in b[1:]],
-            "links": links[:LINKS_PER_FINDING],
-            "more_links": max(len(links) - LINKS_PER_FINDING, 0),
-            "kind": kind,
+                links.append({"anchor": a, "label": (f"rank {c.rank} " if c.rank is not None else "") + c.label()})
+        out.append({
+            "title": f.title, "severity": f.severity, "claim": _linked_line(clean_line(f.claim), comps),
+            "lines": [(label.strip(), _linked_line(clean_line(text), comps)) for label, text in f.lines],
+            "more": [(label.strip(), _linked_line(clean_line(text), comps)) for label, text in f.more],
+            "certainty": f.certainty, "key": f.key,
+            "links": links[:LINKS_PER_FINDING], "more_links": max(len(links) - LINKS_PER_FINDING, 0),
         })
-    return [_linked_line(x, comps) for x in head], sections
+    figures = render_figures(report, width=TEXT_WIDTH).splitlines()
+    return [_linked_line(x, comps) for x in head], out, [_linked_line(x, comps) for x in figures]
 
 
 # ---------------------------------------------------------------------------- pictures
@@ -507,14 +469,14 @@ def render_page(trace: Trace, report: dict[str, Any] | None = None) -> str:
 
     report = report if report is not None else build_report(trace)
     comps = _compiles(trace)
-    head, sections = _findings(report, comps)
+    head, findings, figures = _findings(report, comps)
     blobs = _Blobs()
     details = _details(trace, comps, blobs)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     template = env.from_string(TEMPLATE.read_text(encoding="utf-8"))
     return template.render(
         title=f"traceview: {report['compiles']} compiles" + (f" on {len(report['ranks'])} ranks" if report["ranks"] else ""),
-        head=head, sections=sections, timeline=_timeline(trace, comps), functions=_by_function(report),
+        head=head, findings=findings, figures=figures, timeline=_timeline(trace, comps), functions=_by_function(report),
         grid=_grid(report, comps), compiles=details, blobs=list(blobs.texts.values()), phases=PHASES,
         payload_chars=PAYLOAD_CHARS,
         kernels_note=(

@@ -14,7 +14,6 @@ from typing import Any
 
 import polars as pl
 
-from parsers.code_location import whose
 from parsers.compile_ids import label as id_label
 from parsers.compile_ids import sort_key, text_occurrence_expr
 from parsers.compiles import STATUSES
@@ -24,7 +23,6 @@ from traceview.analyze import compile_time as ct
 from traceview.analyze.code_objects import describe
 from traceview.analyze.collectives import collective_mismatches
 from traceview.analyze.compile_facts import asserts_text, compile_facts
-from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
 from traceview.analyze.crashes import crash_findings
 from traceview.analyze.cudagraphs import (
     cudagraph_counts,
@@ -33,18 +31,15 @@ from traceview.analyze.cudagraphs import (
 )
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
+from traceview.analyze.finding import Finding, findings_of
 from traceview.analyze.findings import (
-    after_resets,
-    code_label,
-    divergence_key,
-    failure_key,
     group_ranks,
     per_rank_key,
     ranks_text,
     slow_compile_key,
-    storm_key,
 )
 from traceview.analyze.hotspots import graph_break_hotspots
+from traceview.analyze.judge import Paths, judge, plural, rank_prefix, seconds_text
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
@@ -200,99 +195,20 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "problem_examples": _rows(problems.head(20)),
         },
     }
+    report["findings"] = [f.to_json() for f in judge(trace, report=report)]
     return report
 
 
 # ---------------------------------------------------------------------------------- text
-_CATEGORY_WORDS = {
-    "graph_break": "graph break",
-    "backend_compiler_failure": "backend compiler failure",
-    "recompile_limit": "recompile limit",
-    "internal_dynamo_error": "internal Dynamo error",
-    "export_guard_data_dependent": "export / guard / data-dependent error",
-    "user_exception": "user exception",
-    "accuracy": "accuracy failure",
-    "user_error": "error in your code (fails in eager too)",
-    "constraint_violation": "constraint violation",
-    "other": "other failure",
-    **CRASH_WORDS,
-}
-
-
 def clean_line(text: Any) -> str:
     """One line of log text made safe to print: control characters visible, no tabs/newlines."""
     return printable(str(text if text is not None else "")).replace("\t", " ").replace("\n", " ")
 
 
 
-class _Paths:
-    """Short, unambiguous names for the files of a report: module-relative for torch's, a
-    library's and Python's code (parsers.code_location), else the shortest path suffix no other
-    user file shares."""
-
-    def __init__(self, report: dict[str, Any]) -> None:
-        names: set[str] = set()
-        for s in report["recompile_storms"]:
-            names.add(s.get("filename") or "")
-        for g in report["graph_breaks"]:
-            names.update((g.get("filename") or "", g.get("frame_filename") or ""))
-        for f in report["failures"] + report.get("crashes", []):
-            names.add(f.get("filename") or "")
-        for t in report["compile_time"]["top"] + report["compile_time"]["by_function"]:
-            names.add(t.get("filename") or "")
-        facts = report.get("facts") or {}
-        for f in facts.get("specializations", []) + facts.get("unbacked_symbols", []):
-            names.add(f.get("user_file") or "")
-        names.discard("")
-        self._short: dict[str, str] = {}
-        for s in report["recompile_storms"]:
-            names.add(((s.get("code") or {}).get("call_site") or {}).get("filename") or "")
-        for t in report["compile_time"]["top"] + report["compile_time"]["by_function"]:
-            names.add(((t.get("code") or {}).get("call_site") or {}).get("filename") or "")
-        names.discard("")
-        local = [n for n in names if whose(n).is_user]
-        for n in names:
-            if not whose(n).is_user:
-                self._short[n] = whose(n).shown
-                continue
-            parts = n.split("/")
-            for k in range(1, len(parts) + 1):
-                suffix = "/".join(parts[-k:])
-                # another file with this suffix; not the same file written with a shorter
-                # prefix (a text log's `wt/x/train.py` for the trace's `/work/wt/x/train.py`)
-                if not any(
-                    o != n and (o == suffix or o.endswith("/" + suffix)) and not (o.endswith("/" + n) or n.endswith("/" + o))
-                    for o in local
-                ):
-                    self._short[n] = suffix
-                    break
-            else:
-                self._short[n] = n
-
-    def code(self, row: dict[str, Any]) -> str:
-        """A compiled code object as its user knows it (findings.code_label)."""
-        return code_label(row, self.show)
-
-    def show(self, filename: str | None, line: Any = None) -> str:
-        if not filename:
-            return "?"
-        s = self._short.get(filename, filename)
-        return f"{s}:{line}" if line is not None else s
-
-
-def _rank(r: Any) -> str:
-    return "" if r is None else f"rank {r} "
-
-
-def seconds_text(seconds: Any) -> str:
-    """Seconds as every view writes them: 2 decimals below 100 s."""
-    v = float(seconds or 0.0)
-    return f"{v:.2f}s" if v < 100 else f"{v:.0f}s"
-
-
-
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (plural or word + 's')}"
+_rank = rank_prefix
+_plural = plural
+_Paths = Paths
 
 
 class _Text:
@@ -326,23 +242,19 @@ class _Text:
         self.add(text, "", "  ")
 
 
-def render_text(report: dict[str, Any], *, width: int = 80) -> str:
-    """The summary for a terminal, most important first; no line longer than `width`."""
-    w = max(width, 60)
-    t = _Text(w)
-    paths = _Paths(report)
-    storms = report["recompile_storms"]
-    gbs = report["graph_breaks"]
-    fails = report["failures"]
-    div = report["rank_divergence"]
+def _text_only(report: dict[str, Any]) -> bool:
+    inp = report["inputs"]
+    return report["compiles"] == 0 and (
+        report.get("compile_ids_in_text_logs", 0) > 0 or bool(inp["text_logs"] and not inp["trace_files"])
+    )
+
+
+def title_line(report: dict[str, Any]) -> str:
+    """`traceview: 13 compiles on 2 ranks from 2 log files`: what was read."""
     ranks = report["ranks"]
     inp = report["inputs"]
     nfiles = len(inp["trace_files"]) + len(inp["text_logs"])
-    crashes = report.get("crashes") or []
-    text_only = report["compiles"] == 0 and (
-        report.get("compile_ids_in_text_logs", 0) > 0 or (inp["text_logs"] and not inp["trace_files"])
-    )
-    if text_only:
+    if _text_only(report):
         head = f"traceview: {_plural(report['compile_ids_in_text_logs'], 'compile id')} in the text log"
     else:
         head = f"traceview: {report['compiles']} compiles"  # tests of other commands read this form
@@ -350,171 +262,163 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     head += f" from {_plural(nfiles, 'log file')}"
     if inp.get("runs") and inp["runs"] > 1:
         head += f" ({inp['runs']} runs; --latest keeps the newest)"
-    t.add(head, "", "    ")
-    t.lines.append("=" * min(max(len(x) for x in t.lines), w))
-    found = []
-    unfinished = report.get("unfinished_compiles") or []
-    coll = (report.get("collectives") or {}).get("mismatches") or []
-    if coll:
-        found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for m in coll for r in m['ranks']})).strip()})")
-    if crashes:
-        found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
-    if unfinished:
-        behind = sum(1 for u in unfinished if u["behind"])
-        found.append(_plural(len(unfinished), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
-    act = [s for s in storms if not s.get("expected")]
-    expected = [s for s in storms if s.get("expected")]
-    if act:
-        limit = sum(1 for s in act if s["hit_recompile_limit"])
-        code_objects = {(s["function"], s["filename"], s["line"]) for s in act}
-        on = f" on {_plural(len({s['rank'] for s in act}), 'rank')}" if len(act) > len(code_objects) else ""
-        found.append(
-            _plural(len(code_objects), "recompiling function") + on + (f" ({limit} hit the limit)" if limit else "")
-        )
-    if gbs:
-        eager = sum(1 for g in gbs if g["frame_skipped"])
-        found.append(_plural(len(gbs), "graph break") + (f" ({eager} sent a whole frame to eager)" if eager else ""))
-    if fails:
-        found.append(_plural(len(fails), "failed compile"))
-    cgf = report.get("cudagraphs", {}).get("findings", [])
-    if cgf:
-        found.append(_plural(len(cgf), "CUDA-graph finding"))
-    if div:
-        found.append(_plural(len(div), "diverging rank") + f" ({ranks_text([d['rank'] for d in div]).strip()})")
-    none = "none that needs action" if expected else "none (no recompiles, graph breaks or failures)"
-    t.add("findings: " + (", ".join(found) if found else none), "", "    ")
-    if expected:
-        n = len({(s["function"], s["filename"], s["line"]) for s in expected})
-        t.add(f"expected: {_plural(n, 'function')} recompiled by design (nothing to fix)", "", "    ")
-    if text_only:
+    return head
+
+
+def head_lines(report: dict[str, Any], findings: list[Finding]) -> list[str]:
+    """The summary's head under its title: the findings counted (headline) and what the input
+    cannot tell."""
+    out = headline(findings)
+    if _text_only(report):
         # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
         what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
-        t.add(f"text log only: no {what} (add the TORCH_TRACE directory)", "", "    ")
+        out.append(f"text log only: no {what} (add the TORCH_TRACE directory)")
+    return out
 
-    if unfinished:
-        _render_unfinished(t, paths, unfinished)
-    waits = (report.get("collectives") or {}).get("waits") or []
-    execution = (report.get("collectives") or {}).get("execution") or []
-    if coll or waits or execution:
-        t.heading("COLLECTIVES  " + ("the ranks do not issue the same collectives" if coll else
-                                     "ranks waited for another's compile" if waits else "the ranks ran different compiled graphs"))
-        for m in coll:
-            t.add(m["message"], "  ", "      ")
-            t.label("next:", m["next_step"])
-        for w in waits:
-            t.add(w["message"] + " (estimated from the compile times)", "  ", "      ")
-        for e in execution:
-            t.add(e["message"], "  ", "      ")
-    unknown = (report.get("collectives") or {}).get("unknown") or []
-    if coll and unknown:
-        u = unknown[0]
-        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
-        t.add(f"rank {u['rank']}'s [{u['compile_id']}] schedule is unknown{more}: {u['why']}", "  ", "      ")
-    if crashes:
-        t.heading("CRASHED  the program ended with an uncaught error")
-        for c in crashes:
-            where = f"{c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "?"
-            t.add(
-                f"{_rank(c['rank'])}{c['exc_type']} at {where}: "
-                f"{_CATEGORY_WORDS.get(c['category'], c['category'])}, raised in {c['raised_in']}",
-                "  ",
-                "      ",
-            )
-            if c.get("code"):
-                t.add(c["code"], "    ", "      ")
-            if c.get("called_from"):
-                cf = c["called_from"]
-                code = f": {cf['code']}" if cf.get("code") else ""
-                t.add(f"called from {cf['function']} ({paths.show(cf['filename'], cf['line'])}){code}", "    ", "      ")
-            if c.get("kernel"):
-                t.add(f"failing kernel: {c['kernel']}", "    ", "      ")
-            t.add(c["message"] or "", "    ", "      ")
-            de = c.get("distributed_error")
-            if de and de["line"] not in (c.get("message") or ""):
-                t.label("error:", de["line"])
-            if c.get("certainty") != "certain":
-                t.label("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})")
-            t.label("next:", c["next_step"])
 
-    optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer", [])}
-    if act:
-        _render_storms(t, paths, act, "RECOMPILES", "most costly first", optim)
-    if expected:
-        _render_storms(t, paths, expected, "EXPECTED RECOMPILES", "nothing to fix", optim)
-    if gbs:
-        total = sum(g["count"] for g in gbs)
-        t.heading(f"GRAPH BREAKS  {len(gbs)} distinct, {total} in all, most impact first")
-        for g in gbs[:10]:
-            gb = f" [{g['gb_id']}]" if g.get("gb_id") else ""
-            where = f"{ranks_text(g['ranks'])}{g['count']}x" if g["ranks"] else f"{g['count']}x"
-            # the break's line, not the compiled frame's first line (Frames shows that one): said
-            starts = (
-                f" (its frame starts at line {g['frame_line']})"
-                if g.get("frame_line") is not None and g.get("frame_function") == g.get("function")
-                and g.get("frame_filename") == g.get("filename") and g["frame_line"] != g.get("line")
-                else ""
-            )
-            t.add(f"{paths.show(g['filename'], g['line'])} in {g['function'] or '?'}{starts}{gb}, {where}", "  ", "      ")
-            t.add(one_line(g["reason"], 400), "    ", "      ")
-            if g.get("explanation") and g["explanation"] != g["reason"]:
-                src = " (torch's graph-break registry)" if g.get("explanation_from") == "registry" else ""
-                t.label("why:", one_line(g["explanation"], 300) + src)
-            if g["frame_skipped"]:
-                frame = f"{g.get('frame_function') or '?'} ({paths.show(g.get('frame_filename'), g.get('frame_line'))})"
-                why = f": {g['frame_skipped_why']}" if g.get("frame_skipped_why") else ""
-                t.add(f"WHOLE FRAME RAN EAGERLY: {frame}{why}", "    ", "      ")
-                if g.get("advice"):
-                    t.label("fix:", g["advice"])
-            elif g.get("advice"):
-                # torch's hint that names a config setting is the fix
-                t.label("fix:" if g.get("config_fix") else "hint:", g["advice"])
-        if len(gbs) > 10:
-            t.add(f"… {len(gbs) - 10} more (--json lists all)", "  ")
-    if fails:
-        t.heading(f"FAILED COMPILES  {len(fails)}, most serious first")
-        # the same failure on many ranks is shown once, with its ranks
-        fgroups = group_ranks(fails, failure_key)
-        for f, franks in fgroups[:10]:
-            ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
-            t.add(
-                f"{ranks_text(franks)}[{id_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] {f.get('function') or '?'} "
-                f"({paths.show(f['filename'], f['line'])}): {_CATEGORY_WORDS.get(f['category'], f['category'])}{ft}",
-                "  ",
-                "      ",
-            )
-            t.add(f["reason"] or "", "    ", "      ")
-            if f.get("occurrence") and f["occurrence"] > 1:
-                t.add(
-                    f"(#{f['occurrence']}: compile id {f['compile_id']} was used again in this process after "
-                    "an earlier compile with that id ended: torch._dynamo.reset() restarts the ids)",
-                    "    ",
-                    "      ",
-                )
-            if f.get("certainty") and f["certainty"] != "certain":
-                t.label("how sure:", f"{f['certainty']} ({f.get('evidence') or 'indirect evidence'})")
-            t.label("next:", f["next_step"])
-        if len(fgroups) > 10:
-            t.add(f"… {len(fgroups) - 10} more (--json lists all)", "  ")
-    if cgf or report.get("cudagraphs", {}).get("cudagraphified_compiles"):
-        _render_cudagraphs(t, report["cudagraphs"])
-    if div:
-        if len(report["ranks"]) == 2 and None not in report["ranks"]:  # no majority of two: said so
-            t.heading(f"RANK DIVERGENCE  the 2 ranks compiled differently (rank {report['ranks'][1]} shown against rank {report['ranks'][0]})")
-        else:
-            t.heading(f"RANK DIVERGENCE  {_plural(len(div), 'rank')} {'differs' if len(div) == 1 else 'differ'} from the majority")
-        dgroups = group_ranks(div, divergence_key)  # 1,000 ranks that differ alike: one line
-        for d, ranks in dgroups[:16]:
-            t.add(f"{ranks_text(ranks).strip()}: {d['detail']}", "  ", "    ")
-        if len(dgroups) > 16:
-            t.add(f"… {len(dgroups) - 16} more (--json lists all)", "  ")
-    _render_facts(t, report, paths)
-    _render_time(t, report, paths, text_only)
-    _render_ranks_and_inputs(t, report)
+def render_text(report: dict[str, Any], *, width: int = 80) -> str:
+    """The summary for a terminal, most important first; no line longer than `width`."""
+    t = _Text(max(width, 60))
+    t.add(title_line(report), "", "    ")
+    t.lines.append("=" * min(max(len(x) for x in t.lines), t.width))
+    findings = findings_of(report)
+    for line in head_lines(report, findings):
+        t.add(line, "", "    ")
+    _render_findings(t, report, findings)
+    _render_figures(t, report)
     return "\n".join(t.lines) + "\n"
 
 
-def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
-    found = cg["findings"]
+def render_figures(report: dict[str, Any], *, width: int = 80) -> str:
+    """What the summary shows after the findings: FACTS, COMPILE TIME, PER RANK, INPUT."""
+    t = _Text(max(width, 60))
+    _render_figures(t, report)
+    return "\n".join(t.lines).strip("\n") + "\n"
+
+
+def _render_figures(t: _Text, report: dict[str, Any]) -> None:
+    paths = _Paths(report)
+    _render_facts(t, report, paths)
+    _render_time(t, report, paths, _text_only(report))
+    _render_ranks_and_inputs(t, report)
+
+
+def headline(findings: list[Finding]) -> list[str]:
+    """The summary's `findings:` line (what needs action, counted, in the findings' order) and
+    its `expected:` line: the head `watch` prints too."""
+    by: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.severity == "act":
+            by.setdefault(_SECTION_OF.get(f.kind, f.kind), []).append(f)
+    found = []
+    for kind, fs in by.items():
+        if kind == "collectives":
+            ms = [f for f in fs if f.facet == "mismatch"]
+            if ms:
+                found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for f in ms for r in f.ranks if r is not None})).strip()})")
+        elif kind == "crash":
+            found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
+        elif kind == "unfinished":
+            behind = sum(1 for f in fs if f.facet == "behind")
+            found.append(_plural(len(fs), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
+        elif kind == "storm":
+            codes = {f.code for f in fs}
+            nranks = len({r for f in fs for r in f.ranks})
+            limit = sum(1 for f in fs if f.facet == "limit")
+            on = f" on {_plural(nranks, 'rank')}" if nranks > 1 and sum(len(f.ranks) or 1 for f in fs) > len(codes) else ""
+            found.append(_plural(len(codes), "recompiling function") + on + (f" ({limit} hit the limit)" if limit else ""))
+        elif kind == "graph_break":
+            eager = sum(1 for f in fs if f.facet == "frame_skipped")
+            found.append(_plural(len(fs), "graph break") + (f" ({eager} sent a whole frame to eager)" if eager else ""))
+        elif kind == "failure":
+            found.append(_plural(sum(f.count for f in fs), "failed compile"))
+        elif kind == "cudagraphs":
+            found.append(_plural(len(fs), "CUDA-graph finding"))
+        elif kind == "divergence":
+            ranks = [r for f in fs for r in f.ranks]
+            found.append(_plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
+    expected = [f for f in findings if f.severity == "expected"]
+    none = "none that needs action" if expected else "none (no recompiles, graph breaks or failures)"
+    out = ["findings: " + (", ".join(found) if found else none)]
+    recompiled = {f.code for f in expected if f.kind == "expected"}
+    breaks = [f for f in expected if f.kind == "graph_break"]
+    if recompiled or breaks:
+        parts = []
+        if recompiled:
+            parts.append(f"{_plural(len(recompiled), 'function')} recompiled by design")
+        if breaks:
+            parts.append(f"{_plural(len(breaks), 'graph break')} of torch's own")
+        out.append(f"expected: {', '.join(parts)} (nothing to fix)")
+    return out
+
+
+# Sections of the summary: (kind, severity) -> how many findings it shows before "… N more".
+_SHOWN = {"unfinished": 8, "storm": 8, "recompile": 8, "expected": 8, "graph_break": 10, "failure": 10,
+          "cudagraphs": 10, "divergence": 16, "compile_time": 5}
+# kinds that share a section: a storm and a single recompile that needs action are RECOMPILES
+_SECTION_OF = {"recompile": "storm"}
+
+
+def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[str, Any]) -> str:
+    """A section's heading: what its findings are, counted."""
+    if kind == "unfinished":
+        return "UNFINISHED COMPILES  begun, no compilation_metrics: killed, hung or still running when the log ends"
+    if kind == "collectives":
+        facets = {f.facet for f in fs}
+        return "COLLECTIVES  " + ("the ranks do not issue the same collectives" if "mismatch" in facets else
+                                  "ranks waited for another's compile" if "wait" in facets else "the ranks ran different compiled graphs")
+    if kind == "crash":
+        return "CRASHED  the program ended with an uncaught error"
+    if kind == "divergence":
+        ranks = report.get("ranks") or []
+        if len(ranks) == 2 and None not in ranks:  # no majority of two: said so
+            return f"RANK DIVERGENCE  the 2 ranks compiled differently (rank {ranks[1]} shown against rank {ranks[0]})"
+        n = sum(len(f.ranks) for f in fs)
+        return f"RANK DIVERGENCE  {_plural(n, 'rank')} {'differs' if n == 1 else 'differ'} from the majority"
+    if kind == "storm":
+        return f"RECOMPILES  {_plural(len({f.code for f in fs}), 'function')}, most costly first"
+    if kind == "expected":
+        return f"EXPECTED RECOMPILES  {_plural(len({f.code for f in fs}), 'function')}, nothing to fix"
+    if kind == "graph_break":
+        total = sum(f.count for f in fs)
+        if severity == "expected":
+            return f"EXPECTED GRAPH BREAKS  {len(fs)} distinct, {total} in all: torch's own, nothing to fix"
+        return f"GRAPH BREAKS  {len(fs)} distinct, {total} in all, most impact first"
+    if kind == "failure":
+        return f"FAILED COMPILES  {sum(f.count for f in fs)}, most serious first"
+    if kind == "compile_time":
+        return "SLOW COMPILES  at least 1s and 10% of their rank's compile time"
+    return kind.upper()
+
+
+def _render_findings(t: _Text, report: dict[str, Any], findings: list[Finding]) -> None:
+    """The findings, in their one order: a section per kind (where its most costly finding
+    ranks), each finding its claim then its lines."""
+    sections: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        sections.setdefault((_SECTION_OF.get(f.kind, f.kind), f.severity), []).append(f)
+    cg_shown = False
+    for (kind, severity), fs in sections.items():
+        if kind == "cudagraphs":
+            _render_cudagraphs(t, report["cudagraphs"], fs)
+            cg_shown = True
+            continue
+        t.heading(_section_heading(kind, severity, fs, report))
+        shown = _SHOWN.get(kind, len(fs))
+        for f in fs[:shown]:
+            t.add(f.claim, "  ", "      ")
+            for label, text in f.lines:
+                if label:
+                    t.label(label, text)
+                else:
+                    t.add(text, "    ", "      ")
+        if len(fs) > shown:
+            t.add(f"… {len(fs) - shown} more (--json lists all)", "  ")
+    if not cg_shown and report.get("cudagraphs", {}).get("cudagraphified_compiles"):
+        _render_cudagraphs(t, report["cudagraphs"], [])
+
+
+def _render_cudagraphs(t: _Text, cg: dict[str, Any], found: list[Finding]) -> None:
     if not cg["text_log_rows"]:
         t.heading(f"CUDA GRAPHS  {_plural(cg['cudagraphified_compiles'], 'compile')} handed to CUDA graphs (reduce-overhead)")
         t.add("whether they were graphed is not in the trace: add TORCH_LOGS=cudagraphs to see the code left out "
@@ -528,8 +432,9 @@ def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
             f"{cg['non_cudagraphable_partitions']} of {_plural(cg['partitions'], 'partition')} not cudagraphable"
         )
     for f in found[:10]:
-        t.add(f"{ranks_text([f['rank']])}{f['headline']}", "  ", "      ")
-        t.label("fix:", f["fix"])
+        t.add(f.claim, "  ", "      ")
+        for label, text in f.lines:
+            t.label(label, text)
     if len(found) > 10:
         t.add(f"… {len(found) - 10} more (--json lists all)", "  ")
     funcs = cg.get("functions") or []
@@ -537,96 +442,6 @@ def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
         per = ", ".join(f"{ranks_text([r['rank']])}{r['function'] or '?'} {r['graphs']}" for r in funcs[:6])
         more = f", … {len(funcs) - 6} more" if len(funcs) > 6 else ""
         t.label("graphs per function:", per + more, "  ")
-
-
-def _render_unfinished(t: _Text, paths: _Paths, unfinished: list[dict[str, Any]]) -> None:
-    """Compiles that began and never logged their metrics (analyze.unfinished)."""
-    t.heading("UNFINISHED COMPILES  begun, no compilation_metrics: killed, hung or still running when the log ends")
-    for u in unfinished[:8]:
-        where = f" in {u['phase']}" if u.get("phase") else ""
-        inner = f" (innermost open span: {u['innermost_span']})" if u.get("innermost_span") and u["innermost_span"] != u.get("phase") else ""
-        running = f" for {seconds_text(u['running_s'])} up to the log's last line" if u.get("running_s") is not None else ""
-        t.add(
-            f"{_rank(u['rank'])}[{id_label(u['compile_id'], u.get('occurrence'))}] {paths.code(u)}{where}{running}{inner}",
-            "  ",
-            "      ",
-        )
-        done = [o for o in u.get("others") or [] if o.get("finished_before_s") is not None]
-        if done:
-            first = min(o["finished_before_s"] for o in done)
-            t.label("others:", f"{ranks_text([o['rank'] for o in done]).strip()} finished [{u['compile_id']}], "
-                    f"{seconds_text(first)} or more before the log's last line")
-        if u.get("behind"):
-            nxt = (
-                "a likely hang: this rank is behind the others, which wait for it in their next collective. "
-                f"py-spy dump --pid <rank {u['rank']}'s pid> shows where it is; TORCH_COMPILE_DEBUG=1 on a rerun "
-                "keeps the compile's inputs"
-            )
-        else:
-            nxt = (
-                "if the job still runs, the compile is in progress; if it hangs, py-spy dump --pid <pid> shows "
-                "where; TORCH_COMPILE_DEBUG=1 on a rerun keeps this compile's inputs"
-            )
-        t.label("next:", nxt)
-    if len(unfinished) > 8:
-        t.add(f"… {len(unfinished) - 8} more (--json lists all)", "  ")
-
-
-def _render_storms(
-    t: _Text, paths: _Paths, storms: list[dict[str, Any]], title: str, order: str, optim: dict[tuple, dict[str, Any]]
-) -> None:
-    """One block per recompiling function: the count, then one line per primary cause with its
-    fix (secondary failed guards are counted, not listed)."""
-    groups = group_ranks(storms, storm_key)
-    # a function that recompiled differently on two rank groups is two blocks, one function
-    functions = {(s["function"], s["filename"], s["line"]) for s in storms}
-    t.heading(f"{title}  {_plural(len(functions), 'function')}, {order}")
-    for s, rs in groups[:8]:
-        line = f"{ranks_text(rs)}{paths.code(s)}{after_resets(s.get('epoch'))}: {s['compiles']} compiles"
-        failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
-        if failed > 0:
-            line += f" ({failed} failed)"
-        if s["compile_seconds"]:
-            line += f", {seconds_text(s['compile_seconds'])}"
-        if s["hit_recompile_limit"]:
-            lim = f" ({s['recompile_limit']})" if s.get("recompile_limit") else ""
-            at = f" at [{s['limit_compile_id']}]" if s.get("limit_compile_id") else ""
-            line += f"; HIT THE RECOMPILE LIMIT{lim}{at}, runs eagerly from then on"
-        if s.get("forced_dynamic_false"):
-            line += "; compiled with dynamic=False"
-        t.add(line, "  ", "      ")
-        code = s.get("code") or {}
-        if code.get("per_instance") is not None and code.get("module_class"):
-            cls = code["module_class"].rsplit(".", 1)[-1]
-            t.label("shared:", (
-                f"no: torch guards the object itself (ID_MATCH on self), so each {cls} compiles on its own"
-                if code["per_instance"] else
-                f"one code object for every {cls}; torch guards the class, not the object, so the instances share "
-                "each compile while their guarded values match"
-            ))
-        opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
-        if opt:  # the compiled-optimizer + LR-scheduler pattern: one cause, the float lr
-            t.label("cause:", f"{opt['headline']} ({opt['explanation']})")
-            t.label("fix:  ", opt["fix"])
-            continue
-        for c in s["causes"][:3]:
-            tag = "expected: " if c.get("expected") and not s.get("expected") else ""
-            sure = " (likely: read indirectly)" if c.get("certainty") == "likely" else ""
-            t.label("cause:", f"{tag}{c['text']}, {_plural(c['count'], 'recompile')}{sure}")
-            t.label("fix:  ", c["fix"])
-        if len(s["causes"]) > 3:
-            t.add(f"… {len(s['causes']) - 3} more causes (--json lists all)", "    ")
-        if s.get("secondary_guards"):
-            t.add(
-                f"({_plural(s['secondary_guards'], 'more failed guard')} against older cache entries, "
-                f"secondary: one primary cause per recompile is counted)",
-                "    ",
-                "      ",
-            )
-        if not s["causes"]:
-            t.label("cause:", "no failed guard logged (TORCH_LOGS=recompiles_verbose prints them)")
-    if len(groups) > 8:
-        t.add(f"… {len(groups) - 8} more (--json lists all)", "  ")
 
 
 def unbacked_line(u: dict[str, Any], show: Any, *, with_compile: bool = True) -> str:
@@ -753,10 +568,7 @@ def _of_which(ph: dict[str, Any]) -> str:
 
 
 def _compile_name(r: dict[str, Any], paths: _Paths) -> str:
-    """`function (place)` of a Dynamo compile; what a compile without a frame was."""
-    if r.get("compile_kind") not in (None, "dynamo") and not r.get("function"):
-        return kind_label(r["compile_kind"])
-    return paths.code(r)
+    return paths.compile_name(r)
 
 
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:

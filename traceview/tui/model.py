@@ -15,48 +15,16 @@ from typing import Any
 import orjson
 import polars as pl
 
-from parsers.code_location import brief
 from parsers.compile_ids import epoch_expr, frame_group, label_expr, occurrence_at, sort_exprs
-from parsers.compile_ids import label as compile_label
 from parsers.compile_ids import parse as parse_compile_id
 from parsers.facts import user_name
 from parsers.sources import prefer_trace
 from traceview.analyze.compile_time import CACHE_COLUMNS, cache_counts
-from traceview.analyze.findings import (
-    COST_ORDER,
-    after_resets,
-    break_failure,
-    code_label,
-    compile_key,
-    cost_index,
-    failure_key,
-    group_ranks,
-    is_storm,
-    ranks_text,
-    recompile_behind,
-    recompile_why,
-    slow_compiles,
-    storm_failure,
-    storm_key,
-)
+from traceview.analyze.finding import KIND_TITLES, findings_of
+from traceview.analyze.finding import Finding as TypedFinding
 from traceview.printable import one_line
 from traceview.trace import Trace
 
-# Kinds of findings, most costly first (traceview.analyze.findings.COST_ORDER).
-KIND_TITLES = {
-    "unfinished": "UNFINISHED COMPILE",
-    "collectives": "COLLECTIVES",
-    "divergence": "RANK DIVERGENCE",
-    "storm": "RECOMPILE STORM",
-    "optimizer": "COMPILED OPTIMIZER",
-    "failure": "FAILED COMPILE",
-    "cudagraphs": "CUDA GRAPHS",
-    "graph_break": "GRAPH BREAK",
-    "recompile": "RECOMPILED ONCE",
-    "expected": "EXPECTED RECOMPILES",
-    "compile_time": "SLOW COMPILE",
-}
-assert tuple(KIND_TITLES) == COST_ORDER
 OUTCOME_WORDS = {"eager": "fell back to eager"}
 
 CompileKey = tuple[int | None, str]  # (rank, compile_id)
@@ -64,255 +32,49 @@ CompileKey = tuple[int | None, str]  # (rank, compile_id)
 
 @dataclass
 class Finding:
-    """One finding of the report, with where Enter takes the user."""
+    """One finding of the report as the Findings view shows it (the typed finding's words:
+    traceview.analyze.finding), with where Enter takes the user."""
 
     kind: str
-    title: str  # one line, no prefix
-    summary: list[str]  # a few short lines shown in the list
-    detail: list[tuple[str, str]]  # (label, text) shown beside the list
+    title: str  # one line, no prefix: the finding's claim
+    summary: list[str]  # a few short lines shown in the list: its first lines
+    detail: list[tuple[str, str]]  # (label, text) shown beside the list: its lines, then its details
     rank: int | None = None
     compile_id: str | None = None
-    compare_id: str | None = None  # storms: the compile whose guard failed
+    compare_id: str | None = None  # recompiles: the compile whose guard failed
     view: str = "frames"  # where Enter goes: "guards" or "frames"
     file: str | None = None
     lineno: int | None = None
-    cost: int | None = None  # place in COST_ORDER when not its kind's (analyze.findings.cost_index)
     occurrence: int | None = None  # which compile with compile_id (after torch._dynamo.reset()); None: the first
+    severity: str = "act"
 
     def as_text(self) -> str:
         lines = [f"{KIND_TITLES[self.kind]}: {self.title}"]
-        lines += [f"{label}: {text}" if label else text for label, text in self.detail]
+        lines += [f"{label.rstrip(':').strip()}: {text}" if label else text for label, text in self.detail]
         return "\n".join(lines)
 
 
-def _base(filename: str | None) -> str:
-    return brief(filename) or "?"  # module-relative outside the user's code
+def _line(label: str, text: str) -> str:
+    return f"{label.strip()} {text}" if label else text
 
 
-def _at(filename: str | None, line: Any) -> str:
-    b = _base(filename)
-    return f"{b}:{line}" if line is not None else b
+def ui_finding(f: TypedFinding) -> Finding:
+    """The Findings view's row of one typed finding: the same words, nothing judged again."""
+    t = f.target
+    ev = f.evidence[0] if f.evidence else None
+    detail = [(label.rstrip(": ").rstrip(":"), text) for label, text in f.lines + f.more if text]
+    if f.certainty != "certain" and not any(label == "how sure" for label, _ in detail):
+        detail.append(("how sure", f.certainty))
+    return Finding(
+        f.kind, f.claim, [_line(a, b) for a, b in f.lines[:2]] or [f.claim], detail,
+        t.rank if t else (f.ranks[0] if f.ranks else None), t.compile_id if t else None, f.compare, f.view,
+        ev.file if ev else None, ev.lineno if ev else None, t.occurrence if t else None, f.severity,
+    )
 
 
-def _on_ranks(ranks: list[Any]) -> list[tuple[str, str]]:
-    """A detail line for a finding seen the same way on several ranks."""
-    if len([r for r in ranks if r is not None]) < 2:
-        return []
-    return [("ranks", f"{ranks_text(ranks).strip()}, the same on each (Enter opens rank {ranks[0]})")]
-
-
-def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None = None) -> list[Finding]:
-    """The report's findings as a flat list, in the report's order (most important first).
-    A finding that is the same on several ranks (as the summary groups them) is one entry
-    that names its ranks and opens the first."""
-    out: list[Finding] = []
-    storms = report.get("recompile_storms", [])
-    divergence = report.get("rank_divergence", [])
-    failures = report.get("failures", [])
-    behind: dict[int, list[dict[str, Any]]] = {}  # divergence index -> the recompiles behind it
-    for s in storms:
-        for i, d in enumerate(divergence):
-            if recompile_behind(d, s):
-                behind.setdefault(i, []).append(s)
-                break
-    for u in report.get("unfinished_compiles") or []:
-        where = f" in {u['phase']}" if u.get("phase") else ""
-        running = f" for {u['running_s']:.2f}s up to the log's last line" if u.get("running_s") is not None else ""
-        title = f"{ranks_text([u['rank']])}[{compile_label(u['compile_id'], u.get('occurrence'))}] {code_label(u, _at)}{where}{running}"
-        done = [o["rank"] for o in u.get("others") or []]
-        summary = [f"innermost open span: {u['innermost_span']}"] if u.get("innermost_span") else []
-        detail = [("compile", f"{u['compile_id']} {u.get('function') or '?'} {u.get('filename') or '?'}:{u.get('line')}"),
-                  ("phase", u.get("phase") or "?"), ("open spans", " > ".join(u.get("open_spans") or []) or "none logged")]
-        if done:
-            summary.append(f"{ranks_text(done).strip()} finished it: this rank is behind (likely hang)")
-            detail.append(("others", f"{ranks_text(done).strip()} finished [{u['compile_id']}]"))
-        out.append(Finding("unfinished", title, summary, detail, u["rank"], u["compile_id"], None, "frames", u.get("file"),
-                           u.get("lineno"), occurrence=u.get("occurrence")))
-    folded = [id(s) for ss in behind.values() for s in ss]
-    for s, ranks in group_ranks([s for s in storms if id(s) not in folded], storm_key):
-        ids = s.get("compile_ids") or []
-        limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
-        # the summary's split: a function whose every cause is by design is EXPECTED there
-        if is_storm(s):
-            kind, why = ("expected", f" ({recompile_why(s)})") if s.get("expected") else ("storm", "")
-        else:
-            kind, why = "recompile", f" ({recompile_why(s)})"
-        title = (
-            f"{ranks_text(ranks)}{code_label(s, _at)}{after_resets(s.get('epoch'))} "
-            f"compiled {s['compiles']} times{limit}{why}"
-        )
-        summary, detail = [], []
-        target, compare = (ids[1] if len(ids) > 1 else (ids[0] if ids else None)), None
-        occurrence = None
-        for i, c in enumerate(s.get("causes") or []):
-            summary.append(f"cause: {c['text']} ({c['count']}x)")
-            detail.append(("cause", f"{c['text']} ({c['count']} recompiles)"))
-            if c.get("guard"):
-                detail.append(("failed guard", c["guard"]))
-            detail.append(("fix", c["fix"]))
-            if i == 0 and c.get("guard") and recompiles is not None and recompiles.height:
-                hit = recompiles.filter(
-                    (pl.col("guard") == c["guard"])
-                    & (pl.col("rank").is_null() if s["rank"] is None else pl.col("rank") == s["rank"])
-                    # this storm's function (after a reset another one may fail the same guard text)
-                    & (pl.col("function").is_null() | pl.col("function").eq_missing(s["function"]))
-                ).head(1)
-                if hit.height:
-                    target, compare = hit["compile_id"][0], hit["failed_against"][0]
-                    occurrence = hit["occurrence"][0] if "occurrence" in hit.columns else None
-        if not summary:
-            summary.append("no failed guard recorded (run with TORCH_LOGS=recompiles_verbose)")
-        detail.append(("function", f"{s['function'] or '?'} {s['filename'] or '?'}:{s['line']}"))
-        detail.append(("compile ids", ", ".join(ids)))
-        detail.append(("compile time", f"{s['compile_seconds']:.3f}s"))
-        if s.get("forced_dynamic_false"):
-            detail.append(("note", "compiled with automatic dynamic shapes off (dynamic=False)"))
-        limit_hit = [f for f in failures if storm_failure(s, f)]
-        for f in limit_hit:
-            detail.append(("limit", f"[{f['compile_id']}] refused at the recompile limit: {one_line(f.get('reason') or '', 200)}"))
-            detail.append(("next step", f["next_step"]))
-        detail += _on_ranks(ranks)
-        out.append(
-            Finding(kind, title, summary[:2], detail, s["rank"], target, compare, "guards", s.get("file"), s.get("lineno"),
-                    occurrence=occurrence)
-        )
-    for g in report.get("graph_breaks", []):
-        ranks = g.get("ranks") or []
-        rank = ranks[0] if ranks else None
-        ids = g.get("compile_ids") or []
-        skip = "; the whole frame fell back to eager" if g.get("frame_skipped") else ""
-        title = f"{g['count']}x {one_line(g['reason'], 120)} at {_at(g['filename'], g['line'])} in {g['function'] or '?'}"
-        summary = [f"{g.get('gb_id') or 'no gb id'}{skip}"]
-        detail = [("reason", g["reason"] or "?")]
-        message = re.sub(r"\s*Graph break encountered:\s*$", "", g.get("reason_line") or "")
-        if message and message != g["reason"]:
-            detail.append(("message", message))
-        detail.append(("where", f"{g['filename'] or '?'}:{g['line']} in {g['function'] or '?'}"))
-        if g.get("frame_function"):
-            detail.append(("frame", f"{g['frame_function']} {_at(g.get('frame_filename'), g.get('frame_line'))}"))
-        if g.get("frame_skipped"):
-            why = f": {g['frame_skipped_why']}" if g.get("frame_skipped_why") else ""
-            detail.append(("effect", f"the whole frame fell back to eager{why}"))
-        if g.get("advice"):
-            detail.append(("fix" if g.get("frame_skipped") or g.get("config_fix") else "advice", g["advice"]))
-        if g.get("hint"):
-            detail.append(("hint", g["hint"]))
-        for f in failures:
-            if break_failure(g, f):
-                detail.append(("compile", f"[{f['compile_id']}] {OUTCOME_WORDS['eager']} ({f.get('fail_type') or '?'})"))
-                if f.get("reason_full") and f["reason_full"] != g["reason"]:
-                    detail.append(("full reason", f["reason_full"]))
-        detail.append(("gb id", g.get("gb_id") or "-"))
-        detail.append(("compile ids", ", ".join(ids) + (f" on ranks {', '.join(map(str, ranks))}" if ranks else "")))
-        out.append(
-            Finding("graph_break", title, summary, detail, rank, ids[0] if ids else None, None, "frames", g.get("file"), g.get("lineno"),
-                    cost_index("graph_break", bool(g.get("frame_skipped"))))
-        )
-    folded_failures = [
-        f for f in failures
-        if any(storm_failure(s, f) and is_storm(s) for s in storms)
-        or any(break_failure(g, f) for g in report.get("graph_breaks", []))
-    ]
-    for f, ranks in group_ranks([f for f in failures if f not in folded_failures], failure_key):
-        title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
-        summary = [one_line(f.get("reason") or "", 160)]
-        detail = [
-            ("category", f["category"]),
-            ("fail type", f.get("fail_type") or "?"),
-            ("reason", f.get("reason_full") or f.get("reason") or "?"),
-            ("where", f"{f.get('filename') or '?'}:{f.get('line')}"),
-            ("next step", f["next_step"]),
-            *_on_ranks(ranks),
-        ]
-        out.append(
-            Finding("failure", title, summary, detail, f["rank"], f["compile_id"], None, "frames", f.get("file"), f.get("lineno"),
-                    occurrence=f.get("occurrence"))
-        )
-    for o in report.get("compiled_optimizer", []):
-        detail = [("cause", o["headline"]), ("note", o["explanation"]), ("fix", o["fix"]),
-                  ("compile ids", ", ".join(o["compile_ids"]))]
-        cid = o["compile_ids"][1] if len(o["compile_ids"]) > 1 else o.get("compile_id")
-        out.append(Finding("optimizer", o["headline"], [f"fix: {o['fix']}"], detail, o["rank"], cid, None, "frames",
-                           o.get("file"), o.get("lineno")))
-    for c in (report.get("cudagraphs") or {}).get("findings", []):
-        detail = [("finding", c["headline"]), ("fix", c["fix"]), ("compile ids", ", ".join(c["compile_ids"]))]
-        detail += [("op", f"{o['op']}: {o['reason']}" + (f" {o['fx']}" if o.get("fx") else "")) for o in c["ops"]]
-        out.append(Finding("cudagraphs", c["headline"], [f"fix: {c['fix']}"], detail, c["rank"],
-                           c["compile_ids"][0] if c["compile_ids"] else None, None, "frames", None, None))
-    out += _collective_findings(report.get("collectives") or {})
-    others = [r for r in report.get("ranks") or []]
-    for i, d in enumerate(divergence):
-        rest = ranks_text([r for r in others if r != d["rank"]]).strip() or "the other ranks"
-        title = f"rank {d['rank']} compiled differently from {rest}: a collective may hang or mismatch"
-        detail = [("detail", d["detail"])]
-        for key, label in (("extra_compile_ids", "extra"), ("missing_compile_ids", "missing"), ("different", "different")):
-            if d.get(key):
-                detail.append((label, ", ".join(d[key])))
-        for s in behind.get(i, []):
-            for c in s.get("causes") or []:
-                detail.append(("cause", f"{s['function'] or '?'} recompiled on rank {s['rank']}: {c['text']}"))
-                detail.append(("fix", c["fix"]))
-            if s.get("forced_dynamic_false"):
-                detail.append(("note", "compiled with automatic dynamic shapes off (dynamic=False)"))
-        target = (d.get("extra_compile_ids") or d.get("different") or [None])[0]
-        out.append(Finding("divergence", title, [one_line(d["detail"], 160)], detail, d["rank"], target, None, "frames", d.get("file"), d.get("lineno")))
-    ct = report.get("compile_time", {})
-    for t, ranks in slow_compiles(report)[:5]:
-        phases = [
-            (k, t.get(c))
-            for k, c in (
-                ("dynamo", "dynamo_time_s"),
-                ("backend", "backend_compile_time_s"),
-                ("inductor", "inductor_compile_time_s"),
-                ("codegen", "code_gen_time_s"),
-                ("backward", "bwd_compile_time_s"),
-            )
-            if t.get(c) is not None
-        ]
-        secs = sorted(r["seconds"] for r in ct.get("top", []) if compile_key(r) == compile_key(t) and r["rank"] in ranks)
-        span = f"{secs[0]:.2f}-{secs[-1]:.2f}s" if len(secs) > 1 and secs[0] != secs[-1] else f"{t['seconds']:.2f}s"
-        title = f"{span} {ranks_text(ranks)}[{compile_label(t['compile_id'], t.get('occurrence'), t.get('attempts'))}] {code_label(t, _at)}"
-        ph = ", ".join(f"{k} {v:.2f}s" for k, v in phases)
-        detail = [("compile", f"{t['compile_id']} {t.get('function') or '?'} {t.get('filename') or '?'}:{t.get('line')}"),
-                  ("seconds", f"{t['seconds']:.3f}")]
-        if ph:
-            detail.append(("phases", ph))
-        detail.append(("all compiles", f"{ct.get('total_s', 0):.2f}s in all"))
-        detail += _on_ranks(ranks)
-        out.append(
-            Finding("compile_time", title, [ph or "no phase times"], detail, t["rank"], t["compile_id"], None, "frames", t.get("file"), t.get("lineno"),
-                    occurrence=t.get("occurrence"))
-        )
-    out.sort(key=lambda f: f.cost if f.cost is not None else cost_index(f.kind))  # stable: each kind keeps the report's order
-    return out
-
-
-def _schedule_words(items: list[dict[str, Any]]) -> str:
-    if not items:
-        return "no collectives"
-    return ", ".join(f"{c['op']} {c['dtype'] or '?'}{c['shape'] if c['shape'] is not None else '[?]'}" for c in items)
-
-
-def _collective_findings(coll: dict[str, Any]) -> list[Finding]:
-    """The ranks whose compiled graphs' collectives differ (analyze.collectives), each with
-    every group of ranks' schedule of that graph side by side; Enter opens the rank's compile."""
-    out: list[Finding] = []
-    graphs = {(g["compile_id"], g["graph_index"]): g for g in coll.get("graphs") or []}
-    for m in coll.get("mismatches") or []:
-        detail = [("finding", m["message"]), ("next step", m["next_step"])]
-        ids = [(m["compile_id"], m["graph_index"])]
-        if m.get("other_compile_id"):
-            ids.append((m["other_compile_id"], m["graph_index"]))
-        for key in ids:
-            g = graphs.get(key)
-            for s in (g or {}).get("schedules") or []:
-                detail.append((f"[{key[0]}] {ranks_text(s['ranks']).strip()}", _schedule_words(s["collectives"])))
-        if m.get("recompile_reason"):
-            detail.append(("recompiled", m["recompile_reason"]))
-        title = one_line(m["message"].split(": expect ", 1)[0], 200)
-        rank = m["ranks"][0] if m["ranks"] else None
-        out.append(Finding("collectives", title, [f"next: {one_line(m['next_step'], 150)}"], detail, rank, m["compile_id"], None, "frames"))
-    return out
+def findings_from_report(report: dict[str, Any]) -> list[Finding]:
+    """The report's findings as the Findings view lists them: its typed list, in its order."""
+    return [ui_finding(f) for f in findings_of(report)]
 
 
 # ------------------------------------------------------------------------- raw records
@@ -742,7 +504,7 @@ class TraceModel:
             report = {}
         say("indexing raw records")
         records = record_index(trace)
-        findings = findings_from_report(report, trace.recompiles if "recompiles" not in missing else None)
+        findings = findings_from_report(report)
         # frame ids restart at a torch._dynamo.reset(): each epoch's compiles together
         compiles = compiles.with_columns(epoch_expr().alias("epoch"))
         order = compiles.sort(["rank", "epoch", *sort_exprs("compile_id")], nulls_last=False, maintain_order=True)

@@ -1,0 +1,162 @@
+"""The typed finding: what every view renders.
+
+The analyzers' results are judged once (traceview.analyze.judge) into one list of `Finding`s,
+ranked once by what they cost; the summary text, `--json`'s `findings`, the page, the UI's
+Findings view, `watch`'s digest and `diff` render that list and never re-word it. A finding is
+plain data: it serializes to the JSON the report carries (`to_json`) and back (`from_json`), so
+a view that has only the report's JSON (a cached document, another host's report) has the same
+typed list.
+
+Severity says what the user does with it:
+- `act`: something to fix or look at, most costly first;
+- `expected`: torch.compile working as designed (one recompile of automatic dynamic shapes, a
+  wrapper's own graph breaks): said, with why, after what needs action;
+- `fact`: how the run compiled (a compile slow relative to the run): context, last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from parsers.compile_ids import label as id_label
+
+Severity = Literal["act", "expected", "fact"]
+SEVERITIES: tuple[str, ...] = ("act", "expected", "fact")
+
+# Kinds, most costly first within a severity: a rank left inside a compile (a hang), ranks whose
+# collectives differ (a hang or a wrong result), a crash, a rank that compiled differently, a
+# recompile storm, a failed compile (its frame runs eagerly), CUDA-graph findings (each step),
+# graph breaks, a single recompile, then what costs once (a slow compile).
+KINDS: tuple[str, ...] = (
+    "unfinished", "collectives", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
+    "recompile", "expected", "compile_time",
+)
+
+# One title per kind: the UI's list label and the page's tag (the summary's section headings
+# count the findings under them: traceview.output.report).
+KIND_TITLES: dict[str, str] = {
+    "unfinished": "UNFINISHED COMPILE",
+    "collectives": "COLLECTIVES",
+    "crash": "CRASHED",
+    "divergence": "RANK DIVERGENCE",
+    "storm": "RECOMPILE STORM",
+    "failure": "FAILED COMPILE",
+    "cudagraphs": "CUDA GRAPHS",
+    "graph_break": "GRAPH BREAK",
+    "recompile": "RECOMPILED ONCE",
+    "expected": "EXPECTED RECOMPILES",
+    "compile_time": "SLOW COMPILE",
+}
+assert tuple(KIND_TITLES) == KINDS
+
+
+@dataclass(frozen=True)
+class CompileRef:
+    """One compile a finding is about: rank, compile id as the tables hold it (`0/1`,
+    `!0/1/0`, `unknown_12`), which use of that id (after torch._dynamo.reset() the ids restart:
+    2 is the second [0/0]), and how many attempts it took (a restart after a graph break)."""
+
+    rank: int | None
+    compile_id: str
+    occurrence: int | None = None
+    attempts: int | None = None
+
+    def label(self) -> str:
+        """As every view prints it: `0/1`, `0/0 #2`, `0/0_1`."""
+        return id_label(self.compile_id, self.occurrence, self.attempts)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A record a finding rests on: the file and line to jump to."""
+
+    file: str | None
+    lineno: int | None
+    rank: int | None = None
+
+
+@dataclass
+class Cost:
+    """What a finding costs, as far as the log shows it: seconds (compile time spent again, a
+    stall, a hang's time so far), ranks stalled by it, compiles wasted."""
+
+    seconds: float = 0.0
+    ranks_stalled: int = 0
+    compiles_wasted: int = 0
+
+
+@dataclass
+class Finding:
+    """One finding, judged once.
+
+    `claim` is its first line; `lines` the rest the summary prints, each `(label, text)` with
+    labels such as `fix:`, `next:`, `why:`, `how sure:` ("" for a plain line); `more` what only
+    a detailed view shows (the UI's side panel, the page's details, JSON). `next_step` repeats
+    the step to take as data. `ranks` are the ranks it holds for (the same finding on several
+    ranks is one finding); `compiles` its subjects; `target` where a view jumps (`compare`: the
+    compile whose guard failed, for a recompile)."""
+
+    kind: str
+    severity: Severity
+    claim: str
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    more: list[tuple[str, str]] = field(default_factory=list)
+    next_step: str | None = None
+    certainty: str = "certain"
+    cost: Cost = field(default_factory=Cost)
+    ranks: list[int | None] = field(default_factory=list)
+    compiles: list[CompileRef] = field(default_factory=list)
+    code: str | None = None  # the code object as the user knows it (findings.code_label)
+    evidence: list[Evidence] = field(default_factory=list)
+    count: int = 1  # occurrences it stands for (a graph break's hits, a failure's ranks)
+    facet: str | None = None  # a kind's sub-kind (collectives: mismatch / wait / execution / unknown)
+    target: CompileRef | None = None
+    compare: str | None = None
+    view: str = "frames"  # where a UI jump goes: "frames" or "guards"
+    key: str = ""  # identity across views and reloads (kind + what it is about)
+
+    @property
+    def title(self) -> str:
+        return KIND_TITLES[self.kind]
+
+    def rank_key(self) -> tuple:
+        """The one order: severity, then kind (most costly kind first), then seconds lost."""
+        # a graph break that sent its whole frame to eager costs what a failed compile does
+        kind = "failure" if self.kind == "graph_break" and self.facet == "frame_skipped" else self.kind
+        return (SEVERITIES.index(self.severity), KINDS.index(kind), -(self.cost.seconds or 0.0))
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["title"] = self.title
+        d["lines"] = [{"label": a, "text": b} for a, b in self.lines]
+        d["more"] = [{"label": a, "text": b} for a, b in self.more]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Finding:
+        def refs(xs: list[dict[str, Any]] | None) -> list[CompileRef]:
+            return [CompileRef(**x) for x in xs or []]
+
+        t = d.get("target")
+        return cls(
+            kind=d["kind"], severity=d["severity"], claim=d["claim"],
+            lines=[(x["label"], x["text"]) for x in d.get("lines") or []],
+            more=[(x["label"], x["text"]) for x in d.get("more") or []],
+            next_step=d.get("next_step"), certainty=d.get("certainty") or "certain",
+            cost=Cost(**(d.get("cost") or {})), ranks=list(d.get("ranks") or []),
+            compiles=refs(d.get("compiles")), code=d.get("code"),
+            evidence=[Evidence(**e) for e in d.get("evidence") or []], count=d.get("count") or 1,
+            facet=d.get("facet"), target=CompileRef(**t) if t else None, compare=d.get("compare"),
+            view=d.get("view") or "frames", key=d.get("key") or "",
+        )
+
+
+def ranked(findings: list[Finding]) -> list[Finding]:
+    """The findings in the one order every view shows (stable within equal cost)."""
+    return sorted(findings, key=Finding.rank_key)
+
+
+def findings_of(report: dict[str, Any]) -> list[Finding]:
+    """The typed, ranked findings a report carries (`report["findings"]`, already ranked)."""
+    return [Finding.from_json(d) for d in report.get("findings") or []]

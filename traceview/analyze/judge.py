@@ -1,0 +1,548 @@
+"""Judging: the analyzers' results become one ranked list of typed findings (finding.py).
+
+This is the one place a finding is worded: its claim, its lines (cause, fix, next step, how
+sure), its cost and its severity. The summary text, `--json`, the page, the UI, `watch` and
+`diff` render what `judge` returns and never word a finding themselves.
+
+`judge(trace, report=...)` reads the report's analyzer sections (build_report's data: storms,
+graph breaks, failures, crashes, unfinished compiles, collectives, divergence, CUDA graphs,
+compile time) and the trace only for where a view jumps (the recompiles table: the compile
+whose guard failed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from parsers.code_location import whose
+from parsers.compile_ids import label as id_label
+from parsers.frameless import kind_label
+from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
+from traceview.analyze.finding import CompileRef, Cost, Evidence, Finding, ranked
+from traceview.analyze.findings import (
+    after_resets,
+    break_failure,
+    code_label,
+    divergence_key,
+    failure_key,
+    group_ranks,
+    is_storm,
+    ranks_text,
+    recompile_behind,
+    recompile_why,
+    slow_compiles,
+    storm_failure,
+    storm_key,
+)
+from traceview.printable import one_line
+from traceview.trace import Trace
+
+CATEGORY_WORDS = {
+    "graph_break": "graph break",
+    "backend_compiler_failure": "backend compiler failure",
+    "recompile_limit": "recompile limit",
+    "internal_dynamo_error": "internal Dynamo error",
+    "export_guard_data_dependent": "export / guard / data-dependent error",
+    "user_exception": "user exception",
+    "accuracy": "accuracy failure",
+    "user_error": "error in your code (fails in eager too)",
+    "constraint_violation": "constraint violation",
+    "other": "other failure",
+    **CRASH_WORDS,
+}
+
+
+def seconds_text(seconds: float | None) -> str:
+    """Seconds as every view writes them: 2 decimals below 100 s."""
+    v = float(seconds or 0.0)
+    return f"{v:.2f}s" if v < 100 else f"{v:.0f}s"
+
+
+def plural(n: int, word: str, plural_word: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural_word or word + 's')}"
+
+
+def rank_prefix(r: int | None) -> str:
+    """"rank 3 " for a ranked process, "" for one without a rank."""
+    return "" if r is None else f"rank {r} "
+
+
+class Paths:
+    """Short, unambiguous names for the files of a report: module-relative for torch's, a
+    library's and Python's code (parsers.code_location), else the shortest path suffix no other
+    user file shares. Every view names a file through the report's Paths."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        names: set[str] = set()
+        for s in report.get("recompile_storms") or []:
+            names.add(s.get("filename") or "")
+            names.add(((s.get("code") or {}).get("call_site") or {}).get("filename") or "")
+        for g in report.get("graph_breaks") or []:
+            names.update((g.get("filename") or "", g.get("frame_filename") or ""))
+        for f in (report.get("failures") or []) + (report.get("crashes") or []):
+            names.add(f.get("filename") or "")
+        for u in report.get("unfinished_compiles") or []:
+            names.add(u.get("filename") or "")
+        ct = report.get("compile_time") or {}
+        for t in (ct.get("top") or []) + (ct.get("by_function") or []):
+            names.add(t.get("filename") or "")
+            names.add(((t.get("code") or {}).get("call_site") or {}).get("filename") or "")
+        facts = report.get("facts") or {}
+        for f in (facts.get("specializations") or []) + (facts.get("unbacked_symbols") or []):
+            names.add(f.get("user_file") or "")
+        names.discard("")
+        self._short: dict[str, str] = {}
+        local = [n for n in names if whose(n).is_user]
+        for n in names:
+            if not whose(n).is_user:
+                self._short[n] = whose(n).shown
+                continue
+            parts = n.split("/")
+            for k in range(1, len(parts) + 1):
+                suffix = "/".join(parts[-k:])
+                # another file with this suffix; not the same file written with a shorter
+                # prefix (a text log's `wt/x/train.py` for the trace's `/work/wt/x/train.py`)
+                if not any(
+                    o != n and (o == suffix or o.endswith("/" + suffix)) and not (o.endswith("/" + n) or n.endswith("/" + o))
+                    for o in local
+                ):
+                    self._short[n] = suffix
+                    break
+            else:
+                self._short[n] = n
+
+    def code(self, row: dict[str, Any]) -> str:
+        """A compiled code object as its user knows it (findings.code_label)."""
+        return code_label(row, self.show)
+
+    def compile_name(self, r: dict[str, Any]) -> str:
+        """`function (place)` of a Dynamo compile; what a compile without a frame was."""
+        if r.get("compile_kind") not in (None, "dynamo") and not r.get("function"):
+            return kind_label(r["compile_kind"])
+        return self.code(r)
+
+    def show(self, filename: str | None, line: Any = None) -> str:
+        if not filename:
+            return "?"
+        s = self._short.get(filename, filename)
+        return f"{s}:{line}" if line is not None else s
+
+
+def _ref(r: dict[str, Any], rank: Any = None) -> CompileRef | None:
+    cid = r.get("compile_id")
+    if cid is None:
+        return None
+    return CompileRef(rank if rank is not None else r.get("rank"), str(cid), r.get("occurrence"), r.get("attempts"))
+
+
+def _ev(r: dict[str, Any], rank: Any = None) -> list[Evidence]:
+    if r.get("file") is None:
+        return []
+    return [Evidence(r.get("file"), r.get("lineno"), rank if rank is not None else r.get("rank"))]
+
+
+def _on_ranks(ranks: list[Any]) -> list[tuple[str, str]]:
+    """A detail line for a finding seen the same way on several ranks."""
+    if len([r for r in ranks if r is not None]) < 2:
+        return []
+    return [("ranks:", f"{ranks_text(ranks).strip()}, the same on each")]
+
+
+# --------------------------------------------------------------------------- the kinds
+def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    out = []
+    for u in report.get("unfinished_compiles") or []:
+        where = f" in {u['phase']}" if u.get("phase") else ""
+        inner = (f" (innermost open span: {u['innermost_span']})"
+                 if u.get("innermost_span") and u["innermost_span"] != u.get("phase") else "")
+        running = f" for {seconds_text(u['running_s'])} up to the log's last line" if u.get("running_s") is not None else ""
+        claim = f"{rank_prefix(u['rank'])}[{id_label(u['compile_id'], u.get('occurrence'))}] {paths.code(u)}{where}{running}{inner}"
+        lines: list[tuple[str, str]] = []
+        done = [o for o in u.get("others") or [] if o.get("finished_before_s") is not None]
+        if done:
+            first = min(o["finished_before_s"] for o in done)
+            lines.append(("others:", f"{ranks_text([o['rank'] for o in done]).strip()} finished [{u['compile_id']}], "
+                                     f"{seconds_text(first)} or more before the log's last line"))
+        if u.get("behind"):
+            nxt = (
+                "a likely hang: this rank is behind the others, which wait for it in their next collective. "
+                f"py-spy dump --pid <rank {u['rank']}'s pid> shows where it is; TORCH_COMPILE_DEBUG=1 on a rerun "
+                "keeps the compile's inputs"
+            )
+        else:
+            nxt = (
+                "if the job still runs, the compile is in progress; if it hangs, py-spy dump --pid <pid> shows "
+                "where; TORCH_COMPILE_DEBUG=1 on a rerun keeps this compile's inputs"
+            )
+        lines.append(("next:", nxt))
+        more = [("phase:", u.get("phase") or "?"), ("open spans:", " > ".join(u.get("open_spans") or []) or "none logged")]
+        ref = _ref(u)
+        out.append(Finding(
+            "unfinished", "act", claim, lines, more, next_step=nxt,
+            certainty="likely" if u.get("behind") else "certain", facet="behind" if u.get("behind") else None,
+            cost=Cost(seconds=float(u.get("running_s") or 0.0), ranks_stalled=len(done) if u.get("behind") else 0),
+            ranks=[u["rank"]], compiles=[ref] if ref else [], code=paths.code(u), evidence=_ev(u),
+            target=ref, key=f"unfinished:{u['rank']}:{u['compile_id']}:{u.get('occurrence')}",
+        ))
+    return out
+
+
+def _schedule_words(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "no collectives"
+    return ", ".join(f"{c['op']} {c['dtype'] or '?'}{c['shape'] if c['shape'] is not None else '[?]'}" for c in items)
+
+
+def _collectives(report: dict[str, Any]) -> list[Finding]:
+    coll = report.get("collectives") or {}
+    graphs = {(g["compile_id"], g["graph_index"]): g for g in coll.get("graphs") or []}
+    out = []
+    for m in coll.get("mismatches") or []:
+        more: list[tuple[str, str]] = []
+        ids = [(m["compile_id"], m["graph_index"])]
+        if m.get("other_compile_id"):
+            ids.append((m["other_compile_id"], m["graph_index"]))
+        for key in ids:
+            for s in (graphs.get(key) or {}).get("schedules") or []:
+                more.append((f"[{key[0]}] {ranks_text(s['ranks']).strip()}:", _schedule_words(s["collectives"])))
+        if m.get("recompile_reason"):
+            more.append(("recompiled:", m["recompile_reason"]))
+        rank = m["ranks"][0] if m.get("ranks") else None
+        ref = CompileRef(rank, m["compile_id"])
+        # the mismatched ranks' compile, then the others' (the same id unless named)
+        refs = [CompileRef(r, m["compile_id"]) for r in m.get("ranks") or []]
+        refs += [CompileRef(r, m.get("other_compile_id") or m["compile_id"]) for r in m.get("other_ranks") or []]
+        out.append(Finding(
+            "collectives", "act", m["message"], [("next:", m["next_step"])], more, next_step=m["next_step"],
+            cost=Cost(ranks_stalled=len(m.get("other_ranks") or [])), ranks=list(m.get("ranks") or []), compiles=refs,
+            facet="mismatch", target=ref, key=f"collectives:{m['compile_id']}:{m['graph_index']}",
+        ))
+    for w in coll.get("waits") or []:
+        out.append(Finding(
+            "collectives", "act", w["message"] + " (estimated from the compile times)", certainty="likely",
+            cost=Cost(seconds=float(w.get("wait_s") or 0.0)), ranks=list(w.get("ranks") or []), facet="wait",
+            key=f"collectives:wait:{w['message']}",
+        ))
+    for e in coll.get("execution") or []:
+        out.append(Finding("collectives", "act", e["message"], ranks=list(e.get("ranks") or []), facet="execution",
+                           key=f"collectives:execution:{e['message']}"))
+    unknown = coll.get("unknown") or []
+    if coll.get("mismatches") and unknown:
+        u = unknown[0]
+        more_n = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        out.append(Finding(
+            "collectives", "act", f"rank {u['rank']}'s [{u['compile_id']}] schedule is unknown{more_n}: {u['why']}",
+            certainty="possible", ranks=[u["rank"]], facet="unknown", key=f"collectives:unknown:{u['rank']}:{u['compile_id']}",
+        ))
+    return out
+
+
+def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    out = []
+    for c in report.get("crashes") or []:
+        where = f"{c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "?"
+        claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} at {where}: "
+                 f"{CATEGORY_WORDS.get(c['category'], c['category'])}, raised in {c['raised_in']}")
+        lines: list[tuple[str, str]] = []
+        if c.get("code"):
+            lines.append(("", c["code"]))
+        if c.get("called_from"):
+            cf = c["called_from"]
+            code = f": {cf['code']}" if cf.get("code") else ""
+            lines.append(("", f"called from {cf['function']} ({paths.show(cf['filename'], cf['line'])}){code}"))
+        if c.get("kernel"):
+            lines.append(("", f"failing kernel: {c['kernel']}"))
+        lines.append(("", c["message"] or ""))
+        de = c.get("distributed_error")
+        if de and de["line"] not in (c.get("message") or ""):
+            lines.append(("error:", de["line"]))
+        if c.get("certainty") != "certain":
+            lines.append(("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})"))
+        lines.append(("next:", c["next_step"]))
+        out.append(Finding(
+            "crash", "act", claim, lines, next_step=c["next_step"], certainty=c.get("certainty") or "certain",
+            ranks=[c["rank"]], evidence=_ev(c), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
+        ))
+    return out
+
+
+def _storm_lines(s: dict[str, Any], paths: Paths, optim: dict[tuple, dict[str, Any]]) -> tuple[str, list[tuple[str, str]]]:
+    """A recompiling function's line (count, seconds, limit) and its cause / fix lines."""
+    line = f"{paths.code(s)}{after_resets(s.get('epoch'))}: {s['compiles']} compiles"
+    failed = (s.get("failed_compiles") or 0) - (1 if s.get("limit_compile_id") else 0)
+    if failed > 0:
+        line += f" ({failed} failed)"
+    if s["compile_seconds"]:
+        line += f", {seconds_text(s['compile_seconds'])}"
+    if s["hit_recompile_limit"]:
+        lim = f" ({s['recompile_limit']})" if s.get("recompile_limit") else ""
+        at = f" at [{s['limit_compile_id']}]" if s.get("limit_compile_id") else ""
+        line += f"; HIT THE RECOMPILE LIMIT{lim}{at}, runs eagerly from then on"
+    if s.get("forced_dynamic_false"):
+        line += "; compiled with dynamic=False"
+    lines: list[tuple[str, str]] = []
+    code = s.get("code") or {}
+    if code.get("per_instance") is not None and code.get("module_class"):
+        cls = code["module_class"].rsplit(".", 1)[-1]
+        lines.append(("shared:", (
+            f"no: torch guards the object itself (ID_MATCH on self), so each {cls} compiles on its own"
+            if code["per_instance"] else
+            f"one code object for every {cls}; torch guards the class, not the object, so the instances share "
+            "each compile while their guarded values match"
+        )))
+    opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
+    if opt:  # the compiled-optimizer + LR-scheduler pattern: one cause, the float lr
+        lines.append(("cause:", f"{opt['headline']} ({opt['explanation']})"))
+        lines.append(("fix:  ", opt["fix"]))
+        return line, lines
+    for c in s["causes"][:3]:
+        tag = "expected: " if c.get("expected") and not s.get("expected") else ""
+        sure = " (likely: read indirectly)" if c.get("certainty") == "likely" else ""
+        lines.append(("cause:", f"{tag}{c['text']}, {plural(c['count'], 'recompile')}{sure}"))
+        lines.append(("fix:  ", c["fix"]))
+    if len(s["causes"]) > 3:
+        lines.append(("", f"… {len(s['causes']) - 3} more causes (--json lists all)"))
+    if s.get("secondary_guards"):
+        lines.append(("", f"({plural(s['secondary_guards'], 'more failed guard')} against older cache entries, "
+                          "secondary: one primary cause per recompile is counted)"))
+    if not s["causes"]:
+        lines.append(("cause:", "no failed guard logged (TORCH_LOGS=recompiles_verbose prints them)"))
+    return line, lines
+
+
+def _storm_target(s: dict[str, Any], recompiles: pl.DataFrame | None) -> tuple[CompileRef | None, str | None]:
+    """Where a recompile finding jumps: the compile whose guard failed first, and the cache
+    entry it failed against (the recompiles table), else the second compile."""
+    ids = s.get("compile_ids") or []
+    target = CompileRef(s["rank"], ids[1] if len(ids) > 1 else ids[0]) if ids else None
+    c = (s.get("causes") or [{}])[0]
+    if c.get("guard") and recompiles is not None and recompiles.height:
+        hit = recompiles.filter(
+            (pl.col("guard") == c["guard"])
+            & (pl.col("rank").is_null() if s["rank"] is None else pl.col("rank") == s["rank"])
+            # this storm's function (after a reset another one may fail the same guard text)
+            & (pl.col("function").is_null() | pl.col("function").eq_missing(s["function"]))
+        ).head(1)
+        if hit.height:
+            occ = hit["occurrence"][0] if "occurrence" in hit.columns else None
+            return CompileRef(s["rank"], hit["compile_id"][0], occ), hit["failed_against"][0]
+    return target, None
+
+
+def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | None) -> list[Finding]:
+    storms = report.get("recompile_storms") or []
+    fails = report.get("failures") or []
+    optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer") or []}
+    behind = [s for s in storms for d in report.get("rank_divergence") or [] if recompile_behind(d, s)]
+    out = []
+    for s, ranks in group_ranks([s for s in storms if not any(s is b for b in behind)], storm_key):
+        expected = bool(s.get("expected"))
+        kind = "expected" if expected else ("storm" if is_storm(s) else "recompile")
+        line, lines = _storm_lines(s, paths, optim)
+        more: list[tuple[str, str]] = []
+        if not is_storm(s) or expected:
+            more.append(("why:", recompile_why(s)))
+        for c in s.get("causes") or []:
+            if c.get("guard"):
+                more.append(("failed guard:", c["guard"]))
+        more.append(("compile ids:", ", ".join(s.get("compile_ids") or [])))
+        nxt = None
+        for f in fails:
+            if storm_failure(s, f):
+                more.append(("limit:", f"[{f['compile_id']}] refused at the recompile limit: {one_line(f.get('reason') or '', 200)}"))
+                nxt = f["next_step"]
+        more += _on_ranks(ranks)
+        target, compare = _storm_target(s, recompiles)
+        opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
+        fix = opt["fix"] if opt else next((c["fix"] for c in s.get("causes") or []), None)
+        out.append(Finding(
+            kind, "expected" if expected else "act", f"{ranks_text(ranks)}{line}", lines, more,
+            next_step=nxt or fix,
+            certainty="likely" if any(c.get("certainty") == "likely" for c in s.get("causes") or []) else "certain",
+            cost=Cost(seconds=float(s.get("compile_seconds") or 0.0), compiles_wasted=max(int(s["compiles"]) - 1, 0)),
+            ranks=ranks, compiles=[CompileRef(r, cid) for r in ranks for cid in (s.get("compile_ids") or [])[:1]],
+            code=paths.code(s), evidence=_ev(s), count=int(s["compiles"]), facet="limit" if s["hit_recompile_limit"] else None,
+            target=target, compare=compare, view="guards",
+            key=f"{kind}:{s['function']}:{s['filename']}:{s['line']}:{s.get('epoch') or 1}:{ranks_text(ranks).strip()}",
+        ))
+    return out
+
+
+def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    fails = report.get("failures") or []
+    out = []
+    for g in report.get("graph_breaks") or []:
+        gb = f" [{g['gb_id']}]" if g.get("gb_id") else ""
+        ranks = list(g.get("ranks") or [])
+        where = f"{ranks_text(ranks)}{g['count']}x" if ranks else f"{g['count']}x"
+        # the break's line, not the compiled frame's first line (Frames shows that one): said
+        starts = (
+            f" (its frame starts at line {g['frame_line']})"
+            if g.get("frame_line") is not None and g.get("frame_function") == g.get("function")
+            and g.get("frame_filename") == g.get("filename") and g["frame_line"] != g.get("line")
+            else ""
+        )
+        claim = f"{paths.show(g['filename'], g['line'])} in {g['function'] or '?'}{starts}{gb}, {where}"
+        lines: list[tuple[str, str]] = [("", one_line(g["reason"], 400))]
+        if g.get("explanation") and g["explanation"] != g["reason"]:
+            src = " (torch's graph-break registry)" if g.get("explanation_from") == "registry" else ""
+            lines.append(("why:", one_line(g["explanation"], 300) + src))
+        skipped = bool(g["frame_skipped"])
+        if skipped:
+            frame = f"{g.get('frame_function') or '?'} ({paths.show(g.get('frame_filename'), g.get('frame_line'))})"
+            why = f": {g['frame_skipped_why']}" if g.get("frame_skipped_why") else ""
+            lines.append(("", f"WHOLE FRAME RAN EAGERLY: {frame}{why}"))
+            if g.get("advice"):
+                lines.append(("fix:", g["advice"]))
+        elif g.get("advice"):
+            # torch's hint that names a config setting is the fix
+            lines.append(("fix:" if g.get("config_fix") else "hint:", g["advice"]))
+        more: list[tuple[str, str]] = [("where:", f"{g['filename'] or '?'}:{g['line']} in {g['function'] or '?'}")]
+        message = (g.get("reason_line") or "").removesuffix("Graph break encountered:").strip()
+        if message and message != g["reason"]:
+            more.append(("message:", message))
+        if g.get("hint") and g.get("hint") != g.get("advice"):
+            more.append(("hint:", g["hint"]))
+        for f in fails:
+            if break_failure(g, f):
+                more.append(("compile:", f"[{f['compile_id']}] fell back to eager ({f.get('fail_type') or '?'})"))
+        ids = g.get("compile_ids") or []
+        more.append(("gb id:", g.get("gb_id") or "-"))
+        more.append(("compile ids:", ", ".join(ids) + (f" on {ranks_text(ranks).strip()}" if ranks_text(ranks) else "")))
+        rank = ranks[0] if ranks else None
+        severity = "expected" if g.get("expected") else "act"
+        out.append(Finding(
+            "graph_break", severity, claim, lines, more, next_step=g.get("advice"),
+            cost=Cost(), ranks=ranks, compiles=[CompileRef(rank, c) for c in ids], evidence=_ev(g, rank),
+            count=int(g["count"]), facet="frame_skipped" if skipped else None,
+            target=CompileRef(rank, ids[0]) if ids else None,
+            key=f"graph_break:{g.get('filename')}:{g.get('line')}:{g.get('gb_id')}:{one_line(g['reason'], 120)}",
+        ))
+    return out
+
+
+def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    """Failed compiles, but those another finding already tells as its own (one root cause):
+    a recompile storm's refusal at the recompile limit, a graph break that sent its frame to
+    eager."""
+    storms = report.get("recompile_storms") or []
+    breaks = report.get("graph_breaks") or []
+    fails = [
+        f for f in report.get("failures") or []
+        if not any(storm_failure(s, f) and is_storm(s) for s in storms) and not any(break_failure(g, f) for g in breaks)
+    ]
+    out = []
+    for f, franks in group_ranks(fails, failure_key):
+        ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
+        claim = (f"{ranks_text(franks)}[{id_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] "
+                 f"{f.get('function') or '?'} ({paths.show(f['filename'], f['line'])}): "
+                 f"{CATEGORY_WORDS.get(f['category'], f['category'])}{ft}")
+        lines: list[tuple[str, str]] = [("", f["reason"] or "")]
+        if f.get("occurrence") and f["occurrence"] > 1:
+            lines.append(("", f"(#{f['occurrence']}: compile id {f['compile_id']} was used again in this process after "
+                              "an earlier compile with that id ended: torch._dynamo.reset() restarts the ids)"))
+        if f.get("certainty") and f["certainty"] != "certain":
+            lines.append(("how sure:", f"{f['certainty']} ({f.get('evidence') or 'indirect evidence'})"))
+        lines.append(("next:", f["next_step"]))
+        more = [("reason:", f.get("reason_full") or f.get("reason") or "?"), *_on_ranks(franks)]
+        ref = CompileRef(f["rank"], f["compile_id"], f.get("occurrence"), f.get("attempts"))
+        out.append(Finding(
+            "failure", "act", claim, lines, more, next_step=f["next_step"], certainty=f.get("certainty") or "certain",
+            ranks=franks, compiles=[CompileRef(r, f["compile_id"], f.get("occurrence")) for r in franks],
+            evidence=_ev(f), count=len(franks), facet=f["category"], target=ref,
+            key=f"failure:{f['compile_id']}:{f.get('occurrence')}:{f['category']}:{ranks_text(franks).strip()}",
+        ))
+    return out
+
+
+def _cudagraphs(report: dict[str, Any]) -> list[Finding]:
+    out = []
+    for c in (report.get("cudagraphs") or {}).get("findings") or []:
+        more = [("compile ids:", ", ".join(c["compile_ids"]))]
+        more += [("op:", f"{o['op']}: {o['reason']}" + (f" {o['fx']}" if o.get("fx") else "")) for o in c.get("ops") or []]
+        ref = CompileRef(c["rank"], c["compile_ids"][0]) if c.get("compile_ids") else None
+        out.append(Finding(
+            "cudagraphs", "act", f"{ranks_text([c['rank']])}{c['headline']}", [("fix:", c["fix"])], more,
+            next_step=c["fix"], ranks=[c["rank"]], compiles=[CompileRef(c["rank"], i) for i in c.get("compile_ids") or []],
+            target=ref, key=f"cudagraphs:{c['rank']}:{c['headline']}",
+        ))
+    return out
+
+
+def _divergence(report: dict[str, Any]) -> list[Finding]:
+    div = report.get("rank_divergence") or []
+    storms = report.get("recompile_storms") or []
+    out = []
+    for d, ranks in group_ranks(div, divergence_key):  # 1,000 ranks that differ alike: one finding
+        more: list[tuple[str, str]] = []
+        for key, label in (("extra_compile_ids", "extra:"), ("missing_compile_ids", "missing:"), ("different", "different:")):
+            if d.get(key):
+                more.append((label, ", ".join(d[key])))
+        # the recompile behind it is one root cause with it: its cause and fix are said here
+        lines: list[tuple[str, str]] = []
+        fix = None
+        for s in storms:
+            if recompile_behind(d, s):
+                for c in s.get("causes") or []:
+                    lines.append(("cause:", f"{s['function'] or '?'} recompiled on rank {s['rank']}: {c['text']}"))
+                    lines.append(("fix:", c["fix"]))
+                    fix = fix or c["fix"]
+                if s.get("forced_dynamic_false"):
+                    lines.append(("note:", "compiled with automatic dynamic shapes off (dynamic=False)"))
+        cid = (d.get("extra_compile_ids") or d.get("different") or [None])[0]
+        target = CompileRef(d["rank"], cid) if cid else None
+        out.append(Finding(
+            "divergence", "act", f"{ranks_text(ranks).strip()}: {d['detail']}", lines, more, next_step=fix, ranks=ranks,
+            compiles=[target] if target else [], evidence=_ev(d), target=target,
+            key=f"divergence:{ranks_text(ranks).strip()}:{d['detail']}",
+        ))
+    return out
+
+
+def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    ct = report.get("compile_time") or {}
+    out = []
+    for t, ranks in slow_compiles(report):
+        phases = [
+            (k, t.get(c))
+            for k, c in (("dynamo", "dynamo_time_s"), ("backend", "backend_compile_time_s"), ("inductor", "inductor_compile_time_s"),
+                         ("codegen", "code_gen_time_s"), ("backward", "bwd_compile_time_s"))
+            if t.get(c) is not None
+        ]
+        secs = sorted(r["seconds"] for r in ct.get("top") or [] if r["compile_id"] == t["compile_id"]
+                      and r.get("occurrence") == t.get("occurrence") and r["rank"] in ranks)
+        lo, hi = (seconds_text(secs[0]), seconds_text(secs[-1])) if secs else ("", "")
+        span = f"{lo.rstrip('s')}-{hi}" if lo != hi else seconds_text(t["seconds"])
+        ref = CompileRef(t["rank"], t["compile_id"], t.get("occurrence"), t.get("attempts"))
+        claim = f"{span} {ranks_text(ranks)}[{ref.label()}] {paths.compile_name(t)}"
+        ph = ", ".join(f"{k} {seconds_text(v)}" for k, v in phases)
+        lines = [("phases:", ph)] if ph else []
+        more = [("all compiles:", f"{seconds_text(ct.get('total_s', 0))} in all"), *_on_ranks(ranks)]
+        out.append(Finding(
+            "compile_time", "fact", claim, lines, more, cost=Cost(seconds=float(t["seconds"])), ranks=ranks,
+            compiles=[CompileRef(r, t["compile_id"], t.get("occurrence")) for r in ranks], code=paths.compile_name(t),
+            evidence=_ev(t), target=ref, key=f"compile_time:{t['compile_id']}:{t.get('occurrence')}:{t.get('function')}",
+        ))
+    return out
+
+
+def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
+    """Every finding of the report's analyzer sections, worded once, ranked once: what needs
+    action first by cost, then what is expected, then facts. `trace` (optional) only tells a
+    recompile finding which compile to open (its recompiles table)."""
+    paths = Paths(report)
+    recompiles = None
+    if trace is not None:
+        try:
+            recompiles = trace.recompiles
+        except Exception:  # a table missing from an old export: the jump falls back to the second compile
+            recompiles = None
+    found = (
+        _unfinished(report, paths) + _collectives(report) + _crashes(report, paths) + _divergence(report)
+        + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
+        + _graph_breaks(report, paths) + _slow(report, paths)
+    )
+    # a graph break that sent its whole frame to eager costs what a failed compile does
+    return ranked(found)
