@@ -26,6 +26,7 @@ DERIVED_TABLES = (
     "spans",
     "recompiles",
     "graph_breaks",
+    "graph_break_records",
     "guards",
     "limit_hits",
     "annotations",
@@ -41,7 +42,7 @@ DERIVED_TABLES = (
     "ddp_splits",
 )
 TABLES = BASE_TABLES + DERIVED_TABLES
-FACT_TABLES = ("recompiles", "graph_breaks", "limit_hits", "annotations")
+FACT_TABLES = ("recompiles", "graph_break_records", "limit_hits", "annotations")
 # Built on demand (the UI, export): guard trees and graph text are not needed for the summary.
 GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance", "seq_links")
 
@@ -70,7 +71,7 @@ def _fact(name: str, t: Trace) -> pl.DataFrame:
 
     if name == "annotations":  # seq_nr is only in the text log
         trace_side = pl.DataFrame(schema=facts.SCHEMAS["annotations"])
-    elif name == "graph_breaks":
+    elif name == "graph_break_records":
         trace_side = facts.graph_breaks_from_trace(t.events)
     else:
         trace_side = getattr(facts, f"{name}_from_trace")(t.events, t.compiles)
@@ -116,6 +117,10 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
         return pl.concat([cudagraphs_from_trace(t.compiles, t.spans), cudagraphs_from_text(t.log_records)])
     if name in FACT_TABLES:
         return _fact(name, t)
+    if name == "graph_breaks":  # one row per break, of the records of both sources
+        from parsers.facts import graph_breaks
+
+        return graph_breaks(t.graph_break_records, t.compiles)
     if name in ("collectives", "graph_execution", "ddp_splits"):
         from parsers.collectives import build_collectives, build_ddp_splits, build_graph_execution
 
@@ -161,6 +166,7 @@ class Trace:
     spans: pl.DataFrame
     recompiles: pl.DataFrame
     graph_breaks: pl.DataFrame
+    graph_break_records: pl.DataFrame
     guards: pl.DataFrame
     limit_hits: pl.DataFrame
     annotations: pl.DataFrame
