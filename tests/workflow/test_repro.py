@@ -133,7 +133,7 @@ def test_cli_writes_the_script_or_says_why_not(tmp_path: Path) -> None:
     r = _cli("fixtures/simple", "--compile-id", "3/0")
     assert r.returncode == 2 and "no compile 3/0 in the trace (compile ids: 0/0)" in r.stderr
     r = _cli("fixtures/simple", "--compile-id", "zero")
-    assert r.returncode == 2 and "expected a compile id such as 0/1" in r.stderr
+    assert r.returncode == 2 and "'zero' is not a compile id (expected e.g. 1/0, [1/0], 0/0_1" in r.stderr
 
 
 def test_save_repro_names_the_file_after_the_compile(tmp_path: Path) -> None:
