@@ -162,16 +162,63 @@ def label(compile_id: str | None, occurrence: int | None = None, attempts: int |
     return f"{text} #{occurrence}" if occurrence is not None and occurrence > 1 else text
 
 
-def label_expr(compile_id: str = "compile_id", occurrence: str = "occurrence") -> object:
-    """`label` as a polars expression over a table's compile id and occurrence columns (no
-    attempts: the tables other than compiles do not carry them): "0/0", "0/0 #2"."""
+def label_expr(compile_id: str = "compile_id", occurrence: str | None = "occurrence", attempts: str | None = None) -> pl.Expr:
+    """`label` as a polars expression over a table's compile id, occurrence and (the compiles
+    table's) attempts columns: "0/0", "0/0_1", "0/0 #2" (`occurrence`/`attempts` None: the
+    table has no such column)."""
     import polars as pl
 
+    text = pl.col(compile_id)
+    if attempts is not None:
+        text = (
+            pl.when(pl.col(attempts).fill_null(1) > 1)
+            .then(pl.concat_str(text, pl.lit("_"), (pl.col(attempts) - 1).cast(pl.String)))
+            .otherwise(text)
+        )
+    if occurrence is None:
+        return text
     return (
         pl.when(pl.col(occurrence).fill_null(1) > 1)
-        .then(pl.concat_str(pl.col(compile_id), pl.lit(" #"), pl.col(occurrence).cast(pl.String)))
-        .otherwise(pl.col(compile_id))
+        .then(pl.concat_str(text, pl.lit(" #"), pl.col(occurrence).cast(pl.String)))
+        .otherwise(text)
     )
+
+
+def with_labels(df: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
+    """`df` with a `label` column: each row's compile as every view prints it (`label`: the
+    id, its compile's last attempt when Dynamo restarted it, its occurrence), next to its
+    `compile_id` (the key tables join on, never with the attempt). The attempts are the
+    `compiles` row's of the same file, id and occurrence (a table without occurrence: of the
+    id's first compile in that file); a row of a text log, which has no compiles row, shows
+    its id and occurrence. Unchanged: a table without compile_id, or with a label already."""
+    import polars as pl
+
+    if "compile_id" not in df.columns or "label" in df.columns:
+        return df
+    occ = "occurrence" if "occurrence" in df.columns else None
+    if "attempts" in df.columns:  # the compiles table itself
+        return df.with_columns(label_expr(occurrence=occ, attempts="attempts").alias("label"))
+    if "file" not in df.columns or compiles.height == 0:
+        return df.with_columns(label_expr(occurrence=occ).alias("label"))
+    att = compiles.select(
+        pl.col("file").cast(pl.String).alias("_f"),
+        pl.col("compile_id").cast(pl.String).alias("_c"),
+        pl.col("occurrence").fill_null(1).cast(pl.Int32).alias("_o"),
+        pl.col("attempts").alias("_attempts"),
+    )
+    keys = ["_f", "_c", "_o"]
+    if occ is None:
+        att = att.filter(pl.col("_o") == 1).drop("_o")
+        keys = ["_f", "_c"]
+    mine = df.select(
+        pl.col("file").cast(pl.String).alias("_f"),
+        pl.col("compile_id").cast(pl.String).alias("_c"),
+        *([pl.col(occ).fill_null(1).cast(pl.Int32).alias("_o")] if occ else []),
+        pl.col("compile_id"),
+        *([pl.col(occ)] if occ else []),
+    )
+    got = mine.join(att.unique(keys, keep="first"), on=keys, how="left", maintain_order="left")
+    return df.with_columns(got.select(label_expr(occurrence=occ, attempts="_attempts").alias("label")).to_series())
 
 
 def occurrence_expr(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
+from parsers.compile_ids import with_labels
 from parsers.sources import prefer_trace
 
 if TYPE_CHECKING:
@@ -208,6 +209,8 @@ class Trace:
                 raise KeyError(f"no table named {name!r}; tables: {', '.join(TABLES)}")
             src = self._sources.get(name)
             df = _build(name, self) if src is None else (src() if callable(src) else src)
+            if name not in BASE_TABLES:  # the records keep their own trace_id
+                df = with_labels(df, df if name == "compiles" else self.compiles)
             self._tables[name] = df
         return df
 
@@ -265,6 +268,17 @@ class Trace:
         with only the payloads the summary reads (see index_events), when it is cheaper than
         the `events` table."""
         return cls(tables, inputs=inputs, index=index)
+
+
+def table_schema(name: str) -> pl.Schema:
+    """The columns of table `name` as a Trace gives it: the parser's schema, and `label` for
+    the tables with a compile id (parsers.compile_ids.with_labels) other than the records."""
+    from parsers.schemas import table_schema as parsed
+
+    schema = parsed(name)
+    if name not in BASE_TABLES and "compile_id" in schema and "label" not in schema:
+        schema = pl.Schema({**schema, "label": pl.String})
+    return schema
 
 
 def _table_property(name: str) -> property:
