@@ -42,17 +42,24 @@ if TYPE_CHECKING:
 # A trace id as TORCH_LOGS prints it between brackets (parsers.textlog reads it with this).
 TRACE_ID_RE = r"^(?:!(?P<ca>\d+))?/?(?:(?P<fid>\d+)/(?P<fcid>\d+))?(?:_(?P<att>\d+))?$"
 
-_ID = re.compile(r"^(?:!(?P<ca>\d+))?(?:(?(ca)/)(?P<fid>\d+)/(?P<fcid>\d+|-))?(?:_(?P<att>\d+))?$")
+_ID = re.compile(
+    r"^(?:!(?P<ca>\d+))?(?:(?(ca)/)(?P<fid>\d+)/(?P<fcid>\d+|-))?(?:_(?P<att>\d+))?(?:\s*#(?P<occ>\d+))?$"
+)
+# a compile id inside a larger pattern of a log line (with its attempt; `parse` reads it)
+ID_PATTERN = r"!?\d+(?:/\d+){0,2}(?:_\d+)?"
+EXAMPLES = "1/0, [1/0], 0/0_1, [0/0_1], !0/1/0 or 0/0 #2"  # what a user may type (`typed`)
 
 
 @dataclass(frozen=True)
 class CompileId:
-    """One parsed compile id (None where the id has no such part)."""
+    """One parsed compile id (None where the id has no such part); `occurrence`: which compile
+    of that id in its process, when the text said (`0/0 #2`, as `label` writes it)."""
 
     frame: int | None
     compile: int | None
     compiled_autograd: int | None = None
     attempt: int = 0
+    occurrence: int | None = None
 
     @property
     def compile_id(self) -> str:
@@ -61,6 +68,29 @@ class CompileId:
         if self.compiled_autograd is None:
             return frame
         return f"!{self.compiled_autograd}" + (f"/{frame}" if frame else "")
+
+    @property
+    def label(self) -> str:
+        """The id as every view shows it (module `label`): `0/0_1`, `0/0 #2`."""
+        text = with_attempt(self.compile_id, self.attempt) or self.compile_id
+        return f"{text} #{self.occurrence}" if self.occurrence is not None and self.occurrence > 1 else text
+
+    def previous(self) -> CompileId | None:
+        """The compile of the same frame before this one (`3/1` -> `3/0`); None for a first."""
+        if self.compile is None or self.compile == 0:
+            return None
+        return CompileId(self.frame, self.compile - 1, self.compiled_autograd)
+
+    def selects(self, compile_id: str = "compile_id", occurrence: str | None = "occurrence") -> pl.Expr:
+        """A polars filter for a table's rows of this compile: its id (the attempt names the
+        same compile), and its occurrence when one was given and the table has the column
+        (`occurrence` None: it has not; a null occurrence counts as 1)."""
+        import polars as pl
+
+        expr = pl.col(compile_id) == self.compile_id
+        if self.occurrence is not None and occurrence is not None:
+            expr = expr & (pl.col(occurrence).fill_null(1) == self.occurrence)
+        return expr
 
 
 def with_attempt(compile_id: str | None, attempt: int | None) -> str | None:
@@ -132,16 +162,63 @@ def label(compile_id: str | None, occurrence: int | None = None, attempts: int |
     return f"{text} #{occurrence}" if occurrence is not None and occurrence > 1 else text
 
 
-def label_expr(compile_id: str = "compile_id", occurrence: str = "occurrence") -> object:
-    """`label` as a polars expression over a table's compile id and occurrence columns (no
-    attempts: the tables other than compiles do not carry them): "0/0", "0/0 #2"."""
+def label_expr(compile_id: str = "compile_id", occurrence: str | None = "occurrence", attempts: str | None = None) -> pl.Expr:
+    """`label` as a polars expression over a table's compile id, occurrence and (the compiles
+    table's) attempts columns: "0/0", "0/0_1", "0/0 #2" (`occurrence`/`attempts` None: the
+    table has no such column)."""
     import polars as pl
 
+    text = pl.col(compile_id)
+    if attempts is not None:
+        text = (
+            pl.when(pl.col(attempts).fill_null(1) > 1)
+            .then(pl.concat_str(text, pl.lit("_"), (pl.col(attempts) - 1).cast(pl.String)))
+            .otherwise(text)
+        )
+    if occurrence is None:
+        return text
     return (
         pl.when(pl.col(occurrence).fill_null(1) > 1)
-        .then(pl.concat_str(pl.col(compile_id), pl.lit(" #"), pl.col(occurrence).cast(pl.String)))
-        .otherwise(pl.col(compile_id))
+        .then(pl.concat_str(text, pl.lit(" #"), pl.col(occurrence).cast(pl.String)))
+        .otherwise(text)
     )
+
+
+def with_labels(df: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
+    """`df` with a `label` column: each row's compile as every view prints it (`label`: the
+    id, its compile's last attempt when Dynamo restarted it, its occurrence), next to its
+    `compile_id` (the key tables join on, never with the attempt). The attempts are the
+    `compiles` row's of the same file, id and occurrence (a table without occurrence: of the
+    id's first compile in that file); a row of a text log, which has no compiles row, shows
+    its id and occurrence. Unchanged: a table without compile_id, or with a label already."""
+    import polars as pl
+
+    if "compile_id" not in df.columns or "label" in df.columns:
+        return df
+    occ = "occurrence" if "occurrence" in df.columns else None
+    if "attempts" in df.columns:  # the compiles table itself
+        return df.with_columns(label_expr(occurrence=occ, attempts="attempts").alias("label"))
+    if "file" not in df.columns or compiles.height == 0:
+        return df.with_columns(label_expr(occurrence=occ).alias("label"))
+    att = compiles.select(
+        pl.col("file").cast(pl.String).alias("_f"),
+        pl.col("compile_id").cast(pl.String).alias("_c"),
+        pl.col("occurrence").fill_null(1).cast(pl.Int32).alias("_o"),
+        pl.col("attempts").alias("_attempts"),
+    )
+    keys = ["_f", "_c", "_o"]
+    if occ is None:
+        att = att.filter(pl.col("_o") == 1).drop("_o")
+        keys = ["_f", "_c"]
+    mine = df.select(
+        pl.col("file").cast(pl.String).alias("_f"),
+        pl.col("compile_id").cast(pl.String).alias("_c"),
+        *([pl.col(occ).fill_null(1).cast(pl.Int32).alias("_o")] if occ else []),
+        pl.col("compile_id"),
+        *([pl.col(occ)] if occ else []),
+    )
+    got = mine.join(att.unique(keys, keep="first"), on=keys, how="left", maintain_order="left")
+    return df.with_columns(got.select(label_expr(occurrence=occ, attempts="_attempts").alias("label")).to_series())
 
 
 def occurrence_expr(
@@ -265,17 +342,34 @@ def text_occurrence_at(rows: pl.DataFrame, records: pl.DataFrame | None) -> pl.S
 
 
 def parse(text: str | None) -> CompileId | None:
-    """The parts of a compile id or trace id (brackets allowed); None when it is not one."""
+    """The parts of a compile id, trace id or label (`1/0`, `[1/0]`, `0/0_1`, `[0/0_1]`,
+    `!0/1/0`, `0/0 #2`, `[0/0_1 #2]`); None when it is not one."""
     if not text:
         return None
-    m = _ID.match(text.strip().removeprefix("[").removesuffix("]"))
+    m = _ID.match(text.strip().removeprefix("[").removesuffix("]").strip())
     if m is None or (m["ca"] is None and m["fid"] is None):
         return None
 
     def num(s: str | None) -> int | None:
         return int(s) if s is not None and s != "-" else None
 
-    return CompileId(num(m["fid"]), num(m["fcid"]), num(m["ca"]), int(m["att"] or 0))
+    return CompileId(num(m["fid"]), num(m["fcid"]), num(m["ca"]), int(m["att"] or 0), num(m["occ"]))
+
+
+def typed(text: str) -> CompileId:
+    """A compile id a user typed (a command's --compile-id, the UI's go-to): `parse`, with
+    ValueError saying what is accepted when `text` is not one."""
+    c = parse(text)
+    if c is None:
+        raise ValueError(f"{text!r} is not a compile id (expected e.g. {EXAMPLES})")
+    return c
+
+
+def without_attempt_expr(column: str) -> pl.Expr:
+    """A trace id's text without its attempt ("0/0_1" -> "0/0"), as a polars expression."""
+    import polars as pl
+
+    return pl.col(column).str.replace(r"_\d+$", "")
 
 
 def sort_key(text: str | None) -> tuple:

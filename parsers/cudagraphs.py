@@ -43,6 +43,7 @@ from typing import Any
 import polars as pl
 
 from parsers.coerce import typed_frame
+from parsers.compile_ids import ID_PATTERN, parse
 
 __all__ = ["CUDAGRAPHS_SCHEMA", "cudagraphs_from_text", "cudagraphs_from_trace", "skip_reason"]
 
@@ -58,7 +59,7 @@ CUDAGRAPHS_SCHEMA = pl.Schema(
     }
 )
 
-_CID = r"\[(?P<cid>!?\d+(?:/\d+){0,2}(?:_\d+)?|None)\] "
+_CID = rf"\[(?P<cid>{ID_PATTERN}|None)\] "
 _CREATED = re.compile(r"^Created (\d+) graph partitions: (\d+) cudagraphable, (\d+) non-cudagraphable")
 _PARTITION = re.compile(
     r"^\s*Partition (\d+): (\d+) nodes, (non-cudagraphable|cudagraphable), inputs=(\d+), outputs=(\d+)"
@@ -85,8 +86,9 @@ _CHECKPOINT = re.compile(r"^Checkpointing cuda caching allocator state")
 
 
 def _cid(m: re.Match[str]) -> str | None:
-    c = m.group("cid")
-    return None if c in (None, "None") else c
+    """The compile id of a `[0/0_1]` prefix, without its attempt (the key tables join on)."""
+    c = parse(m.group("cid"))
+    return None if c is None else c.compile_id
 
 
 def skip_reason(text: str) -> tuple[str, list[tuple[str, int, str, str | None]]]:

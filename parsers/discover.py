@@ -168,6 +168,19 @@ def _assign_runs(traces: list[TraceFile]) -> int:
     return run + 1 if traces else 0
 
 
+def _seen(f: Path, read: dict[tuple[int, int], str]) -> str | None:
+    """The name under which file `f` was met before (None: new, now recorded in `read`)."""
+    try:
+        st = f.stat()
+    except OSError:
+        return None
+    key = (st.st_dev, st.st_ino)
+    if key in read:
+        return read[key]
+    read[key] = str(f)
+    return None
+
+
 def discover(
     path: str | os.PathLike[str], *, latest: bool = False, extra_logs: list[str] | None = None
 ) -> Inputs:
@@ -190,9 +203,15 @@ def discover(
         passed_over.append((fs, why))
         inputs.stray.append((fs, why))
 
+    read: dict[tuple[int, int], str] = {}  # each file once: (device, inode) -> as first named
     for f, explicit in candidates:
         fs = str(f)
         why = _not_a_file(f)
+        if why is None and (same := _seen(f, read)) is not None:
+            # given twice (the same path, another spelling, a link, in a directory and by
+            # name): read once, said in the input's notes
+            inputs.stray.append((fs, f"the same file as {same}, read once"))
+            continue
         if why is not None:
             if explicit:
                 raise InputError(f"{fs}: {why}")

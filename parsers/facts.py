@@ -1,7 +1,8 @@
 """Fact tables built the same way from TORCH_TRACE events and from TORCH_LOGS records.
 
 Tables (schemas in ``SCHEMAS``, columns documented in docs/tables-facts.md):
-``recompiles``, ``graph_breaks``, ``guards``, ``annotations``, ``limit_hits``, and
+``recompiles``, ``graph_break_records`` (and from them and the compiles, ``graph_breaks``),
+``guards``, ``annotations``, ``limit_hits``, and
 ``unbacked_symbols`` (built on demand by the summary's facts, not a Trace table). Every row has
 ``source`` (``trace`` | ``text``), ``rank``, ``compile_id``, ``file`` and ``lineno``.
 
@@ -21,19 +22,22 @@ import polars as pl
 
 from parsers.code_location import is_torch
 from parsers.coerce import as_text, typed_frame
-from parsers.compile_ids import occurrence_at, text_occurrence_at
+from parsers.compile_ids import occurrence_at, text_occurrence_at, with_attempt
 from parsers.messages import (
     parse_annotation,
     parse_graph_break,
     parse_guard_tree,
+    parse_reason,
     parse_recompile_reasons,
     split_graph_breaks,
 )
+from parsers.sources import TEXT, TRACE, prefer_trace
 from parsers.textlog import TextLog
 
 __all__ = [
     "ANNOTATIONS_SCHEMA",
     "GRAPH_BREAKS_SCHEMA",
+    "GRAPH_BREAK_RECORDS_SCHEMA",
     "GUARDS_SCHEMA",
     "LIMIT_HITS_SCHEMA",
     "RECOMPILES_SCHEMA",
@@ -42,6 +46,7 @@ __all__ = [
     "annotations_from_text",
     "facts_from_text",
     "facts_from_trace",
+    "graph_breaks",
     "graph_breaks_from_text",
     "graph_breaks_from_trace",
     "guards_from_text",
@@ -77,7 +82,7 @@ RECOMPILES_SCHEMA = pl.Schema(
         "user_file": _S, "user_line": _I32, "user_function": _S, **_TAIL,
     }
 )
-GRAPH_BREAKS_SCHEMA = pl.Schema(
+GRAPH_BREAK_RECORDS_SCHEMA = pl.Schema(
     {
         "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "attempt": _I32,
         "filename": _S, "line": _I32, "function": _S, "reason": _S, "reason_line": _S, "gb_id": _S,
@@ -86,6 +91,8 @@ GRAPH_BREAKS_SCHEMA = pl.Schema(
         "skipped_line": _I32, "user_stack_suppressed": _B, **_TAIL,
     }
 )
+# one row per break (graph_breaks below): the records' columns and which record says it
+GRAPH_BREAKS_SCHEMA = pl.Schema({**GRAPH_BREAK_RECORDS_SCHEMA, "origin": _S})
 GUARDS_SCHEMA = pl.Schema(
     {
         "rank": _I32, "compile_id": _S, "occurrence": _I32, "trace_id": _S, "kind": _S, "code": _S,
@@ -111,6 +118,7 @@ UNBACKED_SYMBOLS_SCHEMA = pl.Schema(
 )
 SCHEMAS: dict[str, pl.Schema] = {
     "recompiles": RECOMPILES_SCHEMA,
+    "graph_break_records": GRAPH_BREAK_RECORDS_SCHEMA,
     "graph_breaks": GRAPH_BREAKS_SCHEMA,
     "guards": GUARDS_SCHEMA,
     "annotations": ANNOTATIONS_SCHEMA,
@@ -268,7 +276,7 @@ def _gb_row(parsed: dict[str, Any], rec: Mapping[str, Any], source: str, lineno:
 
 
 def graph_breaks_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
-    """One row per graph-break message of the ``graph_breaks`` records."""
+    """One `graph_break_records` row per graph-break message of the ``graph_breaks`` records."""
     out = []
     records = _records(log)
     # which compile of that id (after torch._dynamo.reset() two share it): the occurrence
@@ -276,7 +284,7 @@ def graph_breaks_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
     records = records.with_columns(text_occurrence_at(records, records).alias("occurrence"))
     for rec in _rows(records, pl.col("artifact") == "graph_breaks"):
         for offset, msg in split_graph_breaks(rec["text"]):
-            out.append(_gb_row(parse_graph_break(msg), rec, "text", _at(rec, offset)))
+            out.append(_gb_row(parse_graph_break(msg), rec, TEXT, _at(rec, offset)))
     # "user stack suppressed due to duplicate graph break": torch logged the same break
     # (same gb type and user frames) earlier with its stack; take the function from there.
     seen: dict[tuple, str] = {}
@@ -286,20 +294,98 @@ def graph_breaks_from_text(log: TextLog | pl.DataFrame) -> pl.DataFrame:
             seen.setdefault(key, row["function"])
         elif row["user_stack_suppressed"]:
             row["function"] = seen.get(key)
-    return _frame(out, GRAPH_BREAKS_SCHEMA)
+    return _frame(out, GRAPH_BREAK_RECORDS_SCHEMA)
 
 
 def graph_breaks_from_trace(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per ``dynamo_graph_break_reason`` artifact; `occurrence`: which compile of
+    """One `graph_break_records` row per ``dynamo_graph_break_reason`` artifact; `occurrence`: which compile of
     its id (parsers.compile_ids.occurrence_at)."""
     cond = (pl.col("kind") == "artifact") & (pl.col("name") == "dynamo_graph_break_reason")
     out = [
-        _gb_row(parse_graph_break(ev["payload"] or ""), ev, "trace", ev["lineno"])
+        _gb_row(parse_graph_break(ev["payload"] or ""), ev, TRACE, ev["lineno"])
         for ev in _rows(events, cond)
     ]
-    df = _frame(out, GRAPH_BREAKS_SCHEMA)
+    df = _frame(out, GRAPH_BREAK_RECORDS_SCHEMA)
     # which compile of that id (after torch._dynamo.reset() two share it): by log order
     return df.with_columns(occurrence_at(df, events).alias("occurrence"))
+
+
+# The key of one break in the records: a trace and a text log beside it log the same break
+# once each (parsers.sources.prefer_trace keeps the trace's)
+BREAK_KEY = ("rank", "compile_id", "filename", "line", "reason")
+# restarts Dynamo does for its own analyses (exc.py: TensorifyScalarRestartAnalysis,
+# SpeculationRestartAnalysis), logged as a bare class in restart_reasons: no graph break
+_INTERNAL_RESTART = re.compile(r"^\s*<class 'torch\._dynamo\.exc\.\w*RestartAnalysis'>\s*$")
+
+
+def graph_breaks(records: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
+    """One row per graph break (`graph_breaks`; the summary counts these rows), `origin` saying
+    which record tells it:
+
+    * `message`: the graph-break messages of `records` (`graph_break_records`), a break
+      logged by a trace and by a text log beside it once (the trace's row: BREAK_KEY);
+    * `restart_reason`: a `restart_reasons` entry of a compile with no message (older torch,
+      a trace without the artifact), one row per entry;
+    * `failure`: a compile that failed as Unsupported with no message (the break ended the
+      compile; `frame_skipped` null: whether the frame then ran eagerly, or fullgraph=True
+      raised it to the caller, is for the analyzers to judge).
+
+    A compile counts as having a message by its file and occurrence for trace rows (the
+    second 0/0, after torch._dynamo.reset(), is another compile), by rank and id for text rows
+    (every occurrence: a text log without TORCH_LOGS=dynamo does not say which)."""
+    msg = prefer_trace(records, BREAK_KEY).with_columns(pl.lit("message").alias("origin"))
+    comp = compiles
+    if comp.height:
+        text = msg.filter(pl.col("file").is_in(comp["file"].implode()).not_())
+        by_rank = comp.join(text.select("rank", "compile_id").unique(), on=["rank", "compile_id"], nulls_equal=True)
+        covered = pl.concat(
+            [msg.select("file", "compile_id", "occurrence"), by_rank.select("file", "compile_id", "occurrence")]
+        ).unique()
+        comp = comp.join(covered, on=["file", "compile_id", "occurrence"], how="anti", nulls_equal=True)
+    rows: list[dict[str, Any]] = []
+    for r in comp.filter(pl.col("restart_reasons").list.len() > 0).iter_rows(named=True):
+        for text in r["restart_reasons"]:
+            if _INTERNAL_RESTART.search(text or ""):
+                continue  # Dynamo re-tracing the frame for its own analysis, not a graph break
+            rows.append(
+                {
+                    **_compile_break(r, "restart_reason", text),
+                    "filename": r["filename"],
+                    "function": r["function"],
+                    "frame_skipped": False,
+                    "attempt": None,  # a set in the metrics: which attempt each ended is not said
+                }
+            )
+    failed = comp.filter((pl.col("status") == "failed") & pl.col("fail_type").fill_null("").str.contains("Unsupported"))
+    for r in failed.iter_rows(named=True):
+        low = (r["fail_reason"] or "").lower()
+        if "recompile limit" in low or "recompile_limit" in low or "cache_size_limit" in low:
+            continue  # the limit is a storm, not a break in user code
+        rows.append(
+            {
+                **_compile_break(r, "failure", r["fail_reason"]),
+                "filename": r["fail_user_filename"] or r["filename"],
+                "line": r["fail_user_line"],
+                "function": r["function"] if r["fail_user_filename"] in (None, r["filename"]) else None,
+                "frame_skipped": None,
+                "skipped_function": r["function"],
+                "skipped_filename": r["filename"],
+                "skipped_line": r["line"],
+            }
+        )
+    return pl.concat([msg.select(list(GRAPH_BREAKS_SCHEMA)), _frame(rows, GRAPH_BREAKS_SCHEMA)], how="vertical_relaxed")
+
+
+def _compile_break(r: Mapping[str, Any], origin: str, text: str | None) -> dict[str, Any]:
+    """The columns of a break read from a compile's `compilation_metrics` (compiles row `r`)."""
+    attempt = max((r["attempts"] or 1) - 1, 0)
+    return {
+        **parse_reason(text),
+        "rank": r["rank"], "compile_id": r["compile_id"], "occurrence": r["occurrence"],
+        "trace_id": f"[{with_attempt(r['compile_id'], attempt)}]", "attempt": attempt,
+        "reason_line": (text or "").strip().split("\n", 1)[0] or None,
+        "origin": origin, "source": TRACE, "file": r["file"], "lineno": r["metrics_lineno"] or r["lineno"],
+    }
 
 
 # ---------------------------------------------------------------------- guards
@@ -568,7 +654,7 @@ def facts_from_text(log: TextLog | pl.DataFrame) -> dict[str, pl.DataFrame]:
     """All fact tables from a text log."""
     return {
         "recompiles": recompiles_from_text(log),
-        "graph_breaks": graph_breaks_from_text(log),
+        "graph_break_records": graph_breaks_from_text(log),
         "guards": guards_from_text(log),
         "annotations": annotations_from_text(log),
         "limit_hits": limit_hits_from_text(log),
@@ -581,7 +667,7 @@ def facts_from_trace(
     """All fact tables from trace events (``annotations`` is empty: seq_nr is text-only)."""
     return {
         "recompiles": recompiles_from_trace(events, compiles),
-        "graph_breaks": graph_breaks_from_trace(events),
+        "graph_break_records": graph_breaks_from_trace(events),
         "guards": guards_from_trace(events),
         "annotations": pl.DataFrame(schema=ANNOTATIONS_SCHEMA),
         "limit_hits": limit_hits_from_trace(events, compiles),

@@ -25,6 +25,7 @@ __all__ = [
     "parse_annotation",
     "parse_graph_break",
     "parse_guard_tree",
+    "parse_reason",
     "parse_recompile_reasons",
     "split_graph_breaks",
     "split_guard_comment",
@@ -42,6 +43,28 @@ _GB_SKIP = "Skipping the function and falling back to eager"
 _GB_URL = re.compile(r"/gb/(gb\d+)\.html")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<fn>.+))?$')
 _FRAME_SKIPPED = re.compile(r"frame skipped: (?P<fn>\S+) \((?P<file>.+) line (?P<line>\d+)\)")
+
+
+_GB_ID = re.compile(r"\b(gb\d{4})\b")
+
+
+def parse_reason(text: str | None) -> dict[str, Any]:
+    """Title (`reason`), gb id, hints and explanation of a graph-break or failure message as
+    `compilation_metrics` carries it (a restart reason, a fail_reason): not the full message
+    of parse_graph_break, which these have no header for."""
+    lines = [s.strip() for s in (text or "").split("\n")]
+    title = next((s for s in lines if s), "")
+    if len(title) > 1 and title[0] == title[-1] and title[0] in "'\"":
+        title = title[1:-1]
+    m = _GB_ID.search(text or "")
+    hints = [s[len("Hint:") :].strip() for s in lines if s.startswith("Hint:")]
+    expl = next((s[len("Explanation:") :].strip() for s in lines if s.startswith("Explanation:")), None)
+    return {
+        "reason": title or None,
+        "gb_id": m.group(1) if m else None,
+        "hint": "\n".join(hints) or None,
+        "explanation": expl or None,
+    }
 
 
 def split_graph_breaks(text: str) -> list[tuple[int, str]]:

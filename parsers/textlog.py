@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import polars as pl
 
-from parsers.compile_ids import TRACE_ID_RE
+from parsers.compile_ids import TRACE_ID_RE, without_attempt_expr
 from parsers.glog import PREFIX, RANK, TEXT_TAGS, plain, timestamp, year_and_month
 from parsers.gzipped import is_gzip, read_all
 
@@ -345,7 +345,7 @@ def _records(
         timestamp(pl.col("md"), pl.col("time"), *year_and_month(mtime)).alias("ts"),
         "src_file",
         pl.col("src_line").cast(pl.Int32, strict=False),
-        pl.col("tid").str.replace(r"_\d+$", "").alias("compile_id"),
+        without_attempt_expr("tid").alias("compile_id"),
         pl.when(pl.col("tid").is_not_null())
         .then(pl.concat_str([pl.lit("["), pl.col("tid"), pl.lit("]")]))
         .alias("trace_id"),

@@ -57,3 +57,15 @@ def test_no_match_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["origin", str(FIXTURES / "training"), "--kernel", "no_such_kernel", "--no-cache"]) == 1
     assert capsys.readouterr().out.strip() == (
         "no match: no kernel, node or seq_nr of that name in this trace")
+
+
+def test_compile_id_in_any_form_a_view_prints_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--compile-id "[0/0]"` (as the summary prints it) matched nothing before issue 38."""
+    base = _json(capsys, str(FIXTURES / "training"), "--kernel", "cpp_fused_erf_mul_1")
+    assert base["matches"] >= 1
+    for form in ("0/0", "[0/0]", "0/0_1", "[0/0 #1]"):
+        assert _json(capsys, str(FIXTURES / "training"), "--kernel", "cpp_fused_erf_mul_1", "--compile-id", form) == base
+    assert main(["origin", str(FIXTURES / "training"), "--kernel", "cpp_fused_erf_mul_1", "--compile-id", "[1/0]"]) == 1
+    capsys.readouterr()
+    assert main(["origin", str(FIXTURES / "training"), "--kernel", "cpp_fused_erf_mul_1", "--compile-id", "zero"]) == 2
+    assert "'zero' is not a compile id (expected e.g. 1/0, [1/0]" in capsys.readouterr().err

@@ -70,15 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name-match", action="store_true",
                    help="for kernels nothing recorded ties to nodes, guess from the op names in the kernel's name (marked NOT EXACT)")
 
-    p = sub.add_parser("sql", help="SQL over the tables (polars' SQL engine, or DuckDB when installed): traceview sql PATH \"SELECT ...\"")
-    p.add_argument("path", help="TORCH_TRACE directory or file, text log, export, or directory of exports")
+    p = sub.add_parser(
+        "sql", help="SQL over the tables (polars' SQL engine, or DuckDB when installed): traceview sql PATH [PATH ...] \"SELECT ...\""
+    )
+    # the inputs `summary` takes (read by the same loading path), then the query
+    _add_input_args(p)
     p.add_argument("query", help="the SQL query; every table (compiles, events, spans, ...) is a view of its name")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output (json: a list of row objects)")
     p.add_argument("--engine", choices=["duckdb", "polars"], default=None,
                    help="the SQL engine (default: DuckDB when it is installed, else polars' own, always there)")
-    p.add_argument("--latest", action="store_true", help="keep only the newest run when a directory holds several")
-    p.add_argument("--no-cache", action="store_true", help="parse again; neither read nor write the parse cache")
-    p.add_argument("-j", "--jobs", type=int, default=None, help="parallel parse processes (default: one per 128 MB of input, up to the cores; export: all cores)")
 
     p = sub.add_parser("report", help="the summary as one self-contained HTML page: findings, pictures, every compile")
     _add_input_args(p)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
+from parsers.compile_ids import with_labels
 from parsers.sources import prefer_trace
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ DERIVED_TABLES = (
     "spans",
     "recompiles",
     "graph_breaks",
+    "graph_break_records",
     "guards",
     "limit_hits",
     "annotations",
@@ -41,7 +43,7 @@ DERIVED_TABLES = (
     "ddp_splits",
 )
 TABLES = BASE_TABLES + DERIVED_TABLES
-FACT_TABLES = ("recompiles", "graph_breaks", "limit_hits", "annotations")
+FACT_TABLES = ("recompiles", "graph_break_records", "limit_hits", "annotations")
 # Built on demand (the UI, export): guard trees and graph text are not needed for the summary.
 GRAPH_TABLES = ("guards", "graphs", "graph_nodes", "kernels", "kernel_calls", "provenance", "seq_links")
 
@@ -70,7 +72,7 @@ def _fact(name: str, t: Trace) -> pl.DataFrame:
 
     if name == "annotations":  # seq_nr is only in the text log
         trace_side = pl.DataFrame(schema=facts.SCHEMAS["annotations"])
-    elif name == "graph_breaks":
+    elif name == "graph_break_records":
         trace_side = facts.graph_breaks_from_trace(t.events)
     else:
         trace_side = getattr(facts, f"{name}_from_trace")(t.events, t.compiles)
@@ -116,6 +118,10 @@ def _build(name: str, t: Trace) -> pl.DataFrame:
         return pl.concat([cudagraphs_from_trace(t.compiles, t.spans), cudagraphs_from_text(t.log_records)])
     if name in FACT_TABLES:
         return _fact(name, t)
+    if name == "graph_breaks":  # one row per break, of the records of both sources
+        from parsers.facts import graph_breaks
+
+        return graph_breaks(t.graph_break_records, t.compiles)
     if name in ("collectives", "graph_execution", "ddp_splits"):
         from parsers.collectives import build_collectives, build_ddp_splits, build_graph_execution
 
@@ -161,6 +167,7 @@ class Trace:
     spans: pl.DataFrame
     recompiles: pl.DataFrame
     graph_breaks: pl.DataFrame
+    graph_break_records: pl.DataFrame
     guards: pl.DataFrame
     limit_hits: pl.DataFrame
     annotations: pl.DataFrame
@@ -202,6 +209,8 @@ class Trace:
                 raise KeyError(f"no table named {name!r}; tables: {', '.join(TABLES)}")
             src = self._sources.get(name)
             df = _build(name, self) if src is None else (src() if callable(src) else src)
+            if name not in BASE_TABLES:  # the records keep their own trace_id
+                df = with_labels(df, df if name == "compiles" else self.compiles)
             self._tables[name] = df
         return df
 
@@ -259,6 +268,17 @@ class Trace:
         with only the payloads the summary reads (see index_events), when it is cheaper than
         the `events` table."""
         return cls(tables, inputs=inputs, index=index)
+
+
+def table_schema(name: str) -> pl.Schema:
+    """The columns of table `name` as a Trace gives it: the parser's schema, and `label` for
+    the tables with a compile id (parsers.compile_ids.with_labels) other than the records."""
+    from parsers.schemas import table_schema as parsed
+
+    schema = parsed(name)
+    if name not in BASE_TABLES and "compile_id" in schema and "label" not in schema:
+        schema = pl.Schema({**schema, "label": pl.String})
+    return schema
 
 
 def _table_property(name: str) -> property:

@@ -8,8 +8,8 @@
 - PART_FORMAT_VERSION: the layout of a parse directory (`parts.json`, traceview.ingest.parts).
 """
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 REPORT_SCHEMA_VERSION = 3
 DIFF_SCHEMA_VERSION = 1
-PARSER_VERSION = "19"
+PARSER_VERSION = "20"
 PART_FORMAT_VERSION = 1

@@ -481,13 +481,13 @@ def test_analyzers_keep_the_record_of_every_finding() -> None:
 # ------------------------------------------------------------------ the same runs, some records missing
 def test_breaks_from_restart_reasons_and_failures_without_messages() -> None:
     """A trace without `dynamo_graph_break_reason` artifacts (older torch): the breaks come
-    from compilation_metrics. The fixture's own tables, graph_breaks emptied."""
+    from compilation_metrics. The fixture's own tables, graph_break_records emptied."""
     t = load(fx("graph_breaks", "trace"))
     bare = Trace(
         {
             **{n: t.table(n) for n in ("events", "strings", "stats", "problems", "log_records", "other_lines")},
             "compiles": t.compiles,
-            "graph_breaks": t.graph_breaks.clear(),
+            "graph_break_records": t.graph_break_records.clear(),
         }
     )
     hs = graph_break_hotspots(bare)
@@ -511,11 +511,11 @@ def test_ranks_that_differ_in_cache_and_graph_breaks() -> None:
     comp = t.compiles.with_columns(
         pl.when(r1 & (pl.col("compile_id") == "0/0")).then(1).otherwise(pl.col("aot_cache_hits")).cast(pl.Int32).alias("aot_cache_hits")
     )
-    gb = t.graph_breaks.with_columns(
+    gb = t.graph_break_records.with_columns(
         pl.when(r1).then(pl.lit("Data-dependent branching")).otherwise(pl.col("reason")).alias("reason")
     )
     t.provide("compiles", comp)
-    t.provide("graph_breaks", gb)
+    t.provide("graph_break_records", gb)
     d = rank_divergence(t)
     assert d["rank"].to_list() == [1]
     row = d.row(0, named=True)

@@ -12,7 +12,7 @@ from parsers.seq_links import SEQ_LINKS_SCHEMA, seq_links
 from tests.conftest import needs_shared
 from tests.helpers_graphs import FIXTURES, GPU, PEER, as_trace, tables
 from traceview.analyze.origin import origin, origin_table
-from traceview.trace import Trace
+from traceview.trace import Trace, table_schema
 
 TRAINING = FIXTURES / "training"
 ERF_LINE = 23  # fixtures/programs/training.py:23  h = torch.erf(h) * 0.5
@@ -44,7 +44,8 @@ def _training() -> str:
 def test_seq_links_planted_erf_by_seq_nr() -> None:
     t = _with_annotations(_training())
     sl = t.seq_links
-    assert sl.schema == SEQ_LINKS_SCHEMA
+    assert sl.schema == table_schema("seq_links")  # the parser's, and the label a Trace adds
+    assert sl.drop("label").schema == SEQ_LINKS_SCHEMA
     for source in ("trace", "text"):
         erf = sl.filter((pl.col("source") == source) & pl.col("seq_nr").is_in([23, 24]))
         assert erf.select("seq_nr", "forward_node", "backward_node").sort(

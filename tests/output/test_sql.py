@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import traceview
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, SHARED, needs_shared
 from traceview.cli import main
 from traceview.output.sql import SqlError, render, run_query, tables_named
 
@@ -122,3 +122,86 @@ def test_sql_answers_on_an_install_without_duckdb() -> None:
     code_duck = code.replace("'--format', 'csv'", "'--engine', 'duckdb'")
     r = subprocess.run([sys.executable, "-c", code_duck], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "--engine duckdb needs DuckDB" in r.stderr and "Traceback" not in r.stderr
+
+
+# ------------------------------------------------- the tables agree with the summary (issue 38.3)
+def _summary_breaks(paths: list[str], capsys: pytest.CaptureFixture[str]) -> int:
+    """The summary's `GRAPH BREAKS  N distinct, M in all`: M (0 when it has no such section)."""
+    import re
+
+    assert main(["summary", *paths, "--width", "120"]) == 0
+    m = re.search(r"^GRAPH BREAKS  \d+ distinct, (\d+) in all", capsys.readouterr().out, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def _sql_rows(paths: list[str], query: str, capsys: pytest.CaptureFixture[str]) -> list[dict]:
+    assert main(["sql", *paths, query, "--format", "json", "--engine", "polars"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+BREAK_INPUTS = [
+    # a trace directory beside its text log (each break logged twice): 4 breaks, not 8
+    ["fixtures/graph_breaks"],
+    # the same, named as two inputs, and the text log given a second time
+    ["fixtures/graph_breaks/trace", "fixtures/graph_breaks/torch_logs.txt", "fixtures/graph_breaks/torch_logs.txt"],
+    ["fixtures/multirank"],  # 2 ranks
+    ["fixtures/training"],  # no breaks
+    ["fixtures/recompiles"],
+    ["fixtures/corpus/fullgraph_break"],  # a break known only from a failed compile
+    ["fixtures/corpus/multirank4"],
+]
+SHARED_BREAK_INPUTS = [
+    ["gpu/train_dynamic"],  # trace and text log on a GPU
+    ["gpu/big"],
+    ["peer-tlparse/comp_metrics.log"],  # breaks known only from restart reasons
+]
+
+
+@pytest.mark.parametrize("paths", BREAK_INPUTS + [pytest.param(p, marks=needs_shared) for p in SHARED_BREAK_INPUTS],
+                         ids=lambda p: "+".join(x.rsplit("/", 1)[-1] for x in p))
+def test_graph_breaks_rows_are_the_breaks_the_summary_counts(paths: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [p if p.startswith("fixtures") else str(SHARED / p) for p in paths]
+    summary = _summary_breaks(paths, capsys)
+    [row] = _sql_rows(paths, "SELECT count(*) AS n FROM graph_breaks", capsys)
+    assert row["n"] == summary
+    # the per-source records are a table of their own: both sources where both logged
+    by_source = {r["source"]: r["n"] for r in _sql_rows(paths, "SELECT source, count(*) AS n FROM graph_break_records GROUP BY source", capsys)}
+    if paths[0] == "fixtures/graph_breaks":
+        assert (summary, by_source) == (4, {"trace": 4, "text": 4})
+
+
+def test_a_break_both_sources_logged_is_the_traces_row(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _sql_rows(["fixtures/graph_breaks"], "SELECT source, origin, label, gb_id FROM graph_breaks ORDER BY label", capsys)
+    assert [(r["source"], r["origin"], r["label"], r["gb_id"]) for r in rows] == [
+        # print and item restarted the analysis: the summary calls those compiles 0/0_1, 4/0_1
+        ("trace", "message", "0/0_1", "gb0059"),
+        ("trace", "message", "2/0", "gb0170"),
+        ("trace", "message", "4/0_1", "gb0124"),
+        ("trace", "message", "6/0", "gb0025"),
+    ]
+
+
+@needs_shared
+def test_breaks_from_restart_reasons_are_rows_too(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _sql_rows([str(SHARED / "peer-tlparse/comp_metrics.log")], "SELECT origin, source, compile_id FROM graph_breaks", capsys)
+    assert {(r["origin"], r["source"]) for r in rows} == {("restart_reason", "trace")} and len(rows) == 2
+    assert _sql_rows([str(SHARED / "peer-tlparse/comp_metrics.log")], "SELECT count(*) AS n FROM graph_break_records", capsys) == [{"n": 0}]
+
+
+def test_labels_are_the_summarys_compile_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    """The summary's `[0/0_1]` (a compile Dynamo restarted) and `[0/0 #2]` (the second 0/0,
+    after torch._dynamo.reset()) are the tables' label; compile_id stays the join key."""
+    import re
+
+    for name in ("graph_breaks", "corpus/reset_unequal_models"):
+        assert main(["summary", f"fixtures/{name}", "--width", "200"]) == 0
+        printed = set(re.findall(r"\[(\d+/\d+(?:_\d+)?(?: #\d+)?)\]", capsys.readouterr().out))
+        labels = {r["label"] for r in _sql_rows([f"fixtures/{name}"], "SELECT label FROM compiles", capsys)}
+        assert printed and printed <= labels
+    rows = _sql_rows(["fixtures/corpus/reset_unequal_models"], "SELECT compile_id, occurrence, attempts, label FROM compiles", capsys)
+    assert [(r["compile_id"], r["occurrence"], r["label"]) for r in rows if r["compile_id"] == "0/0"] == [
+        ("0/0", 1, "0/0_1"), ("0/0", 2, "0/0 #2")
+    ]
+    # every table with a compile id says the same label for the same compile
+    spans = _sql_rows(["fixtures/graph_breaks"], "SELECT DISTINCT compile_id, label FROM spans WHERE compile_id = '4/0'", capsys)
+    assert spans == [{"compile_id": "4/0", "label": "4/0_1"}]

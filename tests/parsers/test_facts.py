@@ -85,8 +85,8 @@ def test_text_alone_equals_trace_alone(name):
         cols = ["rank", "compile_id", "trace_id", "filename", "line", "function", "reason",
                 "reason_line", "gb_id", "explanation", "hint", "frame_skipped",
                 "inner_reason", "skipped_function", "skipped_line"]
-        assert keyset(tx["graph_breaks"], cols) == keyset(tr["graph_breaks"], cols)
-        compared += tr["graph_breaks"].height
+        assert keyset(tx["graph_break_records"], cols) == keyset(tr["graph_break_records"], cols)
+        compared += tr["graph_break_records"].height
     if "guards" in logs:
         cols = ["rank", "trace_id", "kind", "code", "guard_source", "user_code", "user_file",
                 "user_line", "user_function", "depth"]
@@ -110,7 +110,7 @@ def test_schemas_and_sources():
 
 def test_train_dynamic_findings():
     for facts in (trace_facts("train_dynamic"), text_facts("train_dynamic")):
-        gb = facts["graph_breaks"].sort("compile_id")
+        gb = facts["graph_break_records"].sort("compile_id")
         first = gb.row(0, named=True)
         assert (first["compile_id"], first["filename"], first["line"], first["function"]) == (
             "0/0", "/home/user/gptdemo/gpt.py", 49, "forward",
@@ -136,7 +136,7 @@ def test_train_dynamic_findings():
             "[1/0]": 62, "[2/0_1]": 6, "[3/0_1]": 20, "[4/0]": 550, "[1/1]": 65,
         }
     # only the text log has the duplicate-break marker; its function comes from the first one
-    tx = text_facts("train_dynamic")["graph_breaks"]
+    tx = text_facts("train_dynamic")["graph_break_records"]
     assert tx.filter(pl.col("user_stack_suppressed"))["compile_id"].to_list() == ["3/0"]
 
 
@@ -146,13 +146,13 @@ def test_other_gpu_findings():
         assert (rc["compile_id"], rc["function"], rc["line"], rc["guard"]) == (
             "1/1", "forward", 19, "tensor 'x' size mismatch at index 1. expected 256, actual 320",
         )
-        [gb] = facts["graph_breaks"].rows(named=True)
+        [gb] = facts["graph_break_records"].rows(named=True)
         assert (gb["line"], gb["frame_skipped"], gb["skipped_line"]) == (49, True, 42)
     for facts in (trace_facts("reduce_overhead"), text_facts("reduce_overhead")):
         [rc] = facts["recompiles"].rows(named=True)
         assert (rc["compile_id"], rc["function"], rc["line"], rc["guard_source"], rc["dim"],
                 rc["expected"], rc["actual"]) == ("0/1", "forward", 42, "idx", 1, "64", "128")
-        assert facts["graph_breaks"].height == 0
+        assert facts["graph_break_records"].height == 0
     assert trace_facts("max_autotune")["recompiles"].height == 0
     assert text_facts("max_autotune")["recompiles"].height == 0
 
@@ -183,7 +183,7 @@ def test_recompile_storm_and_limit():
 
 def test_multirank_rows_carry_rank():
     for facts in (trace_facts("multirank"), text_facts("multirank")):
-        assert sorted(facts["graph_breaks"]["rank"].to_list()) == [0, 1]
+        assert sorted(facts["graph_break_records"]["rank"].to_list()) == [0, 1]
         [rc] = facts["recompiles"].rows(named=True)
         assert (rc["rank"], rc["compile_id"], rc["function"], rc["line"], rc["expected"],
                 rc["actual"]) == (1, "0/1", "forward", 31, "8", "6")
@@ -210,9 +210,9 @@ def test_linenos_point_at_the_raw_lines():
         assert g["file"] == str(trace_file)
         line = trace[g["lineno"] - 1]
         assert line.startswith("\t") and f"+- {g['kind']}" in line
-    for gb in text_facts(name)["graph_breaks"].rows(named=True):
+    for gb in text_facts(name)["graph_break_records"].rows(named=True):
         assert "Graph break" in text[gb["lineno"] - 1]
-    for gb in trace_facts(name)["graph_breaks"].rows(named=True):
+    for gb in trace_facts(name)["graph_break_records"].rows(named=True):
         assert '"dynamo_graph_break_reason"' in trace[gb["lineno"] - 1]
     for rc in text_facts(name)["recompiles"].rows(named=True):
         assert "Recompiling function" in text[rc["lineno"] - 1]

@@ -133,7 +133,7 @@ def test_cli_writes_the_script_or_says_why_not(tmp_path: Path) -> None:
     r = _cli("fixtures/simple", "--compile-id", "3/0")
     assert r.returncode == 2 and "no compile 3/0 in the trace (compile ids: 0/0)" in r.stderr
     r = _cli("fixtures/simple", "--compile-id", "zero")
-    assert r.returncode == 2 and "expected a compile id such as 0/1" in r.stderr
+    assert r.returncode == 2 and "'zero' is not a compile id (expected e.g. 1/0, [1/0], 0/0_1" in r.stderr
 
 
 def test_save_repro_names_the_file_after_the_compile(tmp_path: Path) -> None:
@@ -143,3 +143,10 @@ def test_save_repro_names_the_file_after_the_compile(tmp_path: Path) -> None:
     with pytest.raises(ReproUnavailable):
         save_repro(_trace("backend_error"), "1/0", directory=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repro_rank1_0_1.py"]
+
+
+def test_the_compile_id_as_a_view_prints_it() -> None:
+    # the summary prints [0/0_1] for a compile Dynamo restarted; the same compile as 0/0
+    t = _trace("graph_breaks")
+    assert build_repro(t, "[7/1]").text == build_repro(t, "7/1").text
+    assert build_repro(t, "[0/0_1]").text == build_repro(t, "0/0").text

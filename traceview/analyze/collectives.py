@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from parsers.compile_ids import sort_key
+from parsers.compile_ids import frame_group, sort_key
 
 if TYPE_CHECKING:
     from traceview.trace import Trace
@@ -71,7 +71,7 @@ def _schedule_text(items: list[tuple]) -> str:
 
 
 def _frame(cid: str) -> str:
-    return cid.split("/")[0] if "/" in cid else cid
+    return frame_group(cid)
 
 
 def collective_mismatches(trace: Trace) -> dict[str, Any]:

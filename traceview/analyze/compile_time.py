@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from parsers.compile_ids import without_attempt_expr
 from traceview.trace import Trace
 
 PHASES = {
@@ -54,7 +55,7 @@ AUTOTUNE_SCHEMA: dict[str, pl.DataType] = {
 
 
 def _cid(col: str = "compile_id") -> pl.Expr:
-    return pl.col(col).str.replace(r"_\d+$", "")
+    return without_attempt_expr(col)
 
 
 def _autotune_spans(spans: pl.DataFrame) -> pl.DataFrame:

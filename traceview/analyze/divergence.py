@@ -45,7 +45,7 @@ def _normalise(expr: pl.Expr) -> pl.Expr:
 
 def _breaks(graph_breaks: pl.DataFrame | None, source: str, by: tuple[str, ...] = ("rank", "compile_id")) -> pl.DataFrame:
     """Per `by` (rank, compile_id; and occurrence for a trace's compiles): the sorted graph
-    breaks as `reason @ line`."""
+    breaks of one source's records (`graph_break_records`) as `reason @ line`."""
     if graph_breaks is None or graph_breaks.height == 0:
         return pl.DataFrame(schema={"rank": pl.Int32, "compile_id": pl.String, "occurrence": pl.Int32, "breaks": pl.String}).select(*by, "breaks")
     gb = graph_breaks.filter(pl.col("source") == source)
@@ -127,7 +127,7 @@ def _signatures_from_text(
 
 def rank_divergence(trace: Trace) -> pl.DataFrame:
     """One row per rank that differs from the majority (SCHEMA); empty with fewer than two ranks."""
-    return _divergence_rows(trace.compiles, trace.graph_breaks, log_records=trace.log_records, recompiles=trace.recompiles)
+    return _divergence_rows(trace.compiles, trace.graph_break_records, log_records=trace.log_records, recompiles=trace.recompiles)
 
 
 def _divergence_rows(

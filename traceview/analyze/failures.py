@@ -299,9 +299,9 @@ def failures(trace: Trace, *, caught: bool = True, uncaught: pl.DataFrame | None
     rank/compile_id/file/lineno, most severe first.
 
     The trace's failed compiles, then what a text log shows for compiles the trace does not
-    have: recompile-limit warnings and skipped frames (the `limit_hits` and `graph_breaks`
-    fact tables). With `caught` (the default) also the errors that did not stop the program:
-    `WON'T CONVERT` warnings (suppress_errors=True) and the torch.compile errors the program
+    have: recompile-limit warnings and skipped frames (the `limit_hits` and
+    `graph_break_records` fact tables). With `caught` (the default) also the errors that did
+    not stop the program: `WON'T CONVERT` warnings (suppress_errors=True) and the torch.compile errors the program
     caught and printed (each given the compile id, and its occurrence, of the last log record
     before it); `traceview diff` compares failures without them. `uncaught`: the trace's
     parsers.tracebacks.uncaught_from_text when the caller has it already (crash_findings
@@ -317,7 +317,7 @@ def failures(trace: Trace, *, caught: bool = True, uncaught: pl.DataFrame | None
     return _failure_rows(
         trace.compiles,
         limit_hits=trace.limit_hits,
-        graph_breaks=trace.graph_breaks,
+        graph_breaks=trace.graph_break_records,
         wont_convert=wont_convert,
         printed=printed,
         log_records=trace.log_records if caught else None,

@@ -1,12 +1,15 @@
 """Graph-break hotspots: every break grouped by reason and user source line, ranked by impact.
 
-Breaks come from three records, merged without double counting:
+The breaks are the `graph_breaks` table's rows (parsers.facts.graph_breaks: each break once,
+told by a graph-break message, a restart reason or a failed compile), so its row count is the
+summary's "N in all":
 
 * the graph-break messages (trace `dynamo_graph_break_reason` artifacts and the text log's
   `graph_breaks` records; the trace row wins when both logged the same break);
 * the `restart_reasons` of `compilation_metrics`, for compiles whose break left no message
   (older torch versions, TORCH_TRACE without the artifact);
-* failed compiles (`fail_type` Unsupported) with no break message: the frame fell back to eager.
+* failed compiles (`fail_type` Unsupported) with no break message: the frame fell back to
+  eager, unless fullgraph=True raised the break (judged here).
 
 A distinct list (one row per reason and line) with how often it happened across compiles and
 ranks, the graph-break registry id, the function, and whether the whole frame fell back to
@@ -21,7 +24,6 @@ from typing import Any
 import polars as pl
 
 from parsers.code_location import brief, is_torch, whose
-from parsers.sources import prefer_trace
 from traceview.analyze.failures import fullgraph_likely
 from traceview.analyze.registry import config_fix, has_placeholders, registry_entry
 from traceview.trace import Trace
@@ -53,10 +55,6 @@ HOTSPOT_SCHEMA_KEYS = (
     "lineno",
 )
 
-_GB = re.compile(r"\b(gb\d{4})\b")
-# restarts Dynamo does for its own analyses (exc.py: TensorifyScalarRestartAnalysis,
-# SpeculationRestartAnalysis), logged as a bare class in restart_reasons
-_INTERNAL_RESTART = re.compile(r"^\s*<class 'torch\._dynamo\.exc\.\w*RestartAnalysis'>\s*$")
 _LOOP_GB = "gb7000"
 _EXCEPTION_GB = "gb0088"
 
@@ -85,102 +83,13 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def parse_reason(text: str | None) -> dict[str, Any]:
-    """Title, gb id and hints of a graph-break / failure message (restart reason, fail_reason)."""
-    lines = [s.strip() for s in (text or "").split("\n")]
-    title = next((s for s in lines if s), "")
-    if len(title) > 1 and title[0] == title[-1] and title[0] in "'\"":
-        title = title[1:-1]
-    m = _GB.search(text or "")
-    hints = [s[len("Hint:") :].strip() for s in lines if s.startswith("Hint:")]
-    expl = next((s[len("Explanation:") :].strip() for s in lines if s.startswith("Explanation:")), None)
-    return {
-        "reason": title or None,
-        "gb_id": m.group(1) if m else None,
-        "hint": "\n".join(hints) or None,
-        "explanation": expl or None,
-    }
-
-
-def _message_rows(trace: Trace) -> pl.DataFrame:
-    gb = prefer_trace(trace.graph_breaks, ["rank", "compile_id", "filename", "line", "reason"])
-    return gb.select(
-        *[
-            (pl.col(c) if c in gb.columns else pl.lit(None)).cast(t).alias(c)
-            for c, t in ROW_SCHEMA.items()
-            if c != "origin"
-        ],
-        pl.lit("message").alias("origin"),
-    ).select(list(ROW_SCHEMA))
-
-
-def _compile_rows(trace: Trace, covered: pl.DataFrame) -> pl.DataFrame:
-    """Breaks known only from `compilation_metrics`: restart reasons and Unsupported failures
-    of compiles that have no graph-break message."""
-    comp = trace.compiles.join(covered, on=["file", "compile_id", "occurrence"], how="anti", nulls_equal=True)
-    rows: list[dict[str, Any]] = []
-    for r in comp.filter(pl.col("restart_reasons").list.len() > 0).iter_rows(named=True):
-        for text in r["restart_reasons"]:
-            if _INTERNAL_RESTART.search(text or ""):
-                continue  # Dynamo re-tracing the frame for its own analysis, not a graph break
-            p = parse_reason(text)
-            rows.append(
-                {
-                    "rank": r["rank"],
-                    "compile_id": r["compile_id"],
-                    "occurrence": r["occurrence"],
-                    "filename": r["filename"],
-                    "line": None,
-                    "function": r["function"],
-                    **p,
-                    "reason_line": (text or "").strip().split("\n", 1)[0] or None,
-                    "frame_skipped": False,
-                    "origin": "restart_reason",
-                    "file": r["file"],
-                    "lineno": r["metrics_lineno"] or r["lineno"],
-                }
-            )
-    failed = comp.filter((pl.col("status") == "failed") & pl.col("fail_type").str.contains("Unsupported"))
-    for r in failed.iter_rows(named=True):
-        reason = r["fail_reason"] or ""
-        low = reason.lower()
-        if "recompile limit" in low or "recompile_limit" in low or "cache_size_limit" in low:
-            continue  # the limit is a storm, not a break in user code
-        p = parse_reason(reason)
-        rows.append(
-            {
-                "rank": r["rank"],
-                "compile_id": r["compile_id"],
-                "occurrence": r["occurrence"],
-                "filename": r["fail_user_filename"] or r["filename"],
-                "line": r["fail_user_line"],
-                "function": r["function"] if r["fail_user_filename"] in (None, r["filename"]) else None,
-                **p,
-                "reason_line": reason.strip().split("\n", 1)[0] or None,
-                # under fullgraph=True the break raised to the caller: nothing ran eagerly
-                "frame_skipped": not fullgraph_likely(r["fail_type"], reason, r["graph_breaks"], r["attempts"]),
-                "skipped_function": r["function"],
-                "skipped_filename": r["filename"],
-                "skipped_line": r["line"],
-                "origin": "failure",
-                "file": r["file"],
-                "lineno": r["metrics_lineno"] or r["lineno"],
-            }
-        )
-    return pl.DataFrame(rows, schema=ROW_SCHEMA)
-
-
 def graph_break_rows(trace: Trace) -> pl.DataFrame:
-    """All graph-break observations (messages, restart reasons, failures) without double
-    counting, with the frame (code object) each happened in."""
-    msg = _message_rows(trace)
-    # compiles whose break has a message: by file and occurrence for trace rows (the second
-    # 0/0, after a torch._dynamo.reset(), is another compile), by rank for text rows (every
-    # occurrence: a text log without TORCH_LOGS=dynamo does not say which)
-    text = msg.filter(pl.col("file").is_in(trace.compiles["file"].implode()).not_())
-    by_rank = trace.compiles.join(text.select("rank", "compile_id").unique(), on=["rank", "compile_id"], nulls_equal=True)
-    covered = pl.concat([msg.select("file", "compile_id", "occurrence"), by_rank.select("file", "compile_id", "occurrence")]).unique()
-    rows = pl.concat([msg, _compile_rows(trace, covered)])
+    """All graph-break observations (the `graph_breaks` table: messages, restart reasons,
+    failures, each break once), with the frame (code object) each happened in."""
+    gb = trace.graph_breaks
+    rows = gb.select(
+        *[(pl.col(c) if c in gb.columns else pl.lit(None)).cast(t).alias(c) for c, t in ROW_SCHEMA.items()]
+    )
     comp = trace.compiles.select(
         "file",
         "compile_id",
@@ -193,6 +102,7 @@ def graph_break_rows(trace: Trace) -> pl.DataFrame:
         ((pl.col("graph_breaks").fill_null(0) == 0) & (pl.col("attempts").fill_null(1) <= 1)).alias("_fullgraph"),
     )
     rows = rows.join(comp, on=["file", "compile_id", "occurrence"], how="left", nulls_equal=True)
+    rows = _failure_frames(rows, trace.compiles)
     # a compile that failed as Unsupported ran its whole frame eagerly (unless fullgraph=True
     # raised it: analyze.failures.fullgraph_likely; the break rows from its metrics say so)
     failed_here = (
@@ -208,6 +118,24 @@ def graph_break_rows(trace: Trace) -> pl.DataFrame:
         pl.coalesce("_ffile", "skipped_filename").alias("frame_filename"),
         pl.coalesce("_fline", "skipped_line").alias("frame_line"),
     ).drop("_ffn", "_ffile", "_fline", "_status", "_fail_type", "_fullgraph")
+
+
+def _failure_frames(rows: pl.DataFrame, compiles: pl.DataFrame) -> pl.DataFrame:
+    """`frame_skipped` of the breaks that ended a failed compile (origin `failure`, null in the
+    table): the frame ran eagerly unless fullgraph=True raised the break to the caller
+    (analyze.failures.fullgraph_likely)."""
+    failure = rows["origin"] == "failure"
+    if not failure.any():
+        return rows
+    status = {
+        (r["file"], r["compile_id"], r["occurrence"]): not fullgraph_likely(r["fail_type"], r["fail_reason"], r["graph_breaks"], r["attempts"])
+        for r in compiles.select("file", "compile_id", "occurrence", "fail_type", "fail_reason", "graph_breaks", "attempts").iter_rows(named=True)
+    }
+    skipped = [
+        status.get((f, c, o)) if is_failure else s
+        for f, c, o, s, is_failure in zip(rows["file"], rows["compile_id"], rows["occurrence"], rows["frame_skipped"], failure)
+    ]
+    return rows.with_columns(pl.Series("frame_skipped", skipped, dtype=pl.Boolean))
 
 
 def _why(frame_skipped: bool, reason: str | None, gb_id: str | None, inner_reason: str | None, inner_gb: str | None) -> str | None:

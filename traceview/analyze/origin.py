@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from parsers.compile_ids import CompileId, typed
 from parsers.dataflow import kernel_dataflow
 from parsers.outputcode import stack_frame
 from parsers.seq_links import COMPUTE_OPS, USER_COLUMNS, compute_nodes
 from parsers.sources import prefer_trace
+from traceview.errors import UserError
 from traceview.trace import Trace
 
 __all__ = ["CONFIDENCE", "ORIGIN_SCHEMA", "Chain", "origin", "origin_table"]
@@ -122,9 +124,9 @@ class Chain:
         return out
 
 
-def _filter(df: pl.DataFrame, compile_id: str | None, rank: int | None) -> pl.DataFrame:
+def _filter(df: pl.DataFrame, compile_id: CompileId | None, rank: int | None) -> pl.DataFrame:
     if compile_id is not None:
-        df = df.filter(pl.col("compile_id") == compile_id)
+        df = df.filter(compile_id.selects(occurrence="occurrence" if "occurrence" in df.columns else None))
     if rank is not None:
         df = df.filter(pl.col("rank") == rank)
     return df
@@ -299,6 +301,10 @@ def origin_table(
         kernel = ""
     if kernel is None and node is None and seq_nr is None:
         raise ValueError("origin needs one of kernel=, node= or seq_nr=")
+    try:  # as the user typed it: `1/0`, `[1/0]`, `0/0_1`, `0/0 #2` (parsers.compile_ids)
+        cid = None if compile_id is None else typed(compile_id)
+    except ValueError as exc:
+        raise UserError(f"--compile-id {exc}") from None
     graph_nodes = trace.graph_nodes
     links = trace.seq_links
     if source is not None:
@@ -310,7 +316,7 @@ def origin_table(
         kernels = trace.kernels if kernel_rows is None else kernel_rows
         if kernel_rows is None:
             kernels = kernels.filter((pl.col("name") == kernel) | (pl.col("kernel_id") == kernel))
-        k = _filter(kernels, compile_id, rank)
+        k = _filter(kernels, cid, rank)
         k = k.filter(pl.col("source") == source) if source is not None else prefer_trace(
             k, ["rank", "compile_id"])
         if k.is_empty():
@@ -361,7 +367,7 @@ def origin_table(
         return _finish(out)
 
     if node is not None:
-        g = _filter(graph_nodes.filter(pl.col("node") == node), compile_id, rank)
+        g = _filter(graph_nodes.filter(pl.col("node") == node), cid, rank)
         g = prefer_trace(g.filter(pl.col("op").is_in(COMPUTE_OPS)), ["rank", "compile_id"])
         # prefer the AOT graphs (where seq_nrs live) over post-grad/dynamo copies of a name
         order = {"aot_backward": 0, "aot_forward": 0, "aot_inference": 0, "post_grad": 1,
@@ -385,7 +391,7 @@ def origin_table(
         return _finish(out.with_columns(pl.lit(None, dtype=_S).alias("kernel_id")))
 
     if seq_nr is not None:
-        lk = prefer_trace(_filter(links.filter(pl.col("seq_nr") == seq_nr), compile_id, rank),
+        lk = prefer_trace(_filter(links.filter(pl.col("seq_nr") == seq_nr), cid, rank),
                            ["rank", "compile_id"])
         if lk.is_empty():
             return empty

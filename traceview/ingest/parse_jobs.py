@@ -54,7 +54,7 @@ def derive_trace_tables(ev: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Da
         "compiles": compiles,
         "spans": build_spans(ev, chromium),
         "recompiles": facts.recompiles_from_trace(ev, compiles),
-        "graph_breaks": facts.graph_breaks_from_trace(ev),
+        "graph_break_records": facts.graph_breaks_from_trace(ev),
         "limit_hits": facts.limit_hits_from_trace(ev, compiles),
         "annotations": empty_table("annotations"),
     }

@@ -38,7 +38,7 @@ PART_TABLES = (
     "compiles",
     "spans",
     "recompiles",
-    "graph_breaks",
+    "graph_break_records",
     "limit_hits",
     "annotations",
 )

@@ -4,7 +4,7 @@ Small trace logs are parsed in batches (one part per batch), a big one in pieces
 per piece plus one for the whole file; `split_points` cuts it at record starts), a text log
 on its own; above PARALLEL_MIN_BYTES the jobs run in worker processes and in this one
 (traceview.ingest.scheduler). What a job does: traceview.ingest.parse_jobs (a worker also derives the
-tables the summary needs: `compiles`, `spans`, `recompiles`, `graph_breaks`, `limit_hits`,
+tables the summary needs: `compiles`, `spans`, `recompiles`, `graph_break_records`, `limit_hits`,
 `annotations`); what it writes: traceview.ingest.parts (uncompressed Arrow IPC per part and table;
 nothing large travels between processes). Guards, graphs, kernels and seq_nr links
 (GRAPH_TABLES) are built per part later, on demand (UI, export: traceview.ingest.graph_tables).

@@ -27,7 +27,8 @@ import polars as pl
 from markupsafe import Markup, escape
 
 from parsers.code_location import brief
-from parsers.compile_ids import sort_key
+from parsers.compile_ids import ID_PATTERN, sort_key
+from parsers.compile_ids import parse as parse_compile_id
 from traceview.analyze import compile_time as ct
 from traceview.analyze.finding import findings_of
 from traceview.analyze.findings import code_label
@@ -107,7 +108,7 @@ def _compiles(trace: Trace) -> _Compiles:
 
 
 # ---------------------------------------------------------------------------- findings
-_ID_IN_TEXT = re.compile(r"\[(!?\d+(?:/\d+)+)(?: #(\d+))?[^\]\s]*\]")
+_ID_IN_TEXT = re.compile(rf"\[({ID_PATTERN}(?: #\d+)?)\]")  # a label as the summary prints it
 _RANK_BEFORE = re.compile(r"\brank (\d+)(?:'s)? ")
 
 
@@ -118,7 +119,8 @@ def _linked_line(line: str, comps: _Compiles) -> Markup:
     for hit in _ID_IN_TEXT.finditer(line):
         before = _RANK_BEFORE.findall(line[: hit.start()])  # the rank the line names last
         rank = int(before[-1]) if before else None
-        a = comps.anchor(rank, hit.group(1), int(hit.group(2)) if hit.group(2) else None)
+        c = parse_compile_id(hit.group(1))
+        a = None if c is None else comps.anchor(rank, c.compile_id, c.occurrence)
         if a is None:
             continue
         out.append(escape(line[pos : hit.start()]))
@@ -425,9 +427,10 @@ def _details(trace: Trace, comps: _Compiles, blobs: _Blobs) -> list[dict[str, An
     for r in comps.rows:
         cid = r["compile_id"]
         pred = None
-        parts = cid.split("/")
-        if parts[-1].isdigit() and int(parts[-1]) > 0:
-            prev = "/".join([*parts[:-1], str(int(parts[-1]) - 1)])
+        before = parse_compile_id(cid)
+        before = before.previous() if before is not None else None
+        if before is not None:
+            prev = before.compile_id
             p = by_key.get((r["file"], prev, 1)) or next(
                 (x for x in comps.rows if x["file"] == r["file"] and x["compile_id"] == prev), None
             )

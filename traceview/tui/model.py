@@ -677,7 +677,8 @@ class TraceModel:
     def graph_breaks_of(self, rank: int | None, compile_id: str, occurrence: int | None = None) -> pl.DataFrame:
         if "graph_breaks" in self.missing:
             return pl.DataFrame()
-        gb = self.trace.graph_breaks.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
+        # the messages (restarts and failures are shown apart): the graph_break_records
+        gb = self.trace.graph_break_records.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id))
         return prefer_trace(gb, ["rank", "compile_id"]).filter(occurrence_is(occurrence))
 
     def ranks(self) -> list[int]:

@@ -100,10 +100,11 @@ class RecordsView(View):
         if self.kind:
             df = df.filter(pl.col("kind") == self.kind)
         if self.compile:
-            c = self.compile.strip()
-            parsed = parse_compile_id(c)
-            bare = parsed.compile_id if parsed else c.strip("[]")
-            df = df.filter((pl.col("compile_id") == bare) | (pl.col("trace_id") == c) | (pl.col("trace_id") == f"[{c.strip('[]')}]"))
+            parsed = parse_compile_id(self.compile)
+            if parsed is None:  # not a compile id: the records whose trace id is this text
+                df = df.filter(pl.col("trace_id") == self.compile.strip())
+            else:  # the compile's records, every attempt (parsers.compile_ids)
+                df = df.filter(pl.col("compile_id") == parsed.compile_id)
         if self.rank is not None:
             df = df.filter(pl.col("rank") == self.rank)
         if self.contains:

@@ -93,16 +93,17 @@ class Repro:
 
 
 # ---------------------------------------------------------------------- selecting the compile
-def _normalize_id(compile_id: str) -> str:
-    cid = compile_id.strip().strip("[]")
-    cid = re.sub(r"_\d+$", "", cid)  # an attempt suffix (0/0_1) names the same compile
-    if not re.fullmatch(r"!?\d+(/\d+)*", cid):
-        raise UserError(f"--compile-id {compile_id!r}: expected a compile id such as 0/1")
-    return cid
+def _typed_id(compile_id: str) -> compile_ids.CompileId:
+    """The compile id the user typed (an attempt suffix, 0/0_1, names the same compile)."""
+    try:
+        return compile_ids.typed(compile_id)
+    except ValueError as exc:
+        raise UserError(f"--compile-id {exc}") from None
 
 
-def _compile_row(trace: Trace, cid: str, rank: int | None) -> dict[str, Any]:
-    rows = trace.compiles.filter(pl.col("compile_id") == cid)
+def _compile_row(trace: Trace, typed: compile_ids.CompileId, rank: int | None) -> dict[str, Any]:
+    cid = typed.label
+    rows = trace.compiles.filter(typed.selects())
     if rank is not None:
         rows = rows.filter(pl.col("rank") == rank)
     if rows.height == 0:
@@ -146,8 +147,7 @@ def build_repro(
     graph: str | None = None,
 ) -> Repro:
     """A script reproducing compile `compile_id` (of `rank`) of `trace`."""
-    cid = _normalize_id(compile_id)
-    row = _compile_row(trace, cid, rank)
+    row = _compile_row(trace, _typed_id(compile_id), rank)
     ev = _events_of(trace, row)
     failed = row["status"] == "failed"
     category = categorize(row["fail_type"], row["fail_reason"]) if failed else None

@@ -31,9 +31,10 @@ from traceview.output.export.parts import (
     PARQUET_OPTIONS,
     conform,
     export_parts,
+    labelled,
     write_rank_partitions,
 )
-from traceview.trace import GRAPH_TABLES, TABLES, Trace
+from traceview.trace import GRAPH_TABLES, TABLES, Trace, table_schema
 from traceview.versions import SCHEMA_VERSION
 
 
@@ -72,7 +73,7 @@ def write_export(
             rows = export_parts(trace.workdir, tmp)  # type: ignore[arg-type]
             trace.ensure_graph_tables()  # built by the workers: now only opened, for seq_links
             for name in EXPORT_PART_TABLES:
-                schema = empty_table(name).schema
+                schema = table_schema(name)
                 meta = {"rows": rows.get(name, 0), "columns": {c: _dtype_str(t) for c, t in schema.items()}}
                 if rows.get(name):
                     meta["path"] = f"{name}/"
@@ -105,7 +106,7 @@ def write_export(
                 # streamed part by part: only one part (a batch of files) is in memory at a
                 # time (the whole table is never opened: the graph tables of a big trace
                 # are bigger than its events' index)
-                schema = empty_table(name).schema
+                schema = table_schema(name)
                 tables_meta[name] = _write_parts(parts, name, schema, tmp, bool(partition_by_rank) and "rank" in schema)
                 continue
             df = trace.table(name)
@@ -218,7 +219,7 @@ def _write_events(parts: list[Path], tmp: Path, partition: bool, *, verify: bool
 
 
 def _write_parts(parts: list[Path], name: str, schema: pl.Schema, tmp: Path, partition: bool) -> dict:
-    return _write_frames(((p.name, read_part_table(p, name)) for p in parts), name, schema, tmp, partition)
+    return _write_frames(((p.name, labelled(p, name, read_part_table(p, name))) for p in parts), name, schema, tmp, partition)
 
 
 def _write_frames(

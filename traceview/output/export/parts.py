@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from parsers.schemas import empty_table
+from parsers.compile_ids import with_labels
 from traceview.ingest.graph_tables import build_graph_tables
 from traceview.ingest.parts import (
     PART_TABLES,
@@ -20,7 +20,7 @@ from traceview.ingest.parts import (
 )
 from traceview.ingest.scheduler import run_jobs
 from traceview.ingest.worker_pool import HEAVY_PARALLEL_MIN_BYTES
-from traceview.trace import GRAPH_TABLES
+from traceview.trace import BASE_TABLES, GRAPH_TABLES, table_schema
 
 # Tables written part by part by `export_part` (stats is written whole: its columns differ
 # between trace and text parts).
@@ -37,6 +37,15 @@ def conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     )
 
 
+def labelled(part: Path, name: str, df: pl.DataFrame | None) -> pl.DataFrame | None:
+    """A part's table `df` with the `label` column a Trace gives it (traceview.trace.table_schema),
+    from the part's own compiles (a part holds whole files)."""
+    if df is None or name in BASE_TABLES or "compile_id" not in df.columns:
+        return df
+    compiles = read_part_table(part, "compiles")
+    return with_labels(df, compiles if compiles is not None else pl.DataFrame(schema=table_schema("compiles")))
+
+
 def export_part(partdir: str, outdir: str) -> dict[str, int]:
     """Worker: write one part's tables as hive-partitioned parquet files (by rank) under
     `outdir`, building its graph tables first if the part has none yet (events and graph
@@ -48,7 +57,7 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
     def write(name: str, df: pl.DataFrame | None, file_name: str) -> None:
         if df is None or df.height == 0:
             return
-        df = conform(df, empty_table(name).schema)
+        df = conform(labelled(part, name, df), table_schema(name))  # type: ignore[arg-type]
         rows[name] = rows.get(name, 0) + df.height
         if "rank" not in df.columns:  # e.g. strings: one file per part, no partition directory
             import pyarrow.parquet as pq
