@@ -46,6 +46,7 @@ from traceview.analyze.findings import (
 )
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
+from traceview.analyze.stops import stop_findings, tie_unfinished
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
 from traceview.printable import one_line, printable
@@ -128,6 +129,9 @@ def build_report(trace: Trace) -> dict[str, Any]:
     collectives = collective_mismatches(trace)
     fails = failures(trace, uncaught=uncaught)
     crashes = crash_findings(trace, uncaught=uncaught, collectives=collectives)
+    unfinished = unfinished_compiles(trace)
+    stops = stop_findings(trace, uncaught=uncaught, unfinished=unfinished)
+    tie_unfinished(stops, unfinished)
     per_rank = (
         compiles.group_by("rank")
         .agg(
@@ -164,7 +168,8 @@ def build_report(trace: Trace) -> dict[str, Any]:
             for r in _rows(fails)
         ],
         "crashes": crashes,
-        "unfinished_compiles": unfinished_compiles(trace),
+        "stops": stops,
+        "unfinished_compiles": unfinished,
         "compile_time": {
             "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
             "phases_s": ct.phase_totals(trace),
@@ -357,6 +362,9 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     coll = (report.get("collectives") or {}).get("mismatches") or []
     if coll:
         found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for m in coll for r in m['ranks']})).strip()})")
+    stops = report.get("stops") or []
+    for st in stops:
+        found.append(_stop_headline(st))
     if crashes:
         found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
     if unfinished:
@@ -391,6 +399,8 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
         t.add(f"text log only: no {what} (add the TORCH_TRACE directory)", "", "    ")
 
+    if stops:
+        _render_stops(t, paths, stops)
     if unfinished:
         _render_unfinished(t, paths, unfinished)
     waits = (report.get("collectives") or {}).get("waits") or []
@@ -545,9 +555,10 @@ def _render_unfinished(t: _Text, paths: _Paths, unfinished: list[dict[str, Any]]
     for u in unfinished[:8]:
         where = f" in {u['phase']}" if u.get("phase") else ""
         inner = f" (innermost open span: {u['innermost_span']})" if u.get("innermost_span") and u["innermost_span"] != u.get("phase") else ""
-        running = f" for {seconds_text(u['running_s'])} up to the log's last line" if u.get("running_s") is not None else ""
+        running = f" for {seconds_text(u['running_s'])} up to {_end_label(u)}" if u.get("running_s") is not None else ""
+        part = f" {u['part']} of" if u.get("part") in ("backward", "compiled autograd") else ""
         t.add(
-            f"{_rank(u['rank'])}[{id_label(u['compile_id'], u.get('occurrence'))}] {paths.code(u)}{where}{running}{inner}",
+            f"{_rank(u['rank'])}[{id_label(u['compile_id'], u.get('occurrence'))}]{part} {paths.code(u)}{where}{running}{inner}",
             "  ",
             "      ",
         )
@@ -556,7 +567,11 @@ def _render_unfinished(t: _Text, paths: _Paths, unfinished: list[dict[str, Any]]
             first = min(o["finished_before_s"] for o in done)
             t.label("others:", f"{ranks_text([o['rank'] for o in done]).strip()} finished [{u['compile_id']}], "
                     f"{seconds_text(first)} or more before the log's last line")
-        if u.get("behind"):
+        stop = u.get("stopped_by")
+        if stop:
+            ended = f" ({stop['ended_by']})" if stop.get("ended_by") else ""
+            nxt = f"stopped from outside while compiling{ended}: see STOPPED"
+        elif u.get("behind"):
             nxt = (
                 "a likely hang: this rank is behind the others, which wait for it in their next collective. "
                 f"py-spy dump --pid <rank {u['rank']}'s pid> shows where it is; TORCH_COMPILE_DEBUG=1 on a rerun "
@@ -570,6 +585,55 @@ def _render_unfinished(t: _Text, paths: _Paths, unfinished: list[dict[str, Any]]
         t.label("next:", nxt)
     if len(unfinished) > 8:
         t.add(f"… {len(unfinished) - 8} more (--json lists all)", "  ")
+
+
+def _end_label(u: dict[str, Any]) -> str:
+    """Where an unfinished compile's running time ends: its own log's last line, or the
+    capture's last timestamp in another file (a launcher's line in the text log)."""
+    src = u.get("last_line_from") or {}
+    if not src or src.get("file") == u.get("file"):
+        return "the log's last line"
+    name = re.split(r"[/\\]", src["file"])[-1]
+    return f"the capture's last timestamp ({name}:{src['lineno']}, {one_line(src['what'], 90)})"
+
+
+def _stop_headline(st: dict[str, Any]) -> str:
+    """The findings line's words for a stop (analyze.stops)."""
+    if st["kind"] == "rank_killed":
+        return f"{st['target'].split(' (pid', 1)[0]} killed by {st['signal']}"
+    if st["kind"] == "interrupt":
+        return "interrupted (KeyboardInterrupt)"
+    return f"the job was stopped from outside ({st['signal']})"
+
+
+def _render_stops(t: _Text, paths: _Paths, stops: list[dict[str, Any]]) -> None:
+    """Jobs stopped from outside (analyze.stops): who stopped what, when, and each rank's state."""
+    t.heading("STOPPED  from outside: not the program's own error")
+    for st in stops:
+        src = st.get("at_from") or {}
+        name = re.split(r"[/\\]", src.get("file") or "")[-1]
+        t.add(st["message"].split("; at the stop ", 1)[0], "  ", "      ")
+        if src:
+            t.label("when:", f"{name}:{src.get('lineno')}: {one_line(src.get('what') or '', 120)}")
+        for r in st.get("ranks") or []:
+            who = f"rank {r['rank']}" if r.get("rank") is not None else "process"
+            pid = f" (pid {r['pid']})" if r.get("pid") is not None else ""
+            ended = f"; ended: {r['ended_by']}" if r.get("ended_by") else ""
+            if r.get("state") == "compiling":
+                part = f" {r['part']}" if r.get("part") in ("backward", "compiled autograd") else ""
+                phase = f" in {r['phase']}" if r.get("phase") else ""
+                run = f" for {seconds_text(r['running_s'])}" if r.get("running_s") is not None else ""
+                what = f"inside [{id_label(r['compile_id'], r.get('occurrence'))}]{part}{phase}{run} (UNFINISHED COMPILES)"
+            elif r.get("state") == "idle":
+                done = (f", its last compile ended {seconds_text(r['compiles_done_s'])} before"
+                        if r.get("compiles_done_s") is not None else "")
+                what = f"idle: no record for {seconds_text(r['idle_s'])} before the stop{done}"
+            else:
+                what = "no record of its own in the capture"
+            t.add(f"{who}{pid}: {what}{ended}", "    ", "      ")
+        if st.get("certainty") != "certain":
+            t.label("how sure:", f"{st['certainty']} ({st.get('evidence') or 'indirect evidence'})")
+        t.label("next:", st["next_step"])
 
 
 def _render_storms(
