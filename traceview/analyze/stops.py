@@ -22,7 +22,6 @@ again (likely). Who sent the signal to the launcher is not in the log unless SLU
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -197,10 +196,9 @@ def _states(
         u = next((u for u in unfinished if u["file"] == rf["file"]), None)
         s: dict[str, Any] = {"rank": rank, "pid": pid, "ended_by": ended, "file": rf["file"]}
         if u is not None:
+            # the running time is the unfinished compile's: to the capture's last timestamp
             s.update(state="compiling", compile_id=u["compile_id"], occurrence=u.get("occurrence"), part=u.get("part"),
                      phase=u.get("phase"), running_s=u.get("running_s"), started=u.get("started"))
-            if at is not None and u.get("started"):
-                s["running_s"] = round((at - datetime.fromisoformat(u["started"])).total_seconds(), 3)
         elif at is not None and rf["last_ts"] is not None:
             done = rf.get("compiles_done")
             s.update(state="idle", idle_s=round((at - rf["last_ts"]).total_seconds(), 3),
