@@ -69,7 +69,7 @@ def test_a_rank_sigkilled_in_codegen_is_a_stop_with_its_compile_not_a_crash() ->
     text = render_text(report, width=200)
     assert "findings: rank 1 killed by SIGKILL, 2 unfinished compiles" in text
     assert "CRASHED" not in text and "fix it at the user line" not in text
-    assert "    rank 1 (pid %d): inside [0/0] in inductor code_gen for 10.81s (UNFINISHED COMPILES); ended: killed by SIGKILL" % pids[1] in text
+    assert f"    rank 1 (pid {pids[1]}): inside [0/0] in inductor code_gen for 10.81s (UNFINISHED COMPILES); ended: killed by SIGKILL" in text
     assert "    next: stopped from outside while compiling (killed by SIGKILL): see STOPPED" in text
 
 
@@ -162,3 +162,22 @@ def test_slurms_cancel_line_is_read_with_its_time_and_reason() -> None:
     empty = traceview.load(IDLE).log_records.clear()
     [row] = stops_from_text(empty, other).rows(named=True)
     assert (row["kind"], row["reason"], row["ts"].isoformat()) == ("slurm_cancel", "TIME LIMIT", "2025-05-01T12:00:03")
+
+
+def test_a_keyboard_interrupt_inside_a_compile_is_read_from_its_traceback() -> None:
+    d = FIXTURES / "stop_interrupted_compile"
+    trace = traceview.load(d)
+    # torch's accounting: the interrupted compile logged its metrics (no fail_type) and ended
+    # its spans, so it is not unfinished; only the traceback says where it stopped
+    assert trace.compiles.select("compile_id", "fail_type").rows() == [("0/0", None)]
+    assert unfinished_compiles(trace) == []
+    uncaught = uncaught_from_text(trace.other_lines, trace.log_records)
+    [st] = stop_findings(trace, uncaught=uncaught)
+    assert (st["kind"], st["signal"], st["target"]) == ("interrupt", "SIGINT", "the program")
+    [r] = st["ranks"]
+    assert (r["state"], r["compile_id"], r["phase"], r["running_s"]) == ("compiling", "0/0", "inductor code_gen", 42.656)
+    assert r["interrupted_in"].endswith("stops_interrupt.py:18 in _planted_codegen")
+    report = build_report(trace)
+    assert report["crashes"] == []
+    text = render_text(report, width=200)
+    assert "findings: interrupted (KeyboardInterrupt)" in text and "CRASHED" not in text

@@ -149,6 +149,8 @@ def _one(
         if end is not None:
             at, at_from = end["at"], _where(end["file"], end["lineno"], f"the capture's last timestamp ({end['what']})")
     states = _states(ranks, unfinished, closing, failed + exits, at, killed)
+    if kind == "interrupt":
+        _interrupted_where(trace, interrupts[0], states)
     message, step, certainty = _verdict(kind, sig, target, by, states, at)
     evidence = f"{name}:{key['lineno']}: {key['text']}"
     if certainty != "certain":
@@ -210,6 +212,37 @@ def _states(
     return out
 
 
+# the phase an interrupted compile was in, from its traceback's innermost torch frame
+_FRAME_PHASES: tuple[tuple[str, str], ...] = (
+    ("compile_to_module", "inductor code_gen"), ("codegen", "inductor code_gen"),
+    ("async_compile", "inductor waiting for kernel compiles"), ("select_algorithm", "autotuning"),
+    ("compile_fx", "inductor"), ("_aot_autograd", "AOTAutograd"), ("symbolic_convert", "dynamo tracing"),
+    ("convert_frame", "dynamo"),
+)
+_COMPILING = ("torch/_dynamo/convert_frame.py", "torch/_inductor/compile_fx.py", "torch/_functorch/_aot_autograd/")
+
+
+def _interrupted_where(trace: Trace, it: dict[str, Any], states: list[dict[str, Any]]) -> None:
+    """A KeyboardInterrupt's traceback says where the process was: inside a compile when it
+    passes through torch.compile's frames (torch then logs the compile's metrics as if it had
+    ended: there is no open span to read), else the innermost frame."""
+    frames = [f.replace("\\", "/") for f in it.get("frames") or []]
+    mine = [s for s in states if s.get("rank") == it.get("rank")] or states[:1]
+    if not mine or not frames:
+        return
+    s = mine[0]
+    if any(any(c in f for c in _COMPILING) for f in frames):
+        phase = next((label for f in reversed(frames) if "/torch/" in f for key, label in _FRAME_PHASES if key in f), None)
+        c = trace.compiles.filter(pl.col("file") == s["file"]).sort("start", nulls_last=False) if trace.compiles.height else None
+        last = c.row(-1, named=True) if c is not None and c.height else None
+        for k in ("idle_s", "compiles_done_s", "last_record_at"):
+            s.pop(k, None)
+        s.update(state="compiling", compile_id=last["compile_id"] if last else "?", occurrence=last["occurrence"] if last else None,
+                 part=None, phase=phase, running_s=round(last["compile_time_s"], 3) if last and last["compile_time_s"] is not None else None,
+                 started=last["start"].isoformat() if last and last["start"] is not None else None)
+    s["interrupted_in"] = frames[-1]
+
+
 def _rank_words(s: dict[str, Any]) -> str:
     return f"rank {s['rank']}" if s["rank"] is not None else "the process"
 
@@ -267,10 +300,18 @@ def _verdict(
                 "on a rerun keeps the compile's inputs; backend='aot_eager' tells whether Inductor is the part that hangs."
             )
         return head + doing, step, "certain"
+    if kind == "interrupt" and idle:
+        where = idle[0].get("interrupted_in")
+        head += f"; in {where}" if where else ""
+        step = (
+            "Interrupted outside torch.compile (the traceback's innermost frame is where): if it seemed hung there, "
+            "`py-spy dump --pid <pid>` while it hangs shows every thread."
+        )
+        return head + doing, step, "certain"
     if idle and len(idle) == len(states):
         done = [s["compiles_done_s"] for s in idle if s.get("compiles_done_s") is not None]
         fin = f"every compile had finished {min(done):.1f}s before the stop" if done else "no compile was open"
-        pids = ", ".join(f"rank {s['rank']}: {s['pid']}" for s in idle if s.get("pid") is not None)
+        pids = ", ".join(f"{_rank_words(s)}: {s['pid']}" for s in idle if s.get("pid") is not None)
         head += f"; {fin}: the job hung (or ran) outside compilation"
         step = (
             "torch.compile is not what the job was doing when it was stopped: a collective one rank never reached, "

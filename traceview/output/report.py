@@ -597,6 +597,12 @@ def _end_label(u: dict[str, Any]) -> str:
     return f"the capture's last timestamp ({name}:{src['lineno']}, {one_line(src['what'], 90)})"
 
 
+def _frame_place(frame: str) -> tuple[str, int | None]:
+    """(path, line) of a traceback frame `path:line in fn`."""
+    m = re.match(r"^(.*):(\d+) in .*$", frame)
+    return (m.group(1), int(m.group(2))) if m else (frame, None)
+
+
 def _stop_headline(st: dict[str, Any]) -> str:
     """The findings line's words for a stop (analyze.stops)."""
     if st["kind"] == "rank_killed":
@@ -623,7 +629,8 @@ def _render_stops(t: _Text, paths: _Paths, stops: list[dict[str, Any]]) -> None:
                 part = f" {r['part']}" if r.get("part") in ("backward", "compiled autograd") else ""
                 phase = f" in {r['phase']}" if r.get("phase") else ""
                 run = f" for {seconds_text(r['running_s'])}" if r.get("running_s") is not None else ""
-                what = f"inside [{id_label(r['compile_id'], r.get('occurrence'))}]{part}{phase}{run} (UNFINISHED COMPILES)"
+                see = "" if r.get("interrupted_in") else " (UNFINISHED COMPILES)"
+                what = f"inside [{id_label(r['compile_id'], r.get('occurrence'))}]{part}{phase}{run}{see}"
             elif r.get("state") == "idle":
                 done = (f", its last compile ended {seconds_text(r['compiles_done_s'])} before"
                         if r.get("compiles_done_s") is not None else "")
@@ -631,6 +638,8 @@ def _render_stops(t: _Text, paths: _Paths, stops: list[dict[str, Any]]) -> None:
             else:
                 what = "no record of its own in the capture"
             t.add(f"{who}{pid}: {what}{ended}", "    ", "      ")
+            if r.get("interrupted_in"):
+                t.label("interrupted in:", paths.show(*_frame_place(r["interrupted_in"])), "      ")
         if st.get("certainty") != "certain":
             t.label("how sure:", f"{st['certainty']} ({st.get('evidence') or 'indirect evidence'})")
         t.label("next:", st["next_step"])
