@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from parsers.code_location import is_user
+from parsers.stops import is_stop_exception
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.collectives import distributed_error, mismatch_ranks
 from traceview.analyze.failures import categorize, detail_of, headline, next_step, user_frame_of
@@ -294,6 +295,8 @@ def _crash_rows(
     out: list[dict[str, Any]] = []
     roots = _root_of(crashes)
     for r in crashes.iter_rows(named=True):
+        if is_stop_exception(r["exc_type"], r["message"]):
+            continue  # stopped from outside (a signal, Ctrl-C): analyze.stops, not the program's error
         if r["kind"] == "launcher":
             out.append(_launcher_desync(_launcher_finding(r), other_lines, collectives))
             continue

@@ -24,18 +24,20 @@ from parsers.compile_ids import label as id_label
 Severity = Literal["act", "expected", "fact"]
 SEVERITIES: tuple[str, ...] = ("act", "expected", "fact")
 
-# Kinds, most costly first within a severity: a rank left inside a compile (a hang), ranks whose
+# Kinds, most costly first within a severity: a job stopped from outside (what every rank was
+# doing then), a rank left inside a compile (a hang), ranks whose
 # collectives differ (a hang or a wrong result), a crash, a rank that compiled differently, a
 # recompile storm, a failed compile (its frame runs eagerly), CUDA-graph findings (each step),
 # graph breaks, a single recompile, then what costs once (a slow compile).
 KINDS: tuple[str, ...] = (
-    "unfinished", "collectives", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
+    "stop", "unfinished", "collectives", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
     "recompile", "expected", "compile_time",
 )
 
 # One title per kind: the UI's list label and the page's tag (the summary's section headings
 # count the findings under them: traceview.output.report).
 KIND_TITLES: dict[str, str] = {
+    "stop": "STOPPED",
     "unfinished": "UNFINISHED COMPILE",
     "collectives": "COLLECTIVES",
     "crash": "CRASHED",
@@ -115,6 +117,7 @@ class Finding:
     compare: str | None = None
     view: str = "frames"  # where a UI jump goes: "frames" or "guards"
     key: str = ""  # identity across views and reloads (kind + what it is about)
+    short: str | None = None  # its words in the summary's `findings:` line, where the kind has no count
 
     @property
     def title(self) -> str:
@@ -148,7 +151,7 @@ class Finding:
             compiles=refs(d.get("compiles")), code=d.get("code"),
             evidence=[Evidence(**e) for e in d.get("evidence") or []], count=d.get("count") or 1,
             facet=d.get("facet"), target=CompileRef(**t) if t else None, compare=d.get("compare"),
-            view=d.get("view") or "frames", key=d.get("key") or "",
+            view=d.get("view") or "frames", key=d.get("key") or "", short=d.get("short"),
         )
 
 

@@ -12,6 +12,7 @@ whose guard failed).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
@@ -157,15 +158,21 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
         where = f" in {u['phase']}" if u.get("phase") else ""
         inner = (f" (innermost open span: {u['innermost_span']})"
                  if u.get("innermost_span") and u["innermost_span"] != u.get("phase") else "")
-        running = f" for {seconds_text(u['running_s'])} up to the log's last line" if u.get("running_s") is not None else ""
-        claim = f"{rank_prefix(u['rank'])}[{id_label(u['compile_id'], u.get('occurrence'))}] {paths.code(u)}{where}{running}{inner}"
+        running = f" for {seconds_text(u['running_s'])} up to {_end_label(u)}" if u.get("running_s") is not None else ""
+        part = f" {u['part']} of" if u.get("part") in ("backward", "compiled autograd") else ""
+        claim = (f"{rank_prefix(u['rank'])}[{id_label(u['compile_id'], u.get('occurrence'))}]{part} "
+                 f"{paths.code(u)}{where}{running}{inner}")
         lines: list[tuple[str, str]] = []
         done = [o for o in u.get("others") or [] if o.get("finished_before_s") is not None]
         if done:
             first = min(o["finished_before_s"] for o in done)
             lines.append(("others:", f"{ranks_text([o['rank'] for o in done]).strip()} finished [{u['compile_id']}], "
                                      f"{seconds_text(first)} or more before the log's last line"))
-        if u.get("behind"):
+        stop = u.get("stopped_by")
+        if stop:
+            ended = f" ({stop['ended_by']})" if stop.get("ended_by") else ""
+            nxt = f"stopped from outside while compiling{ended}: see STOPPED"
+        elif u.get("behind"):
             nxt = (
                 "a likely hang: this rank is behind the others, which wait for it in their next collective. "
                 f"py-spy dump --pid <rank {u['rank']}'s pid> shows where it is; TORCH_COMPILE_DEBUG=1 on a rerun "
@@ -185,6 +192,80 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
             cost=Cost(seconds=float(u.get("running_s") or 0.0), ranks_stalled=len(done) if u.get("behind") else 0),
             ranks=[u["rank"]], compiles=[ref] if ref else [], code=paths.code(u), evidence=_ev(u),
             target=ref, key=f"unfinished:{u['rank']}:{u['compile_id']}:{u.get('occurrence')}",
+        ))
+    return out
+
+
+def _end_label(u: dict[str, Any]) -> str:
+    """Where an unfinished compile's running time ends: its own log's last line, or the
+    capture's last timestamp in another file (a launcher's line in the text log)."""
+    src = u.get("last_line_from") or {}
+    if not src or src.get("file") == u.get("file"):
+        return "the log's last line"
+    name = re.split(r"[/\\]", src["file"])[-1]
+    return f"the capture's last timestamp ({name}:{src['lineno']}, {one_line(src['what'], 90)})"
+
+
+def _frame_place(frame: str) -> tuple[str, int | None]:
+    """(path, line) of a traceback frame `path:line in fn`."""
+    m = re.match(r"^(.*):(\d+) in .*$", frame)
+    return (m.group(1), int(m.group(2))) if m else (frame, None)
+
+
+def stop_words(kind: str, target: str, signal: str) -> str:
+    """The findings line's words for a stop (analyze.stops)."""
+    if kind == "rank_killed":
+        return f"{target.split(' (pid', 1)[0]} killed by {signal}"
+    if kind == "interrupt":
+        return "interrupted (KeyboardInterrupt)"
+    return f"the job was stopped from outside ({signal})"
+
+
+def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    """Jobs stopped from outside (analyze.stops): who stopped what, when, and each rank's state."""
+    out = []
+    for st in report.get("stops") or []:
+        src = st.get("at_from") or {}
+        name = re.split(r"[/\\]", src.get("file") or "")[-1]
+        lines: list[tuple[str, str]] = []
+        if src:
+            lines.append(("when:", f"{name}:{src.get('lineno')}: {one_line(src.get('what') or '', 120)}"))
+        seconds = 0.0
+        compiles = []
+        for r in st.get("ranks") or []:
+            who = f"rank {r['rank']}" if r.get("rank") is not None else "process"
+            pid = f" (pid {r['pid']})" if r.get("pid") is not None else ""
+            ended = f"; ended: {r['ended_by']}" if r.get("ended_by") else ""
+            if r.get("state") == "compiling":
+                part = f" {r['part']}" if r.get("part") in ("backward", "compiled autograd") else ""
+                phase = f" in {r['phase']}" if r.get("phase") else ""
+                run = f" for {seconds_text(r['running_s'])}" if r.get("running_s") is not None else ""
+                see = "" if r.get("interrupted_in") else " (UNFINISHED COMPILES)"
+                what = f"inside [{id_label(r['compile_id'], r.get('occurrence'))}]{part}{phase}{run}{see}"
+                seconds = max(seconds, float(r.get("running_s") or 0.0))
+                if r.get("compile_id"):
+                    compiles.append(CompileRef(r.get("rank"), r["compile_id"], r.get("occurrence")))
+            elif r.get("state") == "idle":
+                done = (f", its last compile ended {seconds_text(r['compiles_done_s'])} before"
+                        if r.get("compiles_done_s") is not None else "")
+                what = f"idle: no record for {seconds_text(r['idle_s'])} before the stop{done}"
+                seconds = max(seconds, float(r.get("idle_s") or 0.0))
+            else:
+                what = "no record of its own in the capture"
+            lines.append(("", f"{who}{pid}: {what}{ended}"))
+            if r.get("interrupted_in"):
+                lines.append(("interrupted in:", paths.show(*_frame_place(r["interrupted_in"]))))
+        if st.get("certainty") != "certain":
+            lines.append(("how sure:", f"{st['certainty']} ({st.get('evidence') or 'indirect evidence'})"))
+        lines.append(("next:", st["next_step"]))
+        ranks = [r.get("rank") for r in st.get("ranks") or []]
+        out.append(Finding(
+            "stop", "act", st["message"].split("; at the stop ", 1)[0], lines, next_step=st["next_step"],
+            certainty=st.get("certainty") or "certain", cost=Cost(seconds=seconds), ranks=ranks, compiles=compiles,
+            evidence=[Evidence(st.get("file"), st.get("lineno"))] if st.get("file") else [],
+            facet=st["kind"], target=compiles[0] if compiles else None,
+            key=f"stop:{st['kind']}:{st.get('signal')}:{st.get('target')}",
+            short=stop_words(st["kind"], st.get("target") or "", st.get("signal") or ""),
         ))
     return out
 
@@ -540,7 +621,7 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         except Exception:  # a table missing from an old export: the jump falls back to the second compile
             recompiles = None
     found = (
-        _unfinished(report, paths) + _collectives(report) + _crashes(report, paths) + _divergence(report)
+        _stops(report, paths) + _unfinished(report, paths) + _collectives(report) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
         + _graph_breaks(report, paths) + _slow(report, paths)
     )

@@ -41,6 +41,7 @@ from traceview.analyze.findings import (
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.judge import Paths, judge, plural, rank_prefix, seconds_text
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
+from traceview.analyze.stops import stop_findings, tie_unfinished
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
 from traceview.printable import one_line, printable
@@ -123,6 +124,9 @@ def build_report(trace: Trace) -> dict[str, Any]:
     collectives = collective_mismatches(trace)
     fails = failures(trace, uncaught=uncaught)
     crashes = crash_findings(trace, uncaught=uncaught, collectives=collectives)
+    unfinished = unfinished_compiles(trace)
+    stops = stop_findings(trace, uncaught=uncaught, unfinished=unfinished)
+    tie_unfinished(stops, unfinished)
     per_rank = (
         compiles.group_by("rank")
         .agg(
@@ -159,7 +163,8 @@ def build_report(trace: Trace) -> dict[str, Any]:
             for r in _rows(fails)
         ],
         "crashes": crashes,
-        "unfinished_compiles": unfinished_compiles(trace),
+        "stops": stops,
+        "unfinished_compiles": unfinished,
         "compile_time": {
             "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
             "phases_s": ct.phase_totals(trace),
@@ -318,6 +323,8 @@ def headline(findings: list[Finding]) -> list[str]:
                 found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for f in ms for r in f.ranks if r is not None})).strip()})")
         elif kind == "crash":
             found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
+        elif kind == "stop":
+            found += [f.short or f.claim for f in fs]
         elif kind == "unfinished":
             behind = sum(1 for f in fs if f.facet == "behind")
             found.append(_plural(len(fs), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
@@ -361,6 +368,8 @@ _SECTION_OF = {"recompile": "storm"}
 
 def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[str, Any]) -> str:
     """A section's heading: what its findings are, counted."""
+    if kind == "stop":
+        return "STOPPED  from outside: not the program's own error"
     if kind == "unfinished":
         return "UNFINISHED COMPILES  begun, no compilation_metrics: killed, hung or still running when the log ends"
     if kind == "collectives":

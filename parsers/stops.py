@@ -1,0 +1,173 @@
+"""What launchers and the system write when they stop a job, read from a TORCH_LOGS capture.
+
+Only reading: which line says which process got which signal, and when. What it means (who
+stopped what, what each rank was doing) is traceview.analyze.stops'.
+
+What is read (torch 2.13's own texts, `torch/distributed/elastic`, `torch/multiprocessing`):
+
+* torchrun's records (glog prefix, so they carry a timestamp):
+  `Received 15 death signal, shutting down workers` (torchrun itself got SIGTERM/SIGINT/...:
+  `death_signal`), `Sending process 7061 closing signal SIGTERM` (torchrun stops a rank:
+  `closing_signal`), `failed (exitcode: -9) local_rank: 1 (pid: 12178) of binary: ...` (a rank
+  died: `child_exit`, a signal when the code is negative).
+* torchrun's traceback: `SignalException: Process 7048 got signal: 15` (`signal_exception`), and
+  its ChildFailedError blocks, one per failed rank (`child_failed`): `time : 2026-11-26_23:33:12`,
+  `rank : 1 (local_rank: 1)`, `exitcode : -9 (pid: 12178)  (SIGKILL)`, `traceback : Signal 9
+  (SIGKILL) received by PID 12178`; the one under `Root Cause (first observed failure):` is the
+  root.
+* torch.multiprocessing.spawn: `process 1 terminated with signal SIGKILL` (`spawn_signal`).
+* SLURM: `slurmstepd: error: *** JOB 123 ON node1 CANCELLED AT 2024-05-01T12:00:00 DUE TO TIME
+  LIMIT ***` (also `STEP 123.0`; without `DUE TO ...` when scancel'ed: `slurm_cancel`).
+* A Python `KeyboardInterrupt` (SIGINT, Ctrl-C) is an uncaught exception: read from the
+  capture's tracebacks (parsers.tracebacks); `is_stop_exception` says which exceptions are a
+  stop rather than the program's own error.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import signal as _signal
+
+import polars as pl
+
+from parsers.glog import RANK
+
+STOPS_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String,
+    "lineno": pl.Int64,
+    "ts": pl.Datetime("us"),  # when, where the line says (null: a traceback line has no time)
+    "ts_from": pl.String,  # "record" (the glog prefix), "failure time" (torchrun's, seconds), "slurm"
+    "kind": pl.String,  # death_signal, closing_signal, child_exit, child_failed, signal_exception, spawn_signal, slurm_cancel
+    "launcher": pl.String,  # torchrun, mp.spawn, SLURM
+    "signal": pl.String,  # SIGTERM, SIGKILL, ... (null: an exit code that is not a signal)
+    "exit_code": pl.Int32,  # a child's exit code (negative: the signal it died of)
+    "pid": pl.Int64,  # the process that got the signal (or died)
+    "rank": pl.Int32,  # its global rank where the line says (local rank for child_exit and spawn)
+    "root": pl.Boolean,  # child_failed: torchrun's first observed failure
+    "reason": pl.String,  # SLURM's `DUE TO ...`
+    "text": pl.String,
+}
+
+_DEATH = re.compile(r"Received (\d+) death signal, shutting down workers")
+_CLOSING = re.compile(r"Sending process (\d+) closing signal (SIG[A-Z0-9]+)")
+_CHILD_EXIT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_SIGNAL_EXC = re.compile(r"SignalException: Process (\d+) got signal: (\d+)")
+_EXITCODE = re.compile(r"^\s*exitcode\s*: (-?\d+) \(pid: (\d+)\)")
+_FAIL_TIME = re.compile(r"^\s*time\s*: (\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")
+_FAIL_RANK = re.compile(r"^\s*rank\s*: (\d+)")
+_ROOT = "Root Cause (first observed failure):"
+_SPAWN = re.compile(r"process (\d+) terminated with signal (SIG[A-Z0-9]+)")
+_SLURM = re.compile(
+    r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?: DUE TO ([A-Z][A-Z ]*[A-Z]))? \*\*\*"
+)
+_LINE_PREFIX = re.compile("^(?:" + RANK + " ?)+")
+
+# the exceptions that say the process was stopped, not that its code failed
+_STOP_EXCEPTIONS = ("SignalException", "KeyboardInterrupt")
+# signals sent from outside (a launcher, a scheduler, a user, the kernel's OOM killer); SIGSEGV,
+# SIGABRT, SIGBUS, SIGFPE are the process's own crash
+OUTSIDE_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGXCPU")
+
+
+def signal_name(number: int) -> str | None:
+    """`SIGTERM` for 15 (None for a number that is no signal here)."""
+    try:
+        return _signal.Signals(number).name
+    except ValueError:
+        return None
+
+
+def is_stop_exception(exc_type: str | None, message: str | None) -> bool:
+    """Whether an uncaught exception says the process was stopped from outside: torchrun's
+    SignalException, KeyboardInterrupt (SIGINT), mp.spawn's ProcessExitedException for a
+    process killed by an outside signal, torchrun's ChildFailedError whose root failure is
+    one."""
+    short = (exc_type or "").rsplit(".", 1)[-1]
+    if short in _STOP_EXCEPTIONS:
+        return True
+    msg = message or ""
+    if short == "ProcessExitedException":
+        m = _SPAWN.search(msg)
+        return m is not None and m.group(2) in OUTSIDE_SIGNALS
+    if short == "ChildFailedError" and _ROOT in msg:
+        root = msg.split(_ROOT, 1)[1]
+        m = re.search(r"exitcode\s*: (-\d+)", root)
+        return m is not None and signal_name(-int(m.group(1))) in OUTSIDE_SIGNALS
+    return False
+
+
+def _row(file: str, lineno: int, kind: str, text: str, **kw: object) -> dict:
+    row = {k: None for k in STOPS_SCHEMA}
+    row.update(file=file, lineno=lineno, kind=kind, text=text, **kw)
+    return row
+
+
+def stops_from_text(log_records: pl.DataFrame, other_lines: pl.DataFrame) -> pl.DataFrame:
+    """Every line of a capture that says a process was stopped or died of a signal (see the
+    module doc), in file and line order."""
+    rows: list[dict] = []
+    if log_records.height:
+        recs = log_records.filter(
+            pl.col("compile_id").is_null()
+            & pl.col("text").str.contains(r"death signal|closing signal|failed \(exitcode: ")
+        )
+        for r, text in ((rec, t) for rec in recs.iter_rows(named=True) for t in rec["text"].split("\n")):
+            # (one record holds the lines torchrun wrote with the same prefix: both ranks'
+            # closing signals in the same millisecond)
+            if m := _DEATH.search(text):
+                n = int(m.group(1))
+                rows.append(_row(r["file"], r["lineno"], "death_signal", text, ts=r["ts"], ts_from="record",
+                                 launcher="torchrun", signal=signal_name(n), pid=r["pid"]))
+            elif m := _CLOSING.search(text):
+                rows.append(_row(r["file"], r["lineno"], "closing_signal", text, ts=r["ts"], ts_from="record",
+                                 launcher="torchrun", signal=m.group(2), pid=int(m.group(1))))
+            elif m := _CHILD_EXIT.search(text):
+                code = int(m.group(1))
+                rows.append(_row(r["file"], r["lineno"], "child_exit", text, ts=r["ts"], ts_from="record",
+                                 launcher="torchrun", signal=signal_name(-code) if code < 0 else None,
+                                 exit_code=code, rank=int(m.group(2)), pid=int(m.group(3))))
+    if other_lines.height:
+        rows += _from_other_lines(other_lines)
+    rows.sort(key=lambda r: (r["file"], r["lineno"]))
+    return pl.DataFrame(rows, schema=STOPS_SCHEMA)
+
+
+def _from_other_lines(other_lines: pl.DataFrame) -> list[dict]:
+    rows: list[dict] = []
+    hits = other_lines.filter(
+        pl.col("text").str.contains(r"SignalException: Process|exitcode\s*: -?\d+ \(pid|terminated with signal|CANCELLED AT")
+    )
+    if hits.height == 0:
+        return rows
+    for (file,), part in other_lines.filter(pl.col("file").is_in(hits["file"].unique().implode())).sort("lineno").group_by(
+        ["file"], maintain_order=True
+    ):
+        texts = [_LINE_PREFIX.sub("", t) for t in part["text"].to_list()]
+        linenos = part["lineno"].to_list()
+        root = False
+        for k, text in enumerate(texts):
+            if text.startswith(_ROOT):
+                root = True
+            if m := _SIGNAL_EXC.search(text):
+                n = int(m.group(2))
+                rows.append(_row(file, linenos[k], "signal_exception", text.strip(), launcher="torchrun",
+                                 signal=signal_name(n), pid=int(m.group(1))))
+            elif m := _EXITCODE.match(text):
+                code, pid = int(m.group(1)), int(m.group(2))
+                ts = rank = None
+                for back in texts[max(0, k - 4):k]:
+                    if t := _FAIL_TIME.match(back):
+                        ts = _dt.datetime.strptime(t.group(1), "%Y-%m-%d_%H:%M:%S")
+                    if rk := _FAIL_RANK.match(back):
+                        rank = int(rk.group(1))
+                rows.append(_row(file, linenos[k], "child_failed", text.strip(), ts=ts, ts_from="failure time" if ts else None,
+                                 launcher="torchrun", signal=signal_name(-code) if code < 0 else None,
+                                 exit_code=code, pid=pid, rank=rank, root=root))
+            elif m := _SPAWN.search(text):
+                rows.append(_row(file, linenos[k], "spawn_signal", text.strip(), launcher="mp.spawn",
+                                 signal=m.group(2), rank=int(m.group(1))))
+            elif m := _SLURM.search(text):
+                rows.append(_row(file, linenos[k], "slurm_cancel", text.strip(), launcher="SLURM",
+                                 ts=_dt.datetime.fromisoformat(m.group(1)), ts_from="slurm", reason=m.group(2)))
+    return rows

@@ -1,0 +1,331 @@
+"""Stopped from outside: who ended the job, when, and what every rank was doing at that moment.
+
+A job stopped by a signal from outside (`timeout`, the scheduler's time limit, a user's
+Ctrl-C or kill, the kernel's OOM killer) is never the program's own error. The capture says
+so in the launcher's and the system's lines (parsers.stops): torchrun's `Received 15 death
+signal` and `Sending process N closing signal SIGTERM`, a rank's `exitcode: -9` (SIGKILL),
+mp.spawn's `terminated with signal SIGKILL`, SLURM's `CANCELLED AT … DUE TO TIME LIMIT`, a
+`KeyboardInterrupt`. One finding per capture: what stopped what and when (the launcher's own
+timestamp, and which line it is), and each rank's state at that moment, read from its trace:
+
+* inside a compile (analyze.unfinished: which compile, forward or backward, which phase, for
+  how long): the job was stopped while compiling — one story with the unfinished compile;
+* idle since its last record: every compile had finished N s before the stop, so the job hung
+  (or ran) outside compilation: a collective a rank never reached, the input pipeline, the
+  program's own code.
+
+How sure: that the job was stopped is what the launcher wrote (certain). What a rank was doing
+is read from its own log: an open compile is certain; "idle since its last record" means torch
+logged nothing more, which is a hang outside compilation only when the job was expected to log
+again (likely). Who sent the signal to the launcher is not in the log unless SLURM says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from parsers.stops import OUTSIDE_SIGNALS, stops_from_text
+from traceview.analyze.unfinished import capture_end, unfinished_compiles
+from traceview.trace import Trace
+
+KILLED = (
+    "killed from outside: often the kernel's OOM killer or the scheduler; a killed process writes no traceback"
+)
+
+
+def stop_findings(
+    trace: Trace, *, uncaught: pl.DataFrame | None = None, unfinished: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """One finding per capture that shows a stop from outside (see the module doc):
+    kind ("launcher_signal": the launcher got the signal; "rank_killed": a rank died of one;
+    "interrupt": KeyboardInterrupt), signal, target (what got it: "torchrun (pid 7048)", "rank 1
+    (pid 12178)"), by (who sent it, as far as the capture says), at (ISO time), at_from ({file,
+    lineno, what}: the line that says when), ranks (one per rank: rank, pid, state "compiling" /
+    "idle" / "unknown", ended_by, and for a compile its compile_id, part, phase, running_s; for
+    idle idle_s and compiles_done_s: how long before the stop its last record and its last
+    compile ended), message, next_step, certainty, evidence, file, lineno.
+    `uncaught`: parsers.tracebacks.uncaught_from_text of the trace (KeyboardInterrupt is read
+    from it) when the caller has it; `unfinished`: analyze.unfinished of the trace."""
+    stops = stops_from_text(trace.log_records, trace.other_lines)
+    interrupts: list[dict[str, Any]] = []
+    if uncaught is not None and uncaught.height:
+        interrupts = [
+            r for r in uncaught.iter_rows(named=True)
+            if (r["exc_type"] or "").rsplit(".", 1)[-1] == "KeyboardInterrupt"
+        ]
+    if stops.is_empty() and not interrupts:
+        return []
+    if unfinished is None:
+        unfinished = unfinished_compiles(trace)
+    ranks = _rank_files(trace)
+    out = []
+    for file in sorted(set(stops["file"].to_list()) | {r["file"] for r in interrupts}):
+        mine = stops.filter(pl.col("file") == file)
+        found = _one(trace, file, mine, [r for r in interrupts if r["file"] == file], ranks, unfinished)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _rank_files(trace: Trace) -> list[dict[str, Any]]:
+    """Each trace file: rank, pid, its last record's time, when its last compile span ended."""
+    ev = trace.index_events()
+    if ev.is_empty():
+        return []
+    per = ev.group_by("file").agg(
+        pl.col("rank").drop_nulls().first(), pl.col("pid").drop_nulls().first(), pl.col("ts").max().alias("last_ts"),
+    )
+    sp = trace.spans.filter(pl.col("duration_s").is_not_null() & pl.col("start").is_not_null())
+    ends = sp.group_by("file").agg(
+        (pl.col("start") + pl.duration(microseconds=(pl.col("duration_s") * 1e6).cast(pl.Int64))).max().alias("compiles_done")
+    )
+    per = per.join(ends, on="file", how="left").sort("rank", "file", nulls_last=True)
+    return per.to_dicts()
+
+
+def _where(file: str, lineno: int | None, what: str) -> dict[str, Any]:
+    return {"file": file, "lineno": lineno, "what": what}
+
+
+def _one(
+    trace: Trace, file: str, stops: pl.DataFrame, interrupts: list[dict[str, Any]],
+    ranks: list[dict[str, Any]], unfinished: list[dict[str, Any]],
+) -> dict[str, Any] | None:
+    rows = stops.to_dicts()
+    death = next((r for r in rows if r["kind"] in ("death_signal", "signal_exception")), None)
+    timed = next((r for r in rows if r["kind"] == "death_signal"), None)
+    slurm = next((r for r in rows if r["kind"] == "slurm_cancel"), None)
+    closing = {r["pid"]: r for r in rows if r["kind"] == "closing_signal"}
+    failed = [r for r in rows if r["kind"] == "child_failed"]
+    exits = [r for r in rows if r["kind"] == "child_exit"]
+    spawned = [r for r in rows if r["kind"] == "spawn_signal" and r["signal"] in OUTSIDE_SIGNALS]
+    root = next((r for r in failed if r["root"]), None) or (exits[0] if exits else None)
+    killed = root if root is not None and root["signal"] in OUTSIDE_SIGNALS else None
+    name = Path(file).name
+    if death is None and slurm is None and killed is None and not spawned and not interrupts:
+        return None  # a rank died of its own error or signal (SIGSEGV, exit 1): analyze.crashes
+    # what got the signal, from whom, and when (the launcher's own timestamp)
+    if death is not None or slurm is not None:
+        kind = "launcher_signal"
+        sig = (death or {}).get("signal") or "SIGTERM"
+        pid = (death or {}).get("pid")
+        target = f"torchrun (pid {pid})" if death is not None else "the job"
+        if slurm is not None:
+            due = f" due to {slurm['reason'].lower()}" if slurm.get("reason") else ""
+            by = f"SLURM cancelled the job{due}"
+        else:
+            by = "sent from outside torchrun: `timeout`, the scheduler (SLURM sends SIGTERM at the time limit) or a kill"
+        first = timed or slurm or death
+        at, at_from = first.get("ts"), _where(file, first["lineno"], first["text"])
+        key = first
+    elif killed is not None:
+        kind = "rank_killed"
+        sig, pid = killed["signal"], killed["pid"]
+        target = f"rank {killed['rank']} (pid {pid})"
+        by = KILLED if sig == "SIGKILL" else f"a {sig} from outside torchrun (the scheduler, `timeout` or a kill)"
+        # torchrun noticed it: its record (ms) before its failure report (seconds)
+        noticed = next((r for r in exits if r["pid"] == pid), None) or next(iter(closing.values()), None) or killed
+        at, at_from = noticed.get("ts"), _where(file, noticed["lineno"], noticed["text"])
+        key = killed
+    elif spawned:
+        kind = "rank_killed"
+        s = spawned[0]
+        sig, pid = s["signal"], None
+        target = f"process {s['rank']} of torch.multiprocessing.spawn"
+        by = KILLED if sig == "SIGKILL" else f"a {sig} from outside"
+        at, at_from, key = None, _where(file, s["lineno"], s["text"]), s
+    else:
+        kind = "interrupt"
+        it = interrupts[0]
+        sig, pid = "SIGINT", None
+        target = f"rank {it['rank']}" if it.get("rank") is not None else "the program"
+        by = "Ctrl-C or a SIGINT (KeyboardInterrupt)"
+        at, at_from, key = None, _where(file, it["lineno"], "KeyboardInterrupt"), {"lineno": it["lineno"], "text": "KeyboardInterrupt"}
+    if at is None:
+        end = capture_end(trace)
+        if end is not None:
+            at, at_from = end["at"], _where(end["file"], end["lineno"], f"the capture's last timestamp ({end['what']})")
+    states = _states(ranks, unfinished, closing, failed + exits, at, killed)
+    if kind == "interrupt":
+        _interrupted_where(trace, interrupts[0], states)
+    message, step, certainty = _verdict(kind, sig, target, by, states, at)
+    evidence = f"{name}:{key['lineno']}: {key['text']}"
+    if certainty != "certain":
+        evidence += (
+            "; a rank's last record is the last thing torch logged: it may have been running (not hung) "
+            "outside compilation until the stop"
+        )
+    return {
+        "kind": kind, "signal": sig, "target": target, "by": by,
+        "at": at.isoformat() if at is not None else None, "at_from": at_from,
+        "ranks": states, "message": message, "next_step": step, "certainty": certainty,
+        "evidence": evidence, "file": file, "lineno": key["lineno"],
+    }
+
+
+def tie_unfinished(stops: list[dict[str, Any]], unfinished: list[dict[str, Any]]) -> None:
+    """Mark each unfinished compile that a stop interrupted (`stopped_by`: the stop's signal,
+    target, time and how this rank ended), so the two findings tell one story."""
+    for st in stops:
+        for r in st.get("ranks") or []:
+            if r.get("state") != "compiling":
+                continue
+            for u in unfinished:
+                if u["file"] == r["file"] and u["compile_id"] == r["compile_id"] and u.get("part") == r.get("part"):
+                    u["stopped_by"] = {"signal": st["signal"], "target": st["target"], "at": st["at"], "ended_by": r.get("ended_by")}
+
+
+def _states(
+    ranks: list[dict[str, Any]], unfinished: list[dict[str, Any]], closing: dict[int, dict[str, Any]],
+    exits: list[dict[str, Any]], at: Any, killed: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """Each rank's state at the stop (see stop_findings)."""
+    out = []
+    for rf in ranks:
+        rank, pid = rf["rank"], rf["pid"]
+        ended = None
+        if killed is not None and pid is not None and killed["pid"] == pid:
+            ended = f"killed by {killed['signal']}"
+        elif pid in closing:
+            ended = f"{closing[pid]['signal']} from torchrun"
+        else:
+            code = next((e for e in exits if e["pid"] == pid and e["signal"]), None)
+            if code is not None:
+                ended = f"exit code {code['exit_code']} ({code['signal']})"
+        u = next((u for u in unfinished if u["file"] == rf["file"]), None)
+        s: dict[str, Any] = {"rank": rank, "pid": pid, "ended_by": ended, "file": rf["file"]}
+        if u is not None:
+            # the running time is the unfinished compile's: to the capture's last timestamp
+            s.update(state="compiling", compile_id=u["compile_id"], occurrence=u.get("occurrence"), part=u.get("part"),
+                     phase=u.get("phase"), running_s=u.get("running_s"), started=u.get("started"))
+        elif at is not None and rf["last_ts"] is not None:
+            done = rf.get("compiles_done")
+            s.update(state="idle", idle_s=round((at - rf["last_ts"]).total_seconds(), 3),
+                     compiles_done_s=round((at - done).total_seconds(), 3) if done is not None else None,
+                     last_record_at=rf["last_ts"].isoformat())
+        else:
+            s.update(state="unknown")
+        out.append(s)
+    return out
+
+
+# the phase an interrupted compile was in, from its traceback's innermost torch frame
+_FRAME_PHASES: tuple[tuple[str, str], ...] = (
+    ("compile_to_module", "inductor code_gen"), ("codegen", "inductor code_gen"),
+    ("async_compile", "inductor waiting for kernel compiles"), ("select_algorithm", "autotuning"),
+    ("compile_fx", "inductor"), ("_aot_autograd", "AOTAutograd"), ("symbolic_convert", "dynamo tracing"),
+    ("convert_frame", "dynamo"),
+)
+_COMPILING = ("torch/_dynamo/convert_frame.py", "torch/_inductor/compile_fx.py", "torch/_functorch/_aot_autograd/")
+
+
+def _interrupted_where(trace: Trace, it: dict[str, Any], states: list[dict[str, Any]]) -> None:
+    """A KeyboardInterrupt's traceback says where the process was: inside a compile when it
+    passes through torch.compile's frames (torch then logs the compile's metrics as if it had
+    ended: there is no open span to read), else the innermost frame."""
+    frames = [f.replace("\\", "/") for f in it.get("frames") or []]
+    mine = [s for s in states if s.get("rank") == it.get("rank")] or states[:1]
+    if not mine or not frames:
+        return
+    s = mine[0]
+    if any(any(c in f for c in _COMPILING) for f in frames):
+        phase = next((label for f in reversed(frames) if "/torch/" in f for key, label in _FRAME_PHASES if key in f), None)
+        c = trace.compiles.filter(pl.col("file") == s["file"]).sort("start", nulls_last=False) if trace.compiles.height else None
+        last = c.row(-1, named=True) if c is not None and c.height else None
+        for k in ("idle_s", "compiles_done_s", "last_record_at"):
+            s.pop(k, None)
+        s.update(state="compiling", compile_id=last["compile_id"] if last else "?", occurrence=last["occurrence"] if last else None,
+                 part=None, phase=phase, running_s=round(last["compile_time_s"], 3) if last and last["compile_time_s"] is not None else None,
+                 started=last["start"].isoformat() if last and last["start"] is not None else None)
+    s["interrupted_in"] = frames[-1]
+
+
+def _rank_words(s: dict[str, Any]) -> str:
+    return f"rank {s['rank']}" if s["rank"] is not None else "the process"
+
+
+def _compile_words(s: dict[str, Any]) -> str:
+    part = f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else ""
+    phase = f" in {s['phase']}" if s.get("phase") else ""
+    run = f" for {s['running_s']:.1f}s" if s.get("running_s") is not None else ""
+    return f"inside [{s['compile_id']}]{part}{phase}{run}"
+
+
+def _verdict(
+    kind: str, sig: str, target: str, by: str, states: list[dict[str, Any]], at: Any
+) -> tuple[str, str, str]:
+    """(message, next step, certainty)."""
+    compiling = [s for s in states if s.get("state") == "compiling"]
+    idle = [s for s in states if s.get("state") == "idle"]
+    when = f" at {at.strftime('%H:%M:%S.%f')[:-3]}" if at is not None else ""
+    if kind == "rank_killed":
+        head = f"{target} was killed by {sig}{when}" + (f" ({by})" if sig == "SIGKILL" else f": {by}")
+        stopped = [s for s in states if (s.get("ended_by") or "").endswith("from torchrun")]
+        if stopped:
+            head += "; torchrun then stopped " + ", ".join(_rank_words(s) for s in stopped) + f" ({stopped[0]['ended_by'].split()[0]})"
+    elif kind == "interrupt":
+        head = f"{target} was interrupted{when}: {by}"
+    else:
+        head = f"{target} received {sig}{when} ({by})"
+    parts = []
+    for s in states:
+        if s.get("state") == "compiling":
+            parts.append(f"{_rank_words(s)} was {_compile_words(s)}")
+        elif s.get("state") == "idle":
+            parts.append(f"{_rank_words(s)} was idle for {s['idle_s']:.1f}s since its last record")
+    doing = ("; at the stop " + ", ".join(parts)) if parts else ""
+    if compiling:
+        s = max(compiling, key=lambda x: x.get("running_s") or 0)
+        who = _rank_words(s)
+        pid = f"<{who}'s pid>" if s.get("pid") is None else str(s["pid"])
+        if kind == "rank_killed" and sig == "SIGKILL":
+            step = (
+                f"A SIGKILLed process writes no traceback: there is none to read. Look for who killed it: the kernel's OOM "
+                "killer (`dmesg -T | grep -i -E 'killed process|out of memory'` on that host, `journalctl -k`), or the "
+                "scheduler (`sacct -j <job> -o State,ExitCode,MaxRSS`). Compiling takes host memory: "
+                "TORCHINDUCTOR_COMPILE_THREADS=1 runs Inductor's compile workers in the process, fewer at once; "
+                f"[{s['compile_id']}] was in {s.get('phase') or 'a compile'} when it died."
+            )
+        else:
+            step = (
+                f"The job was stopped while {who} compiled ([{s['compile_id']}]"
+                + (f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else "")
+                + f", {s.get('phase') or 'a compile'}, {s.get('running_s') or 0:.1f}s). If the time limit is "
+                "shorter than the compile, raise it or warm the caches (TORCHINDUCTOR_CACHE_DIR on shared storage, "
+                "torch.compiler.save_cache_artifacts / load_cache_artifacts). If it hangs there, "
+                f"`py-spy dump --pid {pid}` while it compiles names the Inductor frame; TORCH_COMPILE_DEBUG=1 "
+                "on a rerun keeps the compile's inputs; backend='aot_eager' tells whether Inductor is the part that hangs."
+            )
+        return head + doing, step, "certain"
+    if kind == "interrupt" and idle:
+        where = idle[0].get("interrupted_in")
+        head += f"; in {where}" if where else ""
+        step = (
+            "Interrupted outside torch.compile (the traceback's innermost frame is where): if it seemed hung there, "
+            "`py-spy dump --pid <pid>` while it hangs shows every thread."
+        )
+        return head + doing, step, "certain"
+    if idle and len(idle) == len(states):
+        done = [s["compiles_done_s"] for s in idle if s.get("compiles_done_s") is not None]
+        fin = f"every compile had finished {min(done):.1f}s before the stop" if done else "no compile was open"
+        pids = ", ".join(f"{_rank_words(s)}: {s['pid']}" for s in idle if s.get("pid") is not None)
+        head += f"; {fin}: the job hung (or ran) outside compilation"
+        step = (
+            "torch.compile is not what the job was doing when it was stopped: a collective one rank never reached, "
+            "the input pipeline, or the program's own code. While it hangs, `py-spy dump --pid <pid>` of each rank "
+            f"({pids}) shows where each waits (--native for a collective's C++ frames); "
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL checks that the ranks call the same collectives; NCCL: "
+            "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 (the flight recorder) dumps each rank's "
+            "last collectives; gloo: init_process_group(timeout=...) shorter than the job's limit makes a hung "
+            "collective raise with its name."
+        )
+        return head + doing, step, "likely"
+    step = (
+        "The job was stopped from outside; the capture does not say what the processes were doing (no trace "
+        "records of theirs). Rerun with TORCH_TRACE set for every rank."
+    )
+    return head + doing, step, "likely"
+
