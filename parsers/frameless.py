@@ -50,6 +50,14 @@ def kind_label(compile_kind: str | None) -> str:
     return KIND_LABELS.get(compile_kind or "dynamo", compile_kind or "compile")
 
 
+def compile_name(row: dict) -> str:
+    """What a compiles row is called in every view: its function, or what a compile without a
+    Dynamo frame was ("AOTInductor compile"); "?" when neither is known."""
+    if not row.get("function") and row.get("compile_kind") not in (None, "dynamo"):
+        return kind_label(row["compile_kind"])
+    return row.get("function") or "?"
+
+
 def attach_unnamed_metrics(events: pl.DataFrame) -> pl.DataFrame:
     """Strict torch.export writes its failing `compilation_metrics` with compile id null
     (and no frame ids), after events of the compile it ends (`describe_*`,

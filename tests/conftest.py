@@ -5,6 +5,7 @@ tlparse's own test inputs)."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,12 @@ def skip_without_shared() -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    left = terminalreporter.config.stash.get(CHECKOUT_LEFT, [])
+    if left:
+        terminalreporter.write_sep("!", f"FAILED: the tests left {len(left)} files in the checkout {ROOT}", red=True, bold=True)
+        terminalreporter.write_line("  tests write only under their tmp_path; these appeared or changed during the run:")
+        for p in left[:50]:
+            terminalreporter.write_line(f"  {p}")
     skipped = [
         r for r in terminalreporter.stats.get("skipped", [])
         if isinstance(r.longrepr, tuple) and SHARED_MISSING in str(r.longrepr[2])
@@ -40,6 +47,46 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
         for r in skipped:
             terminalreporter.write_line(f"  skipped: {r.nodeid}")
+
+
+# Tests write only under their temporary directories. The checkout's untracked and changed
+# files are listed when the session starts and when it ends; anything new fails the run, named
+# (a file `export` holding a test's temporary path was once committed at the root). The
+# interpreter's and tools' own litter (and textual-snapshot's failure report) is not counted.
+LITTER = ("__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis", ".venv", "snapshot_report.html")
+CHECKOUT_BEFORE = pytest.StashKey[frozenset]()
+CHECKOUT_LEFT = pytest.StashKey[list]()
+
+
+def checkout_changes(root: Path) -> frozenset[str] | None:
+    """The paths under `root` that git lists as untracked, ignored or changed (one `git status`),
+    without LITTER; None where `root` is no git checkout (a tarball, say)."""
+    try:
+        r = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignored=matching"],
+            capture_output=True, timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    paths = (e[3:].decode("utf-8", "replace") for e in r.stdout.split(b"\0") if len(e) > 3)
+    return frozenset(p for p in paths if not any(part in LITTER for part in p.split("/")))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    before = checkout_changes(ROOT)
+    if before is not None:
+        session.config.stash[CHECKOUT_BEFORE] = before
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    before = session.config.stash.get(CHECKOUT_BEFORE, None)
+    after = checkout_changes(ROOT) if before is not None else None
+    left = sorted(after - before) if after is not None and before is not None else []
+    if left:
+        session.config.stash[CHECKOUT_LEFT] = left
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

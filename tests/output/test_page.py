@@ -24,6 +24,8 @@ from traceview.output.report import build_report, render_text
 from traceview.output.timeline import compile_rows
 
 MULTIRANK = FIXTURES / "multirank" / "trace"
+AOTI = FIXTURES / "corpus" / "aoti_export"
+FUNCOL_EXTRA = FIXTURES / "gpu" / "funcol_extra_allreduce"
 RECOMPILES = FIXTURES / "recompiles" / "trace"
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
 
@@ -84,8 +86,8 @@ def test_page_is_self_contained_and_escaped(multirank_page: Path) -> None:
     assert "in &lt;module&gt;" in html and "<module>" not in html
     assert html.count('<g class="bar') == _forward_bars(MULTIRANK) == 7
     assert html.count("<details class=\"compile") == 7
-    assert '<svg id="grid"' in html  # two ranks: the rank x compile grid, rank 1 divergent
-    assert re.search(r'<g class="rank divergent"><title>compiles 0/1', html)
+    assert '<svg id="grid"' in html  # two ranks: the compile x rank grid, rank 1 divergent
+    assert re.search(r'<g class="rank divergent" data-rank="1"><title>compiles 0/1', html)
 
 
 def test_identical_payloads_stored_once_and_cut(tmp_path: Path) -> None:
@@ -275,3 +277,125 @@ def test_kernels_are_left_to_open_past_a_few_processes(monkeypatch: pytest.Monke
     html = page.render_page(traceview.load(FIXTURES / "training"))
     assert "kernels (" not in html
     assert "Kernels are listed for inputs of up to 0 processes; this one has more: traceview open" in html
+
+
+# ------------------------------------------------------------------ the pictures on real runs
+def _svg(html: str, svg_id: str) -> str:
+    start = html.index(f'<svg id="{svg_id}"')
+    return html[start : html.index("</svg>", start)]
+
+
+def test_picture_labels_fit_their_columns() -> None:
+    """Each label of the timeline, compile time by function and the grid fits the column it
+    is drawn in (it was cut: "process without a r…"); one longer than LABEL_MAX_PX is cut in
+    its middle, all of it in the tooltip."""
+    for trace in (traceview.load(MULTIRANK), traceview.load(AOTI)):
+        html = page.render_page(trace)
+        for svg_id, cls in (("timeline", "lane"), ("functions", "flabel"), ("grid", "glabel")):
+            if f'<svg id="{svg_id}"' not in html:
+                continue
+            svg = _svg(html, svg_id)
+            col = float(re.search(r'data-label-w="([\d.]+)"', svg).group(1))
+            labels = [unescape(re.sub(r"<title>.*?</title>", "", x)) for x in re.findall(rf'<text class="{cls}"[^>]*>(.*?)</text>', svg)]
+            assert labels, svg_id
+            for label in labels:
+                assert page.text_px(label) + 6 <= col, (svg_id, label, col)
+    assert "process without a rank</text>" in _svg(page.render_page(traceview.load(AOTI)), "timeline")
+    long = "torch_dynamo_resume_in_forward_at_123 " * 6
+    cut = page.fit_label(long)
+    assert cut != long and "…" in cut and page.text_px(cut) <= page.LABEL_MAX_PX
+    assert cut.startswith("torch_dynamo_resume_in_forward") and cut.endswith(long.rstrip()[-8:] + " ")
+
+
+def test_grid_rows_are_named_compiles_and_columns_ranks() -> None:
+    html = page.render_page(traceview.load(MULTIRANK))
+    grid = _svg(html, "grid")
+    rows = [unescape(x) for x in re.findall(r'<text class="glabel"[^>]*><title>[^<]*</title>([^<]*)</text>', grid)]
+    assert rows == [
+        "[0/0] TinyNet.forward (multirank.py:31)", "[0/1] TinyNet.forward (multirank.py:31)",
+        "[1/0] report (multirank.py:35)", "[2/0] torch_dynamo_resume_in_report_at_37 (multirank.py:37)",
+    ]
+    assert re.findall(r'<g class="rank[^"]*" data-rank="(\d+)"', grid) == ["0", "1"]
+    # [0/1] only on rank 1: rank 0's cell is white, rank 1's links to its compile and is outlined
+    row = grid[grid.index('data-cid="0/1"') :]
+    row = row[: row.index("</g>")]
+    assert re.findall(r'class="cell st-(\w+)( odd)?"', row) == [("missing", ""), ("ok", " odd")]
+    assert 'href="#c1-0-1-1"' in row and 'href="#q=%5B0/1%5D"' in row
+    cell = re.search(r'<rect class="cell[^>]*width="(\d+)" height="(\d+)"', grid)
+    assert int(cell.group(1)) >= 14 and int(cell.group(2)) >= 14  # big enough to see and to click
+
+
+def test_grid_of_48_ranks_fits_the_page_width() -> None:
+    """Built from the report of 48 ranks (as the benchmark's rank48 inputs): 48 rank columns
+    with their numbers upright; the grid is not wider than the page (1280 px of content)."""
+    report = {"ranks": list(range(48)), "rank_divergence": [{"rank": 5, "detail": "compiles 0/2 missing", "extra_compile_ids": []}]}
+    comps = page._Compiles([
+        {"rank": r, "compile_id": cid, "status": "ok", "anchor": f"c{r}-{cid}", "function": "forward",
+         "filename": "/x/model.py", "line": 10}
+        for r in range(48) for cid in ("0/0", "0/1", "1/0") if not (r == 5 and cid == "0/1")
+    ])
+    grid = page._grid(report, comps, page._where)
+    assert [c["rank"] for c in grid["cols"]] == list(range(48)) and not grid["rotate"]
+    assert grid["width"] <= 1280
+    assert [c["divergent"] for c in grid["cols"]].count(True) == 1
+    assert grid["rows"][1]["cells"][5]["status"] == "missing"
+    assert [r["label"] for r in grid["rows"]] == ["[0/0] forward (model.py:10)", "[0/1] forward (model.py:10)", "[1/0] forward (model.py:10)"]
+
+
+def test_aotinductor_compile_is_named() -> None:
+    """A compile without a Dynamo frame (torch.export + AOTInductor) is named as the summary
+    names it (parsers.frameless), not "?"."""
+    trace = traceview.load(AOTI)
+    assert "[unknown_3013] AOTInductor compile" in render_text(build_report(trace))
+    html = page.render_page(trace)
+    assert "] ?" not in html and ">?<" not in html
+    tip = re.search(r"<title>(\[unknown_3013\][^<]*)</title>", _svg(html, "timeline")).group(1)
+    assert tip.startswith("[unknown_3013] AOTInductor compile: forward ")
+    assert re.search(r'<summary class="mono">\[unknown_3013\] AOTInductor compile ', html)
+    assert "aotinductor compile" in re.search(r'data-k="([^"]*)"', html).group(1)
+
+
+def test_collective_mismatch_schedules_are_drawn() -> None:
+    """fixtures/gpu/funcol_extra_allreduce (2 NCCL ranks): rank 1's step issues a second
+    all_reduce rank 0 does not. The picture: both schedules side by side, collective 2 marked
+    on rank 1 and empty on rank 0."""
+    html = page.render_page(traceview.load(FUNCOL_EXTRA))
+    [fig] = re.findall(r'<figure class="sched">(.*?)</figure>', html, re.S)
+    assert "[0/0] step (funcol_extra_allreduce.py:30): collective 2 differs" in fig
+    heads = re.findall(r'<div class="sched-head"><a href="#([^"]+)">([^<]+)</a> <span class="note">([^<]+)</span>', fig)
+    assert heads == [("c1-0-0-1", "rank 1 [0/0]", "2 collectives"), ("c0-0-0-1", "rank 0 [0/0]", "1 collective")]
+    cells = [(cls, unescape(re.sub(r"<[^>]+>", "", body)).strip())
+             for cls, body in re.findall(r'<div class="coll (\w+)">(.*?)</div>', fig)]
+    assert cells == [
+        ("same", "all_reduce float32[32, 128]"), ("same", "all_reduce float32[32, 128]"),
+        ("differs", "all_reduce float32[32, 128] ← no partner"), ("absent", "none issued"),
+    ]
+    assert html.index('id="schedules"') < html.index('<svg id="timeline"')
+    # no mismatch, no picture
+    assert '<figure class="sched">' not in page.render_page(traceview.load(MULTIRANK))
+
+
+def test_browser_labels_are_not_cut(tmp_path: Path) -> None:
+    """In Chromium: every label's box starts inside the picture and ends before the bars."""
+    html = page.render_page(traceview.load(MULTIRANK))
+    probe = """<script>
+    var out = [];
+    [["timeline", "lane"], ["functions", "flabel"], ["grid", "glabel"]].forEach(function (p) {
+      var svg = document.getElementById(p[0]), col = parseFloat(svg.getAttribute("data-label-w"));
+      svg.querySelectorAll("text." + p[1]).forEach(function (t) {
+        var b = t.getBBox(); out.push([p[0], Math.round(b.x), Math.round(b.x + b.width), col]);
+      });
+    });
+    var pre = document.createElement("pre"); pre.id = "probe"; pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+    </script></body>"""
+    f = tmp_path / "p.html"
+    f.write_text(html.replace("</body>", probe))
+    r = _chromium(["--dump-dom"], f.as_uri(), tmp_path)
+    assert not _console_errors(r.stderr), r.stderr[-2000:]
+    import json
+
+    boxes = json.loads(unescape(re.search(r'<pre id="probe">(.*?)</pre>', r.stdout, re.S).group(1)))
+    assert {b[0] for b in boxes} == {"timeline", "functions", "grid"}
+    for svg_id, x0, x1, col in boxes:
+        assert x0 >= 0 and x1 <= col, (svg_id, x0, x1, col)

@@ -29,9 +29,10 @@ from markupsafe import Markup, escape
 from parsers.code_location import brief
 from parsers.compile_ids import ID_PATTERN, sort_key
 from parsers.compile_ids import parse as parse_compile_id
+from parsers.frameless import compile_name
 from traceview.analyze import compile_time as ct
 from traceview.analyze.finding import findings_of
-from traceview.analyze.findings import code_label
+from traceview.analyze.findings import code_label, ranks_text
 from traceview.output.report import build_report, clean_line, head_lines, render_figures, title_line
 from traceview.output.timeline import compile_rows, write_atomically
 from traceview.trace import Trace
@@ -59,6 +60,9 @@ PAYLOAD_KINDS = {
     "inductor_output_code": "output code",
 }
 PHASES = ("dynamo", "aot", "inductor", "autotuning", "other", "backward")
+LABEL_MAX_PX = 560  # a picture's label column at most; a longer label is cut in its middle (all of it in the tooltip)
+SCHEDULES_DRAWN = 12  # collective mismatches drawn at most; the rest: traceview summary / open (Ranks)
+SCHEDULE_CONTEXT = 3  # collectives drawn before and after the first one that differs
 
 
 # ---------------------------------------------------------------------------- compiles
@@ -156,6 +160,46 @@ def _findings(report: dict[str, Any], comps: _Compiles) -> tuple[list[Markup], l
 
 
 # ---------------------------------------------------------------------------- pictures
+# advance widths (em) of DejaVu Sans, the widest of the usual sans-serif fonts (Chromium's
+# system-ui on Linux): a label column sized by them holds its labels in any of them
+_EM = dict(zip(
+    " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~",
+    (.318, .401, .460, .838, .636, .950, .780, .275, .390, .390, .500, .838, .318, .361, .318, .337, *(.636,) * 10,
+     .337, .337, .838, .838, .838, .531, 1.0, .684, .686, .698, .770, .632, .575, .775, .752, .295, .295, .656, .557,
+     .863, .748, .787, .603, .787, .695, .635, .611, .732, .684, .989, .685, .611, .685, .390, .337, .390, .838, .500,
+     .500, .613, .635, .550, .635, .615, .352, .635, .634, .278, .278, .579, .278, .974, .634, .612, .635, .635, .411,
+     .521, .392, .634, .592, .818, .592, .592, .525, .636, .337, .636, .838),
+    strict=True,
+))
+
+
+def text_px(text: str, size: float = 11.0) -> float:
+    """The width of `text` in the pictures' sans-serif font at `size` px, a little generous
+    (DejaVu Sans' widths and 4% more; a character outside ASCII counts a full em): what a
+    label column needs so that no label is cut. tests/output/test_page.py checks it in Chromium."""
+    return sum(_EM.get(ch, 1.0) for ch in text) * size * 1.04
+
+
+def fit_label(text: str, px: float = LABEL_MAX_PX, size: float = 11.0) -> str:
+    """`text`, or, when wider than `px`, its start and end around "…" (the tooltip has all)."""
+    if text_px(text, size) <= px:
+        return text
+    keep = len(text)
+    while keep > 8 and text_px(text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2) :], size) > px:
+        keep -= 1
+    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2) :]
+
+
+def _label_width(labels: list[str], least: float, size: float = 11.0) -> float:
+    return round(max([least, *(text_px(x, size) + 12 for x in labels)]), 1)
+
+
+def _where(r: dict[str, Any]) -> str:
+    """`name (file:line)` of a compiles row: parsers.frameless names a compile without a frame."""
+    place = f" ({brief(r['filename'])}:{r['line']})" if r.get("filename") else ""
+    return compile_name(r) + place
+
+
 def _phases(r: dict[str, Any], autotune: float) -> list[tuple[str, float]]:
     """A forward compile's seconds split as the compiles table has them: dynamo, AOT (the
     backend's time outside Inductor), Inductor (less its autotuning), autotuning, other."""
@@ -179,7 +223,8 @@ def _timeline(trace: Trace, comps: _Compiles, width: int = 1000) -> dict[str, An
     ends = (rows["offset_s"] + rows["dur_us"].fill_null(0) / 1e6).max() or 0.0
     span = max(float(ends), 1e-3)
     lanes: dict[int, dict[str, Any]] = {}
-    lane_h, gap, label_w = 14, 6, 110
+    lane_h, gap = 14, 6
+    label_w = _label_width([str(x) for x in rows["process_label"].unique().to_list()], 60)
     for r in rows.iter_rows(named=True):
         pid = r["process"]
         lane = lanes.setdefault(pid, {"label": r["process_label"], "bars": []})
@@ -201,7 +246,8 @@ def _timeline(trace: Trace, comps: _Compiles, width: int = 1000) -> dict[str, An
             pos += w
         status = r["status"] or ""
         recompile = bool(r["recompile_reason"])
-        tip = f"rank {r['rank']} [{r['compile_id']}] {r['function'] or '?'}: {r['part']} {dur:.3f}s"
+        who = f"rank {r['rank']} " if r["rank"] is not None else ""
+        tip = f"{who}[{r['compile_id']}] {compile_name(c or r)}: {r['part']} {dur:.3f}s"
         tip += f" (total {r['total_time_s'] or 0:.3f}s)" if r["part"] == "forward" else ""
         if segs and r["part"] == "forward":
             tip += "; " + ", ".join(f"{n} {s:.3f}s" for n, s in segs)
@@ -222,19 +268,34 @@ def _timeline(trace: Trace, comps: _Compiles, width: int = 1000) -> dict[str, An
     step = _tick_step(span)
     t = 0.0
     while t <= span + 1e-9:
-        ticks.append({"x": round(label_w + t / span * width, 1), "label": f"{t:g}s"})
+        ticks.append({"x": round(label_w + t / span * width, 1), "label": _tick_label(t, step)})
         t += step
+    widest = max((b["w"] for lane in out_lanes for b in lane["bars"]), default=0.0)
+    # compiles days apart (ranks of other runs, clocks that differ) leave bars thinner than a pixel
+    note = (f"The compiles are too short to see at this scale: {_tick_label(span, _tick_step(span))} from the first compile's "
+            "start to the last one's end. traceview timeline PATH -o trace.json writes them for Perfetto, which zooms."
+            if widest < 2 else None)
     return {
-        "lanes": out_lanes, "width": label_w + width + 20, "height": 30 + len(out_lanes) * (lane_h + gap),
+        "note": note, "lanes": out_lanes, "width": label_w + width + 40, "height": 30 + len(out_lanes) * (lane_h + gap),
         "lane_h": lane_h, "ticks": ticks, "label_w": label_w, "span": span,
     }
 
 
 def _tick_step(span: float) -> float:
-    for s in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600):
+    hour, day = 3600, 86400
+    for s in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, hour, 2 * hour, 6 * hour, 12 * hour,
+              day, 2 * day, 5 * day, 10 * day, 30 * day):
         if span / s <= 10:
             return float(s)
     return span / 10
+
+
+def _tick_label(t: float, step: float) -> str:
+    """A tick's time in the unit of its step: 0.5s, 20s, 5min, 6h, 2d."""
+    for unit, name in ((86400, "d"), (3600, "h"), (60, "min")):
+        if step >= unit:
+            return f"{round(t / unit, 2):g}{name}"
+    return f"{round(t, 3):g}s"
 
 
 def _by_function(report: dict[str, Any], width: int = 520) -> dict[str, Any] | None:
@@ -250,19 +311,46 @@ def _by_function(report: dict[str, Any], width: int = 520) -> dict[str, Any] | N
         label = (f"rank {r['rank']} " if r.get("rank") is not None else "") + code_label({**r, "code": {
             k: v for k, v in (r.get("code") or {}).items() if k != "call_site"}}, show)
         bars.append({
-            "y": 10 + i * 22, "w": round(max(float(r["seconds"] or 0) / top * width, 1), 1), "label": label,
-            "value": f"{float(r['seconds'] or 0):.2f}s in {r['compiles']} compile{'s' if r['compiles'] != 1 else ''}",
+            "y": 10 + i * 22, "w": round(max(float(r["seconds"] or 0) / top * width, 1), 1), "label": fit_label(label),
+            "full": label, "value": f"{float(r['seconds'] or 0):.2f}s in {r['compiles']} compile{'s' if r['compiles'] != 1 else ''}",
         })
-    return {"bars": bars, "height": 20 + len(bars) * 22, "width": width, "label_w": 380}
+    return {"bars": bars, "height": 20 + len(bars) * 22, "width": width, "label_w": _label_width([b["label"] for b in bars], 120)}
 
 
-def _grid(report: dict[str, Any], comps: _Compiles) -> dict[str, Any] | None:
-    """Ranks x compile ids, each cell the compile's status; divergent ranks highlighted."""
+def _code_names(trace: Trace) -> Any:
+    """A compiles row's name as the findings say it (analyze.code_objects: `TinyNet.forward`,
+    `Sequential via torch.compile(model)`; parsers.frameless for a compile without a frame),
+    with its place; described once per code object."""
+    from traceview.analyze.code_objects import describe
+
+    seen: dict[tuple[Any, Any, Any], str] = {}
+
+    def name(r: dict[str, Any]) -> str:
+        key = (r.get("function"), r.get("filename"), r.get("line"))
+        if key not in seen:
+            if not r.get("function"):
+                seen[key] = _where(r)
+            else:
+                code = describe(trace, rank=r.get("rank"), function=key[0], filename=key[1], line=key[2])
+                seen[key] = code_label({**r, "code": {k: v for k, v in code.items() if k != "call_site"}},
+                                       lambda f, ln: f"{brief(f)}:{ln}" if f else "?")
+        return seen[key]
+
+    return name
+
+
+def _grid(report: dict[str, Any], comps: _Compiles, name: Any) -> dict[str, Any] | None:
+    """Compile ids x ranks: one row per compile id, named (`[0/1] TinyNet.forward
+    (multirank.py:31)`, the name most ranks compiled under that id), one column per rank, each
+    cell the compile's status (white: not compiled on that rank). The ranks of
+    `rank_divergence` are red columns, their extra compiles outlined. Rows, not columns, hold
+    the names: they are read across, and 48 ranks make 48 narrow columns."""
     ranks = [r for r in report["ranks"] if r is not None]
     if len(ranks) < 2:
         return None
     status: dict[tuple[int, str], str] = {}
     anchors: dict[tuple[int, str], str] = {}
+    names: dict[str, dict[str, list[int]]] = {}
     for r in comps.rows:
         if r["rank"] is None:
             continue
@@ -270,27 +358,94 @@ def _grid(report: dict[str, Any], comps: _Compiles) -> dict[str, Any] | None:
         s = r["status"] or "ok"
         status[k] = s if k not in status or status[k] == "ok" else status[k]
         anchors.setdefault(k, r["anchor"])
+        ranks_of = names.setdefault(r["compile_id"], {}).setdefault(name(r), [])
+        if r["rank"] not in ranks_of:
+            ranks_of.append(r["rank"])
     ids = sorted({cid for _, cid in status}, key=sort_key)
     div = {d["rank"]: d for d in report["rank_divergence"]}
-    cell, label_w, top = 12, 70, 60
-    rows = []
-    for i, rank in enumerate(ranks):
-        d = div.get(rank)
-        extra = set(d.get("extra_compile_ids") or []) if d else set()
-        cells = []
-        for j, cid in enumerate(ids):
-            st = status.get((rank, cid))
-            cells.append({
-                "x": label_w + j * cell, "status": st or "missing", "odd": cid in extra,
-                "anchor": anchors.get((rank, cid)), "tip": f"rank {rank} [{cid}]: {st or 'not compiled on this rank'}",
+    cell, pitch = 15, 17
+    size = 11.0
+    rows, labels = [], []
+    for cid in ids:
+        by_name = sorted(names[cid].items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        label = f"[{cid}] {by_name[0][0]}" + (f" (+{len(by_name) - 1} other)" if len(by_name) > 1 else "")
+        tip = f"[{cid}] " + "; ".join(f"{n} on {ranks_text(rs).strip()}" for n, rs in by_name)
+        labels.append(fit_label(label))
+        rows.append({"cid": cid, "label": labels[-1], "tip": tip})
+    label_w = _label_width(labels, 80)
+    rotate = max(len(str(r)) for r in ranks) > 2  # "47" fits a column; "1023" is turned upright
+    top = round(text_px(str(max(ranks)), size) + 12) if rotate else 18
+    for i, row in enumerate(rows):
+        row["y"] = top + i * pitch
+        row["cells"] = []
+        for j, rank in enumerate(ranks):
+            st = status.get((rank, row["cid"]))
+            extra = row["cid"] in set((div.get(rank) or {}).get("extra_compile_ids") or [])
+            row["cells"].append({
+                "x": label_w + j * pitch, "status": st or "missing", "odd": extra, "anchor": anchors.get((rank, row["cid"])),
+                "tip": f"rank {rank} [{row['cid']}]: {st or 'not compiled on this rank'}",
             })
-        rows.append({"rank": rank, "y": top + i * cell, "cells": cells, "divergent": d is not None,
-                     "detail": d["detail"] if d else ""})
+    cols = [{"rank": rank, "x": label_w + j * pitch, "mid": label_w + j * pitch + cell / 2,
+             "divergent": rank in div, "detail": div[rank]["detail"] if rank in div else ""} for j, rank in enumerate(ranks)]
     return {
-        "rows": rows, "ids": [{"x": label_w + j * cell + cell / 2, "cid": c} for j, c in enumerate(ids)],
-        "cell": cell, "width": label_w + len(ids) * cell + 20, "height": top + len(ranks) * cell + 10, "label_w": label_w,
-        "top": top,
+        "rows": rows, "cols": cols, "cell": cell, "pitch": pitch, "label_w": label_w, "top": top, "rotate": rotate,
+        "width": round(label_w + len(ranks) * pitch + 10), "height": top + len(ids) * pitch + 6,
     }
+
+
+def _schedules(report: dict[str, Any], comps: _Compiles) -> dict[str, Any] | None:
+    """Each collectives mismatch drawn: the two groups of ranks' schedules side by side, one
+    row per collective in order, the first that differs marked (the report's `position`), a
+    few collectives around it (the rest counted). The words are the analyzer's (`kind`, the
+    ops and tensors); nothing is compared here."""
+    mismatches = (report.get("collectives") or {}).get("mismatches") or []
+    if not mismatches:
+        return None
+    out = []
+    for m in mismatches[:SCHEDULES_DRAWN]:
+        mine, ref = m.get("schedule") or [], m.get("other_schedule") or []
+        cid, other_cid = m.get("compile_id"), m.get("other_compile_id") or m.get("compile_id")
+        p = int(m.get("position") or 0)
+        rows = range(max(p - SCHEDULE_CONTEXT, 0), min(max(len(mine), len(ref)), p + SCHEDULE_CONTEXT + 1))
+        note = _SCHEDULE_MARK.get(m.get("kind") or "", "differs")
+        where = _where({"function": m.get("function"), "filename": m.get("filename"), "line": m.get("line")})
+        out.append({
+            "title": f"[{cid}] {where}" + (" backward" if m.get("graph_index") else ""),
+            "sides": [_schedule_side(comps, m.get("ranks") or [], cid, mine, rows, p, note),
+                      _schedule_side(comps, m.get("other_ranks") or [], other_cid, ref, rows, p, note)],
+            "before": rows.start, "after": max(len(mine), len(ref)) - rows.stop, "position": p + 1,
+            "recompile": m.get("recompile_reason"),
+        })
+    return {"drawn": out, "more": max(len(mismatches) - SCHEDULES_DRAWN, 0)}
+
+
+# how the first collective that differs is marked, by the mismatch's `kind`
+_SCHEDULE_MARK = {"extra": "no partner", "missing": "no partner", "size": "size differs", "dtype": "dtype differs",
+                  "op": "op differs"}
+
+
+def _schedule_side(comps: _Compiles, ranks: list[int], compile_id: Any, items: list[dict[str, Any]], rows: range,
+                   p: int, note: str) -> dict[str, Any]:
+    """One group of ranks' column of a drawn schedule: its collectives `rows`, the one at `p`
+    (the first that differs) marked with `note`, or "absent" where the group issues none there."""
+    cells = []
+    for i in rows:
+        c = items[i] if i < len(items) else None
+        state = "same" if i < p else "differs" if i == p else "after"
+        cells.append({
+            "n": i + 1, "state": state if c else ("absent" if i == p else "blank"),
+            "op": c["op"] if c else "", "tensor": _tensor_text(c) if c else "", "note": note if i == p and c else "",
+        })
+    first = sorted(ranks)[0] if ranks else None
+    return {"ranks": ranks_text(ranks).strip(), "cid": compile_id, "anchor": comps.anchor(first, compile_id),
+            "cells": cells, "count": len(items)}
+
+
+def _tensor_text(c: dict[str, Any]) -> str:
+    shape = c.get("shape")
+    if shape is None and c.get("dtype") is None:
+        return "tensor of unknown size"
+    return f"{c.get('dtype') or '?'}{list(shape) if shape is not None else '[?]'}"
 
 
 # ---------------------------------------------------------------------------- details
@@ -446,7 +601,7 @@ def _details(trace: Trace, comps: _Compiles, blobs: _Blobs) -> list[dict[str, An
         fail = ": ".join(x for x in (r.get("fail_type"), r.get("fail_reason")) if x) or None
         breaks = gbs.get((r["file"], cid, r["occurrence"]), [])
         search = " ".join(str(x) for x in (
-            f"[{cid}]", cid, f"rank {r['rank']}" if r["rank"] is not None else "", r.get("function"), where, r.get("status"),
+            f"[{cid}]", cid, f"rank {r['rank']}" if r["rank"] is not None else "", compile_name(r), where, r.get("status"),
             fail, r.get("recompile_reason"), call, *breaks,
         ) if x)
         blob_ids = [p["blob"] for p in payloads.get(r["anchor"], [])]
@@ -454,7 +609,7 @@ def _details(trace: Trace, comps: _Compiles, blobs: _Blobs) -> list[dict[str, An
         kern = kernels.get(r["anchor"])
         out.append({
             "anchor": r["anchor"], "cid": cid, "rank": r["rank"], "occurrence": r["occurrence"] or 1,
-            "function": r.get("function") or "?", "where": where, "status": r.get("status") or "",
+            "function": compile_name(r), "where": where, "status": r.get("status") or "",
             "seconds": f"{r['total_time_s']:.3f}s" if r.get("total_time_s") is not None else "no time logged",
             "fail": fail, "recompile": r.get("recompile_reason"), "call": call, "stack_blob": stack_blob,
             "breaks": breaks, "cache": cache, "pred": pred, "payloads": payloads.get(r["anchor"], []),
@@ -480,7 +635,8 @@ def render_page(trace: Trace, report: dict[str, Any] | None = None) -> str:
     return template.render(
         title=f"traceview: {report['compiles']} compiles" + (f" on {len(report['ranks'])} ranks" if report["ranks"] else ""),
         head=head, findings=findings, figures=figures, timeline=_timeline(trace, comps), functions=_by_function(report),
-        grid=_grid(report, comps), compiles=details, blobs=list(blobs.texts.values()), phases=PHASES,
+        grid=_grid(report, comps, _code_names(trace)), schedules=_schedules(report, comps), compiles=details,
+        blobs=list(blobs.texts.values()), phases=PHASES,
         payload_chars=PAYLOAD_CHARS,
         kernels_note=(
             f"Kernels are listed for inputs of up to {KERNELS_MAX_PROCESSES} processes; this one has more: "

@@ -17,7 +17,7 @@ from textual.widgets.tree import TreeNode
 from parsers.code_location import whose
 from parsers.compile_ids import frame_group
 from parsers.compile_ids import label as compile_id_label
-from parsers.frameless import kind_label
+from parsers.frameless import compile_name as frameless_compile_name
 from traceview.analyze.findings import after_resets, compile_outcome
 from traceview.printable import one_line
 from traceview.tui.cursor import marked_line
@@ -70,10 +70,8 @@ def compile_label(row: dict[str, Any], first: bool) -> Text:
 
 def compile_name(row: dict[str, Any]) -> str:
     """The compiled function, or what a compile without a Dynamo frame was
-    ("AOTInductor compile": parsers.frameless)."""
-    if not row.get("function") and row.get("compile_kind") not in (None, "dynamo"):
-        return kind_label(row["compile_kind"])
-    return row.get("function") or "?"
+    ("AOTInductor compile": parsers.frameless.compile_name)."""
+    return frameless_compile_name(row)
 
 
 def frame_label(rows: list[dict[str, Any]], code: dict[str, Any] | None = None) -> Text:
