@@ -32,6 +32,7 @@ from traceview.analyze.cudagraphs import (
     recordings_per_function,
 )
 from traceview.analyze.divergence import rank_divergence
+from traceview.analyze.eager_model import compiled_nothing
 from traceview.analyze.failures import failures
 from traceview.analyze.findings import (
     after_resets,
@@ -46,6 +47,7 @@ from traceview.analyze.findings import (
 )
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
+from traceview.analyze.stalls import mark_lone_recompiles, rank_stalls
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
 from traceview.printable import one_line, printable
@@ -150,12 +152,15 @@ def build_report(trace: Trace) -> dict[str, Any]:
     codes = _CodeObjects(trace, storms)
     optimizer = compiled_optimizer_findings(trace, storms=storms)
     _use_optimizer_fix(storms, optimizer)
+    stalls = rank_stalls(trace, collectives=collectives)
+    mark_lone_recompiles(storms, stalls)  # on some ranks only: never "nothing to fix"
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "ranks": ranks_of(trace),
         "compiles": compiles.height,
         "compile_ids_in_text_logs": logged_ids.height,
         "frameless_compiles": _frameless_compiles(compiles),
+        "compiled_nothing": compiled_nothing(trace),
         "recompile_storms": storms,
         "compiled_optimizer": optimizer,
         "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace),
@@ -182,6 +187,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "facts": compile_facts(trace),
         "rank_divergence": _rows(rank_divergence(trace)),
         "collectives": collectives,
+        "rank_stalls": stalls,
         "per_rank": _rows(per_rank),
         "inputs": {
             "root": inp.root if inp else None,
@@ -332,7 +338,8 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     t = _Text(w)
     paths = _Paths(report)
     storms = report["recompile_storms"]
-    gbs = report["graph_breaks"]
+    gbs = [g for g in report["graph_breaks"] if not g.get("expected")]
+    expected_breaks = [g for g in report["graph_breaks"] if g.get("expected")]
     fails = report["failures"]
     div = report["rank_divergence"]
     ranks = report["ranks"]
@@ -353,10 +360,21 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     t.add(head, "", "    ")
     t.lines.append("=" * min(max(len(x) for x in t.lines), w))
     found = []
+    nothing = report.get("compiled_nothing")
+    if nothing:
+        found.append("torch.compile had no effect (the model ran eagerly)")
     unfinished = report.get("unfinished_compiles") or []
     coll = (report.get("collectives") or {}).get("mismatches") or []
     if coll:
         found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for m in coll for r in m['ranks']})).strip()})")
+    stalls = report.get("rank_stalls") or []
+    if stalls:
+        worst = stalls[0]
+        found.append(
+            f"{ranks_text(worst['waiting_ranks']).strip()} stalled ~{seconds_text(worst['seconds'])} while "
+            f"{ranks_text(worst['compiling_ranks']).strip()} compiled alone"
+            + (f" (and {len(stalls) - 1} more)" if len(stalls) > 1 else "")
+        )
     if crashes:
         found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
     if unfinished:
@@ -386,11 +404,14 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     if expected:
         n = len({(s["function"], s["filename"], s["line"]) for s in expected})
         t.add(f"expected: {_plural(n, 'function')} recompiled by design (nothing to fix)", "", "    ")
+    if expected_breaks:
+        t.add(f"expected: {_plural(len(expected_breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)", "", "    ")
     if text_only:
         # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
         what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
         t.add(f"text log only: no {what} (add the TORCH_TRACE directory)", "", "    ")
 
+    _render_compiled_nothing(t, nothing)
     if unfinished:
         _render_unfinished(t, paths, unfinished)
     waits = (report.get("collectives") or {}).get("waits") or []
@@ -405,6 +426,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             t.add(w["message"] + " (estimated from the compile times)", "  ", "      ")
         for e in execution:
             t.add(e["message"], "  ", "      ")
+    _render_stalls(t, stalls)
     unknown = (report.get("collectives") or {}).get("unknown") or []
     if coll and unknown:
         u = unknown[0]
@@ -507,10 +529,50 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             t.add(f"{ranks_text(ranks).strip()}: {d['detail']}", "  ", "    ")
         if len(dgroups) > 16:
             t.add(f"… {len(dgroups) - 16} more (--json lists all)", "  ")
+    _render_expected_breaks(t, paths, expected_breaks)
     _render_facts(t, report, paths)
     _render_time(t, report, paths, text_only)
     _render_ranks_and_inputs(t, report)
     return "\n".join(t.lines) + "\n"
+
+
+def _render_compiled_nothing(t: _Text, nothing: dict[str, Any] | None) -> None:
+    """torch.compile applied and no graph reached a backend (analyze.eager_model): first."""
+    if not nothing:
+        return
+    t.heading("COMPILED NOTHING  torch.compile had no effect")
+    t.add(nothing["message"], "  ", "      ")
+    t.label("why:", nothing["reason"])
+    if nothing["certainty"] != "certain":
+        t.label("how sure:", nothing["certainty"])
+    t.label("fix:", nothing["next_step"])
+
+
+def _render_stalls(t: _Text, stalls: list[dict[str, Any]]) -> None:
+    """Ranks held at a collective while another compiled alone (analyze.stalls)."""
+    if not stalls:
+        return
+    t.heading("RANK STALLS  ranks waited while another rank compiled alone")
+    for s in stalls:
+        lost = f": {seconds_text(s['cost_s'])} lost in all ({s['ranks_stalled']} ranks stalled)" if s["ranks_stalled"] > 1 else ""
+        t.add(s["message"] + lost, "  ", "      ")
+        if s.get("ddp"):
+            t.label("DDP:", "shown by " + "; ".join(s["ddp"]))
+        t.label("how sure:", f"{s['certainty']}: {s['estimate']}")
+        t.label("next:", s["next_step"])
+
+
+def _render_expected_breaks(t: _Text, paths: _Paths, gbs: list[dict[str, Any]]) -> None:
+    """The graph breaks a wrapper makes by design (DDP's: analyze.ddp), said once, after what
+    needs action."""
+    if not gbs:
+        return
+    total = sum(g["count"] for g in gbs)
+    t.heading(f"EXPECTED GRAPH BREAKS  {len(gbs)} distinct, {total} in all: DistributedDataParallel's own")
+    for g in gbs:
+        where = f"{ranks_text(g['ranks'])}{g['count']}x" if g["ranks"] else f"{g['count']}x"
+        t.add(f"{g['wrapper_break']} ({paths.show(g['filename'], g['line'])}), {where}", "  ", "      ")
+    t.label("why:", gbs[0]["advice"])
 
 
 def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
@@ -595,6 +657,10 @@ def _render_storms(
         if s.get("forced_dynamic_false"):
             line += "; compiled with dynamic=False"
         t.add(line, "  ", "      ")
+        if s.get("stall"):
+            st = s["stall"]
+            t.label("cost:", f"{ranks_text(st['waiting_ranks']).strip()} stalled ~{seconds_text(st['seconds'])} "
+                             f"meanwhile: on some ranks only, not free (RANK STALLS)")
         code = s.get("code") or {}
         if code.get("per_instance") is not None and code.get("module_class"):
             cls = code["module_class"].rsplit(".", 1)[-1]
