@@ -128,7 +128,8 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
         lead = max(per_rank, key=lambda r: (per_rank[r], -r))
         mine = [x for x in comps if x["rank"] == lead]
         others = _others_compiling(c, list(waiting), mine)
-        first = mine[0]
+        # named by its costliest compile (the model's forward, not the wrapper around it)
+        first = max(mine, key=lambda x: x["seconds"])
         fn = describe(trace, rank=lead, function=first["function"], filename=first["filename"], line=first["line"])["label"]
         loc = f"{PurePath(first['filename']).name}:{first['line']}" if first.get("filename") else "?"
         ids = ", ".join(f"[{x['compile_id']}]" for x in mine[:3]) + (f" and {len(mine) - 3} more" if len(mine) > 3 else "")
@@ -235,4 +236,7 @@ def mark_lone_recompiles(storms: list[dict[str, Any]], stalls: list[dict[str, An
             for cause in st.get("causes") or []:
                 if cause.get("expected"):
                     cause["expected"] = False
-                    cause["fix"] = f"on one rank only this is not free ({hit['message']}): {hit['next_step']}"
+                    cause["fix"] = (
+                        f"not free on some ranks only: {ranks_text(hit['waiting_ranks']).strip()} waited "
+                        f"~{_secs(hit['seconds'])} for it (RANK STALLS): {hit['next_step']}"
+                    )
