@@ -54,12 +54,13 @@ def _ranks(rs: list[int]) -> str:
 
 
 def _cause(rows: list[dict[str, Any]]) -> str | None:
-    """The recompile's primary failed guard in words (`dim 0 of x was 6, not 8`)."""
+    """The recompile's primary failed guard in words: `for another size (dim 0 of x: 6, not 8)`,
+    else `(failed guard: n == 2)`."""
     for r in sorted(rows, key=lambda r: (r.get("reason_index") or 0)):
         if r.get("kind") == "size" and r.get("guard_source") is not None and r.get("dim") is not None:
             return f"for another size (dim {r['dim']} of {r['guard_source']}: {r['actual']}, not {r['expected']})"
         if r.get("guard"):
-            return f"because {r['guard']}"
+            return f"(failed guard: {r['guard']})"
     return None
 
 
