@@ -367,6 +367,11 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     coll = (report.get("collectives") or {}).get("mismatches") or []
     if coll:
         found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for m in coll for r in m['ranks']})).strip()})")
+    if crashes:
+        found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
+    if unfinished:
+        behind = sum(1 for u in unfinished if u["behind"])
+        found.append(_plural(len(unfinished), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
     stalls = report.get("rank_stalls") or []
     if stalls:
         worst = stalls[0]
@@ -375,11 +380,6 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             f"{ranks_text(worst['compiling_ranks']).strip()} compiled alone"
             + (f" (and {len(stalls) - 1} more)" if len(stalls) > 1 else "")
         )
-    if crashes:
-        found.append("the program crashed" if len(crashes) == 1 else f"{len(crashes)} processes crashed")
-    if unfinished:
-        behind = sum(1 for u in unfinished if u["behind"])
-        found.append(_plural(len(unfinished), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
     act = [s for s in storms if not s.get("expected")]
     expected = [s for s in storms if s.get("expected")]
     if act:
