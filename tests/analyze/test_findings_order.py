@@ -18,24 +18,20 @@ def _findings(name: str):
     return report, findings_from_report(report)
 
 
-def test_a_diverging_rank_comes_first_and_is_named() -> None:
+def test_a_rank_that_compiled_alone_comes_first_with_the_others_stall() -> None:
     # 4 gloo ranks; rank 2 got a batch of 6 instead of 8 once (dynamic=False) and recompiled
+    # alone: the others waited at their next collective. One finding: the stall it cost, the
+    # divergence it is (rank 2's extra compile) and the recompile behind it
     report, fs = _findings("corpus/multirank4")
     assert [d["rank"] for d in report["rank_divergence"]] == [2]
     first = fs[0]
-    assert first.kind == "divergence" and first.rank == 2
-    assert first.title == (
-        "rank 2: compiles 0/1 (forward, recompiled because 0/0: tensor 'x' size mismatch at index 0. expected 8, "
-        "actual 6) that most ranks do not"
-    )
-    # the recompile behind it is one root cause with it: its cause and fix are in its detail,
-    # not a separate finding
-    assert ("cause", "forward recompiled on rank 2: dimension 0 of x varies (seen: 8, 6)") in first.detail
-    assert [f.kind for f in fs] == ["divergence", "graph_break", "compile_time"]
+    assert first.kind == "stall" and first.rank == 2 and first.compile_id == "0/1"
+    assert first.title.startswith("ranks 0,1,3 waited ~0.20s at their next collective while rank 2 recompiled [0/1]")
+    assert [f.kind for f in fs] == ["stall", "graph_break", "compile_time"]
     # the summary's findings line names it too
     from traceview.output.report import render_text
 
-    assert "1 diverging rank (rank 2)" in render_text(report)
+    assert "ranks 0,1,3 stalled ~0.20s while rank 2 compiled alone" in render_text(report)
 
 
 def test_slow_compile_is_one_finding_per_compile_across_ranks() -> None:

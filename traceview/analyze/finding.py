@@ -24,22 +24,26 @@ from parsers.compile_ids import label as id_label
 Severity = Literal["act", "expected", "fact"]
 SEVERITIES: tuple[str, ...] = ("act", "expected", "fact")
 
-# Kinds, most costly first within a severity: a job stopped from outside (what every rank was
-# doing then), a rank left inside a compile (a hang), ranks whose
+# Kinds, most costly first within a severity: torch.compile that compiled nothing (the whole
+# model ran eagerly), a job stopped from outside (what every rank was doing then), a rank left
+# inside a compile (a hang), ranks whose collectives differ, ranks stalled while another compiled
+# alone, ranks whose
 # collectives differ (a hang or a wrong result), a crash, a rank that compiled differently, a
 # recompile storm, a failed compile (its frame runs eagerly), CUDA-graph findings (each step),
 # graph breaks, a single recompile, then what costs once (a slow compile).
 KINDS: tuple[str, ...] = (
-    "stop", "unfinished", "collectives", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
+    "compiled_nothing", "stop", "unfinished", "collectives", "stall", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
     "recompile", "expected", "compile_time",
 )
 
 # One title per kind: the UI's list label and the page's tag (the summary's section headings
 # count the findings under them: traceview.output.report).
 KIND_TITLES: dict[str, str] = {
+    "compiled_nothing": "COMPILED NOTHING",
     "stop": "STOPPED",
     "unfinished": "UNFINISHED COMPILE",
     "collectives": "COLLECTIVES",
+    "stall": "RANK STALL",
     "crash": "CRASHED",
     "divergence": "RANK DIVERGENCE",
     "storm": "RECOMPILE STORM",

@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from parsers.code_location import brief, is_torch, whose
+from traceview.analyze.ddp import WRAPPER_BREAK_EXPLANATION, wrapper_break
 from traceview.analyze.failures import fullgraph_likely
 from traceview.analyze.registry import config_fix, has_placeholders, registry_entry
 from traceview.trace import Trace
@@ -48,6 +49,8 @@ HOTSPOT_SCHEMA_KEYS = (
     "explanation_from",
     "advice",
     "config_fix",
+    "expected",
+    "wrapper_break",
     "origin",
     "rank",
     "compile_id",
@@ -255,7 +258,8 @@ def _call_sites(trace: Trace) -> dict[tuple, str]:
 
 def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
     """Distinct graph breaks, most impact first: breaks that sent a whole frame back to eager,
-    then observations x ranks; breaks in user code before breaks inside torch."""
+    then observations x ranks; breaks in user code before breaks inside torch; the breaks a
+    wrapper makes by design (DDP's: `expected`, analyze.ddp) last."""
     rows = graph_break_rows(trace)
     if rows.height == 0:
         return []
@@ -307,5 +311,11 @@ def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
         # torch's hint names a config setting as the fix (the summary says `fix:`), unless the
         # advice is traceview's own (torch's code, a function torch does not trace)
         r["config_fix"] = config_fix(r["hint"]) if r["advice"] and config_fix(r["advice"]) else None
+        # DDP's own breaks (torch.compile(DDP(model))): the wrapper's design, not the user's to avoid
+        r["wrapper_break"] = None if r["frame_skipped"] else wrapper_break(r)
+        r["expected"] = r["wrapper_break"] is not None
+        if r["expected"]:
+            r["advice"], r["config_fix"] = WRAPPER_BREAK_EXPLANATION, None
         out.append({k: r[k] for k in HOTSPOT_SCHEMA_KEYS})
-    return out
+    # what needs action first: the expected breaks after the others, in their own order
+    return [g for g in out if not g["expected"]] + [g for g in out if g["expected"]]

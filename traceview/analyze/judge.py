@@ -270,6 +270,59 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
     return out
 
 
+def _compiled_nothing(report: dict[str, Any]) -> list[Finding]:
+    """torch.compile applied and no graph reached a backend (analyze.eager_model): first."""
+    n = report.get("compiled_nothing")
+    if not n:
+        return []
+    lines: list[tuple[str, str]] = [("why:", n["reason"])]
+    if n["certainty"] != "certain":
+        lines.append(("how sure:", n["certainty"]))
+    lines.append(("fix:", n["next_step"]))
+    ref = CompileRef(n.get("rank"), n["compile_id"]) if n.get("compile_id") else None
+    return [Finding(
+        "compiled_nothing", "act", n["message"], lines, next_step=n["next_step"], certainty=n["certainty"],
+        ranks=list(n.get("ranks") or []), evidence=_ev(n), count=int(n.get("compiles") or 0), facet=n.get("why"),
+        target=ref, key=f"compiled_nothing:{n.get('why')}", short="torch.compile had no effect (the model ran eagerly)",
+    )]
+
+
+def _stall_ids(report: dict[str, Any]) -> dict[Any, set[str]]:
+    """rank -> the compile ids it made alone while others waited (analyze.stalls)."""
+    out: dict[Any, set[str]] = {}
+    for st in report.get("rank_stalls") or []:
+        for r in st["compiling_ranks"]:
+            out.setdefault(r, set()).update(x["compile_id"] for x in st.get("compiles") or [])
+    return out
+
+
+def _stalls(report: dict[str, Any]) -> list[Finding]:
+    """Ranks held at a collective while another compiled alone (analyze.stalls); the rank
+    divergence it is (the lone compiles) and the recompile behind it are said here, once."""
+    out = []
+    for s in report.get("rank_stalls") or []:
+        lost = f": {seconds_text(s['cost_s'])} lost in all ({s['ranks_stalled']} ranks stalled)" if s["ranks_stalled"] > 1 else ""
+        lines: list[tuple[str, str]] = []
+        for x in s.get("compiles") or [] if len(s.get("compiles") or []) > 1 else []:  # one: the claim says it
+            if x.get("cause"):
+                lines.append(("compiled:", f"[{x['compile_id']}] {x.get('function') or '?'} {x['cause']}"))
+        if s.get("ddp"):
+            lines.append(("DDP:", "shown by " + "; ".join(s["ddp"])))
+        lines.append(("how sure:", f"{s['certainty']}: {s['estimate']}"))
+        lines.append(("next:", s["next_step"]))
+        refs = [CompileRef(r, x["compile_id"]) for r in s["compiling_ranks"] for x in s.get("compiles") or []]
+        out.append(Finding(
+            "stall", "act", s["message"] + lost, lines, next_step=s["next_step"], certainty=s.get("certainty") or "likely",
+            cost=Cost(seconds=float(s.get("cost_s") or 0.0), ranks_stalled=int(s["ranks_stalled"]),
+                      compiles_wasted=len(s.get("compiles") or [])),
+            ranks=list(s["compiling_ranks"]), compiles=refs, target=refs[0] if refs else None,
+            key=f"stall:{ranks_text(s['compiling_ranks']).strip()}:{','.join(x['compile_id'] for x in s.get('compiles') or [])}",
+            short=(f"{ranks_text(s['waiting_ranks']).strip()} stalled ~{seconds_text(s['seconds'])} while "
+                   f"{ranks_text(s['compiling_ranks']).strip()} compiled alone"),
+        ))
+    return out
+
+
 def _schedule_words(items: list[dict[str, Any]]) -> str:
     if not items:
         return "no collectives"
@@ -364,6 +417,10 @@ def _storm_lines(s: dict[str, Any], paths: Paths, optim: dict[tuple, dict[str, A
     if s.get("forced_dynamic_false"):
         line += "; compiled with dynamic=False"
     lines: list[tuple[str, str]] = []
+    if s.get("stall"):
+        st = s["stall"]
+        lines.append(("cost:", f"{ranks_text(st['waiting_ranks']).strip()} stalled ~{seconds_text(st['seconds'])} "
+                               "meanwhile: on some ranks only, not free (RANK STALLS)"))
     code = s.get("code") or {}
     if code.get("per_instance") is not None and code.get("module_class"):
         cls = code["module_class"].rsplit(".", 1)[-1]
@@ -416,7 +473,10 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
     storms = report.get("recompile_storms") or []
     fails = report.get("failures") or []
     optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer") or []}
+    alone = _stall_ids(report)
     behind = [s for s in storms for d in report.get("rank_divergence") or [] if recompile_behind(d, s)]
+    # a recompile made on some ranks only while the others waited: the stall is its finding
+    behind += [s for s in storms if s.get("stall") and set((s.get("compile_ids") or [])[1:]) <= alone.get(s["rank"], set())]
     out = []
     for s, ranks in group_ranks([s for s in storms if not any(s is b for b in behind)], storm_key):
         expected = bool(s.get("expected"))
@@ -466,8 +526,14 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
             else ""
         )
         claim = f"{paths.show(g['filename'], g['line'])} in {g['function'] or '?'}{starts}{gb}, {where}"
+        wrapper = bool(g.get("expected") and g.get("wrapper_break"))  # a wrapper's own break (analyze.ddp)
+        if wrapper:
+            claim = f"{g['wrapper_break']} ({paths.show(g['filename'], g['line'])}), {where}"
         lines: list[tuple[str, str]] = [("", one_line(g["reason"], 400))]
-        if g.get("explanation") and g["explanation"] != g["reason"]:
+        if wrapper:  # one short line; torch's words and the whole why in the details
+            lines = [("why:", (g.get("advice") or "").split(": the reducer", 1)[0].split(";", 1)[0]
+                      + "; nothing of yours to avoid (details: --json, traceview open)")]
+        elif g.get("explanation") and g["explanation"] != g["reason"]:
             src = " (torch's graph-break registry)" if g.get("explanation_from") == "registry" else ""
             lines.append(("why:", one_line(g["explanation"], 300) + src))
         skipped = bool(g["frame_skipped"])
@@ -477,10 +543,14 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
             lines.append(("", f"WHOLE FRAME RAN EAGERLY: {frame}{why}"))
             if g.get("advice"):
                 lines.append(("fix:", g["advice"]))
+        elif g.get("advice") and g.get("expected"):
+            pass  # said in the details
         elif g.get("advice"):
             # torch's hint that names a config setting is the fix
             lines.append(("fix:" if g.get("config_fix") else "hint:", g["advice"]))
         more: list[tuple[str, str]] = [("where:", f"{g['filename'] or '?'}:{g['line']} in {g['function'] or '?'}")]
+        if wrapper:
+            more += [("reason:", one_line(g["reason"], 400)), ("why:", g.get("advice") or "")]
         message = (g.get("reason_line") or "").removesuffix("Graph break encountered:").strip()
         if message and message != g["reason"]:
             more.append(("message:", message))
@@ -555,6 +625,10 @@ def _cudagraphs(report: dict[str, Any]) -> list[Finding]:
 def _divergence(report: dict[str, Any]) -> list[Finding]:
     div = report.get("rank_divergence") or []
     storms = report.get("recompile_storms") or []
+    alone = _stall_ids(report)
+    # a rank that differs only by compiles it made alone while the others waited: the stall says it
+    div = [d for d in div if not (set(d.get("extra_compile_ids") or []) | set(d.get("different") or []))
+           or not (set(d.get("extra_compile_ids") or []) | set(d.get("different") or [])) <= alone.get(d["rank"], set())]
     out = []
     for d, ranks in group_ranks(div, divergence_key):  # 1,000 ranks that differ alike: one finding
         more: list[tuple[str, str]] = []
@@ -621,7 +695,7 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         except Exception:  # a table missing from an old export: the jump falls back to the second compile
             recompiles = None
     found = (
-        _stops(report, paths) + _unfinished(report, paths) + _collectives(report) + _crashes(report, paths) + _divergence(report)
+        _compiled_nothing(report) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths) + _collectives(report) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
         + _graph_breaks(report, paths) + _slow(report, paths)
     )

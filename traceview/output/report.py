@@ -30,6 +30,7 @@ from traceview.analyze.cudagraphs import (
     recordings_per_function,
 )
 from traceview.analyze.divergence import rank_divergence
+from traceview.analyze.eager_model import compiled_nothing
 from traceview.analyze.failures import failures
 from traceview.analyze.finding import Finding, findings_of
 from traceview.analyze.findings import (
@@ -41,6 +42,7 @@ from traceview.analyze.findings import (
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.judge import Paths, judge, plural, rank_prefix, seconds_text
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
+from traceview.analyze.stalls import mark_lone_recompiles, rank_stalls
 from traceview.analyze.stops import stop_findings, tie_unfinished
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
@@ -149,12 +151,15 @@ def build_report(trace: Trace) -> dict[str, Any]:
     codes = _CodeObjects(trace, storms)
     optimizer = compiled_optimizer_findings(trace, storms=storms)
     _use_optimizer_fix(storms, optimizer)
+    stalls = rank_stalls(trace, collectives=collectives)
+    mark_lone_recompiles(storms, stalls)  # on some ranks only: never "nothing to fix"
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "ranks": ranks_of(trace),
         "compiles": compiles.height,
         "compile_ids_in_text_logs": logged_ids.height,
         "frameless_compiles": _frameless_compiles(compiles),
+        "compiled_nothing": compiled_nothing(trace),
         "recompile_storms": storms,
         "compiled_optimizer": optimizer,
         "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace),
@@ -182,6 +187,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "facts": compile_facts(trace),
         "rank_divergence": _rows(rank_divergence(trace)),
         "collectives": collectives,
+        "rank_stalls": stalls,
         "per_rank": _rows(per_rank),
         "inputs": {
             "root": inp.root if inp else None,
@@ -323,8 +329,12 @@ def headline(findings: list[Finding]) -> list[str]:
                 found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for f in ms for r in f.ranks if r is not None})).strip()})")
         elif kind == "crash":
             found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
-        elif kind == "stop":
+        elif kind in ("stop", "compiled_nothing"):
             found += [f.short or f.claim for f in fs]
+        elif kind == "stall":
+            found.append(fs[0].short or fs[0].claim)
+            if len(fs) > 1:
+                found[-1] += f" (and {len(fs) - 1} more)"
         elif kind == "unfinished":
             behind = sum(1 for f in fs if f.facet == "behind")
             found.append(_plural(len(fs), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
@@ -345,17 +355,14 @@ def headline(findings: list[Finding]) -> list[str]:
             ranks = [r for f in fs for r in f.ranks]
             found.append(_plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
     expected = [f for f in findings if f.severity == "expected"]
-    none = "none that needs action" if expected else "none (no recompiles, graph breaks or failures)"
-    out = ["findings: " + (", ".join(found) if found else none)]
     recompiled = {f.code for f in expected if f.kind == "expected"}
     breaks = [f for f in expected if f.kind == "graph_break"]
-    if recompiled or breaks:
-        parts = []
-        if recompiled:
-            parts.append(f"{_plural(len(recompiled), 'function')} recompiled by design")
-        if breaks:
-            parts.append(f"{_plural(len(breaks), 'graph break')} of torch's own")
-        out.append(f"expected: {', '.join(parts)} (nothing to fix)")
+    none = "none that needs action" if recompiled else "none (no recompiles, graph breaks or failures)"
+    out = ["findings: " + (", ".join(found) if found else none)]
+    if recompiled:
+        out.append(f"expected: {_plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
+    if breaks:
+        out.append(f"expected: {_plural(len(breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)")
     return out
 
 
@@ -368,8 +375,12 @@ _SECTION_OF = {"recompile": "storm"}
 
 def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[str, Any]) -> str:
     """A section's heading: what its findings are, counted."""
+    if kind == "compiled_nothing":
+        return "COMPILED NOTHING  torch.compile had no effect"
     if kind == "stop":
         return "STOPPED  from outside: not the program's own error"
+    if kind == "stall":
+        return "RANK STALLS  ranks waited while another rank compiled alone"
     if kind == "unfinished":
         return "UNFINISHED COMPILES  begun, no compilation_metrics: killed, hung or still running when the log ends"
     if kind == "collectives":
@@ -391,7 +402,7 @@ def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[s
     if kind == "graph_break":
         total = sum(f.count for f in fs)
         if severity == "expected":
-            return f"EXPECTED GRAPH BREAKS  {len(fs)} distinct, {total} in all: torch's own, nothing to fix"
+            return f"EXPECTED GRAPH BREAKS  {len(fs)} distinct, {total} in all: a wrapper's own (nothing of yours to avoid)"
         return f"GRAPH BREAKS  {len(fs)} distinct, {total} in all, most impact first"
     if kind == "failure":
         return f"FAILED COMPILES  {sum(f.count for f in fs)}, most serious first"
