@@ -164,22 +164,21 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def summarise(opts, *, as_json: bool = False, width: int | None = None) -> int:  # opts: LoadOptions
-    """Load and print the summary (text or JSON); `traceview summary` and `traceview run`."""
-    from traceview.ingest.loading import load_trace
+    """Load and print the summary (text or JSON); `traceview summary` and `traceview run`.
+    A second summary of unchanged inputs reads the cached findings document (traceview.ingest.
+    cache) and renders it: no tables are loaded, no analyzer runs."""
+    import orjson
 
-    trace = load_trace(opts)  # first: it may start worker processes before polars is imported
-    from traceview.output.report import build_report, render_text
+    from traceview.output.findings_document import findings_document
 
-    t = timing.now()
-    report = build_report(trace)
-    timing.mark("report", t)
+    data, _ = findings_document(opts)
     if as_json:
-        import orjson
+        sys.stdout.buffer.write(data if data.endswith(b"\n") else data + b"\n")
+        return 0
+    from traceview.output.report import render_text
 
-        sys.stdout.buffer.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
-    else:
-        width = width or min(max(_term_width(), 60), 120)
-        sys.stdout.write(render_text(report, width=width))
+    width = width or min(max(_term_width(), 60), 120)
+    sys.stdout.write(render_text(orjson.loads(data), width=width))
     return 0
 
 

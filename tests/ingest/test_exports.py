@@ -177,9 +177,13 @@ def test_many_ranks_over_four_hosts_diverge_on_one_line(tmp_path: Path, capsys: 
     capsys.readouterr()
     assert main(["summary", str(run), "--width", "100"]) == 0
     out = capsys.readouterr().out
-    block = out.split("RANK DIVERGENCE", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert block[0].strip() == f"{len(diverging)} ranks differ from the majority"
-    assert block[1].startswith("  ranks 3-6,11,17-19,30: compiles 0/1 (forward")
+    # the diverging ranks compiled [0/1] alone while the other 23 waited: one finding, one line of ranks each
+    block = out.split("RANK STALLS", 1)[1].split("\n\n", 1)[0]
+    assert " ".join(block.split()).startswith(
+        "ranks waited while another rank compiled alone ranks 0-2,7-10,12-16,20-29,31 waited ~0.15s at their next "
+        "collective while ranks 3-6,11,17-19,30 recompiled [0/1] TinyNet.forward (multirank.py:31) alone"
+    )
+    assert "(23 ranks stalled)" in " ".join(block.split())
     assert "32 ranks" in out.splitlines()[0] or "on 32 ranks" in out
 
 
@@ -197,7 +201,7 @@ def test_open_a_directory_of_exports(tmp_path: Path) -> None:
             await ready(pilot)
             text = screen_text(app)
             # rank 1 recompiled where rank 0 did not: the divergence comes first, its recompile in it
-            assert "RANK DIVERGENCE" in text and "rank 1 compiled differently from rank 0" in text
+            assert "RANK STALL" in text and "rank 0 waited ~" in text
             await press(pilot, "2")
             text = screen_text(app)
             assert "rank 0" in text and "rank 1" in text

@@ -303,9 +303,10 @@ def _stalls(report: dict[str, Any]) -> list[Finding]:
     for s in report.get("rank_stalls") or []:
         lost = f": {seconds_text(s['cost_s'])} lost in all ({s['ranks_stalled']} ranks stalled)" if s["ranks_stalled"] > 1 else ""
         lines: list[tuple[str, str]] = []
-        for x in s.get("compiles") or [] if len(s.get("compiles") or []) > 1 else []:  # one: the claim says it
-            if x.get("cause"):
-                lines.append(("compiled:", f"[{x['compile_id']}] {x.get('function') or '?'} {x['cause']}"))
+        compiled = list(dict.fromkeys(f"[{x['compile_id']}] {x.get('function') or '?'} {x['cause']}"
+                                      for x in s.get("compiles") or [] if x.get("cause")))
+        if len(compiled) > 1:  # one: the claim says it
+            lines += [("compiled:", c) for c in compiled]
         if s.get("ddp"):
             lines.append(("DDP:", "shown by " + "; ".join(s["ddp"])))
         lines.append(("how sure:", f"{s['certainty']}: {s['estimate']}"))

@@ -5,6 +5,11 @@ never inside the input directory. An entry is keyed by the inputs' paths (absolu
 and mtimes, the options that change what is loaded, and the schema version, so a changed or
 touched input is parsed again. `traceview cache clear` removes every entry; old entries beyond
 `MAX_ENTRIES` are removed when a new one is written.
+
+Beside an entry's tables, its **findings document**: the report (`build_report`: the typed
+findings and the figures the views show) as JSON, named by `versions.code_version()`, so a
+second `summary`, `summary --json`, `report` or `open` reads the judgement instead of making it
+again, and a changed traceview judges again. Written atomically; an unreadable one is a miss.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from parsers.discover import Inputs
-from traceview.versions import PARSER_VERSION, SCHEMA_VERSION
+from traceview.versions import PARSER_VERSION, SCHEMA_VERSION, code_version
 
 if TYPE_CHECKING:  # this module is imported before polars (see traceview.ingest.worker_pool)
     from traceview.trace import Trace
@@ -92,6 +97,37 @@ def load_cached(inputs: Inputs, *, jobs: int | None = None, heavy: bool = False)
         raise
     _prune(root)
     return open_dir(entry, inputs)
+
+
+def _document(inputs: Inputs) -> Path:
+    return cache_dir() / cache_key(inputs) / f"findings-{code_version()}.json"
+
+
+def read_findings_document(inputs: Inputs) -> bytes | None:
+    """The cached findings document of `inputs` (JSON bytes), or None: no finished parse entry,
+    no document written by this code, or not readable."""
+    try:
+        return _document(inputs).read_bytes()
+    except OSError:
+        return None
+
+
+def write_findings_document(inputs: Inputs, data: bytes) -> None:
+    """Keep the findings document beside the parse entry of `inputs` (only where that entry is
+    finished: a document never outlives its tables); written atomically, older ones removed."""
+    path = _document(inputs)
+    if not (path.parent / "done").exists():
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".findings-", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        for old in path.parent.glob("findings-*.json"):
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError:  # a read-only cache: the next run judges again
+        pass
 
 
 def _prune(root: Path) -> None:
