@@ -20,6 +20,7 @@ from parsers.code_location import is_user
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.collectives import distributed_error, mismatch_ranks
 from traceview.analyze.failures import categorize, detail_of, headline, next_step, user_frame_of
+from traceview.analyze.findings import ranks_text
 from traceview.trace import Trace
 
 _COMPILED = re.compile(r"<eval_with_key>|torchinductor|/tv_gpu_cache_|[/\\][a-z0-9]{2}[/\\]c[a-z0-9]{50,}\.py")
@@ -262,7 +263,7 @@ def _desync_step(found: tuple[str, str], coll: dict[str, Any] | None, rank: int 
     if mism:
         m = mism[0]
         first = mismatch_ranks(coll or {})
-        who = ("rank " if len(first) == 1 else "ranks ") + ", ".join(map(str, first))
+        who = ranks_text(first).strip()
         what = m["message"].removeprefix("collectives do not match: ").removeprefix("collective sizes do not match: ")
         what = what.rsplit(": expect ", 1)[0]
         return (

@@ -46,6 +46,7 @@ from parsers.facts import guards_from_text, guards_from_trace, user_name
 from parsers.sources import prefer_trace
 from parsers.torch_trace import InputChanged, hydrate
 from traceview.analyze.code_objects import describe
+from traceview.analyze.findings import same_text
 from traceview.trace import Trace
 
 STORM_SCHEMA_KEYS = (
@@ -821,7 +822,7 @@ def _causes(
                                            g.get("guard") or "", g.get("expected"))
             dim = g.get("dim") if kind in ("size", "stride", "range") else None
             guard = g.get("guard") or ""
-            key = (kind, src, dim, guard if kind == "other" else None)
+            key = (kind, src, dim, same_text(guard) if kind == "other" else None)  # addresses aside: one cause
             if i > 0:
                 n_secondary += 1
                 secondary_rows.append((key, {**g, "_value": value}))

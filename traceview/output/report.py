@@ -21,7 +21,7 @@ from parsers.compiles import STATUSES
 from parsers.frameless import is_frameless, kind_label
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
-from traceview.analyze.code_objects import describe
+from traceview.analyze.code_objects import describe, of_compile
 from traceview.analyze.collectives import collective_mismatches
 from traceview.analyze.compile_facts import asserts_text, compile_facts
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
@@ -37,7 +37,7 @@ from traceview.analyze.findings import (
     after_resets,
     code_label,
     divergence_key,
-    failure_key,
+    group_failures,
     group_ranks,
     per_rank_key,
     ranks_text,
@@ -104,12 +104,18 @@ class _CodeObjects:
         self._trace = trace
         self._seen = {(s["rank"], s["function"], s["filename"], s["line"]): s["code"] for s in storms if s.get("code")}
 
-    def add(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def add(self, rows: list[dict[str, Any]], *, place: tuple[str, str] = ("filename", "line")) -> list[dict[str, Any]]:
+        """Each row's `code`: its code object's (rank, function and the `place` columns: the
+        code object's file and first line), with the call site of the row's own compile when
+        it names one (`compile_id`, `occurrence`)."""
         for r in rows:
-            k = (r.get("rank"), r.get("function"), r.get("filename"), r.get("line"))
+            k = (r.get("rank"), r.get("function"), r.get(place[0]), r.get(place[1]))
+            if k[2] is None and place[0] != "filename":  # not known: any code object of that name in the file
+                k = (k[0], k[1], r.get("filename"), None)
             if k not in self._seen:
                 self._seen[k] = describe(self._trace, rank=k[0], function=k[1], filename=k[2], line=k[3])
-            r["code"] = self._seen[k]
+            r["code"] = of_compile(self._seen[k], self._trace, rank=r.get("rank"), compile_id=r.get("compile_id"),
+                                   occurrence=r.get("occurrence"))
         return rows
 
 def _frameless_compiles(compiles: pl.DataFrame) -> list[dict[str, Any]]:
@@ -150,6 +156,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
     codes = _CodeObjects(trace, storms)
     optimizer = compiled_optimizer_findings(trace, storms=storms)
     _use_optimizer_fix(storms, optimizer)
+    phases = ct.phase_totals(trace)
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "ranks": ranks_of(trace),
@@ -159,15 +166,16 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "recompile_storms": storms,
         "compiled_optimizer": optimizer,
         "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace),
-        "failures": [
+        "failures": codes.add([
             {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"]}
             for r in _rows(fails)
-        ],
+        ], place=("code_filename", "code_line")),
         "crashes": crashes,
         "unfinished_compiles": unfinished_compiles(trace),
         "compile_time": {
             "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
-            "phases_s": ct.phase_totals(trace),
+            "phases_s": phases,
+            "phases": ct.phase_rows(phases),
             "top": codes.add(_rows(_round(ct.top_compiles(trace)))),
             "by_function": codes.add(_rows(_round(ct.by_function(trace).head(10)))),
             "spans": _rows(_round(ct.span_totals(trace))),
@@ -247,7 +255,7 @@ class _Paths:
         self._short: dict[str, str] = {}
         for s in report["recompile_storms"]:
             names.add(((s.get("code") or {}).get("call_site") or {}).get("filename") or "")
-        for t in report["compile_time"]["top"] + report["compile_time"]["by_function"]:
+        for t in report["compile_time"]["top"] + report["compile_time"]["by_function"] + report["failures"]:
             names.add(((t.get("code") or {}).get("call_site") or {}).get("filename") or "")
         names.discard("")
         local = [n for n in names if whose(n).is_user]
@@ -472,13 +480,13 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
             t.add(f"… {len(gbs) - 10} more (--json lists all)", "  ")
     if fails:
         t.heading(f"FAILED COMPILES  {len(fails)}, most serious first")
-        # the same failure on many ranks is shown once, with its ranks
-        fgroups = group_ranks(fails, failure_key)
-        for f, franks in fgroups[:10]:
+        # the same failure on many ranks, or of many compiles, is shown once (findings.group_failures)
+        fgroups = group_failures(fails)
+        for f, franks, same in fgroups[:10]:
             ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
             t.add(
-                f"{ranks_text(franks)}[{id_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] {f.get('function') or '?'} "
-                f"({paths.show(f['filename'], f['line'])}): {_CATEGORY_WORDS.get(f['category'], f['category'])}{ft}",
+                f"{ranks_text(franks)}{_failed_ids(same)} {code_label(f, paths.show)}: "
+                f"{_CATEGORY_WORDS.get(f['category'], f['category'])}{ft}",
                 "  ",
                 "      ",
             )
@@ -511,6 +519,14 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     _render_time(t, report, paths, text_only)
     _render_ranks_and_inputs(t, report)
     return "\n".join(t.lines) + "\n"
+
+
+def _failed_ids(same: list[dict[str, Any]]) -> str:
+    """The compile ids of one failure fact: "[0/2]", "[0/0, 0/1]", "[0/0 … 0/3: 4 compiles]"."""
+    ids = list(dict.fromkeys(id_label(f["compile_id"], f.get("occurrence"), f.get("attempts")) for f in same))
+    if len(ids) <= 3:
+        return f"[{', '.join(ids)}]"
+    return f"[{ids[0]} … {ids[-1]}: {len(ids)} compiles]"
 
 
 def _render_cudagraphs(t: _Text, cg: dict[str, Any]) -> None:
@@ -752,6 +768,23 @@ def _of_which(ph: dict[str, Any]) -> str:
     return f" (of which {', '.join(inner)})" if inner else ""
 
 
+def phases_text(ph: dict[str, Any]) -> str:
+    """Phase seconds (analyze.compile_time.compile_phases of one compile, phase_totals of
+    many) in one line: the parts of the compile time, nested ones in parentheses as parts of
+    their phase: "dynamo 0.64s, aot 1.87s, inductor 123s (of which codegen 118s, 111s of it
+    autotuning), backward 1.22s"."""
+    parts = [f"dynamo {seconds_text(ph.get('dynamo') or 0)}"]
+    if ph.get("inductor"):
+        parts.append(f"aot {seconds_text(ph.get('aot') or 0)}")
+        parts.append(f"inductor {seconds_text(ph['inductor'])}" + _of_which(ph))
+    else:
+        parts.append(f"backend {seconds_text(ph.get('aot+backend') or 0)}")
+    if ph.get("backward"):
+        bwd_at = ph.get("backward_autotuning") or 0
+        parts.append(f"backward {seconds_text(ph['backward'])}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
+    return ", ".join(parts)
+
+
 def _compile_name(r: dict[str, Any], paths: _Paths) -> str:
     """`function (place)` of a Dynamo compile; what a compile without a frame was."""
     if r.get("compile_kind") not in (None, "dynamo") and not r.get("function"):
@@ -770,16 +803,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
     t.heading(head)
     ph = ctime["phases_s"]
     if ctime["total_s"]:
-        parts = [f"dynamo {seconds_text(ph['dynamo'])}"]
-        if ph["inductor"]:
-            parts.append(f"aot {seconds_text(ph.get('aot', 0))}")
-            parts.append(f"inductor {seconds_text(ph['inductor'])}" + _of_which(ph))
-        else:
-            parts.append(f"backend {seconds_text(ph['aot+backend'])}")
-        if ph["backward"]:
-            bwd_at = ph.get("backward_autotuning") or 0
-            parts.append(f"backward {seconds_text(ph['backward'])}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
-        t.label("phases:", ", ".join(parts), "  ")
+        t.label("phases:", phases_text(ph), "  ")
     if ph.get("runtime_autotuning"):
         t.label("autotune:", f"{seconds_text(ph['runtime_autotuning'])} at run time (first calls of compiled kernels; not compile time)", "  ")
     if ctime["top"]:

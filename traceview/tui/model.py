@@ -21,7 +21,7 @@ from parsers.compile_ids import label as compile_label
 from parsers.compile_ids import parse as parse_compile_id
 from parsers.facts import user_name
 from parsers.sources import prefer_trace
-from traceview.analyze.compile_time import CACHE_COLUMNS, cache_counts
+from traceview.analyze.compile_time import CACHE_COLUMNS, cache_counts, compile_phases
 from traceview.analyze.findings import (
     COST_ORDER,
     after_resets,
@@ -203,7 +203,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
                 if f.get("reason_full") and f["reason_full"] != g["reason"]:
                     detail.append(("full reason", f["reason_full"]))
         detail.append(("gb id", g.get("gb_id") or "-"))
-        detail.append(("compile ids", ", ".join(ids) + (f" on ranks {', '.join(map(str, ranks))}" if ranks else "")))
+        detail.append(("compile ids", ", ".join(ids) + (f" on {ranks_text(ranks).strip()}" if ranks_text(ranks) else "")))
         out.append(
             Finding("graph_break", title, summary, detail, rank, ids[0] if ids else None, None, "frames", g.get("file"), g.get("lineno"),
                     cost_index("graph_break", bool(g.get("frame_skipped"))))
@@ -258,21 +258,12 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         out.append(Finding("divergence", title, [one_line(d["detail"], 160)], detail, d["rank"], target, None, "frames", d.get("file"), d.get("lineno")))
     ct = report.get("compile_time", {})
     for t, ranks in slow_compiles(report)[:5]:
-        phases = [
-            (k, t.get(c))
-            for k, c in (
-                ("dynamo", "dynamo_time_s"),
-                ("backend", "backend_compile_time_s"),
-                ("inductor", "inductor_compile_time_s"),
-                ("codegen", "code_gen_time_s"),
-                ("backward", "bwd_compile_time_s"),
-            )
-            if t.get(c) is not None
-        ]
+        from traceview.output.report import phases_text  # the summary's split and words
+
         secs = sorted(r["seconds"] for r in ct.get("top", []) if compile_key(r) == compile_key(t) and r["rank"] in ranks)
         span = f"{secs[0]:.2f}-{secs[-1]:.2f}s" if len(secs) > 1 and secs[0] != secs[-1] else f"{t['seconds']:.2f}s"
         title = f"{span} {ranks_text(ranks)}[{compile_label(t['compile_id'], t.get('occurrence'), t.get('attempts'))}] {code_label(t, _at)}"
-        ph = ", ".join(f"{k} {v:.2f}s" for k, v in phases)
+        ph = phases_text(compile_phases(t)) if t.get("seconds") else ""
         detail = [("compile", f"{t['compile_id']} {t.get('function') or '?'} {t.get('filename') or '?'}:{t.get('line')}"),
                   ("seconds", f"{t['seconds']:.3f}")]
         if ph:

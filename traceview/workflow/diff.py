@@ -29,7 +29,7 @@ from parsers.compile_ids import label as id_label
 from traceview.analyze import compile_time as ct
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
-from traceview.analyze.findings import code_label
+from traceview.analyze.findings import code_label, ranks_text
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
@@ -652,8 +652,8 @@ def build_diff(
     rb = ra if against_rank is None else against_rank
     for trace, r, name in ((a, ra, names[0]), (b, rb, names[1])):
         if r is not _ANY_RANK and r not in trace.ranks:
-            have = ", ".join(map(str, trace.ranks)) or "none"
-            raise UserError(f"{name} has no rank {r} (ranks: {have})")
+            have = ranks_text(trace.ranks).strip() or "no ranks"
+            raise UserError(f"{name} has no rank {r} (it has {have})")
     sa, sb = _Side(a, ra), _Side(b, rb)
     fa, fb = sa.frames(), sb.frames()
     pairs = _match_frames(fa, fb)
