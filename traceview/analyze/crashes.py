@@ -226,6 +226,19 @@ def _root_of(crashes: pl.DataFrame) -> dict[str, int]:
     return out
 
 
+def compile_of_crash(crash: dict[str, Any], fails: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The failed compile a crash raised in compiling is (rows of analyze.failures, as the
+    report has them): the last failure of the crash's rank whose exception type is the
+    crash's (`InductorError`, `BackendCompilerFailed`, ...). None for a crash raised elsewhere,
+    or where no failure of that type was logged. Certain where one failure matches: torch
+    raises the compile's own exception to the caller."""
+    if crash.get("raised_in") != "compiling" or not crash.get("exc_type"):
+        return None
+    short = crash["exc_type"].rsplit(".", 1)[-1]
+    same = [f for f in fails if f.get("rank") == crash.get("rank") and (f.get("fail_type") or "").rsplit(".", 1)[-1] == short]
+    return same[-1] if same else None
+
+
 def crash_findings(
     trace: Trace, *, uncaught: pl.DataFrame | None = None, collectives: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from traceview.analyze.code_objects import describe, of_compile
 from traceview.analyze.collectives import collective_mismatches
 from traceview.analyze.compile_facts import asserts_text, compile_facts
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
-from traceview.analyze.crashes import crash_findings
+from traceview.analyze.crashes import compile_of_crash, crash_findings
 from traceview.analyze.cudagraphs import (
     cudagraph_counts,
     cudagraph_findings,
@@ -208,6 +208,11 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "problem_examples": _rows(problems.head(20)),
         },
     }
+    for c in report["crashes"]:
+        # a crash raised compiling is its compile's failure: named as the failure is
+        f = compile_of_crash(c, report["failures"])
+        c["compile"] = None if f is None else {k: f.get(k) for k in (
+            "compile_id", "occurrence", "attempts", "function", "filename", "line", "code")}
     return report
 
 
@@ -257,6 +262,8 @@ class _Paths:
             names.add(((s.get("code") or {}).get("call_site") or {}).get("filename") or "")
         for t in report["compile_time"]["top"] + report["compile_time"]["by_function"] + report["failures"]:
             names.add(((t.get("code") or {}).get("call_site") or {}).get("filename") or "")
+        for c in report.get("crashes", []):
+            names.add((((c.get("compile") or {}).get("code") or {}).get("call_site") or {}).get("filename") or "")
         names.discard("")
         local = [n for n in names if whose(n).is_user]
         for n in names:
@@ -421,14 +428,17 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     if crashes:
         t.heading("CRASHED  the program ended with an uncaught error")
         for c in crashes:
-            where = f"{c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "?"
+            where = f"at {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
+            if c.get("compile"):  # raised compiling: the compile, named as every line names it
+                cc = c["compile"]
+                where = f"compiling [{id_label(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))}] {code_label(cc, paths.show)}"
             t.add(
-                f"{_rank(c['rank'])}{c['exc_type']} at {where}: "
-                f"{_CATEGORY_WORDS.get(c['category'], c['category'])}, raised in {c['raised_in']}",
+                f"{_rank(c['rank'])}{c['exc_type']} {where}: "
+                f"{_CATEGORY_WORDS.get(c['category'], c['category'])}" + ("" if c.get("compile") else f", raised in {c['raised_in']}"),
                 "  ",
                 "      ",
             )
-            if c.get("code"):
+            if c.get("code") and " ".join(str(c["code"]).split()) not in where:  # the line, unless named with the compile
                 t.add(c["code"], "    ", "      ")
             if c.get("called_from"):
                 cf = c["called_from"]

@@ -214,7 +214,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         or any(break_failure(g, f) for g in report.get("graph_breaks", []))
     ]
     for f, ranks in group_ranks([f for f in failures if f not in folded_failures], failure_key):
-        title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] {f.get('function') or '?'}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
+        title = f"{ranks_text(ranks)}[{compile_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] {code_label(f, _at)}: {f['category'].replace('_', ' ')} ({f.get('fail_type') or '?'})"
         summary = [one_line(f.get("reason") or "", 160)]
         detail = [
             ("category", f["category"]),
