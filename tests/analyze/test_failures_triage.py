@@ -375,8 +375,8 @@ def test_ui_findings_show_the_occurrence() -> None:
     found = findings_from_report(trace_report("reset_same_id"))
     titles = [f.title for f in found if "failure" in f.title]
     assert titles == [
-        "[0/0] first: backend compiler failure (BackendCompilerFailed)",
-        "[0/0 #2] second: backend compiler failure (BackendCompilerFailed)",
+        "[0/0] first (reset_same_id.py:22): backend compiler failure (BackendCompilerFailed)",
+        "[0/0 #2] second (reset_same_id.py:26): backend compiler failure (BackendCompilerFailed)",
     ]
 
 

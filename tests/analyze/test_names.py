@@ -91,6 +91,10 @@ def test_a_reason_that_differs_only_by_an_address_is_one_fact() -> None:
     assert text.count("Skip calling `torch.compiler.disable()`d function\n") == 2  # the break and the failure, once each
     (g,) = report["graph_breaks"]
     assert g["count"] == 4
+    # every compile failed: none left a cache entry to miss, so none is a recompile (torch's
+    # own count in oracle.json: 4 compiles, 0 recompiles); not a "recompiling function"
+    assert report["recompile_storms"] == []
+    assert "RECOMPILES" not in text and "recompiling" not in text
 
 
 def test_the_only_compile_of_a_rank_is_not_slow() -> None:

@@ -13,7 +13,6 @@ a text log alone gives the `AUTOTUNE op(shapes)` tables Inductor prints.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -266,7 +265,7 @@ PHASE_WITHIN: dict[str, str | None] = {
 RUN_TIME_PHASES = ("runtime_autotuning",)
 
 
-def compile_phases(row: Mapping[str, Any], autotuning: Mapping[str, float] | None = None) -> dict[str, float]:
+def compile_phases(row: dict[str, Any], autotuning: dict[str, float] | None = None) -> dict[str, float]:
     """One compile's seconds per phase (PHASE_WITHIN's keys) from its row of the compiles
     table; `autotuning`: its autotuning seconds by where they ran (`inductor`, `in_codegen`,
     `backward`: autotuning_by_phase). A part never exceeds its phase."""
@@ -295,7 +294,7 @@ def compile_phases(row: Mapping[str, Any], autotuning: Mapping[str, float] | Non
     }
 
 
-def disjoint_phases(phases: Mapping[str, float], *, backward: bool = True) -> list[tuple[str, float]]:
+def disjoint_phases(phases: dict[str, float], *, backward: bool = True) -> list[tuple[str, float]]:
     """A compile's phases (compile_phases) as parts that do not overlap, in order, for a bar:
     dynamo, aot (the backend outside Inductor; `backend` without Inductor), inductor (less its
     autotuning), autotuning, backward (`backward`: with it). They add up to the compile's time
@@ -351,7 +350,7 @@ def phase_totals(trace: Trace) -> dict[str, float]:
     return out
 
 
-def phase_rows(totals: Mapping[str, float]) -> list[dict[str, Any]]:
+def phase_rows(totals: dict[str, float]) -> list[dict[str, Any]]:
     """Phase seconds (phase_totals) as rows that say how they nest: `phase`, `seconds`,
     `within` (the phase it is part of; null: a part of the compiles' own time, and those add
     up to it) and `compile_time` (false: spent at run time)."""

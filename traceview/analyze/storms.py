@@ -507,6 +507,11 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 n = max(n, m + 1)
         if n < 2:
             continue
+        if ids <= f["failed"] and not f["limit"] and not f["guards"]:
+            # every compile failed: none left a cache entry whose guards could fail, so none is
+            # a recompile (torch counts none: corpus/disabled_callback_address); the failed
+            # compiles are said as failures
+            continue
         guards = sorted(f["guards"], key=lambda g: (sort_key(g["compile_id"]), g.get("reason_index") or 0))
         forced_static: bool | None = f["forced_static"]
         known_from: str | None = "config" if f["has_config"] else None
