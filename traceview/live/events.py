@@ -63,6 +63,12 @@ def _code(row: dict[str, Any]) -> str:
     return clean_line(code_label(row, _where))
 
 
+def _has_backward(row: dict[str, Any]) -> bool:
+    """Whether a compile logged a backward of its own worth a figure (bwd_compilation_metrics,
+    not 0.00s)."""
+    return seconds_text(row.get("bwd_compile_time_s") or 0.0) != seconds_text(0.0)
+
+
 def _cid(row: dict[str, Any]) -> str:
     return id_label(row["compile_id"], row.get("occurrence"), row.get("attempts"))
 
@@ -115,7 +121,7 @@ class Deriver:
             if r["frame_id"] is None and r.get("compile_kind") is None:
                 continue  # a compiled-autograd graph: said with its compile
             start_key, end_key, bwd_key = ("start", *k), ("end", *k), ("backward", *k)
-            if start_key in self.seen and end_key in self.seen and (r.get("bwd_compile_time_s") is None or bwd_key in self.seen):
+            if start_key in self.seen and end_key in self.seen and (not _has_backward(r) or bwd_key in self.seen):
                 continue  # said whole before (a chunk touching its frame derives it again)
             r["code"] = describe(trace, rank=r["rank"], function=r["function"], filename=r["filename"], line=r["line"],
                                  compile_ids=[r["compile_id"]])
@@ -132,7 +138,7 @@ class Deriver:
                 self.open_compiles.add(k)
                 continue
             self.open_compiles.discard(k)
-            with_backward = r.get("bwd_compile_time_s") is not None
+            with_backward = _has_backward(r)
             if with_backward and end_key in self.seen and self._new(bwd_key):
                 # a backward compiled lazily at the first backward call, after the forward's
                 # metrics were said: the compile's total is now the summary's (forward + backward)
