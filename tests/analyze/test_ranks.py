@@ -160,7 +160,7 @@ def test_the_rank_with_the_extra_all_reduce_is_named_with_its_schedule() -> None
     assert (m["kind"], m["ranks"], m["other_ranks"], m["position"], m["op"]) == ("extra", [2], [0, 1, 3], 1, "all_reduce")
     assert m["message"] == (
         "collectives do not match: rank 2's [0/0] step (collective_extra_rank.py:31) issues 2 all_reduce, "
-        "ranks 0, 1, 3 issue 1; the second (float32[8, 16]) has no partner: "
+        "ranks 0,1,3 issue 1; the second (float32[8, 16]) has no partner: "
         "expect a hang, an NCCL timeout or 'Connection closed by peer'"
     )
     assert "branch on the rank" in m["next_step"]
@@ -176,7 +176,7 @@ def test_the_rank_that_recompiled_alone_is_tied_to_the_collective_sizes() -> Non
     assert m["message"].startswith(
         "collective sizes do not match: rank 1 compiled [0/1] step (collective_size_mismatch.py:29) alone "
         "(recompiled: 0/0: tensor 'x' size mismatch at index 0. expected 8, actual 6); there its first all_reduce "
-        "takes float32[6, 16], ranks 0, 2, 3 in [0/0] take float32[8, 16]: expect an abort on the size mismatch"
+        "takes float32[6, 16], ranks 0,2,3 in [0/0] take float32[8, 16]: expect an abort on the size mismatch"
     )
     assert "drop_last=True" in m["next_step"]
 
@@ -234,7 +234,7 @@ def test_the_timeout_is_a_desync_explained_by_rank_2s_extra_all_reduce() -> None
     assert (c["look_first"], c["diverged_in"]) == ([2], "0/0")
     assert c["next_step"].startswith(
         "A distributed desync (collective timeout (gloo)), explained by the compiled graphs (COLLECTIVES): "
-        "rank 2's [0/0] step (collective_extra_rank.py:31) issues 2 all_reduce, ranks 0, 1, 3 issue 1; "
+        "rank 2's [0/0] step (collective_extra_rank.py:31) issues 2 all_reduce, ranks 0,1,3 issue 1; "
         "the second (float32[8, 16]) has no partner. Look at rank 2 first: make every rank issue the same collectives"
     )
     assert "not involved" not in c["next_step"]
@@ -303,7 +303,7 @@ def test_the_ranks_that_waited_while_rank_1_recompiled_are_named() -> None:
     [w] = collective_mismatches(t)["waits"]
     assert (w["compile_id"], w["compiling_ranks"], w["waiting_ranks"], w["seconds"]) == ("0/1", [1], [0, 2, 3], round(took, 2))
     assert w["message"] == (
-        f"ranks 0, 2, 3 waited ~{took:.1f} s at the first collective while rank 1 compiled [0/1] step (collective_size_mismatch.py:29)"
+        f"ranks 0,2,3 waited ~{took:.1f} s at the first collective while rank 1 compiled [0/1] step (collective_size_mismatch.py:29)"
     )
     # every rank compiled [0/0] in about the same time (a cold cache on each): nobody waited for it
     assert collective_mismatches(traceview.load(EXTRA / "trace"))["waits"] == []
@@ -324,7 +324,7 @@ def test_graph_execution_orders_are_compared_across_ranks() -> None:
     [d] = execution_differences(Other())  # type: ignore[arg-type]
     assert (d["ranks"], d["other_ranks"], d["call"]) == ([1], [0, 2, 3], 1)
     assert d["message"] == (
-        "compiled graphs ran in another order: at call 2 rank 1 ran [0/1] where ranks 0, 2, 3 ran [0/0] (2 against 2 recorded calls)"
+        "compiled graphs ran in another order: at call 2 rank 1 ran [0/1] where ranks 0,2,3 ran [0/0] (2 against 2 recorded calls)"
     )
 
 
@@ -339,7 +339,7 @@ def test_the_rank_that_skips_an_all_reduce_is_named_and_the_timeout_in_compiled_
     assert (m["kind"], m["ranks"], m["other_ranks"], m["position"], m["user_line"]) == ("missing", [0], [1, 2, 3], 1, None)
     assert m["message"] == (
         "collectives do not match: rank 0's [0/0] step (collective_missing_rank.py:24) issues 1 all_reduce, "
-        "ranks 1, 2, 3 issue 2; the second all_reduce of ranks 1, 2, 3 has no partner on rank 0: "
+        "ranks 1-3 issue 2; the second all_reduce of ranks 1-3 has no partner on rank 0: "
         "expect a hang, an NCCL timeout or 'Connection closed by peer'"
     )
     [c] = rep["crashes"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, SHARED, needs_shared
 from traceview.live.watch import Watch
 from traceview.output.report import seconds_text
 
@@ -270,3 +270,36 @@ def test_a_rank_behind_the_others_is_said_as_summary_says_it(tmp_path: Path) -> 
         f"[0/0] busy {seconds_text(u['running_s'])} in AOTAutograd (create_aot_dispatcher_function): "
         "TinyNet.forward (multirank4.py:30); ranks 0,2,3 finished it: likely behind the others"
     )
+
+
+@needs_shared
+def test_a_lazily_compiled_backward_completes_the_compile_s_total(tmp_path: Path) -> None:
+    """A real GPU training run (shared traces gpu/train_dynamic): Block.forward [1/0]'s forward
+    ends (its compilation_metrics: 2.94 s), its backward is compiled at the first backward call
+    (bwd_compilation_metrics: 1.22 s). The watch says the forward when it ends and the total,
+    labelled, when the backward lands: the summary's 4.16 s, never a second figure for it."""
+    data = (SHARED / "gpu" / "train_dynamic" / "trace" / "dedicated_log_torch_trace_8z8_rtmc.log").read_bytes()
+    fwd_end = _record_start_after(data, data.index(b'{"compilation_metrics": {"compile_id": "1/0"'))
+    bwd_end = _record_start_after(data, data.index(b'{"bwd_compilation_metrics": {"compile_id": "1/0"'))
+    f = tmp_path / "dedicated_log_torch_trace_8z8_rtmc.log"
+    w, _ = _watch(tmp_path)
+    _append(f, data[:fwd_end])
+    now = time.monotonic()
+    first = [e for e in w.step(now=now) if e.compile_id == "1/0"]
+    assert [e.kind for e in first] == ["compile_start", "compile_end"]
+    assert first[1].text == "[1/0] compiled in 2.94s: Block.forward (gpt.py:19)"
+    _append(f, data[fwd_end:bwd_end])
+    (bwd,) = [e for e in w.step(now=now + 1) if e.compile_id == "1/0"]
+    assert bwd.kind == "backward_end"
+    assert bwd.text == "[1/0] backward compiled in 1.22s: Block.forward (gpt.py:19); 4.16s in all (forward 2.94s + backward 1.22s)"
+    from traceview.ingest.loading import LoadOptions, load_trace
+    from traceview.output.report import build_report
+
+    top = build_report(load_trace(LoadOptions.of(str(tmp_path), use_cache=False)))["compile_time"]["top"]
+    assert bwd.data["seconds"] == pytest.approx(next(t["seconds"] for t in top if t["compile_id"] == "1/0"), abs=0.0005)
+    assert seconds_text(bwd.data["seconds"]) == "4.16s"
+    # a restart is said with the summary's id, tied to the id its start was said with
+    _append(f, data[bwd_end:])
+    later = w.step(now=now + 2)
+    assert "[2/0_1] compiled (restarted after the graph break of [2/0]) in 0.03s: step (train.py:16)" in [e.text for e in later]
+    w.finish()

@@ -129,7 +129,7 @@ def test_cli_writes_the_script_or_says_why_not(tmp_path: Path) -> None:
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("traceview: error: compile 0/0 used the program's own backend")
     r = _cli("fixtures/multirank", "--compile-id", "0/0")
-    assert r.returncode == 2 and "is on ranks 0, 1: pass --rank" in r.stderr
+    assert r.returncode == 2 and "is on ranks 0-1: pass --rank" in r.stderr
     r = _cli("fixtures/simple", "--compile-id", "3/0")
     assert r.returncode == 2 and "no compile 3/0 in the trace (compile ids: 0/0)" in r.stderr
     r = _cli("fixtures/simple", "--compile-id", "zero")

@@ -36,6 +36,8 @@ _WRAPPERS: tuple[tuple[str, str | None, str], ...] = (
 _GUARD_TYPE = re.compile(r"type=<class '(?P<cls>[^']+)'>")
 # the class of each code object, per Trace: read from the guard tree once
 _CLASSES: weakref.WeakKeyDictionary[Trace, dict[tuple, tuple[str | None, bool | None]]] = weakref.WeakKeyDictionary()
+# the user's line that called each compile, per Trace: (rank, compile_id, occurrence) -> site
+_SITES: weakref.WeakKeyDictionary[Trace, dict[tuple, dict[str, Any]]] = weakref.WeakKeyDictionary()
 
 
 def wrapper_of(filename: str | None, function: str | None) -> str | None:
@@ -104,6 +106,28 @@ def describe(trace: Trace, *, rank: Any, function: str | None, filename: str | N
         # compile for every instance of the class (by type only): per-layer compiles share it
         "per_instance": by_identity if cls is not None and wrapper is None else None,
     }
+
+
+def of_compile(code: dict[str, Any], trace: Trace, *, rank: Any, compile_id: Any, occurrence: Any = None) -> dict[str, Any]:
+    """A code object's description (describe) for a row about one of its compiles: its
+    `call_site` is that compile's own (a recompile triggered at another line than the first
+    compile's is called from there), the rest shared. `code` itself is not changed."""
+    if compile_id is None:
+        return code
+    sites = _SITES.get(trace)
+    if sites is None:
+        sites = {}
+        c = trace.compiles
+        if not c.is_empty():
+            for rk, cid, occ, fn, ln, func, src in c.filter(pl.col("call_filename").is_not_null()).select(
+                "rank", "compile_id", "occurrence", "call_filename", "call_line", "call_function", "call_code"
+            ).iter_rows():
+                sites[(rk, cid, occ or 1)] = {"filename": fn, "line": ln, "function": func, "code": src}
+        _SITES[trace] = sites
+    site = sites.get((rank, compile_id, occurrence or 1))
+    if site is None or site == code.get("call_site"):
+        return code
+    return {**code, "call_site": site}
 
 
 def _compiles_of(trace: Trace, rank: Any, function: Any, filename: Any, line: Any, compile_ids: list[str] | None) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from parsers.compile_ids import frame_group, sort_key
+from traceview.analyze.findings import ranks_text
 
 if TYPE_CHECKING:
     from traceview.trace import Trace
@@ -50,8 +51,7 @@ def _ordinal(n: int) -> str:
 
 
 def _ranks(rs: list[int]) -> str:
-    rs = sorted(rs)
-    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(str(r) for r in rs)
+    return ranks_text(rs).strip()  # the one wording of a rank list
 
 
 def _tensor(shape: list[int] | None, dtype: str | None) -> str:

@@ -21,14 +21,6 @@ import polars as pl
 from parsers.compile_ids import without_attempt_expr
 from traceview.trace import Trace
 
-PHASES = {
-    "dynamo": "dynamo_time_s",
-    "aot+backend": "backend_compile_time_s",
-    "inductor": "inductor_compile_time_s",
-    "codegen": "code_gen_time_s",
-    "backward": "bwd_compile_time_s",
-}
-
 AUTOTUNE_SPAN = (
     r"(?i)autotun|_template_precompiling$|coordinate_descent_tuning|benchmark_all_configs|"
     r"benchmark_fused_nodes|benchmark_gpu"
@@ -187,14 +179,6 @@ def _autotune_by_compile(spans: pl.DataFrame, compiles: pl.DataFrame) -> pl.Data
     return s.group_by("file", "compile_id", "occurrence").agg(pl.col("seconds").sum().alias("autotuning_s"))
 
 
-def autotuning_by_compile(trace: Trace) -> pl.DataFrame:
-    """Each compile's compile-time autotuning seconds (file, compile_id, occurrence,
-    autotuning_s), as `top_compiles` counts them; empty without spans."""
-    if not trace.spans.height:
-        return pl.DataFrame(schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "autotuning_s": pl.Float64})
-    return _autotune_by_compile(trace.spans, trace.compiles)
-
-
 def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
     """The slowest compiles (forward + backward seconds), with their phase seconds: the `n`
     slowest distinct ones (seconds, compile id, function, place), each with every rank on
@@ -262,28 +246,119 @@ def _by_function(compiles: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def phase_totals(trace: Trace) -> dict[str, float]:
-    """Seconds per compile phase, summed over compiles. Phases nest: Inductor is inside
-    aot+backend, codegen inside Inductor; `aot` is aot+backend minus Inductor (AOTAutograd
-    and any other backend work). Autotuning is counted where it ran (_autotune_split):
-    `autotuning` inside Inductor (`autotuning_in_codegen` of it during codegen),
-    `backward_autotuning` inside a backward compiled at the first backward call (part of
-    `backward`), `runtime_autotuning` outside every compile (a kernel's first calls: not
-    compile time). A part never exceeds its phase."""
-    compiles, spans = trace.compiles, trace.spans
-    out = {k: round(float(compiles[c].fill_null(0).sum()), 6) for k, c in PHASES.items()}
-    aot = (pl.col("backend_compile_time_s") - pl.col("inductor_compile_time_s").fill_null(0)).clip(lower_bound=0)
-    out["aot"] = round(float(compiles.select(aot.fill_null(0).sum()).item()), 6) if compiles.height else 0.0
-    split = _autotune_split(spans, compiles)
+# ------------------------------------------------------------------- one split of a compile
+# A compile's time in phases, each with the phase it is part of: None for the parts of the
+# compile's own time (`dynamo`, `aot+backend`, `backward`: they add up to its total_time_s);
+# the others are nested inside their parent (they are already counted in it). Siblings inside
+# a parent may overlap: `codegen` and `autotuning` share `autotuning_in_codegen`.
+PHASE_WITHIN: dict[str, str | None] = {
+    "dynamo": None,  # tracing: the frame's compile time outside the backend
+    "aot+backend": None,  # the backend: AOTAutograd and the backend compiler (Inductor)
+    "aot": "aot+backend",  # ... outside Inductor
+    "inductor": "aot+backend",
+    "codegen": "inductor",
+    "autotuning": "inductor",  # autotuning spans inside the compile's inductor_compile span
+    "autotuning_in_codegen": "codegen",  # ... of them inside code_gen
+    "backward": None,  # a backward compiled lazily at the first backward call
+    "backward_autotuning": "backward",
+}
+# seconds spent because of compiles but not compiling: a compiled kernel's first calls
+RUN_TIME_PHASES = ("runtime_autotuning",)
 
-    def total(phase: str, col: str = "seconds") -> float:
-        return round(float(split.filter(pl.col("phase") == phase)[col].sum()), 6) if split.height else 0.0
 
-    out["autotuning"] = total("inductor")
-    out["autotuning_in_codegen"] = total("inductor", "in_codegen")
-    out["backward_autotuning"] = total("backward")
-    out["runtime_autotuning"] = total("run time")
+def compile_phases(row: dict[str, Any], autotuning: dict[str, float] | None = None) -> dict[str, float]:
+    """One compile's seconds per phase (PHASE_WITHIN's keys) from its row of the compiles
+    table; `autotuning`: its autotuning seconds by where they ran (`inductor`, `in_codegen`,
+    `backward`: autotuning_by_phase). A part never exceeds its phase."""
+
+    def f(key: str) -> float:
+        v = row.get(key)
+        return float(v) if isinstance(v, (int, float)) else 0.0
+
+    at = autotuning or {}
+    backend, inductor, codegen, backward = f("backend_compile_time_s"), f("inductor_compile_time_s"), f("code_gen_time_s"), f("bwd_compile_time_s")
+    if backend:
+        inductor = min(inductor, backend)
+    if inductor:
+        codegen = min(codegen, inductor)
+    tuning = min(at.get("inductor") or 0.0, inductor) if inductor else at.get("inductor") or 0.0
+    return {
+        "dynamo": f("dynamo_time_s"),
+        "aot+backend": backend,
+        "aot": max(backend - inductor, 0.0),
+        "inductor": inductor,
+        "codegen": codegen,
+        "autotuning": tuning,
+        "autotuning_in_codegen": min(at.get("in_codegen") or 0.0, tuning, codegen) if codegen else 0.0,
+        "backward": backward,
+        "backward_autotuning": min(at.get("backward") or 0.0, backward) if backward else at.get("backward") or 0.0,
+    }
+
+
+def disjoint_phases(phases: dict[str, float], *, backward: bool = True) -> list[tuple[str, float]]:
+    """A compile's phases (compile_phases) as parts that do not overlap, in order, for a bar:
+    dynamo, aot (the backend outside Inductor; `backend` without Inductor), inductor (less its
+    autotuning), autotuning, backward (`backward`: with it). They add up to the compile's time
+    (its forward's without `backward`); zero parts left out."""
+    ind = phases.get("inductor") or 0.0
+    tuning = min(phases.get("autotuning") or 0.0, ind) if ind else 0.0
+    parts = [("dynamo", phases.get("dynamo") or 0.0)]
+    if ind:
+        parts += [("aot", phases.get("aot") or 0.0), ("inductor", ind - tuning), ("autotuning", tuning)]
+    else:
+        parts.append(("backend", phases.get("aot+backend") or 0.0))
+    if backward:
+        parts.append(("backward", phases.get("backward") or 0.0))
+    return [(k, v) for k, v in parts if v > 0]
+
+
+def autotuning_by_phase(trace: Trace) -> dict[tuple[str, str, int], dict[str, float]]:
+    """Each compile's compile-time autotuning seconds, (file, compile_id, occurrence) ->
+    {`inductor`, `in_codegen`, `backward`} (_autotune_split); empty without spans."""
+    if not trace.spans.height:
+        return {}
+    return _by_phase(_autotune_split(trace.spans, trace.compiles))
+
+
+def _by_phase(split: pl.DataFrame) -> dict[tuple[str, str, int], dict[str, float]]:
+    split = split.filter(pl.col("phase").is_in(["inductor", "backward"]))
+    out: dict[tuple[str, str, int], dict[str, float]] = {}
+    for file, cid, occ, phase, secs, in_cg in split.select("file", "compile_id", "occurrence", "phase", "seconds", "in_codegen").iter_rows():
+        d = out.setdefault((file, cid, occ), {})
+        d[phase] = d.get(phase, 0.0) + (secs or 0.0)
+        if phase == "inductor":
+            d["in_codegen"] = d.get("in_codegen", 0.0) + (in_cg or 0.0)
     return out
+
+
+_PHASE_COLUMNS = ("file", "compile_id", "occurrence", "dynamo_time_s", "backend_compile_time_s", "inductor_compile_time_s",
+                  "code_gen_time_s", "bwd_compile_time_s")
+
+
+def phase_totals(trace: Trace) -> dict[str, float]:
+    """Seconds per phase (PHASE_WITHIN, compile_phases), summed over compiles, and
+    `runtime_autotuning`: autotuning outside every compile (a kernel's first calls: not
+    compile time). Autotuning is counted where it ran (_autotune_split)."""
+    compiles, spans = trace.compiles, trace.spans
+    split = _autotune_split(spans, compiles) if spans.height else None
+    by_compile = _by_phase(split) if split is not None else {}
+    sums = dict.fromkeys(PHASE_WITHIN, 0.0)
+    for row in compiles.select(_PHASE_COLUMNS).iter_rows(named=True):
+        for k, v in compile_phases(row, by_compile.get((row["file"], row["compile_id"], row["occurrence"]))).items():
+            sums[k] += v
+    out = {k: round(v, 6) for k, v in sums.items()}
+    out["runtime_autotuning"] = round(float(split.filter(pl.col("phase") == "run time")["seconds"].sum()), 6) if split is not None and split.height else 0.0
+    return out
+
+
+def phase_rows(totals: dict[str, float]) -> list[dict[str, Any]]:
+    """Phase seconds (phase_totals) as rows that say how they nest: `phase`, `seconds`,
+    `within` (the phase it is part of; null: a part of the compiles' own time, and those add
+    up to it) and `compile_time` (false: spent at run time)."""
+    return [
+        {"phase": k, "seconds": v, "within": PHASE_WITHIN.get(k), "compile_time": k not in RUN_TIME_PHASES}
+        for k, v in totals.items()
+    ]
 
 
 def span_totals(trace: Trace, *, n: int = 12) -> pl.DataFrame:

@@ -21,6 +21,7 @@ from parsers.stops import is_stop_exception
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.collectives import distributed_error, mismatch_ranks
 from traceview.analyze.failures import categorize, detail_of, headline, next_step, user_frame_of
+from traceview.analyze.findings import ranks_text
 from traceview.trace import Trace
 
 _COMPILED = re.compile(r"<eval_with_key>|torchinductor|/tv_gpu_cache_|[/\\][a-z0-9]{2}[/\\]c[a-z0-9]{50,}\.py")
@@ -226,6 +227,19 @@ def _root_of(crashes: pl.DataFrame) -> dict[str, int]:
     return out
 
 
+def compile_of_crash(crash: dict[str, Any], fails: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The failed compile a crash raised in compiling is (rows of analyze.failures, as the
+    report has them): the last failure of the crash's rank whose exception type is the
+    crash's (`InductorError`, `BackendCompilerFailed`, ...). None for a crash raised elsewhere,
+    or where no failure of that type was logged. Certain where one failure matches: torch
+    raises the compile's own exception to the caller."""
+    if crash.get("raised_in") != "compiling" or not crash.get("exc_type"):
+        return None
+    short = crash["exc_type"].rsplit(".", 1)[-1]
+    same = [f for f in fails if f.get("rank") == crash.get("rank") and (f.get("fail_type") or "").rsplit(".", 1)[-1] == short]
+    return same[-1] if same else None
+
+
 def crash_findings(
     trace: Trace, *, uncaught: pl.DataFrame | None = None, collectives: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
@@ -263,7 +277,7 @@ def _desync_step(found: tuple[str, str], coll: dict[str, Any] | None, rank: int 
     if mism:
         m = mism[0]
         first = mismatch_ranks(coll or {})
-        who = ("rank " if len(first) == 1 else "ranks ") + ", ".join(map(str, first))
+        who = ranks_text(first).strip()
         what = m["message"].removeprefix("collectives do not match: ").removeprefix("collective sizes do not match: ")
         what = what.rsplit(": expect ", 1)[0]
         return (

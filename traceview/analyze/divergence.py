@@ -15,6 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from parsers.compile_ids import sort_key
+from traceview.analyze.findings import ADDRESS
 from traceview.trace import Trace
 
 SCHEMA = {
@@ -36,7 +37,7 @@ def _normalise(expr: pl.Expr) -> pl.Expr:
     # object ids and addresses differ between processes by nature: not a divergence
     return (
         expr.fill_null("")
-        .str.replace_all(r"0x[0-9a-fA-F]+", "0x…")
+        .str.replace_all(ADDRESS, "0x…")
         .str.replace_all(r"\b\d{7,}\b", "<id>")
         .str.replace_all(r"\s+", " ")
         .str.strip_chars()

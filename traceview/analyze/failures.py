@@ -64,6 +64,8 @@ SCHEMA: dict[str, pl.DataType] = {
     "gb_id": pl.String,
     "filename": pl.String,
     "line": pl.Int32,
+    "code_filename": pl.String,  # the compiled code object's file and first line (filename/line:
+    "code_line": pl.Int32,  # where it failed, the user's line where known)
     "next_step": pl.String,
     "source": pl.String,
     "file": pl.String,
@@ -381,6 +383,8 @@ def _failure_rows(
                 "gb_id": m.group(1) if m else None,
                 "filename": filename,
                 "line": line,
+                "code_filename": r["filename"],
+                "code_line": r["line"],
                 "next_step": step,
                 "source": "trace",
                 "file": r["file"],
@@ -412,6 +416,8 @@ def _failure_rows(
                     "gb_id": None,
                     "filename": r["filename"],
                     "line": r["line"],
+                    "code_filename": r["filename"],
+                    "code_line": r["line"],
                     "next_step": NEXT_STEPS["recompile_limit"],
                     "source": "text",
                     "file": r["file"],
@@ -473,6 +479,8 @@ def _failure_rows(
                     "gb_id": (m.group(1) if (m := _GB.search(reason)) else None),
                     "filename": r["filename"],
                     "line": r["line"],
+                    "code_filename": r["filename"],
+                    "code_line": r["line"],
                     "next_step": (
                         "WON'T CONVERT: torch._dynamo.config.suppress_errors=True ran this frame eagerly "
                         "(every call, nothing compiled) instead of raising. Fix the cause, then turn "
@@ -547,6 +555,8 @@ def _printed_rows(printed: pl.DataFrame, log_records: pl.DataFrame, failed: pl.D
                 "gb_id": m.group(1) if m else None,
                 "filename": uf[0] if uf else filename,
                 "line": uf[1] if uf else line,
+                "code_filename": filename,
+                "code_line": line,
                 "next_step": next_step(cat, short, reason),
                 "source": "text",
                 "file": p["file"],

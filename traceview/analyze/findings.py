@@ -5,22 +5,57 @@ alike (traceview.output.report, traceview.tui.model), on the rows of `build_repo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from parsers.compiles import STATUSES  # the compile statuses counted per rank
 from traceview.analyze.failures import categorize
 
+# An object's address in a message (`<function f at 0x7fbd…>`): it differs between processes
+# and between objects made alike (a closure per call), never the fact the message states.
+ADDRESS = r"0x[0-9a-fA-F]+"
+_ADDRESS = re.compile(ADDRESS)
+
+
+def same_text(text: str | None) -> str | None:
+    """A message as facts are compared: its objects' addresses left out (`at 0x…`), so a
+    reason that differs only by an address is one fact, counted, with one example text."""
+    return _ADDRESS.sub("0x…", text) if text else text
+
 
 def storm_key(s: dict[str, Any]) -> tuple:
     """What makes two ranks' recompile storms the same finding."""
     return (s["function"], s["filename"], s["line"], s.get("epoch") or 1, s["compiles"], s["hit_recompile_limit"],
-            tuple((c["kind"], c["text"], c["count"]) for c in s["causes"]))
+            tuple((c["kind"], same_text(c["text"]), c["count"]) for c in s["causes"]))
 
 
 def failure_key(f: dict[str, Any]) -> tuple:
     """What makes two ranks' failed compiles the same finding."""
-    return (f["compile_id"], f.get("occurrence"), f.get("function"), f["filename"], f["line"], f["category"], f["reason"])
+    return (f["compile_id"], f.get("occurrence"), f.get("function"), f["filename"], f["line"], f["category"], same_text(f["reason"]))
+
+
+def failure_fact_key(f: dict[str, Any]) -> tuple:
+    """What makes failed compiles one fact: the same code object failing at the same line for
+    the same reason (addresses aside), whatever its compile id and rank (a frame that fails on
+    every call, each time as a new compile id)."""
+    return (f.get("function"), f.get("code_filename") or f["filename"], f["filename"], f["line"], f["category"],
+            f.get("fail_type"), same_text(f["reason"]))
+
+
+def group_failures(fails: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[Any], list[dict[str, Any]]]]:
+    """Failed compiles that are one fact (failure_key across ranks, then failure_fact_key
+    across compile ids): (the first, its ranks, every failure of the fact), in order of
+    first appearance."""
+    facts: dict[tuple, tuple[dict[str, Any], list[Any], list[dict[str, Any]]]] = {}
+    for f in fails:
+        k = failure_fact_key(f)
+        if k in facts:
+            facts[k][1].append(f["rank"])
+            facts[k][2].append(f)
+        else:
+            facts[k] = (f, [f["rank"]], [f])
+    return list(facts.values())
 
 
 def slow_compile_key(r: dict[str, Any]) -> tuple:
@@ -169,14 +204,18 @@ def compile_key(r: dict[str, Any]) -> tuple:
 
 def slow_compiles(report: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any]]]:
     """Compiles slow relative to the run: at least SLOW_COMPILE_MIN_S and at least
-    SLOW_COMPILE_SHARE of their rank's compile time; one entry per distinct compile across
-    ranks (its slowest rank's row first), slowest first."""
+    SLOW_COMPILE_SHARE of their rank's compile time, on a rank that compiled something else
+    too (the only compile of a rank is slow relative to nothing: it is all of its compile
+    time, and COMPILE TIME says so); one entry per distinct compile across ranks (its slowest
+    rank's row first), slowest first."""
     ct = report.get("compile_time") or {}
     per_rank = {r["rank"]: r.get("compile_time_s") or 0.0 for r in report.get("per_rank") or []}
+    compiles = {r["rank"]: r.get("compiles") or 0 for r in report.get("per_rank") or []}
     total = ct.get("total_s") or 0.0
     rows = [
         t for t in ct.get("top") or []
         if t["seconds"] >= SLOW_COMPILE_MIN_S and t["seconds"] >= SLOW_COMPILE_SHARE * per_rank.get(t["rank"], total)
+        and compiles.get(t["rank"], report.get("compiles") or 0) > 1
     ]
     rows.sort(key=lambda t: -t["seconds"])
     return group_ranks(rows, compile_key)

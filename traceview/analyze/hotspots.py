@@ -26,6 +26,7 @@ import polars as pl
 from parsers.code_location import brief, is_torch, whose
 from traceview.analyze.ddp import WRAPPER_BREAK_EXPLANATION, wrapper_break
 from traceview.analyze.failures import fullgraph_likely
+from traceview.analyze.findings import ADDRESS
 from traceview.analyze.registry import config_fix, has_placeholders, registry_entry
 from traceview.trace import Trace
 
@@ -265,9 +266,14 @@ def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
         return []
     rows = rows.sort("file", "lineno")
     grouped = (
-        rows.with_columns(pl.coalesce("filename", "frame_filename").alias("filename"))
-        .group_by("reason", "filename", "line", maintain_order=True)
+        rows.with_columns(
+            pl.coalesce("filename", "frame_filename").alias("filename"),
+            # one fact whatever object's address the reason names (findings.same_text)
+            pl.col("reason").str.replace_all(ADDRESS, "0x…").alias("_fact"),
+        )
+        .group_by("_fact", "filename", "line", maintain_order=True)
         .agg(
+            pl.col("reason").first(),
             pl.col("gb_id").drop_nulls().first(),
             pl.col("function").drop_nulls().first(),
             pl.len().alias("count"),

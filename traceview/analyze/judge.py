@@ -20,6 +20,7 @@ import polars as pl
 from parsers.code_location import whose
 from parsers.compile_ids import label as id_label
 from parsers.frameless import kind_label
+from traceview.analyze.compile_time import compile_phases
 from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
 from traceview.analyze.finding import CompileRef, Cost, Evidence, Finding, ranked
 from traceview.analyze.findings import (
@@ -27,7 +28,7 @@ from traceview.analyze.findings import (
     break_failure,
     code_label,
     divergence_key,
-    failure_key,
+    group_failures,
     group_ranks,
     is_storm,
     ranks_text,
@@ -70,6 +71,38 @@ def rank_prefix(r: int | None) -> str:
     return "" if r is None else f"rank {r} "
 
 
+def _of_which(ph: dict[str, Any]) -> str:
+    """What of Inductor's time went to codegen and autotuning, as parts that do not overlap
+    (autotuning during codegen is said to be part of it), so they never add up to more than
+    Inductor's time: " (of which codegen 8.97s, 4.89s of it autotuning)"."""
+    codegen, at = ph.get("codegen") or 0, ph.get("autotuning") or 0
+    in_cg = min(ph.get("autotuning_in_codegen") or 0, at)
+    inner = []
+    if codegen:
+        inner.append(f"codegen {seconds_text(codegen)}" + (f", {seconds_text(in_cg)} of it autotuning" if seconds_text(in_cg) != seconds_text(0) else ""))
+    rest = at - in_cg if codegen else at
+    if seconds_text(rest) != seconds_text(0):
+        inner.append(f"autotuning {seconds_text(rest)}" + (" outside codegen" if codegen else ""))
+    return f" (of which {', '.join(inner)})" if inner else ""
+
+
+def phases_text(ph: dict[str, Any]) -> str:
+    """Phase seconds (analyze.compile_time.compile_phases of one compile, phase_totals of
+    many) in one line: the parts of the compile time, nested ones in parentheses as parts of
+    their phase: "dynamo 0.64s, aot 1.87s, inductor 123s (of which codegen 118s, 111s of it
+    autotuning), backward 1.22s"."""
+    parts = [f"dynamo {seconds_text(ph.get('dynamo') or 0)}"]
+    if ph.get("inductor"):
+        parts.append(f"aot {seconds_text(ph.get('aot') or 0)}")
+        parts.append(f"inductor {seconds_text(ph['inductor'])}" + _of_which(ph))
+    else:
+        parts.append(f"backend {seconds_text(ph.get('aot+backend') or 0)}")
+    if ph.get("backward"):
+        bwd_at = ph.get("backward_autotuning") or 0
+        parts.append(f"backward {seconds_text(ph['backward'])}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
+    return ", ".join(parts)
+
+
 class Paths:
     """Short, unambiguous names for the files of a report: module-relative for torch's, a
     library's and Python's code (parsers.code_location), else the shortest path suffix no other
@@ -86,6 +119,10 @@ class Paths:
             names.add(f.get("filename") or "")
         for u in report.get("unfinished_compiles") or []:
             names.add(u.get("filename") or "")
+        for f in report.get("failures") or []:
+            names.add(((f.get("code") or {}).get("call_site") or {}).get("filename") or "")
+        for c in report.get("crashes") or []:
+            names.add((((c.get("compile") or {}).get("code") or {}).get("call_site") or {}).get("filename") or "")
         ct = report.get("compile_time") or {}
         for t in (ct.get("top") or []) + (ct.get("by_function") or []):
             names.add(t.get("filename") or "")
@@ -377,11 +414,14 @@ def _collectives(report: dict[str, Any]) -> list[Finding]:
 def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
     out = []
     for c in report.get("crashes") or []:
-        where = f"{c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "?"
-        claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} at {where}: "
-                 f"{CATEGORY_WORDS.get(c['category'], c['category'])}, raised in {c['raised_in']}")
+        where = f"at {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
+        cc = c.get("compile")
+        if cc:  # raised compiling: the compile, named as every line names it
+            where = f"compiling [{id_label(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))}] {code_label(cc, paths.show)}"
+        claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: "
+                 f"{CATEGORY_WORDS.get(c['category'], c['category'])}" + ("" if cc else f", raised in {c['raised_in']}"))
         lines: list[tuple[str, str]] = []
-        if c.get("code"):
+        if c.get("code") and " ".join(str(c["code"]).split()) not in where:  # the line, unless named with the compile
             lines.append(("", c["code"]))
         if c.get("called_from"):
             cf = c["called_from"]
@@ -396,9 +436,10 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
         if c.get("certainty") != "certain":
             lines.append(("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})"))
         lines.append(("next:", c["next_step"]))
+        ref = CompileRef(c["rank"], cc["compile_id"], cc.get("occurrence"), cc.get("attempts")) if cc else None
         out.append(Finding(
             "crash", "act", claim, lines, next_step=c["next_step"], certainty=c.get("certainty") or "certain",
-            ranks=[c["rank"]], evidence=_ev(c), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
+            ranks=[c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
         ))
     return out
 
@@ -578,18 +619,19 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
 def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
     """Failed compiles, but those another finding already tells as its own (one root cause):
     a recompile storm's refusal at the recompile limit, a graph break that sent its frame to
-    eager."""
+    eager (a break that raised under fullgraph=True stays a failure: the compile failed)."""
     storms = report.get("recompile_storms") or []
     breaks = report.get("graph_breaks") or []
     fails = [
         f for f in report.get("failures") or []
-        if not any(storm_failure(s, f) and is_storm(s) for s in storms) and not any(break_failure(g, f) for g in breaks)
+        if not any(storm_failure(s, f) and is_storm(s) for s in storms)
+        and not any(g.get("frame_skipped") and break_failure(g, f) for g in breaks)
     ]
     out = []
-    for f, franks in group_ranks(fails, failure_key):
+    # the same failure on many ranks, or of many compiles, is one finding (findings.group_failures)
+    for f, franks, same in group_failures(fails):
         ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
-        claim = (f"{ranks_text(franks)}[{id_label(f['compile_id'], f.get('occurrence'), f.get('attempts'))}] "
-                 f"{f.get('function') or '?'} ({paths.show(f['filename'], f['line'])}): "
+        claim = (f"{ranks_text(franks)}{_failed_ids(same)} {code_label(f, paths.show)}: "
                  f"{CATEGORY_WORDS.get(f['category'], f['category'])}{ft}")
         lines: list[tuple[str, str]] = [("", f["reason"] or "")]
         if f.get("occurrence") and f["occurrence"] > 1:
@@ -598,15 +640,24 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
         if f.get("certainty") and f["certainty"] != "certain":
             lines.append(("how sure:", f"{f['certainty']} ({f.get('evidence') or 'indirect evidence'})"))
         lines.append(("next:", f["next_step"]))
-        more = [("reason:", f.get("reason_full") or f.get("reason") or "?"), *_on_ranks(franks)]
+        ranks = sorted({r for r in franks if r is not None}) or [None]
+        more = [("reason:", f.get("reason_full") or f.get("reason") or "?"), *_on_ranks(ranks)]
         ref = CompileRef(f["rank"], f["compile_id"], f.get("occurrence"), f.get("attempts"))
         out.append(Finding(
             "failure", "act", claim, lines, more, next_step=f["next_step"], certainty=f.get("certainty") or "certain",
-            ranks=franks, compiles=[CompileRef(r, f["compile_id"], f.get("occurrence")) for r in franks],
-            evidence=_ev(f), count=len(franks), facet=f["category"], target=ref,
+            ranks=ranks, compiles=[CompileRef(x["rank"], x["compile_id"], x.get("occurrence"), x.get("attempts")) for x in same],
+            evidence=_ev(f), count=len(same), facet=f["category"], target=ref,
             key=f"failure:{f['compile_id']}:{f.get('occurrence')}:{f['category']}:{ranks_text(franks).strip()}",
         ))
     return out
+
+
+def _failed_ids(same: list[dict[str, Any]]) -> str:
+    """The compile ids of one failure fact: "[0/2]", "[0/0, 0/1]", "[0/0 … 0/3: 4 compiles]"."""
+    ids = list(dict.fromkeys(id_label(f["compile_id"], f.get("occurrence"), f.get("attempts")) for f in same))
+    if len(ids) <= 3:
+        return f"[{', '.join(ids)}]"
+    return f"[{ids[0]} … {ids[-1]}: {len(ids)} compiles]"
 
 
 def _cudagraphs(report: dict[str, Any]) -> list[Finding]:
@@ -661,20 +712,13 @@ def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
     ct = report.get("compile_time") or {}
     out = []
     for t, ranks in slow_compiles(report):
-        phases = [
-            (k, t.get(c))
-            for k, c in (("dynamo", "dynamo_time_s"), ("backend", "backend_compile_time_s"), ("inductor", "inductor_compile_time_s"),
-                         ("codegen", "code_gen_time_s"), ("backward", "bwd_compile_time_s"))
-            if t.get(c) is not None
-        ]
         secs = sorted(r["seconds"] for r in ct.get("top") or [] if r["compile_id"] == t["compile_id"]
                       and r.get("occurrence") == t.get("occurrence") and r["rank"] in ranks)
         lo, hi = (seconds_text(secs[0]), seconds_text(secs[-1])) if secs else ("", "")
         span = f"{lo.rstrip('s')}-{hi}" if lo != hi else seconds_text(t["seconds"])
         ref = CompileRef(t["rank"], t["compile_id"], t.get("occurrence"), t.get("attempts"))
         claim = f"{span} {ranks_text(ranks)}[{ref.label()}] {paths.compile_name(t)}"
-        ph = ", ".join(f"{k} {seconds_text(v)}" for k, v in phases)
-        lines = [("phases:", ph)] if ph else []
+        lines = [("phases:", phases_text(compile_phases(t)))]
         more = [("all compiles:", f"{seconds_text(ct.get('total_s', 0))} in all"), *_on_ranks(ranks)]
         out.append(Finding(
             "compile_time", "fact", claim, lines, more, cost=Cost(seconds=float(t["seconds"])), ranks=ranks,

@@ -46,6 +46,7 @@ from parsers.facts import guards_from_text, guards_from_trace, user_name
 from parsers.sources import prefer_trace
 from parsers.torch_trace import InputChanged, hydrate
 from traceview.analyze.code_objects import describe
+from traceview.analyze.findings import same_text
 from traceview.trace import Trace
 
 STORM_SCHEMA_KEYS = (
@@ -506,6 +507,11 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 n = max(n, m + 1)
         if n < 2:
             continue
+        if ids <= f["failed"] and not f["limit"] and not f["guards"]:
+            # every compile failed: none left a cache entry whose guards could fail, so none is
+            # a recompile (torch counts none: corpus/disabled_callback_address); the failed
+            # compiles are said as failures
+            continue
         guards = sorted(f["guards"], key=lambda g: (sort_key(g["compile_id"]), g.get("reason_index") or 0))
         forced_static: bool | None = f["forced_static"]
         known_from: str | None = "config" if f["has_config"] else None
@@ -821,7 +827,7 @@ def _causes(
                                            g.get("guard") or "", g.get("expected"))
             dim = g.get("dim") if kind in ("size", "stride", "range") else None
             guard = g.get("guard") or ""
-            key = (kind, src, dim, guard if kind == "other" else None)
+            key = (kind, src, dim, same_text(guard) if kind == "other" else None)  # addresses aside: one cause
             if i > 0:
                 n_secondary += 1
                 secondary_rows.append((key, {**g, "_value": value}))

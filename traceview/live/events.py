@@ -27,7 +27,7 @@ from traceview.analyze.unfinished import unfinished_compiles
 from traceview.output.report import clean_line, seconds_text
 from traceview.trace import Trace
 
-KINDS = ("compile_start", "compile_end", "recompile", "graph_break", "failure", "crash", "busy")
+KINDS = ("compile_start", "compile_end", "backward_end", "recompile", "graph_break", "failure", "crash", "busy")
 
 
 @dataclass
@@ -61,6 +61,12 @@ def _where(filename: Any, line: Any = None) -> str:
 
 def _code(row: dict[str, Any]) -> str:
     return clean_line(code_label(row, _where))
+
+
+def _has_backward(row: dict[str, Any]) -> bool:
+    """Whether a compile logged a backward of its own worth a figure (bwd_compilation_metrics,
+    not 0.00s)."""
+    return seconds_text(row.get("bwd_compile_time_s") or 0.0) != seconds_text(0.0)
 
 
 def _cid(row: dict[str, Any]) -> str:
@@ -114,8 +120,8 @@ class Deriver:
             k = (r["file"], r["compile_id"], r["occurrence"])
             if r["frame_id"] is None and r.get("compile_kind") is None:
                 continue  # a compiled-autograd graph: said with its compile
-            start_key, end_key = ("start", *k), ("end", *k)
-            if start_key in self.seen and end_key in self.seen:
+            start_key, end_key, bwd_key = ("start", *k), ("end", *k), ("backward", *k)
+            if start_key in self.seen and end_key in self.seen and (not _has_backward(r) or bwd_key in self.seen):
                 continue  # said whole before (a chunk touching its frame derives it again)
             r["code"] = describe(trace, rank=r["rank"], function=r["function"], filename=r["filename"], line=r["line"],
                                  compile_ids=[r["compile_id"]])
@@ -125,18 +131,32 @@ class Deriver:
                     called = f", called at {_where(r['call_filename'], r['call_line'])}"
                 # a frame's name is in its dynamo_start stack, except a resume function's
                 # (named by its metrics, when it ends)
-                what = f" {_code(r)}" if r.get("function") else ""
+                what = f" {_code(r)}" if r.get("function") else " a frame (its name comes with its metrics)"
                 out.append(self._ev("compile_start", r, f"[{_cid(r)}] compiling{what}{called}", start_key,
                                     function=r["function"], filename=r["filename"], line=r["line"]))
             if r["status"] == "no_metrics":
                 self.open_compiles.add(k)
                 continue
             self.open_compiles.discard(k)
+            with_backward = _has_backward(r)
+            if with_backward and end_key in self.seen and self._new(bwd_key):
+                # a backward compiled lazily at the first backward call, after the forward's
+                # metrics were said: the compile's total is now the summary's (forward + backward)
+                fwd, bwd = r.get("compile_time_s") or 0.0, r["bwd_compile_time_s"]
+                text = (f"[{_cid(r)}] backward compiled in {seconds_text(bwd)}: {_code(r)}; "
+                        f"{seconds_text(r.get('total_time_s'))} in all (forward {seconds_text(fwd)} + backward {seconds_text(bwd)})")
+                out.append(self._ev("backward_end", r, text, bwd_key, seconds=r.get("total_time_s"), forward_s=fwd,
+                                    backward_s=bwd, function=r["function"], filename=r["filename"], line=r["line"]))
             if not self._new(end_key):
                 continue
+            if with_backward:
+                self._new(bwd_key)  # said with its end
             outcome = compile_outcome(r)
             secs = r.get("total_time_s")
             took = f" in {seconds_text(secs)}" if secs is not None else ""
+            if with_backward and secs is not None:
+                # said at once with its backward (the log was read after both): the parts labelled
+                took = f" in {seconds_text(secs)} (forward {seconds_text(r.get('compile_time_s') or 0.0)} + backward {seconds_text(r['bwd_compile_time_s'])})"
             data: dict[str, Any] = {"outcome": outcome, "seconds": secs, "function": r["function"],
                                     "filename": r["filename"], "line": r["line"]}
             if outcome in ("failed", "eager"):
@@ -146,7 +166,10 @@ class Deriver:
                 text = f"[{_cid(r)}] {what}{took}: {cat}: {clean_line(headline(r.get('fail_reason'), 160))}"
                 data.update(category=cat, next_step=next_step(cat, r.get("fail_type"), r.get("fail_reason")))
             else:
-                said = {"ok": "compiled", "restarted": "compiled (restarted after a graph break)", "empty": "nothing to compile (empty graph)"}
+                # a restart's id is the summary's ([0/0_1]), said with the id its start and
+                # break were said with ([0/0]: torch logs attempt 0 under it)
+                restarted = f"compiled (restarted after the graph break of [{r['compile_id']}])" if _cid(r) != r["compile_id"] else "compiled (restarted after a graph break)"
+                said = {"ok": "compiled", "restarted": restarted, "empty": "nothing to compile (empty graph)"}
                 text = f"[{_cid(r)}] {said.get(outcome, outcome)}{took}: {_code(r)}"
             out.append(self._ev("compile_end", r, text, end_key, **data))
         return out

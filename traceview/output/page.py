@@ -59,7 +59,7 @@ PAYLOAD_KINDS = {
     "inductor_post_grad_graph": "post-grad graph",
     "inductor_output_code": "output code",
 }
-PHASES = ("dynamo", "aot", "inductor", "autotuning", "other", "backward")
+PHASES = ("dynamo", "aot", "backend", "inductor", "autotuning", "other", "backward")  # ct.disjoint_phases' parts
 LABEL_MAX_PX = 560  # a picture's label column at most; a longer label is cut in its middle (all of it in the tooltip)
 SCHEDULES_DRAWN = 12  # collective mismatches drawn at most; the rest: traceview summary / open (Ranks)
 SCHEDULE_CONTEXT = 3  # collectives drawn before and after the first one that differs
@@ -200,25 +200,19 @@ def _where(r: dict[str, Any]) -> str:
     return compile_name(r) + place
 
 
-def _phases(r: dict[str, Any], autotune: float) -> list[tuple[str, float]]:
-    """A forward compile's seconds split as the compiles table has them: dynamo, AOT (the
-    backend's time outside Inductor), Inductor (less its autotuning), autotuning, other."""
-    total = r.get("compile_time_s") or 0.0
-    dyn = r.get("dynamo_time_s") or 0.0
-    backend = r.get("backend_compile_time_s") or 0.0
-    ind = min(r.get("inductor_compile_time_s") or 0.0, backend) if backend else (r.get("inductor_compile_time_s") or 0.0)
-    at = min(autotune, ind)
-    parts = [("dynamo", dyn), ("aot", max(backend - ind, 0.0)), ("inductor", ind - at), ("autotuning", at)]
-    parts.append(("other", max(total - sum(p for _, p in parts), 0.0)))
-    return [(k, v) for k, v in parts if v > 0]
+def _phases(r: dict[str, Any], autotuning: dict[str, float] | None) -> list[tuple[str, float]]:
+    """A forward compile's seconds split as every view splits them (analyze.compile_time:
+    compile_phases, disjoint_phases), and `other`: what of its time no phase logged."""
+    parts = ct.disjoint_phases(ct.compile_phases(r, autotuning), backward=False)
+    rest = (r.get("compile_time_s") or 0.0) - sum(v for _, v in parts)
+    return [*parts, ("other", rest)] if rest > 1e-9 else parts
 
 
 def _timeline(trace: Trace, comps: _Compiles, width: int = 1000) -> dict[str, Any] | None:
     rows = compile_rows(trace)
     if not rows.height:
         return None
-    at = {(f, c, o): s for f, c, o, s in ct.autotuning_by_compile(trace).select(
-        "file", "compile_id", "occurrence", "autotuning_s").iter_rows()}
+    at = ct.autotuning_by_phase(trace)
     by_key = {(r["file"], r["rank"], r["compile_id"], r["occurrence"] or 1): r for r in comps.rows}
     ends = (rows["offset_s"] + rows["dur_us"].fill_null(0) / 1e6).max() or 0.0
     span = max(float(ends), 1e-3)
@@ -236,7 +230,7 @@ def _timeline(trace: Trace, comps: _Compiles, width: int = 1000) -> dict[str, An
         if r["part"] == "backward":
             segs = [("backward", dur)]
         elif c:
-            segs = _phases(c, at.get((r["file"], r["compile_id"], r["occurrence"]), 0.0) or 0.0)
+            segs = _phases(c, at.get((r["file"], r["compile_id"], r["occurrence"])))
         w_total = max(dur / span * width, 1.0)
         pos, pieces = x, []
         tot = sum(s for _, s in segs) or 1.0

@@ -20,10 +20,10 @@ from parsers.compiles import STATUSES
 from parsers.frameless import is_frameless, kind_label
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
-from traceview.analyze.code_objects import describe
+from traceview.analyze.code_objects import describe, of_compile
 from traceview.analyze.collectives import collective_mismatches
 from traceview.analyze.compile_facts import asserts_text, compile_facts
-from traceview.analyze.crashes import crash_findings
+from traceview.analyze.crashes import compile_of_crash, crash_findings
 from traceview.analyze.cudagraphs import (
     cudagraph_counts,
     cudagraph_findings,
@@ -40,7 +40,7 @@ from traceview.analyze.findings import (
     slow_compile_key,
 )
 from traceview.analyze.hotspots import graph_break_hotspots
-from traceview.analyze.judge import Paths, judge, plural, rank_prefix, seconds_text
+from traceview.analyze.judge import Paths, judge, phases_text, plural, rank_prefix, seconds_text
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
 from traceview.analyze.stalls import mark_lone_recompiles, rank_stalls
 from traceview.analyze.stops import stop_findings, tie_unfinished
@@ -102,12 +102,18 @@ class _CodeObjects:
         self._trace = trace
         self._seen = {(s["rank"], s["function"], s["filename"], s["line"]): s["code"] for s in storms if s.get("code")}
 
-    def add(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def add(self, rows: list[dict[str, Any]], *, place: tuple[str, str] = ("filename", "line")) -> list[dict[str, Any]]:
+        """Each row's `code`: its code object's (rank, function and the `place` columns: the
+        code object's file and first line), with the call site of the row's own compile when
+        it names one (`compile_id`, `occurrence`)."""
         for r in rows:
-            k = (r.get("rank"), r.get("function"), r.get("filename"), r.get("line"))
+            k = (r.get("rank"), r.get("function"), r.get(place[0]), r.get(place[1]))
+            if k[2] is None and place[0] != "filename":  # not known: any code object of that name in the file
+                k = (k[0], k[1], r.get("filename"), None)
             if k not in self._seen:
                 self._seen[k] = describe(self._trace, rank=k[0], function=k[1], filename=k[2], line=k[3])
-            r["code"] = self._seen[k]
+            r["code"] = of_compile(self._seen[k], self._trace, rank=r.get("rank"), compile_id=r.get("compile_id"),
+                                   occurrence=r.get("occurrence"))
         return rows
 
 def _frameless_compiles(compiles: pl.DataFrame) -> list[dict[str, Any]]:
@@ -153,6 +159,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
     _use_optimizer_fix(storms, optimizer)
     stalls = rank_stalls(trace, collectives=collectives)
     mark_lone_recompiles(storms, stalls)  # on some ranks only: never "nothing to fix"
+    phases = ct.phase_totals(trace)
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
         "ranks": ranks_of(trace),
@@ -163,16 +170,17 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "recompile_storms": storms,
         "compiled_optimizer": optimizer,
         "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace),
-        "failures": [
+        "failures": codes.add([
             {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"]}
             for r in _rows(fails)
-        ],
+        ], place=("code_filename", "code_line")),
         "crashes": crashes,
         "stops": stops,
         "unfinished_compiles": unfinished,
         "compile_time": {
             "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
-            "phases_s": ct.phase_totals(trace),
+            "phases_s": phases,
+            "phases": ct.phase_rows(phases),
             "top": codes.add(_rows(_round(ct.top_compiles(trace)))),
             "by_function": codes.add(_rows(_round(ct.by_function(trace).head(10)))),
             "spans": _rows(_round(ct.span_totals(trace))),
@@ -206,6 +214,11 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "problem_examples": _rows(problems.head(20)),
         },
     }
+    for c in report["crashes"]:
+        # a crash raised compiling is its compile's failure: named as the failure is
+        f = compile_of_crash(c, report["failures"])
+        c["compile"] = None if f is None else {k: f.get(k) for k in (
+            "compile_id", "occurrence", "attempts", "function", "filename", "line", "code")}
     report["findings"] = [f.to_json() for f in judge(trace, report=report)]
     return report
 
@@ -572,21 +585,6 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: _Paths) -> None:
         t.add(f"… {len(lines) - 16} more (--json lists all)", "  ")
 
 
-def _of_which(ph: dict[str, Any]) -> str:
-    """What of Inductor's time went to codegen and autotuning, as parts that do not overlap
-    (autotuning during codegen is said to be part of it), so they never add up to more than
-    Inductor's time: " (of which codegen 8.97s, 4.89s of it autotuning)"."""
-    codegen, at = ph.get("codegen") or 0, ph.get("autotuning") or 0
-    in_cg = min(ph.get("autotuning_in_codegen") or 0, at)
-    inner = []
-    if codegen:
-        inner.append(f"codegen {seconds_text(codegen)}" + (f", {seconds_text(in_cg)} of it autotuning" if seconds_text(in_cg) != seconds_text(0) else ""))
-    rest = at - in_cg if codegen else at
-    if seconds_text(rest) != seconds_text(0):
-        inner.append(f"autotuning {seconds_text(rest)}" + (" outside codegen" if codegen else ""))
-    return f" (of which {', '.join(inner)})" if inner else ""
-
-
 def _compile_name(r: dict[str, Any], paths: _Paths) -> str:
     return paths.compile_name(r)
 
@@ -602,16 +600,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: boo
     t.heading(head)
     ph = ctime["phases_s"]
     if ctime["total_s"]:
-        parts = [f"dynamo {seconds_text(ph['dynamo'])}"]
-        if ph["inductor"]:
-            parts.append(f"aot {seconds_text(ph.get('aot', 0))}")
-            parts.append(f"inductor {seconds_text(ph['inductor'])}" + _of_which(ph))
-        else:
-            parts.append(f"backend {seconds_text(ph['aot+backend'])}")
-        if ph["backward"]:
-            bwd_at = ph.get("backward_autotuning") or 0
-            parts.append(f"backward {seconds_text(ph['backward'])}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
-        t.label("phases:", ", ".join(parts), "  ")
+        t.label("phases:", phases_text(ph), "  ")
     if ph.get("runtime_autotuning"):
         t.label("autotune:", f"{seconds_text(ph['runtime_autotuning'])} at run time (first calls of compiled kernels; not compile time)", "  ")
     if ctime["top"]:

@@ -11,6 +11,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from traceview.analyze.finding import findings_of
 from traceview.analyze.findings import ranks_text
 from traceview.tui.cursor import MarkedOptionList
 from traceview.tui.model import KIND_TITLES, CompileKey, Finding, TraceModel
@@ -107,7 +108,8 @@ class FindingsView(View):
             parts = [f"{m.compiles.height} compiles"]
         if r.get("ranks"):
             parts.append(f"{len(r['ranks'])} ranks")
-        diverging = [f.rank for f in m.findings if f.kind == "divergence"]
+        # ranks that compiled differently: a divergence, or compiles made alone while others waited
+        diverging = sorted({rank for f in findings_of(r) if f.kind in ("divergence", "stall") for rank in f.ranks if rank is not None})
         if diverging:  # named: the first thing a multi-rank user needs
             parts.append(f"{ranks_text(diverging).strip()} {'diverges' if len(diverging) == 1 else 'diverge'}")
         counts = {k: sum(1 for f in m.findings if f.kind == k) for k in KIND_TITLES}

@@ -18,6 +18,8 @@ from parsers.code_location import whose
 from parsers.compile_ids import frame_group
 from parsers.compile_ids import label as compile_id_label
 from parsers.frameless import compile_name as frameless_compile_name
+from traceview.analyze.compile_time import compile_phases
+from traceview.analyze.finding import findings_of
 from traceview.analyze.findings import after_resets, compile_outcome
 from traceview.printable import one_line
 from traceview.tui.cursor import marked_line
@@ -148,15 +150,11 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
     if row.get("start") is not None:
         # month-day and time only: the log has no year (the parser guesses it from the mtime)
         _label(t, "started", row["start"].strftime("%m-%d %H:%M:%S.%f")[:-3])
-    phases = [
-        ("dynamo", "dynamo_time_s"),
-        ("backend", "backend_compile_time_s"),
-        ("inductor", "inductor_compile_time_s"),
-        ("codegen", "code_gen_time_s"),
-        ("backward", "bwd_compile_time_s"),
-    ]
     _label(t, "time", f"{seconds(row.get('total_time_s'))} in all")
-    _label(t, "phases", "  ".join(f"{k} {seconds(row.get(c))}" for k, c in phases))
+    if row.get("total_time_s"):  # the summary's split and words (analyze.compile_time, output.report)
+        from traceview.analyze.judge import phases_text
+
+        _label(t, "phases", phases_text(compile_phases(row)))
     inside = model.backward_inside(row) if row.get("bwd_compile_time_s") is None else None
     if inside:
         # AOTAutograd compiled the backward with the forward (not lazily at the first backward):
@@ -300,7 +298,9 @@ class FramesView(View):
         df = self.model.compiles
         rows = self.model.text_log_compiles() if self.model.text_only else df.to_dicts()
         ranked = any(r["rank"] is not None for r in rows)
-        diverging = {f.rank: f.summary[0] for f in self.model.findings if f.kind == "divergence"}
+        # ranks that compiled differently (a divergence, or compiles made alone while others waited)
+        diverging = {r: f.claim for f in findings_of(self.model.report) if f.kind in ("divergence", "stall")
+                     for r in f.ranks if r is not None}
         groups: dict[Any, dict[tuple, list[dict[str, Any]]]] = {}
         for r in rows:
             groups.setdefault(r["rank"], {}).setdefault(_frame_key(r), []).append(r)

@@ -13,6 +13,7 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from parsers.discover import Inputs
+from traceview.analyze.findings import ranks_text
 from traceview.tui.text import safe
 
 
@@ -27,7 +28,7 @@ class RunInfo:
     bytes: int = 0
 
     def label(self) -> Text:
-        ranks = ("ranks " + ", ".join(map(str, self.ranks))) if self.ranks else "one process (no rank)"
+        ranks = ranks_text(self.ranks).strip() or "one process (no rank)"
         start = self.start or "start unknown"
         if len(start) >= 4 and start[:4].isdigit():
             start = f"{start[:2]}-{start[2:4]}{start[4:]}"  # MMDD -> MM-DD

@@ -27,9 +27,10 @@ from parsers.code_location import brief
 from parsers.compile_ids import epoch_expr, sort_key
 from parsers.compile_ids import label as id_label
 from traceview.analyze import compile_time as ct
+from traceview.analyze.code_objects import describe, of_compile
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.failures import failures
-from traceview.analyze.findings import code_label
+from traceview.analyze.findings import code_label, ranks_text
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
@@ -430,13 +431,23 @@ def _failures(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
 
     fa, fb = collect(sa), collect(sb)
     out = []
-    for change, src, other in (("new", fb, fa), ("fixed", fa, fb)):
+    for change, src, other, side in (("new", fb, fa, sb), ("fixed", fa, fb, sa)):
         for k, r in src.items():
             if k not in other:
                 out.append({"change": change, "rank": k[0], "function": k[1], "file": k[2], "line": r.get("line"),
                             "category": k[3], "reason": one_line(r.get("headline"), 300),
-                            "compile_id": r["compile_id"]})
+                            "compile_id": r["compile_id"], "label": _failure_label(side, r)})
     return out
+
+
+def _failure_label(side: _Side, r: dict[str, Any]) -> str:
+    """The failed compile's code object as every other line names it (findings.code_label over
+    analyze.code_objects, the call site of that compile): `Sequential via torch.compile(model),
+    called at train.py:29`, not torch's wrapper `inner`."""
+    code = describe(side.view, rank=r["rank"], function=r.get("function"), filename=r.get("code_filename") or r.get("filename"),
+                    line=r.get("code_line"))
+    code = of_compile(code, side.view, rank=r["rank"], compile_id=r.get("compile_id"), occurrence=r.get("occurrence"))
+    return code_label({**r, "code": code}, lambda f, ln: f"{file_tail(f)}:{ln}")
 
 
 def _per_compile(
@@ -652,8 +663,8 @@ def build_diff(
     rb = ra if against_rank is None else against_rank
     for trace, r, name in ((a, ra, names[0]), (b, rb, names[1])):
         if r is not _ANY_RANK and r not in trace.ranks:
-            have = ", ".join(map(str, trace.ranks)) or "none"
-            raise UserError(f"{name} has no rank {r} (ranks: {have})")
+            have = ranks_text(trace.ranks).strip() or "no ranks"
+            raise UserError(f"{name} has no rank {r} (it has {have})")
     sa, sb = _Side(a, ra), _Side(b, rb)
     fa, fb = sa.frames(), sb.frames()
     pairs = _match_frames(fa, fb)
@@ -765,7 +776,7 @@ def gate(diff: dict[str, Any], rules: list[Rule]) -> list[str]:
         elif rule.name == "new-failures":
             new = [f for f in diff["failures"] if f["change"] == "new"]
             if new:
-                lines.append(f"{rule}: {len(new)} new failure(s), first: {code_object(new[0]['function'], new[0]['file'], new[0]['line'])} {new[0]['reason']}")
+                lines.append(f"{rule}: {len(new)} new failure(s), first: {new[0].get('label') or code_object(new[0]['function'], new[0]['file'], new[0]['line'])} {new[0]['reason']}")
         elif rule.name == "new-eager-frames":
             new = [f for f in diff["frames_eager"] if f["change"] == "new"]
             if new:
@@ -818,7 +829,7 @@ def change_text(section: str, r: dict[str, Any]) -> str:
         what = "now runs eagerly (whole frame skipped)" if r["change"] == "new" else "compiles again (was run eagerly)"
         return f"{_rank(r)}{code_object(r['function'], r['file'], r['line'])} {what}"
     if section == "failures":
-        return f"{_rank(r)}{code_object(r['function'], r['file'], r['line'])} {r['category']}: {r['reason']}"
+        return f"{_rank(r)}{r.get('label') or code_object(r['function'], r['file'], r['line'])} {r['category']}: {r['reason']}"
     if section == "collectives":
         co = code_object(r["function"], r["file"], r["line"])
         graph = " (backward)" if r["graph_index"] else ""

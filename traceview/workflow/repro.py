@@ -33,6 +33,7 @@ import polars as pl
 
 from parsers import compile_ids
 from traceview.analyze.failures import categorize, headline
+from traceview.analyze.findings import ranks_text
 from traceview.errors import UserError
 from traceview.printable import one_line
 from traceview.trace import Trace
@@ -113,7 +114,7 @@ def _compile_row(trace: Trace, typed: compile_ids.CompileId, rank: int | None) -
         raise UserError(f"no compile {cid}{where} in the trace (compile ids: {shown})")
     ranks = sorted({r for r in rows["rank"].to_list()}, key=lambda r: -1 if r is None else r)
     if len(ranks) > 1:
-        raise UserError(f"compile {cid} is on ranks {', '.join(map(str, ranks))}: pass --rank")
+        raise UserError(f"compile {cid} is on {ranks_text(ranks).strip()}: pass --rank")
     return rows.row(0, named=True)
 
 
