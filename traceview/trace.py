@@ -78,7 +78,7 @@ def _fact(name: str, t: Trace) -> pl.DataFrame:
         trace_side = getattr(facts, f"{name}_from_trace")(t.events, t.compiles)
     if t.log_records.height == 0:
         return trace_side
-    text_side = getattr(facts, f"{name}_from_text")(t.log_records)
+    text_side = (facts.graph_breaks_from_text if name == "graph_break_records" else getattr(facts, f"{name}_from_text"))(t.log_records)
     return pl.concat([trace_side, text_side], how="vertical_relaxed")
 
 
