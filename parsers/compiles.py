@@ -11,7 +11,15 @@ import orjson
 import polars as pl
 
 from parsers.code_location import call_site, whose
-from parsers.coerce import typed_frame
+from parsers.coerce import (
+    DamagedField,
+    bool_of,
+    float_of,
+    int_of,
+    json_object,
+    stack_of,
+    typed_frame,
+)
 from parsers.compile_ids import occurrence_at, occurrence_expr
 from parsers.frameless import attach_unnamed_metrics, frameless_ids, with_frameless_ids
 
@@ -106,40 +114,18 @@ SPANS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _loads(text: str | None) -> dict:
-    if not text:
-        return {}
-    try:
-        v = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return {}
-    return v if isinstance(v, dict) else {}
-
-
-def _f(v: object) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _b(v: object) -> bool | None:
-    return v if isinstance(v, bool) else None
-
-
-def _i(v: object) -> int | None:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
-
-
 def _stack(frames: object, strings: dict[int, str]) -> list[str]:
+    """A stack field as `path:line in name[: loc]` texts ([] when it is damaged: the parse
+    counted it as a problem, parsers.coerce)."""
+    try:
+        parsed = stack_of(frames, strings)
+    except DamagedField:
+        return []
     out: list[str] = []
-    if not isinstance(frames, list):
-        return out
-    for fr in frames:
-        if not isinstance(fr, dict):
-            continue
-        fn = fr.get("filename")
-        path = strings.get(fn, str(fn)) if isinstance(fn, int) else str(fn)
-        s = f"{path}:{fr.get('line')} in {fr.get('name')}"
-        if fr.get("loc"):
-            s += f": {fr['loc']}"
+    for fr in parsed:
+        s = f"{fr.filename or '?'}:{fr.line} in {fr.name}"
+        if fr.loc:
+            s += f": {fr.loc}"
         out.append(s)
     return out
 
@@ -161,7 +147,7 @@ def _caller_stacks(with_id: pl.DataFrame, key: list[str], strings: dict[str, dic
     )
     out: dict[tuple, list[str]] = {}
     for file, cid, occ, meta_text in first.select(*key, "metadata").iter_rows():
-        stack = _stack(_loads(meta_text).get("stack"), strings.get(file, {}))
+        stack = _stack(json_object(meta_text).get("stack"), strings.get(file, {}))
         cut = next((i for i, s in enumerate(stack) if _CONVERT_FRAME in s.replace("\\", "/")), None)
         if cut:
             out[(file, cid, occ)] = stack[:cut]
@@ -231,21 +217,19 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     callers = _caller_stacks(with_id, key, str_tables)
     for file, cid, occ, lineno, kind, meta_text, payload in recs.iter_rows():
         row = info.setdefault((file, cid, occ), {})
-        meta = _loads(meta_text)
+        meta = json_object(meta_text)
         if kind == "dynamo_start":
             stack = _stack(meta.get("stack"), str_tables.get(file, {}))
             row["user_stack"] = stack
             row["callers"] = callers.get((file, cid, occ))
-            frames = meta.get("stack")
-            if isinstance(frames, list) and frames and isinstance(frames[-1], dict):
-                last = frames[-1]
-                fn = last.get("filename")
-                row.setdefault("start_function", last.get("name"))
-                row.setdefault(
-                    "start_filename",
-                    str_tables.get(file, {}).get(fn, str(fn)) if isinstance(fn, int) else fn,
-                )
-                row.setdefault("start_line", _i(last.get("line")))
+            try:
+                frames = stack_of(meta.get("stack"), str_tables.get(file, {}))
+            except DamagedField:
+                frames = []
+            if frames:
+                row.setdefault("start_function", frames[-1].name)
+                row.setdefault("start_filename", frames[-1].filename)
+                row.setdefault("start_line", frames[-1].line)
         elif kind == "artifact":
             row["recompile_reasons_text"] = payload
         elif kind == "compilation_metrics":
@@ -267,25 +251,25 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     for (file, cid, occ), r in info.items():
         m = r.get("metrics", {})
         bwd = r.get("bwd", {})
-        entire = _f(m.get("entire_frame_compile_time_s"))
+        entire = float_of(m.get("entire_frame_compile_time_s"))
         kind = kinds.get(cid, "dynamo")
-        if entire is None and kind != "dynamo" and _f(m.get("end_time_us")) is not None and _f(m.get("start_time_us")) is not None:
+        if entire is None and kind != "dynamo" and float_of(m.get("end_time_us")) is not None and float_of(m.get("start_time_us")) is not None:
             # a frameless compile's metrics time it by its span only (compile_fx_aot)
-            entire = ((_f(m.get("end_time_us")) or 0.0) - (_f(m.get("start_time_us")) or 0.0)) / 1e6
-        backend = _f(m.get("backend_compile_time_s"))
-        bwd_t = _f(bwd.get("inductor_compile_time_s"))
+            entire = ((float_of(m.get("end_time_us")) or 0.0) - (float_of(m.get("start_time_us")) or 0.0)) / 1e6
+        backend = float_of(m.get("backend_compile_time_s"))
+        bwd_t = float_of(bwd.get("inductor_compile_time_s"))
         if bwd_t is None and bwd.get("duration_us") is not None:
-            bwd_t = (_f(bwd.get("duration_us")) or 0.0) / 1e6
+            bwd_t = (float_of(bwd.get("duration_us")) or 0.0) / 1e6
         restarts = m.get("restart_reasons") or []
         if not isinstance(restarts, list):
             restarts = [restarts]
         cfg = m.get("dynamo_config")
         if isinstance(cfg, str):
-            cfg = _loads(cfg)
+            cfg = json_object(cfg)
         cfg = cfg if isinstance(cfg, dict) else {}
-        start_us = _f(m.get("start_time_us"))
-        if start_us is None and _f(m.get("start_time")) is not None:
-            start_us = (_f(m.get("start_time")) or 0.0) * 1e6
+        start_us = float_of(m.get("start_time_us"))
+        if start_us is None and float_of(m.get("start_time")) is not None:
+            start_us = (float_of(m.get("start_time")) or 0.0) * 1e6
         if kind != "dynamo":
             # no Dynamo: the whole compile is the backend (AOTAutograd + Inductor); Inductor
             # and codegen (with the C++ build) from its spans
@@ -300,34 +284,34 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "compile_kind": kind,
                 "function": m.get("co_name") or r.get("start_function"),
                 "filename": m.get("co_filename") or r.get("start_filename"),
-                "line": _i(m.get("co_firstlineno")) or r.get("start_line"),
+                "line": int_of(m.get("co_firstlineno")) or r.get("start_line"),
                 "has_metrics": "metrics" in r,
                 "fail_type": m.get("fail_type"),
                 "fail_reason": m.get("fail_reason"),
                 "fail_user_filename": m.get("fail_user_frame_filename"),
-                "fail_user_line": _i(m.get("fail_user_frame_lineno")),
+                "fail_user_line": int_of(m.get("fail_user_frame_lineno")),
                 "recompile_reason": m.get("recompile_reason") or r.get("recompile_reasons_text"),
                 "restart_reasons": [str(x) for x in restarts],
                 "start_us": start_us,
                 "compile_time_s": entire,
                 "dynamo_time_s": None if kind != "dynamo" else (entire - backend) if entire is not None and backend is not None else entire,
                 "backend_compile_time_s": backend,
-                "inductor_compile_time_s": _f(m.get("inductor_compile_time_s")),
-                "code_gen_time_s": _f(m.get("code_gen_time_s")),
+                "inductor_compile_time_s": float_of(m.get("inductor_compile_time_s")),
+                "code_gen_time_s": float_of(m.get("code_gen_time_s")),
                 "bwd_compile_time_s": bwd_t,
-                "guard_count": _i(m.get("guard_count")),
-                "shape_env_guard_count": _i(m.get("shape_env_guard_count")),
-                "graph_op_count": _i(m.get("graph_op_count")),
-                "graph_node_count": _i(m.get("graph_node_count")),
-                "graph_input_count": _i(m.get("graph_input_count")),
-                "cache_size": _i(m.get("cache_size")),
-                "accumulated_cache_size": _i(m.get("accumulated_cache_size")),
+                "guard_count": int_of(m.get("guard_count")),
+                "shape_env_guard_count": int_of(m.get("shape_env_guard_count")),
+                "graph_op_count": int_of(m.get("graph_op_count")),
+                "graph_node_count": int_of(m.get("graph_node_count")),
+                "graph_input_count": int_of(m.get("graph_input_count")),
+                "cache_size": int_of(m.get("cache_size")),
+                "accumulated_cache_size": int_of(m.get("accumulated_cache_size")),
                 "has_guarded_code": m.get("has_guarded_code") if isinstance(m.get("has_guarded_code"), bool) else None,
                 # torch._dynamo.config.suppress_errors: a failed frame runs eagerly (WON'T CONVERT)
-                "suppress_errors": _b(m.get("config_suppress_errors")),
+                "suppress_errors": bool_of(m.get("config_suppress_errors")),
                 # torch.compile(dynamic=False) turns automatic dynamic shapes off
-                "automatic_dynamic_shapes": _b(cfg.get("automatic_dynamic_shapes")),
-                "assume_static_by_default": _b(cfg.get("assume_static_by_default")),
+                "automatic_dynamic_shapes": bool_of(cfg.get("automatic_dynamic_shapes")),
+                "assume_static_by_default": bool_of(cfg.get("assume_static_by_default")),
                 # set at compile time when CUDA graphs were refused (graph partition off)
                 "cudagraph_skip_reason": m.get("cudagraph_skip_reason") if isinstance(m.get("cudagraph_skip_reason"), str) else None,
                 "user_stack": r.get("user_stack", []),

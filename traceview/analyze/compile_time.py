@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 import polars as pl
 
+from parsers.coerce import float_of, int_of, json_object, text_of
 from traceview.trace import Trace
 
 PHASES = {
@@ -298,26 +298,13 @@ def span_totals(trace: Trace, *, n: int = 12) -> pl.DataFrame:
 
 # ----------------------------------------------------------------------- autotuning
 def _args(payload: str | None) -> dict:
-    try:
-        v = orjson.loads(payload or "")
-    except orjson.JSONDecodeError:
-        return {}
-    a = v.get("args") if isinstance(v, dict) else None
-    return a if isinstance(a, dict) else {}
+    a = json_object(payload).get("args")
+    return a if type(a) is dict else {}
 
 
-def _json(text: object) -> dict:
-    if isinstance(text, dict):
-        return text
-    try:
-        v = orjson.loads(text) if isinstance(text, str) else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return v if isinstance(v, dict) else {}
-
-
-def _f(v: object) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _json(value: object) -> dict:
+    """A field that holds a JSON object, or its text."""
+    return value if type(value) is dict else json_object(value if type(value) is str else None)
 
 
 def _has_template_autotuning(spans: pl.DataFrame) -> bool:
@@ -382,19 +369,19 @@ def _autotuning_from_trace(events: pl.DataFrame, spans: pl.DataFrame, at: pl.Dat
         stats = _json(args.get("autotune_choices_stats"))
         pre_meta = _json(_args(payloads.get((r["file"], r["_pre_end"]))).get("metadata"))
         failed = pre_meta.get("exceptions")
-        best = _f(stats.get("best_time"))
-        best_tr = _f(stats.get("best_triton_time"))
+        best = float_of(stats.get("best_time"))
+        best_tr = float_of(stats.get("best_triton_time"))
         rows.append(
             {
                 "rank": r["rank"],
                 "compile_id": r["compile_id"],
                 "op": r["op"],
-                "shape": args.get("autotune_shape"),
-                "dtypes": args.get("autotune_dtypes"),
-                "choices": stats.get("num_choices") if isinstance(stats.get("num_choices"), int) else None,
-                "best_kernel": stats.get("best_kernel"),
+                "shape": text_of(args.get("autotune_shape")),
+                "dtypes": text_of(args.get("autotune_dtypes")),
+                "choices": int_of(stats.get("num_choices")),
+                "best_kernel": text_of(stats.get("best_kernel")),
                 "best_ms": best,
-                "best_triton_kernel": stats.get("best_triton_kernel"),
+                "best_triton_kernel": text_of(stats.get("best_triton_kernel")),
                 "best_triton_ms": best_tr,
                 "precompile_s": r["precompile_s"],
                 "benchmark_s": r["duration_s"],
