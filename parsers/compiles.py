@@ -21,7 +21,13 @@ from parsers.coerce import (
     typed_frame,
 )
 from parsers.compile_ids import occurrence_at, occurrence_expr
-from parsers.frameless import attach_unnamed_metrics, frameless_ids, with_frameless_ids
+from parsers.frameless import (
+    RUNTIME_METRICS,
+    attach_unnamed_metrics,
+    called_from,
+    frameless_ids,
+    with_frameless_ids,
+)
 
 METRICS_KINDS = (
     "compilation_metrics",
@@ -87,6 +93,9 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "aot_cache_hits": pl.Int32,
     "aot_cache_misses": pl.Int32,
     "aot_cache_bypasses": pl.Int32,
+    "at_run_time": pl.Boolean,
+    "parent_compile_id": pl.String,
+    "graph_piece": pl.String,
     "user_stack": pl.List(pl.String),
     "call_filename": pl.String,
     "call_line": pl.Int32,
@@ -232,11 +241,18 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 row.setdefault("start_line", frames[-1].line)
         elif kind == "artifact":
             row["recompile_reasons_text"] = payload
-        elif kind == "compilation_metrics":
+        elif kind == "compilation_metrics" or (kind in RUNTIME_METRICS and cid in kinds):
+            # a compile without a Dynamo frame at run time ends with its run-time metrics
             row["metrics"] = meta
             row["metrics_lineno"] = lineno
+            row["at_run_time"] = kind in RUNTIME_METRICS
         elif kind == "bwd_compilation_metrics":
             row["bwd"] = meta
+    for at, stack in _frameless_stacks(with_id, set(kinds), str_tables).items():
+        r = info.setdefault(at, {})
+        came = called_from(stack)
+        r["user_stack"] = _stack_texts(stack)
+        r["called_from"] = came
     # a compile with no record of the whole stack (no symbol or guard made while tracing it)
     # takes the callers seen by another compile entered through the same dynamo_start stack
     seen_callers: dict[tuple, list[str]] = {}
@@ -244,7 +260,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
         if r.get("callers") and r.get("user_stack"):
             seen_callers.setdefault((file, tuple(r["user_stack"])), r["callers"])
     for (file, _, _), r in info.items():
-        if r.get("user_stack"):
+        if r.get("user_stack") and "called_from" not in r:
             found = r.get("callers") or seen_callers.get((file, tuple(r["user_stack"])))
             r["user_stack"] = _with_callers(r["user_stack"], found)
     rows = []
@@ -315,7 +331,8 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 # set at compile time when CUDA graphs were refused (graph partition off)
                 "cudagraph_skip_reason": m.get("cudagraph_skip_reason") if isinstance(m.get("cudagraph_skip_reason"), str) else None,
                 "user_stack": r.get("user_stack", []),
-                **_call_columns(r.get("user_stack")),
+                **(_call_columns(r.get("user_stack")) if "called_from" not in r else _frameless_call_columns(r["called_from"])),
+                "at_run_time": r.get("at_run_time", False),
                 "metrics_lineno": r.get("metrics_lineno"),
             }
         )
@@ -361,9 +378,14 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "call_line",
                 "call_function",
                 "call_code",
+                "at_run_time",
                 "metrics_lineno",
             )
         },
+        "graph_piece": pl.String,
+        "_cf_function": pl.String,
+        "_cf_filename": pl.String,
+        "_cf_line": pl.Int32,
     }
     detail = typed_frame(rows, detail_schema)  # (a field of an odd type is null, or text)
     out = base.join(detail, on=key, how="left")
@@ -408,6 +430,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
         pl.col("restart_reasons").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         pl.col("user_stack").fill_null(pl.lit([], dtype=pl.List(pl.String))),
     )
+    out = _with_parents(out)
     owners = {p: whose(p) for p in out["filename"].drop_nulls().unique().to_list()}
     out = out.with_columns(
         pl.col("filename").replace_strict({p: c.owner for p, c in owners.items()}, default=None, return_dtype=pl.String).alias("code_owner"),
@@ -416,6 +439,73 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     return out.select([pl.col(c).cast(t) for c, t in COMPILES_SCHEMA.items()]).sort(
         "rank", "file", "frame_id", "frame_compile_id", "compiled_autograd_id", "occurrence", nulls_last=True
     )
+
+
+def _stack_texts(frames: list) -> list[str]:
+    out = []
+    for fr in frames:
+        s = f"{fr.filename or '?'}:{fr.line} in {fr.name}"
+        out.append(s + f": {fr.loc}" if fr.loc else s)
+    return out
+
+
+def _frameless_stacks(with_id: pl.DataFrame, ids: set[str], strings: dict[str, dict[int, str]]) -> dict[tuple, list]:
+    """(file, compile id, occurrence) -> the Python stack torch wrote on a record of each
+    compile without a Dynamo frame (the envelope's `stack`): the first pre-grad graph's (it is
+    written inside Inductor), else the first record's that has one."""
+    if not ids or "extra" not in with_id.columns:
+        return {}
+    cands = (
+        with_id.filter(pl.col("compile_id").is_in(list(ids)) & pl.col("extra").str.contains('"stack"', literal=True))
+        .with_columns(((pl.col("kind") == "artifact") & (pl.col("name") == "before_pre_grad_graph")).alias("_pre"))
+        .sort("file", "compile_id", "occurrence", "_pre", "lineno", descending=[False, False, False, True, False])
+        .group_by("file", "compile_id", "occurrence", maintain_order=True)
+        .agg(pl.col("extra").first())
+    )
+    out: dict[tuple, list] = {}
+    for file, cid, occ, extra in cands.iter_rows():
+        try:
+            out[(file, cid, occ)] = stack_of(json_object(extra).get("stack"), strings.get(file, {}))
+        except DamagedField:
+            continue
+    return out
+
+
+def _frameless_call_columns(came) -> dict[str, object]:
+    """A frameless compile's call columns: the line that called Inductor, and the code object
+    whose compiled code was running (resolved to its compile by `_with_parents`)."""
+    return {
+        "call_filename": came.filename, "call_line": came.line, "call_function": came.function, "call_code": came.code,
+        "graph_piece": came.graph_piece, "_cf_function": came.compiled_function, "_cf_filename": came.compiled_filename,
+        "_cf_line": came.compiled_line,
+    }
+
+
+def _with_parents(out: pl.DataFrame) -> pl.DataFrame:
+    """`parent_compile_id` of each compile without a Dynamo frame called from the code a Dynamo
+    compile produced: the latest compile of that code object (function, file, first line) in
+    the same file before it."""
+    parents: dict[tuple, str] = {}
+    todo = out.filter(pl.col("_cf_function").is_not_null())
+    if todo.height:
+        dyn = out.filter(pl.col("compile_kind") == "dynamo").sort("lineno")
+        for r in todo.iter_rows(named=True):
+            same = dyn.filter(
+                (pl.col("file") == r["file"]) & (pl.col("function") == r["_cf_function"])
+                & (pl.col("filename") == r["_cf_filename"]) & (pl.col("lineno") < r["lineno"])
+            )
+            exact = same.filter(pl.col("line") == r["_cf_line"])
+            pick = exact if exact.height else same
+            if pick.height:
+                parents[(r["file"], r["compile_id"], r["occurrence"])] = pick["compile_id"][-1]
+    keys = pl.DataFrame(
+        [{"file": f, "compile_id": c, "occurrence": o, "parent_compile_id": p} for (f, c, o), p in parents.items()],
+        schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "parent_compile_id": pl.String},
+    )
+    out = out.join(keys, on=["file", "compile_id", "occurrence"], how="left") if parents else out.with_columns(
+        pl.lit(None, dtype=pl.String).alias("parent_compile_id")
+    )
+    return out.drop("_cf_function", "_cf_filename", "_cf_line")
 
 
 _FRAMELESS_PHASES = ("inductor_compile", "GraphLowering.compile_to_fn")
