@@ -49,7 +49,7 @@ import orjson
 import polars as pl
 
 from parsers.code_location import is_torch
-from parsers.coerce import typed_frame
+from parsers.coerce import json_value, text_of, typed_frame
 from parsers.compile_ids import occurrence_at
 
 __all__ = [
@@ -120,15 +120,6 @@ def _kind(target: str) -> str:
     return "wait" if op_name(target) == "wait_tensor" else "collective"
 
 
-def _json(payload: str | None) -> Any:
-    if not payload:
-        return None
-    try:
-        return orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return None
-
-
 def _graph_collectives(payload: str | None) -> list[dict[str, Any]]:
     """The functional-collective nodes of a Dynamo graph's text, in order."""
     out: list[dict[str, Any]] = []
@@ -183,7 +174,7 @@ def build_collectives(events: pl.DataFrame) -> pl.DataFrame:
         if kind == "dynamo_output_graph":
             graphs[(file, cid)].append((lineno, payload))
         elif name == _RUNTIME_META:
-            meta[(file, cid)].append((lineno, _json(payload)))
+            meta[(file, cid)].append((lineno, json_value(payload)))
     rows: list[dict[str, Any]] = []
     graph_index: dict[tuple, int] = defaultdict(int)
     previous: dict[tuple, int] = {}
@@ -192,7 +183,7 @@ def build_collectives(events: pl.DataFrame) -> pl.DataFrame:
         gi_key = (*key, ev["occurrence"])
         gi = graph_index[gi_key]
         graph_index[gi_key] += 1
-        schedule = _json(ev["payload"])
+        schedule = json_value(ev["payload"])
         if not isinstance(schedule, list):
             continue
         targets = [str(x) for x in schedule if x is not None]
@@ -219,7 +210,7 @@ def build_collectives(events: pl.DataFrame) -> pl.DataFrame:
             seen_op[op] += 1
             outs = (m or {}).get("outputs") or []
             shapes = [o.get("shape") for o in outs if isinstance(o, dict) and o.get("dtype") is not None]
-            dtypes = [o.get("dtype") for o in outs if isinstance(o, dict) and o.get("dtype") is not None]
+            dtypes = [text_of(o.get("dtype")) for o in outs if isinstance(o, dict) and text_of(o.get("dtype")) is not None]
             rows.append({
                 "rank": ev["rank"], "compile_id": ev["compile_id"], "occurrence": ev["occurrence"],
                 "trace_id": ev["trace_id"], "graph_index": gi, "position": pos,
@@ -242,7 +233,7 @@ def build_graph_execution(events: pl.DataFrame) -> pl.DataFrame:
     rows: list[dict[str, Any]] = []
     block: dict[str, int] = defaultdict(int)
     for ev in recs.sort("file", "lineno").iter_rows(named=True):
-        doc = _json(ev["payload"])
+        doc = json_value(ev["payload"])
         order = doc.get("graph_execution_order") if isinstance(doc, dict) else None
         b = block[ev["file"]]
         block[ev["file"]] += 1

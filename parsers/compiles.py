@@ -11,9 +11,23 @@ import orjson
 import polars as pl
 
 from parsers.code_location import call_site, whose
-from parsers.coerce import typed_frame
+from parsers.coerce import (
+    DamagedField,
+    bool_of,
+    float_of,
+    int_of,
+    json_object,
+    stack_of,
+    typed_frame,
+)
 from parsers.compile_ids import occurrence_at, occurrence_expr
-from parsers.frameless import attach_unnamed_metrics, frameless_ids, with_frameless_ids
+from parsers.frameless import (
+    RUNTIME_METRICS,
+    attach_unnamed_metrics,
+    called_from,
+    frameless_ids,
+    with_frameless_ids,
+)
 
 METRICS_KINDS = (
     "compilation_metrics",
@@ -79,6 +93,9 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "aot_cache_hits": pl.Int32,
     "aot_cache_misses": pl.Int32,
     "aot_cache_bypasses": pl.Int32,
+    "at_run_time": pl.Boolean,
+    "parent_compile_id": pl.String,
+    "graph_piece": pl.String,
     "user_stack": pl.List(pl.String),
     "call_filename": pl.String,
     "call_line": pl.Int32,
@@ -106,40 +123,18 @@ SPANS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _loads(text: str | None) -> dict:
-    if not text:
-        return {}
-    try:
-        v = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return {}
-    return v if isinstance(v, dict) else {}
-
-
-def _f(v: object) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _b(v: object) -> bool | None:
-    return v if isinstance(v, bool) else None
-
-
-def _i(v: object) -> int | None:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
-
-
 def _stack(frames: object, strings: dict[int, str]) -> list[str]:
+    """A stack field as `path:line in name[: loc]` texts ([] when it is damaged: the parse
+    counted it as a problem, parsers.coerce)."""
+    try:
+        parsed = stack_of(frames, strings)
+    except DamagedField:
+        return []
     out: list[str] = []
-    if not isinstance(frames, list):
-        return out
-    for fr in frames:
-        if not isinstance(fr, dict):
-            continue
-        fn = fr.get("filename")
-        path = strings.get(fn, str(fn)) if isinstance(fn, int) else str(fn)
-        s = f"{path}:{fr.get('line')} in {fr.get('name')}"
-        if fr.get("loc"):
-            s += f": {fr['loc']}"
+    for fr in parsed:
+        s = f"{fr.filename or '?'}:{fr.line} in {fr.name}"
+        if fr.loc:
+            s += f": {fr.loc}"
         out.append(s)
     return out
 
@@ -161,7 +156,7 @@ def _caller_stacks(with_id: pl.DataFrame, key: list[str], strings: dict[str, dic
     )
     out: dict[tuple, list[str]] = {}
     for file, cid, occ, meta_text in first.select(*key, "metadata").iter_rows():
-        stack = _stack(_loads(meta_text).get("stack"), strings.get(file, {}))
+        stack = _stack(json_object(meta_text).get("stack"), strings.get(file, {}))
         cut = next((i for i, s in enumerate(stack) if _CONVERT_FRAME in s.replace("\\", "/")), None)
         if cut:
             out[(file, cid, occ)] = stack[:cut]
@@ -231,28 +226,33 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     callers = _caller_stacks(with_id, key, str_tables)
     for file, cid, occ, lineno, kind, meta_text, payload in recs.iter_rows():
         row = info.setdefault((file, cid, occ), {})
-        meta = _loads(meta_text)
+        meta = json_object(meta_text)
         if kind == "dynamo_start":
             stack = _stack(meta.get("stack"), str_tables.get(file, {}))
             row["user_stack"] = stack
             row["callers"] = callers.get((file, cid, occ))
-            frames = meta.get("stack")
-            if isinstance(frames, list) and frames and isinstance(frames[-1], dict):
-                last = frames[-1]
-                fn = last.get("filename")
-                row.setdefault("start_function", last.get("name"))
-                row.setdefault(
-                    "start_filename",
-                    str_tables.get(file, {}).get(fn, str(fn)) if isinstance(fn, int) else fn,
-                )
-                row.setdefault("start_line", _i(last.get("line")))
+            try:
+                frames = stack_of(meta.get("stack"), str_tables.get(file, {}))
+            except DamagedField:
+                frames = []
+            if frames:
+                row.setdefault("start_function", frames[-1].name)
+                row.setdefault("start_filename", frames[-1].filename)
+                row.setdefault("start_line", frames[-1].line)
         elif kind == "artifact":
             row["recompile_reasons_text"] = payload
-        elif kind == "compilation_metrics":
+        elif kind == "compilation_metrics" or (kind in RUNTIME_METRICS and cid in kinds):
+            # a compile without a Dynamo frame at run time ends with its run-time metrics
             row["metrics"] = meta
             row["metrics_lineno"] = lineno
+            row["at_run_time"] = kind in RUNTIME_METRICS
         elif kind == "bwd_compilation_metrics":
             row["bwd"] = meta
+    for at, stack in _frameless_stacks(with_id, set(kinds), str_tables).items():
+        r = info.setdefault(at, {})
+        came = called_from(stack)
+        r["user_stack"] = _stack_texts(stack)
+        r["called_from"] = came
     # a compile with no record of the whole stack (no symbol or guard made while tracing it)
     # takes the callers seen by another compile entered through the same dynamo_start stack
     seen_callers: dict[tuple, list[str]] = {}
@@ -260,32 +260,32 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
         if r.get("callers") and r.get("user_stack"):
             seen_callers.setdefault((file, tuple(r["user_stack"])), r["callers"])
     for (file, _, _), r in info.items():
-        if r.get("user_stack"):
+        if r.get("user_stack") and "called_from" not in r:
             found = r.get("callers") or seen_callers.get((file, tuple(r["user_stack"])))
             r["user_stack"] = _with_callers(r["user_stack"], found)
     rows = []
     for (file, cid, occ), r in info.items():
         m = r.get("metrics", {})
         bwd = r.get("bwd", {})
-        entire = _f(m.get("entire_frame_compile_time_s"))
+        entire = float_of(m.get("entire_frame_compile_time_s"))
         kind = kinds.get(cid, "dynamo")
-        if entire is None and kind != "dynamo" and _f(m.get("end_time_us")) is not None and _f(m.get("start_time_us")) is not None:
+        if entire is None and kind != "dynamo" and float_of(m.get("end_time_us")) is not None and float_of(m.get("start_time_us")) is not None:
             # a frameless compile's metrics time it by its span only (compile_fx_aot)
-            entire = ((_f(m.get("end_time_us")) or 0.0) - (_f(m.get("start_time_us")) or 0.0)) / 1e6
-        backend = _f(m.get("backend_compile_time_s"))
-        bwd_t = _f(bwd.get("inductor_compile_time_s"))
+            entire = ((float_of(m.get("end_time_us")) or 0.0) - (float_of(m.get("start_time_us")) or 0.0)) / 1e6
+        backend = float_of(m.get("backend_compile_time_s"))
+        bwd_t = float_of(bwd.get("inductor_compile_time_s"))
         if bwd_t is None and bwd.get("duration_us") is not None:
-            bwd_t = (_f(bwd.get("duration_us")) or 0.0) / 1e6
+            bwd_t = (float_of(bwd.get("duration_us")) or 0.0) / 1e6
         restarts = m.get("restart_reasons") or []
         if not isinstance(restarts, list):
             restarts = [restarts]
         cfg = m.get("dynamo_config")
         if isinstance(cfg, str):
-            cfg = _loads(cfg)
+            cfg = json_object(cfg)
         cfg = cfg if isinstance(cfg, dict) else {}
-        start_us = _f(m.get("start_time_us"))
-        if start_us is None and _f(m.get("start_time")) is not None:
-            start_us = (_f(m.get("start_time")) or 0.0) * 1e6
+        start_us = float_of(m.get("start_time_us"))
+        if start_us is None and float_of(m.get("start_time")) is not None:
+            start_us = (float_of(m.get("start_time")) or 0.0) * 1e6
         if kind != "dynamo":
             # no Dynamo: the whole compile is the backend (AOTAutograd + Inductor); Inductor
             # and codegen (with the C++ build) from its spans
@@ -300,38 +300,39 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "compile_kind": kind,
                 "function": m.get("co_name") or r.get("start_function"),
                 "filename": m.get("co_filename") or r.get("start_filename"),
-                "line": _i(m.get("co_firstlineno")) or r.get("start_line"),
+                "line": int_of(m.get("co_firstlineno")) or r.get("start_line"),
                 "has_metrics": "metrics" in r,
                 "fail_type": m.get("fail_type"),
                 "fail_reason": m.get("fail_reason"),
                 "fail_user_filename": m.get("fail_user_frame_filename"),
-                "fail_user_line": _i(m.get("fail_user_frame_lineno")),
+                "fail_user_line": int_of(m.get("fail_user_frame_lineno")),
                 "recompile_reason": m.get("recompile_reason") or r.get("recompile_reasons_text"),
                 "restart_reasons": [str(x) for x in restarts],
                 "start_us": start_us,
                 "compile_time_s": entire,
                 "dynamo_time_s": None if kind != "dynamo" else (entire - backend) if entire is not None and backend is not None else entire,
                 "backend_compile_time_s": backend,
-                "inductor_compile_time_s": _f(m.get("inductor_compile_time_s")),
-                "code_gen_time_s": _f(m.get("code_gen_time_s")),
+                "inductor_compile_time_s": float_of(m.get("inductor_compile_time_s")),
+                "code_gen_time_s": float_of(m.get("code_gen_time_s")),
                 "bwd_compile_time_s": bwd_t,
-                "guard_count": _i(m.get("guard_count")),
-                "shape_env_guard_count": _i(m.get("shape_env_guard_count")),
-                "graph_op_count": _i(m.get("graph_op_count")),
-                "graph_node_count": _i(m.get("graph_node_count")),
-                "graph_input_count": _i(m.get("graph_input_count")),
-                "cache_size": _i(m.get("cache_size")),
-                "accumulated_cache_size": _i(m.get("accumulated_cache_size")),
+                "guard_count": int_of(m.get("guard_count")),
+                "shape_env_guard_count": int_of(m.get("shape_env_guard_count")),
+                "graph_op_count": int_of(m.get("graph_op_count")),
+                "graph_node_count": int_of(m.get("graph_node_count")),
+                "graph_input_count": int_of(m.get("graph_input_count")),
+                "cache_size": int_of(m.get("cache_size")),
+                "accumulated_cache_size": int_of(m.get("accumulated_cache_size")),
                 "has_guarded_code": m.get("has_guarded_code") if isinstance(m.get("has_guarded_code"), bool) else None,
                 # torch._dynamo.config.suppress_errors: a failed frame runs eagerly (WON'T CONVERT)
-                "suppress_errors": _b(m.get("config_suppress_errors")),
+                "suppress_errors": bool_of(m.get("config_suppress_errors")),
                 # torch.compile(dynamic=False) turns automatic dynamic shapes off
-                "automatic_dynamic_shapes": _b(cfg.get("automatic_dynamic_shapes")),
-                "assume_static_by_default": _b(cfg.get("assume_static_by_default")),
+                "automatic_dynamic_shapes": bool_of(cfg.get("automatic_dynamic_shapes")),
+                "assume_static_by_default": bool_of(cfg.get("assume_static_by_default")),
                 # set at compile time when CUDA graphs were refused (graph partition off)
                 "cudagraph_skip_reason": m.get("cudagraph_skip_reason") if isinstance(m.get("cudagraph_skip_reason"), str) else None,
                 "user_stack": r.get("user_stack", []),
-                **_call_columns(r.get("user_stack")),
+                **(_call_columns(r.get("user_stack")) if "called_from" not in r else _frameless_call_columns(r["called_from"])),
+                "at_run_time": r.get("at_run_time", False),
                 "metrics_lineno": r.get("metrics_lineno"),
             }
         )
@@ -377,9 +378,14 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "call_line",
                 "call_function",
                 "call_code",
+                "at_run_time",
                 "metrics_lineno",
             )
         },
+        "graph_piece": pl.String,
+        "_cf_function": pl.String,
+        "_cf_filename": pl.String,
+        "_cf_line": pl.Int32,
     }
     detail = typed_frame(rows, detail_schema)  # (a field of an odd type is null, or text)
     out = base.join(detail, on=key, how="left")
@@ -424,6 +430,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
         pl.col("restart_reasons").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         pl.col("user_stack").fill_null(pl.lit([], dtype=pl.List(pl.String))),
     )
+    out = _with_parents(out)
     owners = {p: whose(p) for p in out["filename"].drop_nulls().unique().to_list()}
     out = out.with_columns(
         pl.col("filename").replace_strict({p: c.owner for p, c in owners.items()}, default=None, return_dtype=pl.String).alias("code_owner"),
@@ -432,6 +439,73 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     return out.select([pl.col(c).cast(t) for c, t in COMPILES_SCHEMA.items()]).sort(
         "rank", "file", "frame_id", "frame_compile_id", "compiled_autograd_id", "occurrence", nulls_last=True
     )
+
+
+def _stack_texts(frames: list) -> list[str]:
+    out = []
+    for fr in frames:
+        s = f"{fr.filename or '?'}:{fr.line} in {fr.name}"
+        out.append(s + f": {fr.loc}" if fr.loc else s)
+    return out
+
+
+def _frameless_stacks(with_id: pl.DataFrame, ids: set[str], strings: dict[str, dict[int, str]]) -> dict[tuple, list]:
+    """(file, compile id, occurrence) -> the Python stack torch wrote on a record of each
+    compile without a Dynamo frame (the envelope's `stack`): the first pre-grad graph's (it is
+    written inside Inductor), else the first record's that has one."""
+    if not ids or "extra" not in with_id.columns:
+        return {}
+    cands = (
+        with_id.filter(pl.col("compile_id").is_in(list(ids)) & pl.col("extra").str.contains('"stack"', literal=True))
+        .with_columns(((pl.col("kind") == "artifact") & (pl.col("name") == "before_pre_grad_graph")).alias("_pre"))
+        .sort("file", "compile_id", "occurrence", "_pre", "lineno", descending=[False, False, False, True, False])
+        .group_by("file", "compile_id", "occurrence", maintain_order=True)
+        .agg(pl.col("extra").first())
+    )
+    out: dict[tuple, list] = {}
+    for file, cid, occ, extra in cands.iter_rows():
+        try:
+            out[(file, cid, occ)] = stack_of(json_object(extra).get("stack"), strings.get(file, {}))
+        except DamagedField:
+            continue
+    return out
+
+
+def _frameless_call_columns(came) -> dict[str, object]:
+    """A frameless compile's call columns: the line that called Inductor, and the code object
+    whose compiled code was running (resolved to its compile by `_with_parents`)."""
+    return {
+        "call_filename": came.filename, "call_line": came.line, "call_function": came.function, "call_code": came.code,
+        "graph_piece": came.graph_piece, "_cf_function": came.compiled_function, "_cf_filename": came.compiled_filename,
+        "_cf_line": came.compiled_line,
+    }
+
+
+def _with_parents(out: pl.DataFrame) -> pl.DataFrame:
+    """`parent_compile_id` of each compile without a Dynamo frame called from the code a Dynamo
+    compile produced: the latest compile of that code object (function, file, first line) in
+    the same file before it."""
+    parents: dict[tuple, str] = {}
+    todo = out.filter(pl.col("_cf_function").is_not_null())
+    if todo.height:
+        dyn = out.filter(pl.col("compile_kind") == "dynamo").sort("lineno")
+        for r in todo.iter_rows(named=True):
+            same = dyn.filter(
+                (pl.col("file") == r["file"]) & (pl.col("function") == r["_cf_function"])
+                & (pl.col("filename") == r["_cf_filename"]) & (pl.col("lineno") < r["lineno"])
+            )
+            exact = same.filter(pl.col("line") == r["_cf_line"])
+            pick = exact if exact.height else same
+            if pick.height:
+                parents[(r["file"], r["compile_id"], r["occurrence"])] = pick["compile_id"][-1]
+    keys = pl.DataFrame(
+        [{"file": f, "compile_id": c, "occurrence": o, "parent_compile_id": p} for (f, c, o), p in parents.items()],
+        schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "parent_compile_id": pl.String},
+    )
+    out = out.join(keys, on=["file", "compile_id", "occurrence"], how="left") if parents else out.with_columns(
+        pl.lit(None, dtype=pl.String).alias("parent_compile_id")
+    )
+    return out.drop("_cf_function", "_cf_filename", "_cf_line")
 
 
 _FRAMELESS_PHASES = ("inductor_compile", "GraphLowering.compile_to_fn")

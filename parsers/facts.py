@@ -17,11 +17,19 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import orjson
 import polars as pl
 
 from parsers.code_location import is_torch
-from parsers.coerce import as_text, typed_frame
+from parsers.coerce import (
+    DamagedField,
+    int_of,
+    json_object,
+    json_value,
+    list_of,
+    stack_of,
+    text_of,
+    typed_frame,
+)
 from parsers.compile_ids import occurrence_at, text_occurrence_at, with_attempt
 from parsers.messages import (
     parse_annotation,
@@ -134,8 +142,14 @@ _LIMIT_VALUE = re.compile(r"currently set to (\d+)")
 _LIMIT_KIND = re.compile(r"Limit type: (\w+)")
 
 
-def _text_or_none(v: Any) -> str | None:
-    return None if v is None else as_text(v)
+def _interned(events: pl.DataFrame, cond: pl.Expr) -> dict[str, dict[int, str]]:
+    """file -> interned id -> string, from the `str` records of `events` that match `cond`."""
+    out: dict[str, dict[int, str]] = {}
+    for r in _rows(events, cond):
+        pair = list_of(json_value(r["metadata"]))
+        if len(pair) == 2 and text_of(pair[0]) is not None and int_of(pair[1]) is not None:
+            out.setdefault(r["file"], {})[pair[1]] = pair[0]
+    return out
 
 
 def _frame(rows: list[dict[str, Any]], schema: pl.Schema) -> pl.DataFrame:
@@ -189,35 +203,23 @@ def _code_objects(events: pl.DataFrame, compiles: pl.DataFrame | None) -> dict[t
 
 
 def _code_objects_from_events(events: pl.DataFrame) -> dict[tuple, tuple]:
-    strings: dict[tuple[str, int], str] = {}
-    for r in _rows(events, pl.col("kind") == "str"):
-        try:
-            s, i = orjson.loads(r["metadata"])
-            strings[(r["file"], int(i))] = s
-        except (orjson.JSONDecodeError, TypeError, ValueError):
-            continue
+    strings = _interned(events, pl.col("kind") == "str")
     found: dict[tuple, tuple] = {}
     frames: dict[tuple, tuple] = {}
     kinds = ["compilation_metrics", "dynamo_start"]
     for r in _rows(events, pl.col("kind").is_in(kinds)):
-        try:
-            meta = orjson.loads(r["metadata"])
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(meta, dict):
-            continue
-        key = (r["file"], r["compile_id"] or _text_or_none(meta.get("compile_id")))
+        meta = json_object(r["metadata"])
+        key = (r["file"], r["compile_id"] or text_of(meta.get("compile_id")))
         if r["kind"] == "compilation_metrics":
-            if meta.get("co_name"):
-                found[key] = (meta["co_name"], meta.get("co_filename"), meta.get("co_firstlineno"))
-        else:
-            stack = meta.get("stack")
-            last = stack[-1] if isinstance(stack, list) and stack and isinstance(stack[-1], dict) else None
-            if last and key not in found:
-                fname = last.get("filename")
-                if isinstance(fname, int):
-                    fname = strings.get((r["file"], fname))
-                found.setdefault(key, (last.get("name"), fname, last.get("line")))
+            if text_of(meta.get("co_name")):
+                found[key] = (meta["co_name"], text_of(meta.get("co_filename")), int_of(meta.get("co_firstlineno")))
+        elif key not in found:
+            try:
+                stack = stack_of(meta.get("stack"), strings.get(r["file"], {}))
+            except DamagedField:  # counted by the parse (parsers.coerce)
+                continue
+            if stack:
+                found.setdefault(key, (stack[-1].name, stack[-1].filename, stack[-1].line))
         if key in found and r["frame_id"] is not None:
             frames.setdefault((r["file"], r["frame_id"]), found[key])
     # A compile that hit the recompile limit has no co_name: take another compile of the frame.
@@ -483,16 +485,13 @@ def limit_hits_from_trace(
     out = []
     code: dict[tuple, tuple] | None = None
     for ev in _rows(events, cond):
-        try:
-            meta = orjson.loads(ev["metadata"])
-        except orjson.JSONDecodeError:
-            continue
-        reason = meta.get("fail_reason") if isinstance(meta, dict) else None
-        if not isinstance(reason, str) or not _LIMIT_METRICS.search(reason):
+        meta = json_object(ev["metadata"])
+        reason = text_of(meta.get("fail_reason"))
+        if reason is None or not _LIMIT_METRICS.search(reason):
             continue
         if code is None:
             code = _code_objects(events, compiles)
-        cid = ev["compile_id"] or _text_or_none(meta.get("compile_id"))
+        cid = ev["compile_id"] or text_of(meta.get("compile_id"))
         fn, fname, line = code.get((ev["file"], cid), (None, None, None))
         value = _LIMIT_VALUE.search(reason)
         kind = _LIMIT_KIND.search(reason)
@@ -501,10 +500,10 @@ def limit_hits_from_trace(
                 "rank": ev["rank"], "compile_id": cid,
                 "limit": int(value.group(1)) if value else None,
                 "limit_name": kind.group(1) if kind else None,
-                "function": meta.get("co_name") or fn,
-                "filename": meta.get("co_filename") or fname,
-                "line": meta.get("co_firstlineno") or line,
-                "last_reason": meta.get("recompile_reason"), "source": "trace",
+                "function": text_of(meta.get("co_name")) or fn,
+                "filename": text_of(meta.get("co_filename")) or fname,
+                "line": int_of(meta.get("co_firstlineno")) or line,
+                "last_reason": text_of(meta.get("recompile_reason")), "source": "trace",
                 "file": ev["file"], "lineno": ev["lineno"],
             }
         )
@@ -562,48 +561,38 @@ def unbacked_symbols_from_trace(events: pl.DataFrame) -> pl.DataFrame:
     recs = events.filter(pl.col("kind") == "create_unbacked_symbol")
     if recs.height == 0:
         return _frame([], UNBACKED_SYMBOLS_SCHEMA)
-    strings: dict[tuple[str, int], str] = {}
     files = recs["file"].unique().implode()
-    for r in _rows(events, (pl.col("kind") == "str") & pl.col("file").is_in(files)):
-        try:
-            s, i = orjson.loads(r["metadata"])
-            strings[(r["file"], int(i))] = s
-        except (orjson.JSONDecodeError, TypeError, ValueError):
-            continue
+    strings = _interned(events, (pl.col("kind") == "str") & pl.col("file").is_in(files))
     recs = recs.with_columns(occurrence_at(recs, events).alias("occurrence"))
-
-    def name(file: str, f: Any) -> str | None:
-        return strings.get((file, f)) if isinstance(f, int) else _text_or_none(f)
 
     out = []
     for ev in recs.iter_rows(named=True):
+        m = json_object(ev["metadata"])
+        m = m.get("create_unbacked_symbol") if type(m.get("create_unbacked_symbol")) is dict else m
+        interned = strings.get(ev["file"], {})
         try:
-            meta = orjson.loads(ev["metadata"])
-        except orjson.JSONDecodeError:
+            stack = stack_of(m.get("stack"), interned)
+            user_stack = stack_of(m.get("user_stack"), interned)
+        except DamagedField:  # the record is skipped; the parse counted it (parsers.coerce)
             continue
-        m = meta.get("create_unbacked_symbol", meta) if isinstance(meta, dict) else None
-        if not isinstance(m, dict):
+        symbol = text_of(m.get("symbol"))
+        if symbol is None:  # no symbol (or a damaged one) is no fact
             continue
-        stack = [fr for fr in m.get("stack") or [] if isinstance(fr, dict)]
-        last = stack[-1] if stack else {}
-        backend = any(
-            fr.get("name") in _BACKEND_FRAMES or _BACKEND_FILE.search(name(ev["file"], fr.get("filename")) or "")
-            for fr in stack
-        )
+        last = stack[-1] if stack else None
+        backend = any(fr.name in _BACKEND_FRAMES or _BACKEND_FILE.search(fr.filename or "") for fr in stack)
         user = None
-        for fr in [] if backend else reversed(m.get("user_stack") or []):
-            fname = name(ev["file"], fr.get("filename")) if isinstance(fr, dict) else None
-            if fname and not _is_torch_file(fname) and not fname.startswith("<"):
-                user = (fname, fr.get("line"), fr.get("name"), fr.get("loc"))
+        for fr in [] if backend else reversed(user_stack):
+            if fr.filename and not _is_torch_file(fr.filename) and not fr.filename.startswith("<"):
+                user = fr
                 break
         out.append(
             {
                 "rank": ev["rank"], "compile_id": ev["compile_id"], "occurrence": ev["occurrence"],
-                "trace_id": ev["trace_id"], "symbol": _text_or_none(m.get("symbol")), "vr": _text_or_none(m.get("vr")),
-                "node_id": m.get("node_id") if isinstance(m.get("node_id"), int) else None,
-                "op": _unbacked_op(last.get("name"), name(ev["file"], last.get("filename"))),
-                "user_file": user[0] if user else None, "user_line": user[1] if user else None,
-                "user_function": user[2] if user else None, "user_code": user[3] if user else None,
+                "trace_id": ev["trace_id"], "symbol": symbol, "vr": text_of(m.get("vr")),
+                "node_id": int_of(m.get("node_id")),
+                "op": _unbacked_op(last.name, last.filename) if last else None,
+                "user_file": user.filename if user else None, "user_line": user.line if user else None,
+                "user_function": user.name if user else None, "user_code": user.loc if user else None,
                 "created_by": "backend" if backend else "dynamo",
                 "source": "trace", "file": ev["file"], "lineno": ev["lineno"],
             }

@@ -9,13 +9,22 @@ that `compilation_metrics`: the export's `describe_*` / `create_symbol` /
 `compile_file`), the pre/post-grad graphs and the `graph_dump`s `inductor_aot_wrapper_code` /
 `inductor_aot_kernel_code`.
 
+`torch._inductor.compile`, `torch._inductor.standalone_compile` (and `compile_fx` itself) called
+outside a Dynamo compile, at run time (vLLM's piecewise backend compiles each piece of the
+graph Dynamo gave it on its first call for each batch size, from inside the compiled code), is
+another: its records (the pre-grad, AOT and post-grad graphs, the chromium spans, the output
+code, the cache artifacts) have no compile id and end with a `compilation_metrics_runtime`
+whose compile id is null and whose `inductor_compile_time_s` is set (torch 2.13 `dynamo_timed`
+outside a compile context: `is_runtime`). Called from inside a Dynamo compile (a backend that
+compiles its pieces at once), the records carry that compile's id and are part of it.
+
 Such a compile is named the way tlparse names its output directory, `unknown_<L>`, with `L`
 the 1-based line of its `compilation_metrics` envelope in its file (tlparse `src/lib.rs`:
 `compile_id.map_or(format!("unknown_{lineno}"), ...)`): stable for one file, and the
 `unknown_<L>/compilation_metrics_*.html` page of tlparse's output is the same compile.
 
-Which null-id records belong to it: those after the previous null-id `compilation_metrics` of
-the same file (or the file start) up to its own, except the file's `torch_version` artifact
+Which null-id records belong to it: those after the previous such end (a null-id
+`compilation_metrics` or run-time one) of the same file (or the file start) up to its own, except the file's `torch_version` artifact
 and interned strings. Two exports before one AOT compile both count for it (the log says
 nothing finer). A null-id `compilation_metrics` that a strict export's failing Dynamo compile
 claims (`attach_unnamed_metrics`) is not a frameless compile: it ends the Dynamo compile it
@@ -24,11 +33,24 @@ follows, and the null-id records before it belong to no frameless compile.
 `compile_kind` (the `compiles` column): "dynamo" for a compile Dynamo named, "aot_inductor"
 for a frameless compile with AOTInductor code (`inductor_aot_*` graph dumps), "inductor" for
 another frameless compile.
+
+Where a frameless compile came from (`called_from`), read from the Python stack torch writes on
+its records (the envelope's `stack`: no compile context): the line that called Inductor (the
+innermost frame outside torch before torch's own), and, when the call came from the code a
+Dynamo compile produced, that code object (the first frame outside torch after Dynamo's
+`compile_wrapper`) and the piece of the backend's graph that was running (`self.submod_0(` in
+the graph module's `<eval_with_key>` frame).
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import polars as pl
+
+from parsers.code_location import is_torch, whose
+from parsers.coerce import StackFrame
 
 FRAMELESS_PREFIX = "unknown_"
 AOT_DUMPS = ("inductor_aot_wrapper_code", "inductor_aot_kernel_code", "inductor_aot_header_code")
@@ -38,6 +60,18 @@ KIND_LABELS = {
     "inductor": "Inductor compile without a Dynamo frame",
 }
 _NOT_OURS = ("str",)
+RUNTIME_METRICS = ("compilation_metrics_runtime", "bwd_compilation_metrics_runtime")
+
+
+def _ends(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The null-id `compilation_metrics` records, and the null-id run-time metrics of an
+    Inductor compile (`inductor_compile_time_s` set: not a run-time autotune's)."""
+    null_metrics = events.filter((pl.col("kind") == "compilation_metrics") & pl.col("compile_id").is_null())
+    runtime = events.filter(pl.col("kind").is_in(RUNTIME_METRICS) & pl.col("compile_id").is_null())
+    if runtime.height:
+        took = pl.col("metadata").str.json_path_match("$.inductor_compile_time_s")
+        runtime = runtime.filter(took.is_not_null() & (took != "null"))
+    return null_metrics, runtime
 
 
 def is_frameless(compile_id: str | None) -> bool:
@@ -106,8 +140,8 @@ _IDS_SCHEMA = {"file": pl.String, "lineno": pl.Int64, "_fl_id": pl.String, "_fl_
 def frameless_ids(events: pl.DataFrame) -> pl.DataFrame:
     """file, lineno, `_fl_id` (the frameless compile's id) and `_fl_kind` (its compile_kind)
     of every null-id record that belongs to a frameless compile (see the module doc)."""
-    null_metrics = events.filter((pl.col("kind") == "compilation_metrics") & pl.col("compile_id").is_null())
-    if null_metrics.height == 0:
+    null_metrics, runtime = _ends(events)
+    if null_metrics.height == 0 and runtime.height == 0:
         return pl.DataFrame(schema=_IDS_SCHEMA)
     cols = ["file", "lineno", "kind", "name", "compile_id", "frame_id", "frame_compile_id", "compiled_autograd_id"]
     small = events.select([c for c in cols if c in events.columns])
@@ -122,6 +156,12 @@ def frameless_ids(events: pl.DataFrame) -> pl.DataFrame:
         pl.col("lineno").cast(pl.Int64).alias("_end"),
         pl.when(pl.col("compile_id").is_null()).then(pl.format("{}{}", pl.lit(FRAMELESS_PREFIX), pl.col("lineno"))).alias("_fl_id"),
     ).join(null_metrics.select(pl.col("file").cast(pl.String), pl.col("lineno").cast(pl.Int64).alias("_end")), on=["file", "_end"], how="semi")
+    if runtime.height:
+        ends = pl.concat([ends, runtime.select(
+            pl.col("file").cast(pl.String),
+            pl.col("lineno").cast(pl.Int64).alias("_end"),
+            pl.format("{}{}", pl.lit(FRAMELESS_PREFIX), pl.col("lineno")).alias("_fl_id"),
+        )])
     if ends.filter(pl.col("_fl_id").is_not_null()).height == 0:
         return pl.DataFrame(schema=_IDS_SCHEMA)
     mine = (
@@ -163,3 +203,43 @@ def frameless_kinds(events: pl.DataFrame) -> dict[tuple[str, str], str]:
     """(file, compile id) -> compile_kind of each frameless compile of `events`."""
     ids = frameless_ids(events)
     return {(f, i): k for f, i, k in ids.select("file", "_fl_id", "_fl_kind").unique().iter_rows()}
+
+
+_PIECE = re.compile(r"\bself\.(\w+)\(")
+
+
+@dataclass(frozen=True)
+class CalledFrom:
+    """Where a frameless compile came from (see the module doc): the line that called
+    Inductor; the code object whose Dynamo-compiled code was running then, if any; the piece
+    of the backend's graph module that called it."""
+
+    filename: str | None = None
+    line: int | None = None
+    function: str | None = None
+    code: str | None = None
+    compiled_function: str | None = None
+    compiled_filename: str | None = None
+    compiled_line: int | None = None
+    graph_piece: str | None = None
+
+
+def called_from(stack: list[StackFrame]) -> CalledFrom:
+    """Read a frameless compile's record stack (outermost frame first)."""
+    first_torch = next(
+        (i for i, f in enumerate(stack) if is_torch(f.filename) and "/_inductor/" in (f.filename or "").replace("\\", "/")),
+        len(stack),
+    )
+    caller = next((f for f in reversed(stack[:first_torch]) if not is_torch(f.filename) and not whose(f.filename).owner == "generated"), None)
+    compiled = piece = None
+    for i, f in enumerate(stack[:first_torch]):
+        if f.name == "compile_wrapper" and (f.filename or "").replace("\\", "/").endswith("torch/_dynamo/eval_frame.py"):
+            compiled = next((g for g in stack[i + 1 : first_torch] if not is_torch(g.filename)), compiled)
+        if (f.filename or "").startswith("<eval_with_key>") and f.loc and (m := _PIECE.search(f.loc)):
+            piece = m[1]
+    return CalledFrom(
+        filename=caller.filename if caller else None, line=caller.line if caller else None,
+        function=caller.name if caller else None, code=caller.loc if caller else None,
+        compiled_function=compiled.name if compiled else None, compiled_filename=compiled.filename if compiled else None,
+        compiled_line=compiled.line if compiled else None, graph_piece=piece if compiled else None,
+    )

@@ -35,9 +35,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import polars as pl
 
+from parsers.coerce import json_object
 from parsers.lexing import split_top_level
 
 __all__ = [
@@ -603,13 +603,8 @@ def parse_provenance(name: str, payload: str | None) -> list[dict[str, Any]]:
     An empty or non-JSON payload gives no rows (the FX-cache-hit path logs these artifacts
     without a payload).
     """
-    if not payload:
-        return []
-    try:
-        data = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return []
-    if not isinstance(data, dict):
+    data = json_object(payload)
+    if not data:
         return []
     rows: list[dict[str, Any]] = []
     if name == "inductor_provenance_tracking_node_mappings":

@@ -186,6 +186,13 @@ META_FIELDS = [
 ]
 
 
+def _stacks(obj: dict, kind: str) -> list[list[dict]]:
+    """The stacks of a decoded header whose frames are objects."""
+    where = [obj[kind].get(k) for k in ("stack", "user_stack")] if isinstance(obj[kind], dict) else []
+    where.append(obj.get("stack"))
+    return [s for s in where if isinstance(s, list) and s and all(isinstance(f, dict) for f in s)]
+
+
 def _odd_json(header: bytes, rnd: random.Random) -> bytes:
     """The header with a known field given a value of an odd type (json.dumps writes it)."""
     m = GLOG.match(header)
@@ -204,10 +211,16 @@ def _odd_json(header: bytes, rnd: random.Random) -> bytes:
         obj[rnd.choice(FIELDS)] = value
     elif where == 1 and isinstance(obj[kind], dict):
         obj[kind][rnd.choice(META_FIELDS)] = value
-    elif where == 2 and isinstance(obj[kind], dict) and obj[kind].get("stack"):
-        stack = obj[kind]["stack"]
-        if isinstance(stack, list) and stack and isinstance(stack[0], dict):
-            stack[rnd.randrange(len(stack))][rnd.choice(["line", "name", "filename", "loc"])] = value
+    elif where == 2 and _stacks(obj, kind):
+        # a stack frame (dynamo_start, create_*symbol, specializations, an envelope's own
+        # stack): a field of an odd type, or none (issue 39: a float filename ended the run)
+        stack = rnd.choice(_stacks(obj, kind))
+        frame = stack[rnd.randrange(len(stack))]
+        field = rnd.choice(["line", "name", "filename", "loc"])
+        if rnd.random() < 0.2:
+            frame.pop(field, None)
+        else:
+            frame[field] = value
     else:
         obj[kind] = value  # the event's metadata itself
     return header[: m.end()] + json.dumps(obj).encode("utf-8", "surrogatepass")
@@ -457,3 +470,66 @@ def test_odd_value_in_every_field_the_builders_read(tmp_path: Path) -> None:
                     orjson.dumps(build_report(t))
                     checked += 1
     assert checked > 150
+
+
+def test_damaged_stack_frame_in_every_record_kind_that_has_one(tmp_path: Path) -> None:
+    """Issue 39: a stack frame whose `filename` a damaged record holds as a float or a list
+    ended `summary` with "internal error". Every record kind of the corpus fixtures that
+    carries a stack (once per kind and stack), each frame field given a float, a list, or
+    removed: the envelope is kept, every table and the report are built, and a damaged
+    filename or line is a `bad_field` problem at the record's line."""
+    from parsers.textlog import LOG_RECORDS_SCHEMA, OTHER_LINES_SCHEMA
+    from parsers.torch_trace import read_trace_file
+
+    seen: set[tuple[str, str]] = set()
+    checked = 0
+    for path in sorted(ROOT.glob("fixtures/corpus/*/trace/*.log")):
+        recs = records_of(path)
+        for i, rec in enumerate(recs):
+            head, _, rest = rec.partition(b"\n")
+            m = GLOG.match(head)
+            obj = json.loads(head[m.end() :]) if m else None
+            if not isinstance(obj, dict) or not obj:
+                continue
+            kind = next(iter(obj))
+            for key in ("stack", "user_stack", "envelope"):
+                if (kind, key) in seen:
+                    continue
+                holder = obj if key == "envelope" else obj[kind] if isinstance(obj[kind], dict) else {}
+                stack = holder.get("stack" if key == "envelope" else key)
+                if not (isinstance(stack, list) and stack and all(isinstance(f, dict) for f in stack)):
+                    continue
+                seen.add((kind, key))
+                for field in ("filename", "line", "name", "loc"):
+                    for value in (1.5, [1, "a"], "drop"):
+                        changed = json.loads(head[m.end() :])
+                        h = changed if key == "envelope" else changed[kind]
+                        for fr in h["stack" if key == "envelope" else key]:
+                            if value == "drop":
+                                fr.pop(field, None)
+                            else:
+                                fr[field] = value
+                        new = head[: m.end()] + json.dumps(changed).encode() + b"\n" + rest
+                        f = tmp_path / "dedicated_log_torch_trace_x.log"
+                        f.write_bytes(b"".join(recs[max(i - 60, 0) : i]) + new + b"".join(recs[i + 1 : i + 60]))
+                        p = read_trace_file(f)
+                        assert p.events.height == len(count_envelopes(f.read_bytes()).intact), (kind, key, field, value)
+                        lineno = 1 + sum(r.count(b"\n") for r in recs[max(i - 60, 0) : i])
+                        bad = p.problems.filter((pl.col("problem") == "bad_field") & (pl.col("lineno") == lineno))
+                        assert bad.height == (0 if value == "drop" and field in ("name", "loc") else 1), (kind, key, field, value)
+                        t = traceview.Trace(
+                            {
+                                "events": p.events, "strings": p.strings, "stats": p.stats, "problems": p.problems,
+                                "log_records": pl.DataFrame(schema=LOG_RECORDS_SCHEMA),
+                                "other_lines": pl.DataFrame(schema=OTHER_LINES_SCHEMA),
+                            }
+                        )
+                        for table in BUILDERS:
+                            t.table(table)
+                        render_text(build_report(t), width=100)
+                        checked += 1
+    # dynamo_start, create_symbol, create_unbacked_symbol, symbolic_shape_specialization,
+    # guard_added_fast (stack and user_stack), a strict export's envelope stacks
+    assert {k for k, _ in seen} >= {"dynamo_start", "create_symbol", "create_unbacked_symbol",
+                                   "symbolic_shape_specialization", "guard_added_fast"}, seen
+    assert checked >= 12 * len(seen)

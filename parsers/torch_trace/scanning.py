@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from parsers.coerce import RECORD_FIELDS, field_problems
 from parsers.discover import rank_number
 from parsers.glog import PREFIX, renamed, year_and_month
 from parsers.gzipped import GzipStream
@@ -150,6 +151,11 @@ def scan_bytes(
                     extra = {}
                 extra[key] = d[key]
         extras.append(_dumps(extra) if extra is not None else None)
+        if kind in RECORD_FIELDS or (extra is not None and "stack" in extra):
+            # a field the readers above need, of a type torch never writes there: they skip
+            # the record (parsers.coerce); here it is counted
+            for why in field_problems(kind, meta, extra.get("stack") if extra is not None else None):
+                problems.add(int(cand[i]) + 1, "bad_field", why)
         ranks.append(d.get("rank"))
         caids.append(d.get("compiled_autograd_id"))
         fids.append(d.get("frame_id"))

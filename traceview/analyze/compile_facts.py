@@ -26,9 +26,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 import polars as pl
 
+from parsers.coerce import (
+    DamagedField,
+    int_of,
+    json_object,
+    json_value,
+    list_of,
+    stack_of,
+    text_of,
+    texts_of,
+)
 from parsers.compile_ids import CompileId, occurrence_at, sort_key
 from parsers.facts import (
     runtime_asserts,
@@ -60,33 +69,23 @@ _TEXT_CACHE = (
 _TRACE_BYPASS = {"fx_graph_cache_bypass": "fx_graph", "aotautograd_cache_bypass": "aot_autograd"}
 
 
-def _meta(text: str | None) -> Any:
-    try:
-        return orjson.loads(text or "null")
-    except orjson.JSONDecodeError:
-        return None
-
-
-def _strings(events: pl.DataFrame) -> dict[tuple[str, int], str]:
-    out: dict[tuple[str, int], str] = {}
+def _strings(events: pl.DataFrame) -> dict[str, dict[int, str]]:
+    """file -> interned id -> string."""
+    out: dict[str, dict[int, str]] = {}
     for file, meta in events.filter(pl.col("kind") == "str").select("file", "metadata").iter_rows():
-        m = _meta(meta)
-        if isinstance(m, list) and len(m) == 2 and isinstance(m[1], int):
-            out[(file, m[1])] = str(m[0])
+        pair = list_of(json_value(meta))
+        if len(pair) == 2 and int_of(pair[1]) is not None:
+            out.setdefault(file, {})[pair[1]] = str(pair[0])
     return out
 
 
-def _user_frame(stack: Any, file: str, strings: dict[tuple[str, int], str]) -> tuple[str | None, int | None, str | None]:
-    """(filename, line, code) of the innermost frame outside torch of an interned stack."""
-    if not isinstance(stack, list):
-        return None, None, None
+def _user_frame(m: dict[str, Any], file: str, strings: dict[str, dict[int, str]]) -> tuple[str | None, int | None, str | None]:
+    """(filename, line, code) of the innermost frame outside torch of a record's user stack
+    (else its stack). Raises DamagedField when that stack is damaged (parsers.coerce)."""
+    stack = stack_of(m.get("user_stack") or m.get("stack"), strings.get(file, {}))
     for fr in reversed(stack):
-        if not isinstance(fr, dict):
-            continue
-        fname = fr.get("filename")
-        fname = strings.get((file, fname), str(fname)) if isinstance(fname, int) else fname
-        if fname and not re.search(r"[/\\]torch[/\\]", fname):
-            return fname, fr.get("line"), fr.get("loc")
+        if fr.filename and not re.search(r"[/\\]torch[/\\]", fr.filename):
+            return fr.filename, fr.line, fr.loc
     return None, None, None
 
 
@@ -98,16 +97,19 @@ def specializations(trace: Trace) -> list[dict[str, Any]]:
     rows = ev.filter(pl.col("kind") == "symbolic_shape_specialization")
     strings = _strings(ev) if rows.height else {}
     for r in rows.iter_rows(named=True):
-        m = _meta(r["metadata"])
-        if not isinstance(m, dict):
+        m = json_object(r["metadata"])
+        try:
+            ufile, uline, code = _user_frame(m, r["file"], strings)
+        except DamagedField:  # the record is skipped; the parse counted it
             continue
-        ufile, uline, code = _user_frame(m.get("user_stack") or m.get("stack"), r["file"], strings)
-        srcs = m.get("sources") or []
+        srcs = texts_of(m.get("sources"))
+        value = m.get("value")
         out.append(
             {
-                "compile_id": r["compile_id"], "symbol": m.get("symbol"),
-                "source": user_name(srcs[0]) if srcs else None, "value": m.get("value"),
-                "reason": m.get("reason"), "user_file": ufile, "user_line": uline, "user_code": code,
+                "compile_id": r["compile_id"], "symbol": text_of(m.get("symbol")),
+                "source": user_name(srcs[0]) if srcs else None,
+                "value": value if type(value) in (int, float, bool, str) else None,
+                "reason": text_of(m.get("reason")), "user_file": ufile, "user_line": uline, "user_code": code,
                 "rank": r["rank"], "file": r["file"], "lineno": r["lineno"],
             }
         )
@@ -274,23 +276,26 @@ def export_dims(trace: Trace) -> list[dict[str, Any]]:
     rows = ev.filter((pl.col("kind") == "create_symbol") & pl.col("compile_id").str.starts_with("unknown_"))
     if rows.height == 0:
         return []
-    fixed = {(f, c, m.get("symbol")): m.get("value") for f, c, m in (
-        (r["file"], r["compile_id"], _meta(r["metadata"]) or {})
+    fixed = {
+        (r["file"], r["compile_id"], text_of(m.get("symbol"))): m.get("value")
         for r in ev.filter(pl.col("kind") == "symbolic_shape_specialization").iter_rows(named=True)
-    ) if isinstance(m, dict)}
+        if type((m := json_object(r["metadata"])).get("value")) in (int, float, bool, str)
+    }
     strings = _strings(ev)
     out: list[dict[str, Any]] = []
     for r in rows.iter_rows(named=True):
-        m = _meta(r["metadata"])
-        if not isinstance(m, dict):
+        m = json_object(r["metadata"])
+        try:
+            ufile, uline, code = _user_frame(m, r["file"], strings)
+        except DamagedField:  # the record is skipped; the parse counted it
             continue
-        ufile, uline, code = _user_frame(m.get("user_stack") or m.get("stack"), r["file"], strings)
+        symbol, example = text_of(m.get("symbol")), m.get("val")
         out.append(
             {
-                "compile_id": r["compile_id"], "symbol": m.get("symbol"),
-                "source": user_name(m["source"]) if isinstance(m.get("source"), str) else None,
-                "range": m.get("vr"), "example": m.get("val"),
-                "specialized_to": fixed.get((r["file"], r["compile_id"], m.get("symbol"))),
+                "compile_id": r["compile_id"], "symbol": symbol,
+                "source": user_name(text_of(m.get("source"))) or None,
+                "range": text_of(m.get("vr")), "example": example if type(example) in (int, float, bool, str) else None,
+                "specialized_to": fixed.get((r["file"], r["compile_id"], symbol)),
                 "user_file": ufile, "user_line": uline, "user_code": code,
                 "rank": r["rank"], "file": r["file"], "lineno": r["lineno"],
             }
@@ -385,8 +390,7 @@ def cache_events(trace: Trace) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     ev = trace.index_events()  # the payloads read here are parse-time ones (parsers.kinds)
     for r in ev.filter((pl.col("kind") == "artifact") & pl.col("name").is_in(list(_TRACE_BYPASS))).iter_rows(named=True):
-        m = _meta(r["payload"])
-        why = m.get("cache_bypass_reason") if isinstance(m, dict) else None
+        why = text_of(json_object(r["payload"]).get("cache_bypass_reason"))
         out.append({"cache": _TRACE_BYPASS[r["name"]], "event": "bypass", "reason": why, "compile_id": r["compile_id"],
                     "rank": r["rank"], "source": "trace", "file": r["file"], "lineno": r["lineno"]})
     lr = trace.log_records

@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 import polars as pl
 
+from parsers.coerce import float_of, int_of, json_object, text_of
 from parsers.compile_ids import without_attempt_expr
 from traceview.trace import Trace
 
@@ -189,6 +189,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
         c = c.join(_autotune_by_compile(spans, c), on=["file", "compile_id", "occurrence"], how="left")
     else:
         c = c.with_columns(pl.lit(None, dtype=pl.Float64).alias("autotuning_s"))
+    c_cols = set(c.columns)
     ranked = c.filter(pl.col("total_time_s") > 0).sort("total_time_s", descending=True, maintain_order=True)
     # (the occurrence: the second 0/0, after a torch._dynamo.reset(), is another compile)
     same = ["total_time_s", "compile_id", "occurrence", "function", "filename", "line"]
@@ -204,6 +205,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
             "function",
             "filename",
             "line",
+            *[c for c in ("at_run_time", "parent_compile_id", "graph_piece", "call_filename", "call_line") if c in c_cols],
             pl.col("total_time_s").alias("seconds"),
             "dynamo_time_s",
             "backend_compile_time_s",
@@ -374,26 +376,13 @@ def span_totals(trace: Trace, *, n: int = 12) -> pl.DataFrame:
 
 # ----------------------------------------------------------------------- autotuning
 def _args(payload: str | None) -> dict:
-    try:
-        v = orjson.loads(payload or "")
-    except orjson.JSONDecodeError:
-        return {}
-    a = v.get("args") if isinstance(v, dict) else None
-    return a if isinstance(a, dict) else {}
+    a = json_object(payload).get("args")
+    return a if type(a) is dict else {}
 
 
-def _json(text: object) -> dict:
-    if isinstance(text, dict):
-        return text
-    try:
-        v = orjson.loads(text) if isinstance(text, str) else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return v if isinstance(v, dict) else {}
-
-
-def _f(v: object) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _json(value: object) -> dict:
+    """A field that holds a JSON object, or its text."""
+    return value if type(value) is dict else json_object(value if type(value) is str else None)
 
 
 def _has_template_autotuning(spans: pl.DataFrame) -> bool:
@@ -458,19 +447,19 @@ def _autotuning_from_trace(events: pl.DataFrame, spans: pl.DataFrame, at: pl.Dat
         stats = _json(args.get("autotune_choices_stats"))
         pre_meta = _json(_args(payloads.get((r["file"], r["_pre_end"]))).get("metadata"))
         failed = pre_meta.get("exceptions")
-        best = _f(stats.get("best_time"))
-        best_tr = _f(stats.get("best_triton_time"))
+        best = float_of(stats.get("best_time"))
+        best_tr = float_of(stats.get("best_triton_time"))
         rows.append(
             {
                 "rank": r["rank"],
                 "compile_id": r["compile_id"],
                 "op": r["op"],
-                "shape": args.get("autotune_shape"),
-                "dtypes": args.get("autotune_dtypes"),
-                "choices": stats.get("num_choices") if isinstance(stats.get("num_choices"), int) else None,
-                "best_kernel": stats.get("best_kernel"),
+                "shape": text_of(args.get("autotune_shape")),
+                "dtypes": text_of(args.get("autotune_dtypes")),
+                "choices": int_of(stats.get("num_choices")),
+                "best_kernel": text_of(stats.get("best_kernel")),
                 "best_ms": best,
-                "best_triton_kernel": stats.get("best_triton_kernel"),
+                "best_triton_kernel": text_of(stats.get("best_triton_kernel")),
                 "best_triton_ms": best_tr,
                 "precompile_s": r["precompile_s"],
                 "benchmark_s": r["duration_s"],
@@ -596,3 +585,47 @@ def cache_summary(trace: Trace) -> dict[str, Any]:
         "from_text_log": int(counts.filter(pl.col("source") == "text")["count"].sum()),
         "text_log_by_compile": counts.filter(pl.col("source") == "text").drop("source").to_dicts(),
     }
+
+
+# ------------------------------------------------------- compiles without a Dynamo frame
+def frameless_groups(trace: Trace) -> list[dict[str, Any]]:
+    """The compiles without a Dynamo frame (parsers.frameless), grouped by where they came from:
+    per rank, the Dynamo compile whose compiled code called Inductor (`parent_compile_id`, from
+    the records' Python stack: its backend made them, e.g. a piecewise backend's pieces
+    compiled on first use) or, without one, the line that called Inductor; and whether they ran
+    at run time. Each group: how many, their seconds (counted in COMPILE TIME), the pieces of the
+    backend's graph with their counts, the compile ids, the evidence (first compile's file and
+    metrics line). Most seconds first."""
+    c = trace.compiles
+    if "compile_kind" not in c.columns:
+        return []
+    c = c.filter(pl.col("compile_kind").fill_null("dynamo") != "dynamo").sort("file", "lineno")
+    groups: dict[tuple, dict[str, Any]] = {}
+    for r in c.iter_rows(named=True):
+        parent = r.get("parent_compile_id")
+        where = None if parent else (r.get("call_filename"), r.get("call_line"))
+        k = (r["rank"], r["compile_kind"], bool(r.get("at_run_time")), parent, where)
+        g = groups.get(k)
+        if g is None:
+            g = groups[k] = {
+                "rank": r["rank"], "compile_kind": r["compile_kind"], "at_run_time": bool(r.get("at_run_time")),
+                "parent_compile_id": parent, "call_filename": r.get("call_filename"), "call_line": r.get("call_line"),
+                "call_code": r.get("call_code"), "count": 0, "seconds": 0.0, "pieces": {}, "compile_ids": [],
+                "file": r["file"], "lineno": r.get("metrics_lineno") or r["lineno"],
+            }
+        g["count"] += 1
+        g["seconds"] += r["total_time_s"] or 0.0
+        g["compile_ids"].append(r["compile_id"])
+        if r.get("graph_piece"):
+            g["pieces"][r["graph_piece"]] = g["pieces"].get(r["graph_piece"], 0) + 1
+    if not groups:
+        return []
+    parents = trace.compiles.filter(pl.col("compile_kind").fill_null("dynamo") == "dynamo")
+    names = {(r["file"], r["compile_id"]): (r["function"], r["filename"], r["line"]) for r in parents.iter_rows(named=True)}
+    out = []
+    for g in groups.values():
+        g["seconds"] = round(g["seconds"], 3)
+        fn = names.get((g["file"], g["parent_compile_id"])) if g["parent_compile_id"] else None
+        g["parent_function"], g["parent_filename"], g["parent_line"] = fn or (None, None, None)
+        out.append(g)
+    return sorted(out, key=lambda g: (-g["seconds"], g["rank"] if g["rank"] is not None else -1))

@@ -156,9 +156,16 @@ class Paths:
         return code_label(row, self.show)
 
     def compile_name(self, r: dict[str, Any]) -> str:
-        """`function (place)` of a Dynamo compile; what a compile without a frame was."""
+        """`function (place)` of a Dynamo compile; what a compile without a frame was, and where
+        it came from (the piece of a Dynamo compile's graph, or the line that called Inductor)."""
         if r.get("compile_kind") not in (None, "dynamo") and not r.get("function"):
-            return kind_label(r["compile_kind"])
+            name = kind_label(r["compile_kind"]) + (" at run time" if r.get("at_run_time") else "")
+            if r.get("parent_compile_id"):
+                piece = f"{r['graph_piece']} of " if r.get("graph_piece") else ""
+                return f"{name} ({piece}[{r['parent_compile_id']}]'s graph)"
+            if r.get("call_filename"):
+                return f"{name} (called at {self.show(r['call_filename'], r.get('call_line'))})"
+            return name
         return self.code(r)
 
     def show(self, filename: str | None, line: Any = None) -> str:

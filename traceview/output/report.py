@@ -120,7 +120,8 @@ def _frameless_compiles(compiles: pl.DataFrame) -> list[dict[str, Any]]:
     """The compiles without a Dynamo frame (torch.export + AOTInductor): parsers.frameless."""
     rows = compiles.filter(pl.col("compile_kind").fill_null("dynamo") != "dynamo").select(
         "rank", "compile_id", "compile_kind", pl.col("compile_kind").map_elements(kind_label, return_dtype=pl.String).alias("what"),
-        "status", pl.col("total_time_s").round(3).alias("seconds"), "inductor_compile_time_s", "code_gen_time_s", "file", "metrics_lineno",
+        "status", pl.col("total_time_s").round(3).alias("seconds"), "inductor_compile_time_s", "code_gen_time_s",
+        "at_run_time", "parent_compile_id", "graph_piece", "call_filename", "call_line", "call_code", "file", "metrics_lineno",
     )
     return _rows(_round(rows))
 
@@ -185,6 +186,8 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "by_function": codes.add(_rows(_round(ct.by_function(trace).head(10)))),
             "spans": _rows(_round(ct.span_totals(trace))),
             "autotuning": _rows(_round(ct.autotuning(trace), 6)),
+            # compiles without a Dynamo frame (counted in total_s), by where they came from
+            "frameless": ct.frameless_groups(trace),
         },
         "cache": ct.cache_summary(trace),
         "cudagraphs": {
@@ -589,15 +592,37 @@ def _compile_name(r: dict[str, Any], paths: _Paths) -> str:
     return paths.compile_name(r)
 
 
+def _render_frameless(t: _Text, groups: list[dict[str, Any]], paths: _Paths) -> None:
+    """COMPILE TIME's compiles without a Dynamo frame, one line per origin."""
+    for g in groups[:4]:
+        what = f"{_plural(g['count'], 'compile')} at run time" if g["at_run_time"] else _plural(g["count"], "compile")
+        text = f"{seconds_text(g['seconds'])} in {what}"
+        if g.get("parent_compile_id"):
+            fn = paths.code({"function": g["parent_function"], "filename": g["parent_filename"], "line": g["parent_line"], "rank": g["rank"]}) if g.get("parent_function") else ""
+            text += f" made by the backend of {_rank(g['rank'])}[{g['parent_compile_id']}] {fn}".rstrip()
+            if g["pieces"]:
+                text += " (" + ", ".join(f"{p} x{n}" for p, n in g["pieces"].items()) + ")"
+        elif g.get("call_filename"):
+            text += f" called at {_rank(g['rank'])}{paths.show(g['call_filename'], g.get('call_line'))}"
+        t.label("no Dynamo frame:", text, "  ")
+    if len(groups) > 4:
+        t.add(f"… {len(groups) - 4} more origins of compiles without a Dynamo frame (--json lists all)", "    ")
+
+
 def _render_time(t: _Text, report: dict[str, Any], paths: _Paths, text_only: bool) -> None:
     ctime = report["compile_time"]
     if report["compiles"] == 0 and not ctime["autotuning"]:
         return
     unfinished = report.get("unfinished_compiles") or []
     head = f"COMPILE TIME  {seconds_text(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)"
+    frameless = ctime.get("frameless") or []
+    if frameless and not text_only:
+        n = sum(g["count"] for g in frameless)
+        head += f", {seconds_text(sum(g['seconds'] for g in frameless))} of it in {_plural(n, 'compile')} without a Dynamo frame"
     if unfinished:
         head += f" ({_plural(len(unfinished), 'unfinished compile')} not counted)"
     t.heading(head)
+    _render_frameless(t, frameless, paths)
     ph = ctime["phases_s"]
     if ctime["total_s"]:
         t.label("phases:", phases_text(ph), "  ")

@@ -651,6 +651,8 @@ class TraceModel:
         """The report's description of a compile's code object (analyze.code_objects: class,
         library, torch wrapper, call site), when the report described it (the code objects its
         findings and compile-time tables name)."""
+        if not row.get("function"):  # a compile without a Dynamo frame has no code object
+            return None
         k = (row.get("rank"), row.get("function"), row.get("filename"), row.get("line"))
         ct = self.report.get("compile_time") or {}
         for r in [*self.report.get("recompile_storms", []), *ct.get("top", []), *ct.get("by_function", [])]:
