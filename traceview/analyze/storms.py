@@ -28,6 +28,7 @@ the same rank, epoch and frame id.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from typing import Any
 
@@ -118,6 +119,9 @@ def _value_kind(expected: str | None, guard: str) -> str:
         return "value"
 
 
+_GRAD_FLAG = {"0": "False", "1": "True"}  # torch prints `expected requires_grad=0`
+
+
 def _seen(values: list[str], n: int = 6) -> str:
     if not values:
         return ""
@@ -173,10 +177,12 @@ def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> 
         return f"global torch state changed between calls ({src})" if src else "global torch state changed between calls"
     if kind == "deallocated":
         return f"{src} was freed and recreated between calls"
-    if kind in ("dtype", "device", "requires_grad", "ndim"):
+    if kind == "requires_grad":
+        was = sorted({_GRAD_FLAG.get(v, v) for v in values})
+        compiled = f" (the cache entry was compiled for requires_grad={', '.join(was)})" if was else ""
+        return f"{src} comes both with and without requires_grad{compiled}"
+    if kind in ("dtype", "device", "ndim"):
         name = {"ndim": "number of dimensions"}.get(kind, kind)
-        if kind == "requires_grad" and len(values) == 1:
-            return f"requires_grad of {src} changes between calls (compiled for requires_grad={values[0]})"
         return f"{name} of {src} changes between calls{_seen(values)}"
     return guard or "a guard failed"
 
@@ -190,10 +196,12 @@ def cause_fix(
     count: int,
     dynamic_true: bool = False,
     values: list[str] | None = None,
+    expected: bool = False,
 ) -> str:
     """The fix people apply for this cause today (torch 2.x). `forced_static` is None when the
     logs do not say whether the code compiled with dynamic=False; `dynamic_true` when the
-    compile's config shows dynamic=True (assume_static_by_default off)."""
+    compile's config shows dynamic=True (assume_static_by_default off); `expected` when this
+    many recompiles for the cause is by design (_is_expected)."""
     if kind == "signature":
         return (
             "one compile per call signature is expected for a few fixed signatures; if they keep "
@@ -256,9 +264,10 @@ def cause_fix(
                 f"every new size compiles again (drop it: the default dynamic=None makes the "
                 f"dimension dynamic after one recompile)"
             )
-        if count <= 1:
+        if count <= 1 or expected:
+            once = "once" if count <= 1 else "once per compiled variant (requires_grad, flag or mode)"
             return (
-                f"nothing to fix: automatic dynamic shapes recompiled it once and made the dimension "
+                f"nothing to fix: automatic dynamic shapes recompiled it {once} and made the dimension "
                 f"dynamic; {mark} on the input before the first call avoids even that recompile"
             )
         if dynamic_true:
@@ -331,7 +340,17 @@ def cause_fix(
     if kind == "deallocated":
         return f"{src} was freed and a new one created (e.g. a new optimizer each step): create it once and keep it alive"
     if kind == "requires_grad":
-        return f"{src} alternates requires_grad: make it consistent (detach it, or make it require grad every call)"
+        if expected:
+            return (
+                f"nothing to fix: torch keeps one compile per requires_grad value of {src} by design (e.g. the first "
+                f"block's input is data without grad, the later blocks' inputs are activations that require grad); "
+                f"never detach an activation to avoid it: that cuts its gradient"
+            )
+        return (
+            f"where {src} is a tensor your code creates, set its requires_grad once (not per call); if it is an "
+            f"activation, its requires_grad follows the parameters and this is one variant per value, never "
+            f"detach it (that cuts its gradient)"
+        )
     if kind == "dtype":
         return f"{src} changes dtype: cast it to one dtype before the compiled call"
     if kind == "device":
@@ -526,6 +545,11 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         _add_latest_values(causes, trace, f, ids, starts)
         code = describe(trace, rank=f["rank"], function=f["function"], filename=f["filename"], line=f["line"],
                         compile_ids=sorted(ids, key=sort_key))
+        if code.get("module_compile"):
+            for c in causes:
+                if c["kind"] == "size" and c["dim"] is not None and not any(x in f["user_exceptions"] for x in c["compile_ids"]):
+                    sources = _symbols_created(trace, f["rank"], c["compile_ids"][0], f["epoch"], starts)
+                    c["fix"] = submodule_size_fix(c, code, f["function"], forced_static=forced_static, sources=sources)
         outside = code["owner"] == "library" or (code["owner"] == "torch" and not code["path"].startswith("torch/optim/"))
         if outside:
             for c in causes:
@@ -599,6 +623,14 @@ def outside_code_advice(function: str | None, line: Any, code: dict[str, Any], c
     where = f"{code['path']}:{line}" if line is not None else code["path"]
     name = code.get("qualname") or function
     owner = f"the {code['package']} library's code" if code["owner"] == "library" else "torch's own code"
+    if code.get("module_compile") and cause.get("kind") == "size" and cause.get("source"):
+        # regional compile: the guarded tensor is made by the library's forward between the
+        # user's call and the layer; what the user holds is the layer's compile
+        return (
+            f"{name} is {owner} ({where}), compiled per module with .compile(): {cause['source']} is what "
+            f"{code['package'] or 'torch'} passes to each module inside your call at {at}, a tensor your code never "
+            f"holds. {fix}"
+        )
     if "mark_dynamic(" in fix and cause.get("source"):
         # the guarded tensor is the library's own argument: the user marks the input it comes from
         fix += f" ({cause['source']} is an argument of {name}: mark the tensor of yours it comes from, before your call)"
@@ -606,6 +638,84 @@ def outside_code_advice(function: str | None, line: Any, code: dict[str, Any], c
         f"{name} is {owner} ({where}): it recompiled because what your code passes into it changed; "
         f"act at {at}, not in {code['package'] or 'its'} source. {fix}"
     )
+
+
+def submodule_size_fix(
+    cause: dict[str, Any], code: dict[str, Any], function: str | None, *, forced_static: bool | None, sources: list[str]
+) -> str:
+    """The fix of a varying dimension of a module compiled with nn.Module.compile()
+    (`layer.compile()`, regional compilation), in terms of what the user holds: the compile
+    call (`dynamic=True`) or torch.compiler.config.dynamic_sources, which names the tensors
+    by their source inside the compiled frame (`sources`: the `L['x']:dim` entries the
+    automatic-dynamic recompile made dynamic, from its create_symbol records; the guarded
+    tensor alone when there are none). mark_dynamic does not work from a forward pre-hook of
+    such a module: the hooks run inside the compiled call, where Dynamo refuses to trace
+    mark_dynamic (torch 2.13: "Attempt to trace forbidden callable")."""
+    src, dim = cause["source"], cause["dim"]
+    cls = (code.get("module_class") or "").rsplit(".", 1)[-1] or "module"
+    listed = ",".join(sources) if sources else f"{dynamo_source(src)}:{dim}"
+    every = "" if sources else f" (and every other input whose dimension varies with {src})"
+    compile_ = f"compile each {cls} with `.compile(dynamic=True)` (e.g. `layer.compile(dynamic=True)`)"
+    only = f'set torch.compiler.config.dynamic_sources = "{listed}"{every} before the first call (only those dimensions; it overrides dynamic=False)'
+    if code.get("owner") == "user":
+        site = code.get("call_site")
+        at = f" at {_site_text(site)}" if site else ""
+        why = (
+            f"or call torch._dynamo.mark_dynamic({src}, {dim}) in your code before the module is called{at}, not in a "
+            f"forward pre-hook: the hooks of a module compiled with .compile() run inside the compiled call, where "
+            f"Dynamo refuses to trace mark_dynamic"
+        )
+    else:
+        why = (
+            f"mark_dynamic cannot reach {src}: it is made inside the forward that calls the module, and the forward "
+            f"pre-hooks of a module compiled with .compile() run inside the compiled call, where Dynamo refuses to "
+            f"trace mark_dynamic"
+        )
+    if cause.get("expected"):
+        once = "once" if cause["count"] <= 1 else "once per compiled variant (requires_grad, flag or mode)"
+        return (
+            f"nothing to fix: automatic dynamic shapes recompiled it {once} and made dimension {dim} of {src} dynamic; "
+            f"to avoid even that, {compile_}, or {only}; {why}"
+        )
+    if forced_static:
+        return (
+            f"the modules compile with dynamic=False, so every new size compiles again: {compile_} instead, or {only}; {why}"
+        )
+    return f"{compile_}, or {only}; {why}"
+
+
+_PLAIN_SOURCE = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?P<rest>(?:\[[^\]]*\]|\.\w+)*)$")
+_SYMBOL_SOURCE = re.compile(r"^(?P<src>.+)\.size\(\)\[(?P<dim>\d+)\]$")
+
+
+def dynamo_source(src: str) -> str:
+    """Dynamo's name of a frame input as the guards show it shortened (`args[0]` ->
+    `L['args'][0]`, `x` -> `L['x']`): the form torch.compiler.config.dynamic_sources matches."""
+    m = _PLAIN_SOURCE.match(src or "")
+    return f"L['{m['name']}']{m['rest']}" if m else src
+
+
+def _symbols_created(trace: Trace, rank: Any, compile_id: str | None, epoch: int, starts: pl.DataFrame) -> list[str]:
+    """The `L['x']:dim` of every size the compile made dynamic (its `create_symbol` records),
+    in log order, or [] (a text log, or a compile that made none)."""
+    if not compile_id:
+        return []
+    ev = trace.index_events()
+    if ev.is_empty() or "metadata" not in ev.columns:
+        return []
+    cond = (pl.col("kind") == "create_symbol") & (pl.col("compile_id") == compile_id)
+    cond &= pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
+    rows = _with_epoch(ev.filter(cond).select("file", "rank", "lineno", "metadata"), starts).filter(pl.col("epoch") == epoch)
+    out: list[str] = []
+    for meta in rows.sort("lineno")["metadata"].to_list():
+        try:
+            source = json.loads(meta or "{}").get("source") or ""
+        except ValueError:
+            continue
+        m = _SYMBOL_SOURCE.match(source)
+        if m and (entry := f"{m['src']}:{m['dim']}") not in out:
+            out.append(entry)
+    return out
 
 
 def _site_text(site: dict[str, Any]) -> str:
@@ -816,13 +926,17 @@ def _causes(
     secondary_rows: list[tuple[tuple, dict[str, Any]]] = []
     n_secondary = 0
     for rows in _recompile_groups(guards):
-        for i, g in enumerate(rows):
+        refined = []
+        for g in rows:
             kind, src, value = refine_kind(g.get("kind") or "other", user_name(g.get("guard_source")) or None,
                                            g.get("guard") or "", g.get("expected"))
+            refined.append((g, kind, src, value))
+        primary = _primary_failure([kind for _, kind, _, _ in refined])
+        for i, (g, kind, src, value) in enumerate(refined):
             dim = g.get("dim") if kind in ("size", "stride", "range") else None
             guard = g.get("guard") or ""
             key = (kind, src, dim, guard if kind == "other" else None)
-            if i > 0:
+            if i != primary:
                 n_secondary += 1
                 secondary_rows.append((key, {**g, "_value": value}))
                 continue
@@ -839,12 +953,16 @@ def _causes(
         if key in clusters:
             clusters[key]["secondary"] += 1
             _add_values(clusters[key]["values"], key[0], g["_value"], g.get("actual"))
+    # the compiled variants kept by design (one per requires_grad value, flag value, mode): each
+    # needs its own automatic-dynamic recompile when a size changes
+    variant_recompiles = {k: len(c["compiles"]) for k, c in clusters.items() if c["kind"] in VARIANT_KINDS}
     out = []
-    for c in clusters.values():
+    for key, c in clusters.items():
         src = c["src"] or "the input"
         count = len(c["compiles"])
         failed = [user_exceptions[cid] for cid in c["compiles"] if cid in user_exceptions]
-        expected = _is_expected(c["kind"], count, forced_static=forced_static, limit=limit) and not failed
+        variants = 1 + sum(n for k, n in variant_recompiles.items() if k != key)
+        expected = _is_expected(c["kind"], count, forced_static=forced_static, limit=limit, variants=variants) and not failed
         if failed:
             text = cause_text(c["kind"], src, c["dim"], c["values"], c["guard"])
             fix = (
@@ -855,7 +973,7 @@ def _causes(
         else:
             text = cause_text(c["kind"], src, c["dim"], c["values"], c["guard"])
             fix = cause_fix(c["kind"], src, c["dim"], forced_static=forced_static, count=count,
-                            dynamic_true=dynamic_true, values=c["values"])
+                            dynamic_true=dynamic_true, values=c["values"], expected=expected)
         out.append(
             {
                 "kind": c["kind"],
@@ -897,18 +1015,43 @@ def _certainty(kind: str, forced_static: bool | None) -> str:
     return "certain"
 
 
-def _is_expected(kind: str, count: int, *, forced_static: bool | None, limit: bool) -> bool:
-    """Whether this many recompiles for this cause is how torch.compile works (nothing to fix)."""
+def _is_expected(kind: str, count: int, *, forced_static: bool | None, limit: bool, variants: int = 1) -> bool:
+    """Whether this many recompiles for this cause is how torch.compile works (nothing to fix).
+    `variants`: the compiled variants the code object keeps by design besides this cause (1 +
+    its recompiles for a requires_grad / flag / mode variant): each variant's cache entry needs
+    its own automatic-dynamic recompile, and one requires_grad variant per other variant."""
     if limit:
         return False
     if kind in ("training", "backend", "range", "resume_value", "value:bool"):
         return True
+    if kind == "requires_grad":
+        # one compile per requires_grad value of an input (regional compile: the first block's
+        # input is data without grad, the later blocks' inputs are activations with grad)
+        return count <= variants
     if kind == "signature":
         return count <= 2
     if kind == "value":
         return count <= 3  # one compile per value of a small fixed set (a mode string, None)
     if kind in ("size", "value:int", "value:float"):
-        # automatic dynamic shapes: one recompile, then the dimension / number is symbolic
-        # (only where the logs show that automatic dynamic shapes were on)
-        return count <= 1 and forced_static is False
+        # automatic dynamic shapes: one recompile per variant, then the dimension / number is
+        # symbolic (only where the logs show that automatic dynamic shapes were on)
+        return count <= variants and forced_static is False
     return False
+
+
+# failed guards that tell the compiled variants torch keeps by design apart: one cache entry per
+# value (requires_grad of an input, a bool flag, the module's training mode, the backend)
+VARIANT_KINDS = ("requires_grad", "value:bool", "training", "backend")
+
+
+def _primary_failure(kinds: list[str]) -> int:
+    """The index of a recompile's cause among its failed guards (cache entries newest first, one
+    failed guard each with TORCH_LOGS=recompiles): what differs from the cache entry the call
+    otherwise matches. An entry that failed on a variant guard (requires_grad, a flag, the
+    mode) was compiled for the other variant; when an older entry failed on something else
+    (a size), that entry is the one the call matches but for that: the size is the cause.
+    Without such an entry, the newest entry's failure (torch's own `recompile_reason`)."""
+    for i, kind in enumerate(kinds):
+        if kind not in VARIANT_KINDS:
+            return i if any(k in VARIANT_KINDS for k in kinds[:i]) else 0
+    return 0
