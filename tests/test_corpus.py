@@ -119,7 +119,7 @@ def storms_per_code(report: dict) -> dict[tuple, tuple[int, int]]:
     """(rank, function, file name, line) -> (compiles, sum of the causes' recompile counts)."""
     return {
         _key(s["rank"], s["function"], s["filename"], s["line"]): (s["compiles"], sum(c["count"] for c in s["causes"]))
-        for s in report["recompile_storms"]
+        for s in report["recompiles"]
     }
 
 

@@ -169,8 +169,8 @@ def test_markup_and_escapes_in_log_text_print_harmlessly(tmp_path: Path, capsys:
 
 def test_control_characters_in_any_field_are_made_visible() -> None:
     rep = json.loads(json.dumps(report_of(str(FIXTURES / "recompiles"))))
-    rep["recompile_storms"][0]["function"] = "sha\x1b]0;pwned\x07pe\tstorm"
-    rep["recompile_storms"][0]["causes"][0]["fix"] = "[red]fix[/red] \x9b2J"
+    rep["recompiles"][0]["function"] = "sha\x1b]0;pwned\x07pe\tstorm"
+    rep["recompiles"][0]["causes"][0]["fix"] = "[red]fix[/red] \x9b2J"
     text = render_text(rep, width=80)
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text)
     assert "sha^[]0;pwned\\x07pe storm" in text

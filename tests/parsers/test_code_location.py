@@ -82,7 +82,7 @@ def test_library_code_is_named_as_the_library_with_the_users_call_site() -> None
     assert set(c["call_line"]) == {30}
     assert set(c["call_code"]) == {"logits = model(input_ids=ids).logits"}
     assert {f.rsplit("/", 1)[-1] for f in c["call_filename"]} == {"library_llama_layers.py"}
-    [s] = _report("library_llama_layers")["recompile_storms"]
+    [s] = _report("library_llama_layers")["recompiles"]
     code = s["code"]
     assert (code["owner"], code["package"], code["path"]) == ("library", "transformers", "transformers/modeling_layers.py")
     assert code["module_class"] == "transformers.models.llama.modeling_llama.LlamaDecoderLayer"
@@ -106,7 +106,7 @@ def test_library_code_is_named_as_the_library_with_the_users_call_site() -> None
 def test_sequential_is_named_for_what_the_user_compiled() -> None:
     """torch.compile(nn.Sequential): Dynamo compiles torch's wrapper `inner`; the finding names
     the Sequential and the call, and the wrapper's args[0] is the `x` of `compiled(x)`."""
-    [s] = _report("sequential_model")["recompile_storms"]
+    [s] = _report("sequential_model")["recompiles"]
     assert (s["function"], s["compiles"], s["recompiles"]) == ("inner", 2, 1)  # torch: 2 compiles, 1 recompile
     code = s["code"]
     assert (code["owner"], code["wrapper"], code["module_class"]) == (
@@ -193,7 +193,7 @@ def test_the_ui_calls_an_expected_recompile_what_the_summary_calls_it() -> None:
 def test_a_method_compiled_per_layer_is_one_code_object_shared_by_the_layers() -> None:
     """Regional compilation of HF Llama: torch guards LlamaDecoderLayer's class, not the object
     (TYPE_MATCH on L['self'], no ID_MATCH), so both layers share each compile."""
-    [s] = _report("library_llama_layers")["recompile_storms"]
+    [s] = _report("library_llama_layers")["recompiles"]
     assert s["code"]["per_instance"] is False
     text = render_text(_report("library_llama_layers"), width=200)
     assert (

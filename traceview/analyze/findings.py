@@ -103,10 +103,13 @@ SLOW_COMPILE_SHARE = 0.10  # ... and it must take this share of its rank's compi
 
 
 def is_storm(s: dict[str, Any]) -> bool:
-    """A recompiling function that keeps recompiling (3 compiles or more, or the recompile
-    limit hit). Two compiles, one recompile, is not a storm: automatic dynamic shapes
-    recompile once on purpose to make a size, int or float dynamic, a bool compiles once per
-    value."""
+    """A recompiling function that keeps recompiling: the storm's `is_storm` (analyze.storms:
+    the recompile limit hit, or two or more recompiles not by design). A one-off recompile is
+    not a storm, nor are recompiles by design (automatic dynamic shapes recompile once on
+    purpose, a bool compiles once per value). Rows without the field (older reports): 3
+    compiles or more, or the limit."""
+    if "is_storm" in s:
+        return bool(s["is_storm"])
     return bool(s["hit_recompile_limit"]) or s["compiles"] > 2
 
 

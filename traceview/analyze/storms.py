@@ -43,6 +43,7 @@ from parsers.compile_ids import (
     sort_key,
     text_occurrence_expr,
 )
+from parsers.compile_ids import label as id_label
 from parsers.facts import guards_from_text, guards_from_trace, user_name
 from parsers.sources import prefer_trace
 from parsers.torch_trace import InputChanged, hydrate
@@ -441,6 +442,7 @@ def _new_frame(rank: Any, proc: str, epoch: int = 1) -> dict[str, Any]:
         "dynamic_true": False,
         "user_exceptions": {},  # compile id -> the exception the user's code raised in it
         "records": {},  # compile id -> (file, lineno) of its first trace record
+        "occurrences": {},  # compile id -> its occurrence (the same id again after a reset)
     }
 
 
@@ -470,6 +472,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         by_rank_frame.setdefault((r["rank"], r["epoch"], r["frame_id"]), k)
         f["compile_ids"].add(r["compile_id"])
         f["records"][r["compile_id"]] = (r["file"], r["lineno"])
+        f["occurrences"][r["compile_id"]] = r.get("occurrence")
         f["seconds"] += r["total_time_s"] or 0.0
         f["function"] = f["function"] or r["function"]
         f["filename"] = f["filename"] or r["filename"]
@@ -515,6 +518,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
 
     user_exceptions = _user_exceptions_from_graph_breaks(trace, starts)  # once, not per frame
     storms = []
+    frame_of_storm: list[dict[str, Any]] = []  # the frame of each storm, in order
     for f in frames.values():
         ids = {c for c in f["compile_ids"] if c}
         n = len(ids)
@@ -586,14 +590,73 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 "lineno": first["lineno"],
                 "epoch": f["epoch"],
                 "code": code,
+                # it kept recompiling (the limit, or two or more recompiles not by design); a one-off
+                # or an expected recompile is not a storm
+                "is_storm": bool(f["limit"]) or sum(c["count"] for c in causes if not c["expected"]) >= 2,
+                "fixed_later": None,  # _mark_fixed_later: the fix this run applied after a reset
             }
         )
+        frame_of_storm.append(f)
+    _mark_fixed_later(trace, list(zip(storms, frame_of_storm)), frames, starts)
     storms.sort(
         key=lambda s: (
             not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"]), s["rank"] or -1, s["epoch"]
         )
     )
     return storms
+
+
+def _mark_fixed_later(
+    trace: Trace, storms: list[tuple[dict[str, Any], dict[str, Any]]], frames: dict[tuple, dict[str, Any]],
+    starts: pl.DataFrame,
+) -> None:
+    """A fix the run applied itself: after torch._dynamo.reset(), the same code object (same
+    rank and process, function, file and line) compiled again in a later epoch with the
+    varying dimension dynamic (a `create_symbol` for it in that epoch's compiles: mark_dynamic,
+    dynamic=True or dynamic_sources) and never recompiled for it. Such a storm's size causes
+    say the fix as applied, with that compile as the evidence, and the storm gets
+    `fixed_later`; it is no longer the user's to fix. `storms`: each storm with its frame."""
+    by_code: dict[tuple, list[dict[str, Any]]] = {}
+    for f in frames.values():
+        if f["function"] is not None:
+            by_code.setdefault((f["rank"], f["proc"], f["function"], f["filename"], f["line"]), []).append(f)
+    for s, frame in storms:
+        code = (frame["rank"], frame["proc"], frame["function"], frame["filename"], frame["line"])
+        rounds = sorted((f for f in by_code.get(code, []) if f["epoch"] > frame["epoch"]), key=lambda f: f["epoch"])
+        if not rounds:
+            continue
+        nxt = rounds[0]
+        ids = sorted((c for c in nxt["compile_ids"] if c), key=sort_key)
+        if not ids:
+            continue
+        for c in s["causes"]:
+            if c["kind"] != "size" or c["expected"] or c["dim"] is None:
+                continue
+            want = f"{dynamo_source(c['source'])}:{c['dim']}"
+            again = any(
+                g.get("kind") == "size" and user_name(g.get("guard_source")) == c["source"] and g.get("dim") == c["dim"]
+                for g in nxt["guards"]
+            )
+            made = [(cid, sym) for cid in ids for entry, sym, raw in _created_symbols(trace, nxt["rank"], cid, nxt["epoch"], starts)
+                    if entry == want]
+            if again or not made:
+                continue
+            cid, (sym, raw) = made[0][0], made[0][1]
+            label = id_label(cid, nxt["occurrences"].get(cid))
+            file, lineno = nxt["records"].get(cid, (nxt["proc"], None))
+            n = len(ids)
+            times = "once" if n == 1 else f"{n} times, never again for it"
+            c["fix"] = (
+                f"applied later in this run: after torch._dynamo.reset(), {s['function']} compiled {times} as "
+                f"[{label}] with dimension {c['dim']} of {c['source']} dynamic ({sym} for {raw}): the fix worked, "
+                f"nothing left to do"
+            )
+            c["fixed_by"] = {"compile_id": cid, "occurrence": nxt["occurrences"].get(cid), "epoch": nxt["epoch"],
+                             "symbol": sym, "source": raw, "file": file, "lineno": lineno}
+            s["fixed_later"] = s["fixed_later"] or {
+                "compile_id": cid, "occurrence": nxt["occurrences"].get(cid), "epoch": nxt["epoch"], "compiles": n,
+                "file": file, "lineno": lineno,
+            }
 
 
 def outside_code_advice(function: str | None, line: Any, code: dict[str, Any], cause: dict[str, Any]) -> str:
@@ -698,6 +761,18 @@ def dynamo_source(src: str) -> str:
 def _symbols_created(trace: Trace, rank: Any, compile_id: str | None, epoch: int, starts: pl.DataFrame) -> list[str]:
     """The `L['x']:dim` of every size the compile made dynamic (its `create_symbol` records),
     in log order, or [] (a text log, or a compile that made none)."""
+    out: list[str] = []
+    for entry, _, _ in _created_symbols(trace, rank, compile_id, epoch, starts):
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
+def _created_symbols(
+    trace: Trace, rank: Any, compile_id: str | None, epoch: int, starts: pl.DataFrame
+) -> list[tuple[str, str, str]]:
+    """(`L['x']:dim`, symbol, `L['x'].size()[dim]`) of each size symbol one compile (of one
+    epoch) created, from its `create_symbol` records in log order."""
     if not compile_id:
         return []
     ev = trace.index_events()
@@ -706,15 +781,16 @@ def _symbols_created(trace: Trace, rank: Any, compile_id: str | None, epoch: int
     cond = (pl.col("kind") == "create_symbol") & (pl.col("compile_id") == compile_id)
     cond &= pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
     rows = _with_epoch(ev.filter(cond).select("file", "rank", "lineno", "metadata"), starts).filter(pl.col("epoch") == epoch)
-    out: list[str] = []
+    out: list[tuple[str, str, str]] = []
     for meta in rows.sort("lineno")["metadata"].to_list():
         try:
-            source = json.loads(meta or "{}").get("source") or ""
+            record = json.loads(meta or "{}")
         except ValueError:
             continue
+        source = record.get("source") or ""
         m = _SYMBOL_SOURCE.match(source)
-        if m and (entry := f"{m['src']}:{m['dim']}") not in out:
-            out.append(entry)
+        if m:
+            out.append((f"{m['src']}:{m['dim']}", str(record.get("symbol") or "?"), source))
     return out
 
 

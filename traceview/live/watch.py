@@ -178,7 +178,7 @@ class Watch:
         if self.json_lines:
             self._write(orjson.dumps({
                 "event": "digest", "files": len(files), "compiles": report["compiles"], "ranks": report["ranks"],
-                "recompile_storms": len(report["recompile_storms"]), "graph_breaks": len(report["graph_breaks"]),
+                "recompiles": len(report["recompiles"]), "graph_breaks": len(report["graph_breaks"]),
                 "failures": len(report["failures"]), "crashes": len(report.get("crashes") or []),
                 "unfinished_compiles": len(report.get("unfinished_compiles") or []), "text": head,
             }, default=str).decode())

@@ -129,7 +129,7 @@ def _linked_line(line: str, comps: _Compiles) -> Markup:
 def _finding_targets(heading: str, report: dict[str, Any]) -> list[tuple[Any, Any, Any]]:
     """(rank, compile id, occurrence) of what a section of the summary is about, from the
     report's own rows (no second analysis)."""
-    storms = report["recompile_storms"]
+    storms = report["recompiles"]
     if heading.startswith("EXPECTED RECOMPILES"):
         return [(s["rank"], c, None) for s in storms if s.get("expected") for c in s["compile_ids"]]
     if heading.startswith("RECOMPILES"):

@@ -156,7 +156,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "compiles": compiles.height,
         "compile_ids_in_text_logs": logged_ids.height,
         "frameless_compiles": _frameless_compiles(compiles),
-        "recompile_storms": storms,
+        "recompiles": storms,
         "compiled_optimizer": optimizer,
         "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace),
         "failures": [
@@ -232,7 +232,7 @@ class _Paths:
 
     def __init__(self, report: dict[str, Any]) -> None:
         names: set[str] = set()
-        for s in report["recompile_storms"]:
+        for s in report["recompiles"]:
             names.add(s.get("filename") or "")
         for g in report["graph_breaks"]:
             names.update((g.get("filename") or "", g.get("frame_filename") or ""))
@@ -245,7 +245,7 @@ class _Paths:
             names.add(f.get("user_file") or "")
         names.discard("")
         self._short: dict[str, str] = {}
-        for s in report["recompile_storms"]:
+        for s in report["recompiles"]:
             names.add(((s.get("code") or {}).get("call_site") or {}).get("filename") or "")
         for t in report["compile_time"]["top"] + report["compile_time"]["by_function"]:
             names.add(((t.get("code") or {}).get("call_site") or {}).get("filename") or "")
@@ -331,7 +331,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     w = max(width, 60)
     t = _Text(w)
     paths = _Paths(report)
-    storms = report["recompile_storms"]
+    storms = report["recompiles"]
     gbs = report["graph_breaks"]
     fails = report["failures"]
     div = report["rank_divergence"]
@@ -362,8 +362,9 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     if unfinished:
         behind = sum(1 for u in unfinished if u["behind"])
         found.append(_plural(len(unfinished), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
-    act = [s for s in storms if not s.get("expected")]
+    act = [s for s in storms if not s.get("expected") and not s.get("fixed_later")]
     expected = [s for s in storms if s.get("expected")]
+    fixed = [s for s in storms if not s.get("expected") and s.get("fixed_later")]
     if act:
         limit = sum(1 for s in act if s["hit_recompile_limit"])
         code_objects = {(s["function"], s["filename"], s["line"]) for s in act}
@@ -381,11 +382,14 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
         found.append(_plural(len(cgf), "CUDA-graph finding"))
     if div:
         found.append(_plural(len(div), "diverging rank") + f" ({ranks_text([d['rank'] for d in div]).strip()})")
-    none = "none that needs action" if expected else "none (no recompiles, graph breaks or failures)"
+    none = "none that needs action" if expected or fixed else "none (no recompiles, graph breaks or failures)"
     t.add("findings: " + (", ".join(found) if found else none), "", "    ")
     if expected:
         n = len({(s["function"], s["filename"], s["line"]) for s in expected})
         t.add(f"expected: {_plural(n, 'function')} recompiled by design (nothing to fix)", "", "    ")
+    if fixed:
+        n = len({(s["function"], s["filename"], s["line"]) for s in fixed})
+        t.add(f"fixed: {_plural(n, 'function')} recompiled, then compiled once after the run applied the fix", "", "    ")
     if text_only:
         # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
         what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
@@ -439,6 +443,8 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer", [])}
     if act:
         _render_storms(t, paths, act, "RECOMPILES", "most costly first", optim)
+    if fixed:
+        _render_storms(t, paths, fixed, "RECOMPILES FIXED LATER", "the run applied the fix after torch._dynamo.reset()", optim)
     if expected:
         _render_storms(t, paths, expected, "EXPECTED RECOMPILES", "nothing to fix", optim)
     if gbs:

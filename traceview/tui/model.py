@@ -106,7 +106,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
     A finding that is the same on several ranks (as the summary groups them) is one entry
     that names its ranks and opens the first."""
     out: list[Finding] = []
-    storms = report.get("recompile_storms", [])
+    storms = report.get("recompiles", [])
     divergence = report.get("rank_divergence", [])
     failures = report.get("failures", [])
     behind: dict[int, list[dict[str, Any]]] = {}  # divergence index -> the recompiles behind it
@@ -133,8 +133,13 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         ids = s.get("compile_ids") or []
         limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
         # the summary's split: a function whose every cause is by design is EXPECTED there
-        if is_storm(s):
-            kind, why = ("expected", f" ({recompile_why(s)})") if s.get("expected") else ("storm", "")
+        if s.get("expected"):
+            kind, why = "expected", f" ({recompile_why(s)})"
+        elif s.get("fixed_later"):  # the run applied the fix after a reset: a fact, not the user's to fix
+            fx = s["fixed_later"]
+            kind, why = "expected", f" (fixed later in this run: [{compile_label(fx['compile_id'], fx.get('occurrence'))}] compiled once)"
+        elif is_storm(s):
+            kind, why = "storm", ""
         else:
             kind, why = "recompile", f" ({recompile_why(s)})"
         title = (
@@ -891,7 +896,7 @@ class TraceModel:
         findings and compile-time tables name)."""
         k = (row.get("rank"), row.get("function"), row.get("filename"), row.get("line"))
         ct = self.report.get("compile_time") or {}
-        for r in [*self.report.get("recompile_storms", []), *ct.get("top", []), *ct.get("by_function", [])]:
+        for r in [*self.report.get("recompiles", []), *ct.get("top", []), *ct.get("by_function", [])]:
             if (r.get("rank"), r.get("function"), r.get("filename"), r.get("line")) == k and r.get("code"):
                 return r["code"]
         return None
