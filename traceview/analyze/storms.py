@@ -637,11 +637,11 @@ def _mark_fixed_later(
                 g.get("kind") == "size" and user_name(g.get("guard_source")) == c["source"] and g.get("dim") == c["dim"]
                 for g in nxt["guards"]
             )
-            made = [(cid, sym) for cid in ids for entry, sym, raw in _created_symbols(trace, nxt["rank"], cid, nxt["epoch"], starts)
+            made = [(cid, sym, raw) for cid in ids for entry, sym, raw in _created_symbols(trace, nxt["rank"], cid, nxt["epoch"], starts)
                     if entry == want]
             if again or not made:
                 continue
-            cid, (sym, raw) = made[0][0], made[0][1]
+            cid, sym, raw = made[0]
             label = id_label(cid, nxt["occurrences"].get(cid))
             file, lineno = nxt["records"].get(cid, (nxt["proc"], None))
             n = len(ids)
@@ -1001,13 +1001,19 @@ def _causes(
     clusters: dict[tuple, dict[str, Any]] = {}
     secondary_rows: list[tuple[tuple, dict[str, Any]]] = []
     n_secondary = 0
+    known: dict[tuple, dict[str, bool]] = {}  # (variant kind, source) -> cache entry -> the value it was compiled for
     for rows in _recompile_groups(guards):
         refined = []
         for g in rows:
             kind, src, value = refine_kind(g.get("kind") or "other", user_name(g.get("guard_source")) or None,
                                            g.get("guard") or "", g.get("expected"))
             refined.append((g, kind, src, value))
-        primary = _primary_failure([kind for _, kind, _, _ in refined])
+            if kind in VARIANT_KINDS and (v := _variant_value(kind, value)) is not None and g.get("failed_against"):
+                known.setdefault((kind, src), {})[g["failed_against"]] = v  # the entry expected v
+        primary = _primary_failure(refined, known)
+        g0, k0, s0, v0 = refined[primary]
+        if k0 in VARIANT_KINDS and (v := _variant_value(k0, v0)) is not None and g0.get("compile_id"):
+            known.setdefault((k0, s0), {})[g0["compile_id"]] = not v  # the new compile is for the other value
         for i, (g, kind, src, value) in enumerate(refined):
             dim = g.get("dim") if kind in ("size", "stride", "range") else None
             guard = g.get("guard") or ""
@@ -1115,19 +1121,35 @@ def _is_expected(kind: str, count: int, *, forced_static: bool | None, limit: bo
     return False
 
 
-# failed guards that tell the compiled variants torch keeps by design apart: one cache entry per
-# value (requires_grad of an input, a bool flag, the module's training mode, the backend)
-VARIANT_KINDS = ("requires_grad", "value:bool", "training", "backend")
+# failed guards that tell apart the compiled variants torch keeps by design: one cache entry
+# per value (requires_grad of an input, a bool flag, a module's training mode)
+VARIANT_KINDS = ("requires_grad", "value:bool", "training")
 
 
-def _primary_failure(kinds: list[str]) -> int:
-    """The index of a recompile's cause among its failed guards (cache entries newest first, one
-    failed guard each with TORCH_LOGS=recompiles): what differs from the cache entry the call
-    otherwise matches. An entry that failed on a variant guard (requires_grad, a flag, the
-    mode) was compiled for the other variant; when an older entry failed on something else
-    (a size), that entry is the one the call matches but for that: the size is the cause.
-    Without such an entry, the newest entry's failure (torch's own `recompile_reason`)."""
-    for i, kind in enumerate(kinds):
-        if kind not in VARIANT_KINDS:
-            return i if any(k in VARIANT_KINDS for k in kinds[:i]) else 0
+def _variant_value(kind: str, value: str | None) -> bool | None:
+    """The value a variant guard expected (`requires_grad=0`, `flag == True`), or None."""
+    return {"0": False, "1": True, "False": False, "True": True}.get(str(value).strip()) if value is not None else None
+
+
+def _primary_failure(refined: list[tuple[dict[str, Any], str, str | None, str | None]], known: dict[tuple, dict[str, bool]]) -> int:
+    """The index of a recompile's cause among its failed guards (cache entries newest first,
+    each with its first failed guard): what differs from the cache entry the call otherwise
+    matches. When the newest entry failed on a variant guard (requires_grad, a flag, the mode:
+    it was compiled for the other value), an older entry that has the call's value and failed
+    on something else is that entry, and its failure the cause: proven for the same tensor when
+    it failed on a size or stride (torch checks a tensor's requires_grad before its sizes), or
+    by the value that entry is known to be compiled for (`known`: from earlier failures against
+    it, or the variant recompile that made it). Otherwise the newest entry's failure, the
+    reason torch itself stores as the compile's `recompile_reason` (convert_frame.py: `reasons[0]`)."""
+    _, kind, src, value = refined[0]
+    v = _variant_value(kind, value) if kind in VARIANT_KINDS else None
+    if v is None:
+        return 0
+    call = not v
+    for i, (g, k, s, _) in enumerate(refined[1:], 1):
+        if k in VARIANT_KINDS:
+            continue
+        same_tensor = kind == "requires_grad" and s == src and k in ("size", "stride")
+        if same_tensor or known.get((kind, src), {}).get(g.get("failed_against") or "") == call:
+            return i
     return 0
