@@ -180,8 +180,9 @@ def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> 
         return f"{src} was freed and recreated between calls"
     if kind == "requires_grad":
         was = sorted({_GRAD_FLAG.get(v, v) for v in values})
-        compiled = f" (the cache entry was compiled for requires_grad={', '.join(was)})" if was else ""
-        return f"{src} comes both with and without requires_grad{compiled}"
+        if len(was) == 1:
+            return f"{src} comes both with and without requires_grad (the cache entry was compiled for requires_grad={was[0]})"
+        return f"{src} comes both with and without requires_grad (one cache entry per value)"
     if kind in ("dtype", "device", "ndim"):
         name = {"ndim": "number of dimensions"}.get(kind, kind)
         return f"{name} of {src} changes between calls{_seen(values)}"
