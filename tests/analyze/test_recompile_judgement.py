@@ -90,3 +90,32 @@ def test_a_fix_applied_after_a_reset_is_said_as_applied() -> None:
     assert "findings: none that needs action" in text
     assert "RECOMPILES FIXED LATER" in text and "\nRECOMPILES  " not in text
     assert "mark_dynamic(x, 1) on the input" not in text
+
+
+def test_a_layer_compiled_with_layer_compile_is_fixed_at_its_compile() -> None:
+    """HF Llama trained with `layer.compile()` on each decoder layer: args[0] (hidden_states) is
+    made inside LlamaModel.forward; the fix names the layers' compile and the dynamic_sources
+    that make dim 1 dynamic (the three sizes 0/1 made dynamic), each applied in a verification
+    run (1 compile, 0 recompiles); a mark_dynamic pre-hook is refused by Dynamo there."""
+    [s] = _report("llama_regional_seq")["recompiles"]
+    assert (s["compiles"], s["recompiles"]) == _torch("llama_regional_seq", "forward_with_checkpointing") == (2, 1)
+    assert s["expected"] and not s["is_storm"]
+    assert s["code"]["module_compile"] is True and s["code"]["owner"] == "library"
+    [c] = s["causes"]
+    assert (c["kind"], c["source"], c["dim"], c["expected"]) == ("size", "args[0]", 1, True)
+    assert c["fix"] == (
+        "LlamaDecoderLayer.forward_with_checkpointing is the transformers library's code "
+        "(transformers/modeling_layers.py:89), compiled per module with .compile(): args[0] is what transformers "
+        "passes to each module inside your call at llama_regional_seq.py:41 `loss = model(input_ids=ids, labels=ids, "
+        "use_cache=False).loss`, a tensor your code never holds. Nothing to fix: automatic dynamic shapes recompiled it "
+        "once and made dimension 1 of args[0] dynamic; to avoid even that, compile each LlamaDecoderLayer with "
+        "`.compile(dynamic=True)` (e.g. `layer.compile(dynamic=True)`), or set torch.compiler.config.dynamic_sources = "
+        "\"L['args'][0]:1,L['kwargs']['position_embeddings'][0]:1,L['kwargs']['position_embeddings'][1]:1\" before the "
+        "first call (only those dimensions; it overrides dynamic=False); mark_dynamic cannot reach args[0]: it is made "
+        "inside the forward that calls the module, and the forward pre-hooks of a module compiled with .compile() run "
+        "inside the compiled call, where Dynamo refuses to trace mark_dynamic"
+    )
+    # the advice was applied in real runs and held (make_corpus.py's verification runs)
+    provenance = (CORPUS / "llama_regional_seq" / "PROVENANCE.md").read_text()
+    assert "`forward_with_checkpointing` 1, 0 | none | as promised" in provenance
+    assert "Attempt to trace forbidden callable" in provenance

@@ -66,7 +66,8 @@ def test_recompiles_summary_at_80_columns(capsys: pytest.CaptureFixture[str]) ->
 
 def test_graph_breaks_summary(capsys: pytest.CaptureFixture[str]) -> None:
     out = summary_text(FIXTURES / "graph_breaks", capsys)
-    assert sections(out) == ["RECOMPILES", "GRAPH BREAKS", "FAILED COMPILES", "COMPILE TIME", "PER RANK", "INPUT"]
+    # Block.forward: block 0's input has no grad, the others' do: one compile per requires_grad value, by design
+    assert sections(out) == ["EXPECTED RECOMPILES", "GRAPH BREAKS", "FAILED COMPILES", "COMPILE TIME", "PER RANK", "INPUT"]
     gb = out[out.index("GRAPH BREAKS") : out.index("FAILED COMPILES")]
     order = [gb.index(f"graph_breaks.py:{n} in ") for n in (48, 16, 21, 27)]
     assert order == sorted(order)
