@@ -48,7 +48,7 @@ def test_slow_compile_is_one_finding_per_compile_across_ranks() -> None:
 def test_automatic_dynamic_single_recompile_is_not_a_storm() -> None:
     report, fs = _findings("corpus/automatic_dynamic_once")
     assert len(report["recompiles"]) == 1  # the analyzer lists it; the finding says what it is
-    assert [f.kind for f in fs] == ["expected"]  # as the summary lists it: EXPECTED RECOMPILES, not a storm
+    assert [f.kind for f in fs] == ["recompile"]
     assert report["recompiles"][0]["is_storm"] is False
     assert fs[0].title == "score (automatic_dynamic_once.py:12) compiled 2 times (expected: automatic dynamic shapes recompile once)"
     # ... while dynamic=False recompiling for every new float is a storm

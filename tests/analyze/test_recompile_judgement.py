@@ -9,7 +9,7 @@
   make_corpus.py: PROVENANCE.md "The advice, applied");
 * a fix the run applied after torch._dynamo.reset() is said as applied, with the compile that
   shows it worked;
-* a one-off or by-design recompile is not a storm (`is_storm`).
+* a one-off or by-design recompile is not a storm (the report's `is_storm`).
 """
 
 from __future__ import annotations

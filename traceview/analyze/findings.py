@@ -102,21 +102,17 @@ SLOW_COMPILE_MIN_S = 1.0  # no compile under this is called slow, whatever the r
 SLOW_COMPILE_SHARE = 0.10  # ... and it must take this share of its rank's compile time
 
 
-def is_storm(s: dict[str, Any]) -> bool:
-    """A recompiling function that keeps recompiling: the storm's `is_storm` (analyze.storms:
-    the recompile limit hit, or two or more recompiles not by design). A one-off recompile is
-    not a storm, nor are recompiles by design (automatic dynamic shapes recompile once on
-    purpose, a bool compiles once per value). Rows without the field (older reports): 3
-    compiles or more, or the limit."""
-    if "is_storm" in s:
-        return bool(s["is_storm"])
+def recompiled_repeatedly(s: dict[str, Any]) -> bool:
+    """A recompiling function that compiled 3 times or more, or hit the recompile limit: the
+    UI's split of its recompile findings (by design or not). Not the report's `is_storm`
+    (analyze.storms), which leaves out one-off recompiles and recompiles by design."""
     return bool(s["hit_recompile_limit"]) or s["compiles"] > 2
 
 
 def expected_recompile(s: dict[str, Any]) -> bool:
     """One recompile that Dynamo makes by design: not a storm, and automatic dynamic shapes
     were on (with dynamic=False every new size or value compiles again)."""
-    return not is_storm(s) and not s.get("forced_dynamic_false")
+    return not recompiled_repeatedly(s) and not s.get("forced_dynamic_false")
 
 
 def storm_failure(s: dict[str, Any], f: dict[str, Any]) -> bool:
@@ -132,7 +128,7 @@ def recompile_behind(d: dict[str, Any], s: dict[str, Any]) -> bool:
     """A recompile (not a storm) that is why rank `d['rank']` diverges: the recompiled ids
     are the compiles that rank has and the others do not."""
     ids = set(d.get("extra_compile_ids") or []) | set(d.get("different") or [])
-    return not is_storm(s) and s["rank"] == d["rank"] and bool(ids & set((s.get("compile_ids") or [])[1:]))
+    return not recompiled_repeatedly(s) and s["rank"] == d["rank"] and bool(ids & set((s.get("compile_ids") or [])[1:]))
 
 
 def break_failure(g: dict[str, Any], f: dict[str, Any]) -> bool:

@@ -31,10 +31,10 @@ from traceview.analyze.findings import (
     cost_index,
     failure_key,
     group_ranks,
-    is_storm,
     ranks_text,
     recompile_behind,
     recompile_why,
+    recompiled_repeatedly,
     slow_compiles,
     storm_failure,
     storm_key,
@@ -133,13 +133,11 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         ids = s.get("compile_ids") or []
         limit = ", hit the recompile limit" if s.get("hit_recompile_limit") else ""
         # the summary's split: a function whose every cause is by design is EXPECTED there
-        if s.get("expected"):
-            kind, why = "expected", f" ({recompile_why(s)})"
-        elif s.get("fixed_later"):  # the run applied the fix after a reset: a fact, not the user's to fix
+        if s.get("fixed_later"):  # the run applied the fix after a reset: a fact, not the user's to fix
             fx = s["fixed_later"]
             kind, why = "expected", f" (fixed later in this run: [{compile_label(fx['compile_id'], fx.get('occurrence'))}] compiled once)"
-        elif is_storm(s):
-            kind, why = "storm", ""
+        elif recompiled_repeatedly(s):
+            kind, why = ("expected", f" ({recompile_why(s)})") if s.get("expected") else ("storm", "")
         else:
             kind, why = "recompile", f" ({recompile_why(s)})"
         title = (
@@ -215,7 +213,7 @@ def findings_from_report(report: dict[str, Any], recompiles: pl.DataFrame | None
         )
     folded_failures = [
         f for f in failures
-        if any(storm_failure(s, f) and is_storm(s) for s in storms)
+        if any(storm_failure(s, f) and recompiled_repeatedly(s) for s in storms)
         or any(break_failure(g, f) for g in report.get("graph_breaks", []))
     ]
     for f, ranks in group_ranks([f for f in failures if f not in folded_failures], failure_key):
