@@ -33,7 +33,7 @@ def test_summary_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
         "schema_version",
         "ranks",
         "compiles",
-        "recompile_storms",
+        "recompiles",
         "graph_breaks",
         "failures",
         "compile_time",

@@ -17,7 +17,7 @@ import pytest
 import traceview
 from parsers.facts import user_name
 from parsers.messages import parse_recompile_reasons
-from traceview.analyze.storms import recompile_storms, refine_kind
+from traceview.analyze.storms import VARIANT_KINDS, recompile_storms, refine_kind
 
 from ..conftest import FIXTURES
 
@@ -60,6 +60,7 @@ def test_primary_cause_is_torchs_own_recompile_reason(name: str) -> None:
     reasons = _recompile_reasons(name)
     t = traceview.load(CORPUS / name / "trace")
     checked = 0
+    passed_over: list[tuple[str, str]] = []
     for s in recompile_storms(t):
         counted = [cid for c in s["causes"] for cid in c["compile_ids"]]
         assert len(counted) == len(set(counted)) == sum(c["count"] for c in s["causes"])
@@ -72,10 +73,22 @@ def test_primary_cause_is_torchs_own_recompile_reason(name: str) -> None:
                 # torch's reason, classified the same way: the cause this recompile is counted under
                 [g, *_] = parse_recompile_reasons(torch_reason)
                 kind, src, _ = refine_kind(g["kind"], user_name(g["guard_source"]) or None, g["guard"], g["expected"])
-                assert (kind, src or "the input") == (c["kind"], c["source"]), (cid, torch_reason)
+                if (kind, src or "the input") != (c["kind"], c["source"]):
+                    # torch's reason is the newest entry's, compiled for the other variant (another
+                    # requires_grad / flag value): the cause is the older entry the call matches but for it
+                    assert kind in VARIANT_KINDS and c["kind"] not in VARIANT_KINDS, (cid, torch_reason)
+                    passed_over.append((name, cid))
                 checked += 1
     # every recompile torch recorded a reason for was checked
     assert checked == len(reasons)
+    assert passed_over == PASSED_OVER.get(name, [])
+
+
+# the recompiles whose cause is not torch's recompile_reason (the newest entry was the other variant)
+PASSED_OVER = {
+    "library_llama_layers": [("library_llama_layers", "0/3")],  # is_initialized True entry 0/1: size
+    "regional_requires_grad": [("regional_requires_grad", "0/2"), ("regional_requires_grad", "0/3")],
+}
 
 
 def causes(s: dict[str, Any]) -> list[tuple]:

@@ -270,7 +270,7 @@ def test_compiled_optimizer_with_a_float_lr_is_one_finding_with_the_tensor_lr_fi
     )
     assert "lr=torch.tensor(" in o["fix"] and "capturable=True" in o["fix"]
     # the storm's causes add up to its recompiles: `___as_tensor(lr).item() == v` is the lr itself
-    (storm,) = report["recompile_storms"]
+    (storm,) = report["recompiles"]
     assert [(c["source"], c["count"]) for c in storm["causes"]] == [("self.param_groups[0]['lr']", recompiles)]
     assert storm["causes"][0]["fix"] == o["fix"]
     assert o["merged_causes"] == 1

@@ -96,7 +96,7 @@ def test_the_estimated_wait_matches_the_wait_the_ranks_measured() -> None:
 
 def test_a_lone_automatic_dynamic_recompile_is_not_nothing_to_fix() -> None:
     r = build_report(traceview.load(DDP_RECOMPILE))
-    storms = [s for s in r["recompile_storms"] if s["rank"] == 3 and s["function"] == "forward"]
+    storms = [s for s in r["recompiles"] if s["rank"] == 3 and s["function"] == "forward"]
     assert len(storms) == 1
     st = storms[0]
     # on one process this is automatic dynamic's one recompile (expected); on rank 3 alone it is not
@@ -122,7 +122,7 @@ def test_non_ddp_lone_recompile_waits_at_the_next_collective() -> None:
         f"rank 0 waited ~{s['seconds']:.2f}s at its next collective while rank 1 recompiled [0/1] "
         "TinyNet.forward (multirank.py:31) alone for another size (dim 0 of x: 6, not 8)"
     )
-    storm = next(x for x in build_report(t)["recompile_storms"] if x["rank"] == 1)
+    storm = next(x for x in build_report(t)["recompiles"] if x["rank"] == 1)
     assert storm["stall"]["waiting_ranks"] == [0]
 
 

@@ -46,11 +46,12 @@ def test_slow_compile_is_one_finding_per_compile_across_ranks() -> None:
 
 def test_automatic_dynamic_single_recompile_is_not_a_storm() -> None:
     report, fs = _findings("corpus/automatic_dynamic_once")
-    assert len(report["recompile_storms"]) == 1  # the analyzer lists it; the finding says what it is
+    assert len(report["recompiles"]) == 1  # the analyzer lists it; the finding says what it is
     # what the summary calls it: an expected recompile, with why
     assert [f.kind for f in fs] == ["expected"] and fs[0].severity == "expected"
     assert fs[0].title.startswith("score (automatic_dynamic_once.py:12): 2 compiles")
     assert ("why", "expected: automatic dynamic shapes recompile once") in fs[0].detail
+    assert report["recompiles"][0]["is_storm"] is False
     # ... while dynamic=False recompiling for every new float is a storm
     _, fs = _findings("corpus/float_changes_dynamic_false")
     assert fs[0].kind == "storm"

@@ -93,7 +93,7 @@ def test_a_reason_that_differs_only_by_an_address_is_one_fact() -> None:
     assert g["count"] == 4
     # every compile failed: none left a cache entry to miss, so none is a recompile (torch's
     # own count in oracle.json: 4 compiles, 0 recompiles); not a "recompiling function"
-    assert report["recompile_storms"] == []
+    assert report["recompiles"] == []
     assert "RECOMPILES" not in text and "recompiling" not in text
 
 

@@ -217,8 +217,8 @@ def test_an_export_gives_the_summary_of_its_logs(tmp_path: Path) -> None:
     write_export(traceview.load(src), tmp_path / "out")
     back = traceview.load(tmp_path / "out")
     got, want = build_report(back), build_report(traceview.load(src))
-    assert got["recompile_storms"][0]["causes"][0]["values"] == ["1.0", "0.5", "0.25", "2.0"]
-    for key in ("recompile_storms", "graph_breaks", "failures", "facts", "cudagraphs"):
+    assert got["recompiles"][0]["causes"][0]["values"] == ["1.0", "0.5", "0.25", "2.0"]
+    for key in ("recompiles", "graph_breaks", "failures", "facts", "cudagraphs"):
         assert _without_paths(got[key]) == _without_paths(want[key]), key
     assert not back.is_loaded("events")
 

@@ -56,7 +56,7 @@ def test_lazy_parse_reads_only_summary_payloads() -> None:
         ("pgo_warm_start", lambda r: r["facts"]["pgo"][0]["detail"] == "L['x']: tensor size=[?, 8] stride=[S(1), 1]"),
         ("cache_bypass", lambda r: {c["reason"] for c in r["facts"]["cache_events"]} == {"Unsupported post grad custom pass"}),
         # the newest value (2.0) is only in the guards of the newest compile
-        ("float_changes_dynamic_false", lambda r: r["recompile_storms"][0]["causes"][0]["values"] == ["1.0", "0.5", "0.25", "2.0"]),
+        ("float_changes_dynamic_false", lambda r: r["recompiles"][0]["causes"][0]["values"] == ["1.0", "0.5", "0.25", "2.0"]),
     ],
 )
 def test_summary_facts_come_from_parse_time_payloads(tmp_path: Path, situation: str, fact: object) -> None:

@@ -82,19 +82,28 @@ def test_library_code_is_named_as_the_library_with_the_users_call_site() -> None
     assert set(c["call_line"]) == {30}
     assert set(c["call_code"]) == {"logits = model(input_ids=ids).logits"}
     assert {f.rsplit("/", 1)[-1] for f in c["call_filename"]} == {"library_llama_layers.py"}
-    [s] = _report("library_llama_layers")["recompile_storms"]
+    [s] = _report("library_llama_layers")["recompiles"]
     code = s["code"]
     assert (code["owner"], code["package"], code["path"]) == ("library", "transformers", "transformers/modeling_layers.py")
     assert code["module_class"] == "transformers.models.llama.modeling_llama.LlamaDecoderLayer"
     assert code["qualname"] == "LlamaDecoderLayer.forward_with_checkpointing"
     assert code["wrapper"] is None
     assert (s["compiles"], s["recompiles"]) == (4, 3)  # torch's counters: 4 compiles, 3 recompiles
-    for c in s["causes"]:
-        assert c["fix"].startswith(
-            "LlamaDecoderLayer.forward_with_checkpointing is the transformers library's code "
-            "(transformers/modeling_layers.py:89): it recompiled because what your code passes into it changed; "
-            "act at library_llama_layers.py:30 `logits = model(input_ids=ids).logits`"
-        )
+    [size, flag] = s["causes"]
+    assert flag["fix"].startswith(
+        "LlamaDecoderLayer.forward_with_checkpointing is the transformers library's code "
+        "(transformers/modeling_layers.py:89): it recompiled because what your code passes into it changed; "
+        "act at library_llama_layers.py:30 `logits = model(input_ids=ids).logits`"
+    )
+    # the layers are compiled with layer.compile(): the varying tensor is made inside the model
+    assert code["module_compile"] is True
+    assert size["fix"].startswith(
+        "LlamaDecoderLayer.forward_with_checkpointing is the transformers library's code "
+        "(transformers/modeling_layers.py:89), compiled per module with .compile(): args[0] is what transformers "
+        "passes to each module inside your call at library_llama_layers.py:30 `logits = model(input_ids=ids).logits`, "
+        "a tensor your code never holds."
+    )
+    assert "mark_dynamic(" not in size["fix"]
     text = render_text(_report("library_llama_layers"), width=200)
     assert "torch's own" not in text and "DDP/compiled autograd" not in text and ".venv" not in text
     assert (
@@ -106,7 +115,7 @@ def test_library_code_is_named_as_the_library_with_the_users_call_site() -> None
 def test_sequential_is_named_for_what_the_user_compiled() -> None:
     """torch.compile(nn.Sequential): Dynamo compiles torch's wrapper `inner`; the finding names
     the Sequential and the call, and the wrapper's args[0] is the `x` of `compiled(x)`."""
-    [s] = _report("sequential_model")["recompile_storms"]
+    [s] = _report("sequential_model")["recompiles"]
     assert (s["function"], s["compiles"], s["recompiles"]) == ("inner", 2, 1)  # torch: 2 compiles, 1 recompile
     code = s["code"]
     assert (code["owner"], code["wrapper"], code["module_class"]) == (
@@ -194,7 +203,7 @@ def test_the_ui_calls_an_expected_recompile_what_the_summary_calls_it() -> None:
 def test_a_method_compiled_per_layer_is_one_code_object_shared_by_the_layers() -> None:
     """Regional compilation of HF Llama: torch guards LlamaDecoderLayer's class, not the object
     (TYPE_MATCH on L['self'], no ID_MATCH), so both layers share each compile."""
-    [s] = _report("library_llama_layers")["recompile_storms"]
+    [s] = _report("library_llama_layers")["recompiles"]
     assert s["code"]["per_instance"] is False
     text = render_text(_report("library_llama_layers"), width=200)
     assert (

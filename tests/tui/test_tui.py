@@ -116,7 +116,7 @@ async def press(pilot, *keys: str) -> None:
 @sync
 async def test_findings_first_is_the_shape_storm_and_enter_shows_the_failing_guard() -> None:
     report = build_report(traceview.load("fixtures/recompiles"))
-    storm = report["recompile_storms"][0]
+    storm = report["recompiles"][0]
     cause = storm["causes"][0]
     assert storm["function"] == "shape_storm"
     assert "dimension 1 of x varies" in cause["text"]
@@ -816,7 +816,7 @@ def test_a_finding_the_same_on_every_rank_is_listed_once(tmp_path: Path) -> None
     report = build_report(traceview.load(tmp_path))
     # shape_storm, then scaled's and flagged's single recompiles
     per_rank = [f for f in one if f.kind in ("storm", "recompile", "expected")]
-    assert len(per_rank) == 3 and len(report["recompile_storms"]) == 4 * 3
+    assert len(per_rank) == 3 and len(report["recompiles"]) == 4 * 3
     findings = findings_from_report(report)
     storms = [f for f in findings if f.kind in ("storm", "recompile", "expected")]
     assert [f.title for f in storms] == [f"ranks 0-3 {f.title}" for f in per_rank]

@@ -66,6 +66,11 @@ def describe(trace: Trace, *, rank: Any, function: str | None, filename: str | N
             s = (r["call_filename"], r["call_line"], r["call_function"], r["call_code"])
             if s not in sites:
                 sites.append(s)
+    # `layer.compile()`: nn.Module's call goes through `self._compiled_call_impl`, the module's
+    # own compiled call (its hooks run inside it), seen in the stack that entered the frame
+    module_compile = any(
+        "self._compiled_call_impl(" in (frame or "") for r in rows for frame in (r.get("user_stack") or [])
+    )
     cls, by_identity = None, None
     if rows and code.owner in ("torch", "library", "user") and function and not function.startswith("<"):
         # one guard-tree read per code object, whatever the number of ranks that compiled it
@@ -105,6 +110,9 @@ def describe(trace: Trace, *, rank: Any, function: str | None, filename: str | N
         # a method compiled for one instance (torch guards `self` by identity, ID_MATCH) or one
         # compile for every instance of the class (by type only): per-layer compiles share it
         "per_instance": by_identity if cls is not None and wrapper is None else None,
+        # compiled with nn.Module.compile() (`layer.compile()`, regional compilation): its inputs
+        # are made by the parent's forward, and its forward pre-hooks run inside the compiled call
+        "module_compile": module_compile,
     }
 
 
@@ -140,9 +148,10 @@ def _compiles_of(trace: Trace, rank: Any, function: Any, filename: Any, line: An
     cond &= pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
     if compile_ids:
         cond &= pl.col("compile_id").is_in(compile_ids)
+    stack = ["user_stack"] if "user_stack" in c.columns else []
     return c.filter(cond).sort("lineno", nulls_last=True).select(
         "file", "rank", "compile_id", "occurrence", "lineno", "metrics_lineno",
-        "call_filename", "call_line", "call_function", "call_code",
+        "call_filename", "call_line", "call_function", "call_code", *stack,
     ).to_dicts()
 
 

@@ -33,7 +33,7 @@ SEVERITIES: tuple[str, ...] = ("act", "expected", "fact")
 # graph breaks, a single recompile, then what costs once (a slow compile).
 KINDS: tuple[str, ...] = (
     "compiled_nothing", "stop", "unfinished", "collectives", "stall", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
-    "recompile", "expected", "compile_time",
+    "recompile", "expected", "fixed", "compile_time",
 )
 
 # One title per kind: the UI's list label and the page's tag (the summary's section headings
@@ -52,6 +52,7 @@ KIND_TITLES: dict[str, str] = {
     "graph_break": "GRAPH BREAK",
     "recompile": "RECOMPILED ONCE",
     "expected": "EXPECTED RECOMPILES",
+    "fixed": "RECOMPILES FIXED LATER",
     "compile_time": "SLOW COMPILE",
 }
 assert tuple(KIND_TITLES) == KINDS

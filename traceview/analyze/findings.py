@@ -121,34 +121,23 @@ def ranks_text(ranks: list[Any]) -> str:
     return f"ranks {','.join(pieces)} "
 
 
-# -------------------------------------------------------- what a finding costs (its order)
-# Kinds of findings, most costly first: the order the UI lists them in. A rank that compiled
-# differently from the others is the classic cause of a collective hang; a storm recompiles
-# every step; a failed compile runs its frame eagerly; a graph break splits a graph; one
-# recompile is what automatic dynamic shapes (or a bool / int that changed) do by design;
-# compile time is a cost paid once. A compiled optimizer that recompiles on every LR step is
-# a storm of its own; CUDA-graph findings (re-records, code left out of graphs) cost each step.
-COST_ORDER = (
-    "unfinished", "collectives", "divergence", "storm", "optimizer", "failure", "cudagraphs", "graph_break", "recompile",
-    "expected", "compile_time",
-)
-
+# -------------------------------------------------------- what counts as a slow compile
+# (the order of findings is traceview.analyze.finding's: KINDS and Finding.rank_key)
 SLOW_COMPILE_MIN_S = 1.0  # no compile under this is called slow, whatever the run
 SLOW_COMPILE_SHARE = 0.10  # ... and it must take this share of its rank's compile time
 
 
-def is_storm(s: dict[str, Any]) -> bool:
-    """A recompiling function that keeps recompiling (3 compiles or more, or the recompile
-    limit hit). Two compiles, one recompile, is not a storm: automatic dynamic shapes
-    recompile once on purpose to make a size, int or float dynamic, a bool compiles once per
-    value."""
+def recompiled_repeatedly(s: dict[str, Any]) -> bool:
+    """A recompiling function that compiled 3 times or more, or hit the recompile limit: the
+    UI's split of its recompile findings (by design or not). Not the report's `is_storm`
+    (analyze.storms), which leaves out one-off recompiles and recompiles by design."""
     return bool(s["hit_recompile_limit"]) or s["compiles"] > 2
 
 
 def expected_recompile(s: dict[str, Any]) -> bool:
     """One recompile that Dynamo makes by design: not a storm, and automatic dynamic shapes
     were on (with dynamic=False every new size or value compiles again)."""
-    return not is_storm(s) and not s.get("forced_dynamic_false")
+    return not recompiled_repeatedly(s) and not s.get("forced_dynamic_false")
 
 
 def storm_failure(s: dict[str, Any], f: dict[str, Any]) -> bool:
@@ -164,7 +153,7 @@ def recompile_behind(d: dict[str, Any], s: dict[str, Any]) -> bool:
     """A recompile (not a storm) that is why rank `d['rank']` diverges: the recompiled ids
     are the compiles that rank has and the others do not."""
     ids = set(d.get("extra_compile_ids") or []) | set(d.get("different") or [])
-    return not is_storm(s) and s["rank"] == d["rank"] and bool(ids & set((s.get("compile_ids") or [])[1:]))
+    return not recompiled_repeatedly(s) and s["rank"] == d["rank"] and bool(ids & set((s.get("compile_ids") or [])[1:]))
 
 
 def break_failure(g: dict[str, Any], f: dict[str, Any]) -> bool:
@@ -172,12 +161,6 @@ def break_failure(g: dict[str, Any], f: dict[str, Any]) -> bool:
     frame fell back to eager because of the break)."""
     ranks = g.get("ranks") or [None]
     return f["category"] == "graph_break" and f["compile_id"] in (g.get("compile_ids") or []) and f["rank"] in ranks
-
-
-def cost_index(kind: str, frame_skipped: bool = False) -> int:
-    """Where a finding of `kind` goes in COST_ORDER; a graph break that sent a whole frame to
-    eager costs what a failed compile does and goes with them."""
-    return COST_ORDER.index("failure" if kind == "graph_break" and frame_skipped else kind)
 
 
 def code_label(row: dict[str, Any], show: Callable[[Any, Any], str]) -> str:

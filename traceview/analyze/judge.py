@@ -30,10 +30,10 @@ from traceview.analyze.findings import (
     divergence_key,
     group_failures,
     group_ranks,
-    is_storm,
     ranks_text,
     recompile_behind,
     recompile_why,
+    recompiled_repeatedly,
     slow_compiles,
     storm_failure,
     storm_key,
@@ -110,7 +110,7 @@ class Paths:
 
     def __init__(self, report: dict[str, Any]) -> None:
         names: set[str] = set()
-        for s in report.get("recompile_storms") or []:
+        for s in report.get("recompiles") or []:
             names.add(s.get("filename") or "")
             names.add(((s.get("code") or {}).get("call_site") or {}).get("filename") or "")
         for g in report.get("graph_breaks") or []:
@@ -519,7 +519,7 @@ def _storm_target(s: dict[str, Any], recompiles: pl.DataFrame | None) -> tuple[C
 
 
 def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | None) -> list[Finding]:
-    storms = report.get("recompile_storms") or []
+    storms = report.get("recompiles") or []
     fails = report.get("failures") or []
     optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer") or []}
     alone = _stall_ids(report)
@@ -529,10 +529,11 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
     out = []
     for s, ranks in group_ranks([s for s in storms if not any(s is b for b in behind)], storm_key):
         expected = bool(s.get("expected"))
-        kind = "expected" if expected else ("storm" if is_storm(s) else "recompile")
+        fixed = not expected and bool(s.get("fixed_later"))  # the run applied the fix after a reset
+        kind = "expected" if expected else "fixed" if fixed else ("storm" if s.get("is_storm") else "recompile")
         line, lines = _storm_lines(s, paths, optim)
         more: list[tuple[str, str]] = []
-        if not is_storm(s) or expected:
+        if not s.get("is_storm") or expected:
             more.append(("why:", recompile_why(s)))
         for c in s.get("causes") or []:
             if c.get("guard"):
@@ -548,7 +549,7 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
         opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
         fix = opt["fix"] if opt else next((c["fix"] for c in s.get("causes") or []), None)
         out.append(Finding(
-            kind, "expected" if expected else "act", f"{ranks_text(ranks)}{line}", lines, more,
+            kind, "expected" if expected else "fact" if fixed else "act", f"{ranks_text(ranks)}{line}", lines, more,
             next_step=nxt or fix,
             certainty="likely" if any(c.get("certainty") == "likely" for c in s.get("causes") or []) else "certain",
             cost=Cost(seconds=float(s.get("compile_seconds") or 0.0), compiles_wasted=max(int(s["compiles"]) - 1, 0)),
@@ -627,11 +628,11 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
     """Failed compiles, but those another finding already tells as its own (one root cause):
     a recompile storm's refusal at the recompile limit, a graph break that sent its frame to
     eager (a break that raised under fullgraph=True stays a failure: the compile failed)."""
-    storms = report.get("recompile_storms") or []
+    storms = report.get("recompiles") or []
     breaks = report.get("graph_breaks") or []
     fails = [
         f for f in report.get("failures") or []
-        if not any(storm_failure(s, f) and is_storm(s) for s in storms)
+        if not any(storm_failure(s, f) and recompiled_repeatedly(s) for s in storms)
         and not any(g.get("frame_skipped") and break_failure(g, f) for g in breaks)
     ]
     out = []
@@ -683,7 +684,7 @@ def _cudagraphs(report: dict[str, Any]) -> list[Finding]:
 
 def _divergence(report: dict[str, Any]) -> list[Finding]:
     div = report.get("rank_divergence") or []
-    storms = report.get("recompile_storms") or []
+    storms = report.get("recompiles") or []
     alone = _stall_ids(report)
     # a rank that differs only by compiles it made alone while the others waited: the stall says it
     div = [d for d in div if not (set(d.get("extra_compile_ids") or []) | set(d.get("different") or []))

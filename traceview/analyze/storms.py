@@ -28,6 +28,7 @@ the same rank, epoch and frame id.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from typing import Any
 
@@ -42,6 +43,7 @@ from parsers.compile_ids import (
     sort_key,
     text_occurrence_expr,
 )
+from parsers.compile_ids import label as id_label
 from parsers.facts import guards_from_text, guards_from_trace, user_name
 from parsers.sources import prefer_trace
 from parsers.torch_trace import InputChanged, hydrate
@@ -119,6 +121,9 @@ def _value_kind(expected: str | None, guard: str) -> str:
         return "value"
 
 
+_GRAD_FLAG = {"0": "False", "1": "True"}  # torch prints `expected requires_grad=0`
+
+
 def _seen(values: list[str], n: int = 6) -> str:
     if not values:
         return ""
@@ -174,10 +179,13 @@ def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> 
         return f"global torch state changed between calls ({src})" if src else "global torch state changed between calls"
     if kind == "deallocated":
         return f"{src} was freed and recreated between calls"
-    if kind in ("dtype", "device", "requires_grad", "ndim"):
+    if kind == "requires_grad":
+        was = sorted({_GRAD_FLAG.get(v, v) for v in values})
+        if len(was) == 1:
+            return f"{src} comes both with and without requires_grad (the cache entry was compiled for requires_grad={was[0]})"
+        return f"{src} comes both with and without requires_grad (one cache entry per value)"
+    if kind in ("dtype", "device", "ndim"):
         name = {"ndim": "number of dimensions"}.get(kind, kind)
-        if kind == "requires_grad" and len(values) == 1:
-            return f"requires_grad of {src} changes between calls (compiled for requires_grad={values[0]})"
         return f"{name} of {src} changes between calls{_seen(values)}"
     return guard or "a guard failed"
 
@@ -191,10 +199,12 @@ def cause_fix(
     count: int,
     dynamic_true: bool = False,
     values: list[str] | None = None,
+    expected: bool = False,
 ) -> str:
     """The fix people apply for this cause today (torch 2.x). `forced_static` is None when the
     logs do not say whether the code compiled with dynamic=False; `dynamic_true` when the
-    compile's config shows dynamic=True (assume_static_by_default off)."""
+    compile's config shows dynamic=True (assume_static_by_default off); `expected` when this
+    many recompiles for the cause is by design (_is_expected)."""
     if kind == "signature":
         return (
             "one compile per call signature is expected for a few fixed signatures; if they keep "
@@ -257,9 +267,10 @@ def cause_fix(
                 f"every new size compiles again (drop it: the default dynamic=None makes the "
                 f"dimension dynamic after one recompile)"
             )
-        if count <= 1:
+        if count <= 1 or expected:
+            once = "once" if count <= 1 else "once per compiled variant (requires_grad, flag or mode)"
             return (
-                f"nothing to fix: automatic dynamic shapes recompiled it once and made the dimension "
+                f"nothing to fix: automatic dynamic shapes recompiled it {once} and made the dimension "
                 f"dynamic; {mark} on the input before the first call avoids even that recompile"
             )
         if dynamic_true:
@@ -332,7 +343,17 @@ def cause_fix(
     if kind == "deallocated":
         return f"{src} was freed and a new one created (e.g. a new optimizer each step): create it once and keep it alive"
     if kind == "requires_grad":
-        return f"{src} alternates requires_grad: make it consistent (detach it, or make it require grad every call)"
+        if expected:
+            return (
+                f"nothing to fix: torch keeps one compile per requires_grad value of {src} by design (e.g. the first "
+                f"block's input is data without grad, the later blocks' inputs are activations that require grad); "
+                f"never detach an activation to avoid it: that cuts its gradient"
+            )
+        return (
+            f"where {src} is a tensor your code creates, set its requires_grad once (not per call); if it is an "
+            f"activation, its requires_grad follows the parameters and this is one variant per value, never "
+            f"detach it (that cuts its gradient)"
+        )
     if kind == "dtype":
         return f"{src} changes dtype: cast it to one dtype before the compiled call"
     if kind == "device":
@@ -423,6 +444,7 @@ def _new_frame(rank: Any, proc: str, epoch: int = 1) -> dict[str, Any]:
         "dynamic_true": False,
         "user_exceptions": {},  # compile id -> the exception the user's code raised in it
         "records": {},  # compile id -> (file, lineno) of its first trace record
+        "occurrences": {},  # compile id -> its occurrence (the same id again after a reset)
     }
 
 
@@ -452,6 +474,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         by_rank_frame.setdefault((r["rank"], r["epoch"], r["frame_id"]), k)
         f["compile_ids"].add(r["compile_id"])
         f["records"][r["compile_id"]] = (r["file"], r["lineno"])
+        f["occurrences"][r["compile_id"]] = r.get("occurrence")
         f["seconds"] += r["total_time_s"] or 0.0
         f["function"] = f["function"] or r["function"]
         f["filename"] = f["filename"] or r["filename"]
@@ -497,6 +520,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
 
     user_exceptions = _user_exceptions_from_graph_breaks(trace, starts)  # once, not per frame
     storms = []
+    frame_of_storm: list[dict[str, Any]] = []  # the frame of each storm, in order
     for f in frames.values():
         ids = {c for c in f["compile_ids"] if c}
         n = len(ids)
@@ -532,6 +556,11 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         _add_latest_values(causes, trace, f, ids, starts)
         code = describe(trace, rank=f["rank"], function=f["function"], filename=f["filename"], line=f["line"],
                         compile_ids=sorted(ids, key=sort_key))
+        if code.get("module_compile"):
+            for c in causes:
+                if c["kind"] == "size" and c["dim"] is not None and not any(x in f["user_exceptions"] for x in c["compile_ids"]):
+                    sources = _symbols_created(trace, f["rank"], c["compile_ids"][0], f["epoch"], starts)
+                    c["fix"] = submodule_size_fix(c, code, f["function"], forced_static=forced_static, sources=sources)
         outside = code["owner"] == "library" or (code["owner"] == "torch" and not code["path"].startswith("torch/optim/"))
         if outside:
             for c in causes:
@@ -568,14 +597,73 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
                 "lineno": first["lineno"],
                 "epoch": f["epoch"],
                 "code": code,
+                # it kept recompiling (the limit, or two or more recompiles not by design); a one-off
+                # or an expected recompile is not a storm
+                "is_storm": bool(f["limit"]) or sum(c["count"] for c in causes if not c["expected"]) >= 2,
+                "fixed_later": None,  # _mark_fixed_later: the fix this run applied after a reset
             }
         )
+        frame_of_storm.append(f)
+    _mark_fixed_later(trace, list(zip(storms, frame_of_storm)), frames, starts)
     storms.sort(
         key=lambda s: (
             not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"]), s["rank"] or -1, s["epoch"]
         )
     )
     return storms
+
+
+def _mark_fixed_later(
+    trace: Trace, storms: list[tuple[dict[str, Any], dict[str, Any]]], frames: dict[tuple, dict[str, Any]],
+    starts: pl.DataFrame,
+) -> None:
+    """A fix the run applied itself: after torch._dynamo.reset(), the same code object (same
+    rank and process, function, file and line) compiled again in a later epoch with the
+    varying dimension dynamic (a `create_symbol` for it in that epoch's compiles: mark_dynamic,
+    dynamic=True or dynamic_sources) and never recompiled for it. Such a storm's size causes
+    say the fix as applied, with that compile as the evidence, and the storm gets
+    `fixed_later`; it is no longer the user's to fix. `storms`: each storm with its frame."""
+    by_code: dict[tuple, list[dict[str, Any]]] = {}
+    for f in frames.values():
+        if f["function"] is not None:
+            by_code.setdefault((f["rank"], f["proc"], f["function"], f["filename"], f["line"]), []).append(f)
+    for s, frame in storms:
+        code = (frame["rank"], frame["proc"], frame["function"], frame["filename"], frame["line"])
+        rounds = sorted((f for f in by_code.get(code, []) if f["epoch"] > frame["epoch"]), key=lambda f: f["epoch"])
+        if not rounds:
+            continue
+        nxt = rounds[0]
+        ids = sorted((c for c in nxt["compile_ids"] if c), key=sort_key)
+        if not ids:
+            continue
+        for c in s["causes"]:
+            if c["kind"] != "size" or c["expected"] or c["dim"] is None:
+                continue
+            want = f"{dynamo_source(c['source'])}:{c['dim']}"
+            again = any(
+                g.get("kind") == "size" and user_name(g.get("guard_source")) == c["source"] and g.get("dim") == c["dim"]
+                for g in nxt["guards"]
+            )
+            made = [(cid, sym, raw) for cid in ids for entry, sym, raw in _created_symbols(trace, nxt["rank"], cid, nxt["epoch"], starts)
+                    if entry == want]
+            if again or not made:
+                continue
+            cid, sym, raw = made[0]
+            label = id_label(cid, nxt["occurrences"].get(cid))
+            file, lineno = nxt["records"].get(cid, (nxt["proc"], None))
+            n = len(ids)
+            times = "once" if n == 1 else f"{n} times, never again for it"
+            c["fix"] = (
+                f"applied later in this run: after torch._dynamo.reset(), {s['function']} compiled {times} as "
+                f"[{label}] with dimension {c['dim']} of {c['source']} dynamic ({sym} for {raw}): the fix worked, "
+                f"nothing left to do"
+            )
+            c["fixed_by"] = {"compile_id": cid, "occurrence": nxt["occurrences"].get(cid), "epoch": nxt["epoch"],
+                             "symbol": sym, "source": raw, "file": file, "lineno": lineno}
+            s["fixed_later"] = s["fixed_later"] or {
+                "compile_id": cid, "occurrence": nxt["occurrences"].get(cid), "epoch": nxt["epoch"], "compiles": n,
+                "file": file, "lineno": lineno,
+            }
 
 
 def outside_code_advice(function: str | None, line: Any, code: dict[str, Any], cause: dict[str, Any]) -> str:
@@ -605,6 +693,14 @@ def outside_code_advice(function: str | None, line: Any, code: dict[str, Any], c
     where = f"{code['path']}:{line}" if line is not None else code["path"]
     name = code.get("qualname") or function
     owner = f"the {code['package']} library's code" if code["owner"] == "library" else "torch's own code"
+    if code.get("module_compile") and cause.get("kind") == "size" and cause.get("source"):
+        # regional compile: the guarded tensor is made by the library's forward between the
+        # user's call and the layer; what the user holds is the layer's compile
+        return (
+            f"{name} is {owner} ({where}), compiled per module with .compile(): {cause['source']} is what "
+            f"{code['package'] or 'torch'} passes to each module inside your call at {at}, a tensor your code never "
+            f"holds. {fix}"
+        )
     if "mark_dynamic(" in fix and cause.get("source"):
         # the guarded tensor is the library's own argument: the user marks the input it comes from
         fix += f" ({cause['source']} is an argument of {name}: mark the tensor of yours it comes from, before your call)"
@@ -612,6 +708,97 @@ def outside_code_advice(function: str | None, line: Any, code: dict[str, Any], c
         f"{name} is {owner} ({where}): it recompiled because what your code passes into it changed; "
         f"act at {at}, not in {code['package'] or 'its'} source. {fix}"
     )
+
+
+def submodule_size_fix(
+    cause: dict[str, Any], code: dict[str, Any], function: str | None, *, forced_static: bool | None, sources: list[str]
+) -> str:
+    """The fix of a varying dimension of a module compiled with nn.Module.compile()
+    (`layer.compile()`, regional compilation), in terms of what the user holds: the compile
+    call (`dynamic=True`) or torch.compiler.config.dynamic_sources, which names the tensors
+    by their source inside the compiled frame (`sources`: the `L['x']:dim` entries the
+    automatic-dynamic recompile made dynamic, from its create_symbol records; the guarded
+    tensor alone when there are none). mark_dynamic does not work from a forward pre-hook of
+    such a module: the hooks run inside the compiled call, where Dynamo refuses to trace
+    mark_dynamic (torch 2.13: "Attempt to trace forbidden callable")."""
+    src, dim = cause["source"], cause["dim"]
+    cls = (code.get("module_class") or "").rsplit(".", 1)[-1] or "module"
+    listed = ",".join(sources) if sources else f"{dynamo_source(src)}:{dim}"
+    every = "" if sources else f" (and every other input whose dimension varies with {src})"
+    compile_ = f"compile each {cls} with `.compile(dynamic=True)` (e.g. `layer.compile(dynamic=True)`)"
+    only = f'set torch.compiler.config.dynamic_sources = "{listed}"{every} before the first call (only those dimensions; it overrides dynamic=False)'
+    if code.get("owner") == "user":
+        site = code.get("call_site")
+        at = f" at {_site_text(site)}" if site else ""
+        why = (
+            f"or call torch._dynamo.mark_dynamic({src}, {dim}) in your code before the module is called{at}, not in a "
+            f"forward pre-hook: the hooks of a module compiled with .compile() run inside the compiled call, where "
+            f"Dynamo refuses to trace mark_dynamic"
+        )
+    else:
+        why = (
+            f"mark_dynamic cannot reach {src}: it is made inside the forward that calls the module, and the forward "
+            f"pre-hooks of a module compiled with .compile() run inside the compiled call, where Dynamo refuses to "
+            f"trace mark_dynamic"
+        )
+    if cause.get("expected"):
+        once = "once" if cause["count"] <= 1 else "once per compiled variant (requires_grad, flag or mode)"
+        return (
+            f"nothing to fix: automatic dynamic shapes recompiled it {once} and made dimension {dim} of {src} dynamic; "
+            f"to avoid even that, {compile_}, or {only}; {why}"
+        )
+    if forced_static:
+        return (
+            f"the modules compile with dynamic=False, so every new size compiles again: {compile_} instead, or {only}; {why}"
+        )
+    return f"{compile_}, or {only}; {why}"
+
+
+_PLAIN_SOURCE = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?P<rest>(?:\[[^\]]*\]|\.\w+)*)$")
+_SYMBOL_SOURCE = re.compile(r"^(?P<src>.+)\.size\(\)\[(?P<dim>\d+)\]$")
+
+
+def dynamo_source(src: str) -> str:
+    """Dynamo's name of a frame input as the guards show it shortened (`args[0]` ->
+    `L['args'][0]`, `x` -> `L['x']`): the form torch.compiler.config.dynamic_sources matches."""
+    m = _PLAIN_SOURCE.match(src or "")
+    return f"L['{m['name']}']{m['rest']}" if m else src
+
+
+def _symbols_created(trace: Trace, rank: Any, compile_id: str | None, epoch: int, starts: pl.DataFrame) -> list[str]:
+    """The `L['x']:dim` of every size the compile made dynamic (its `create_symbol` records),
+    in log order, or [] (a text log, or a compile that made none)."""
+    out: list[str] = []
+    for entry, _, _ in _created_symbols(trace, rank, compile_id, epoch, starts):
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
+def _created_symbols(
+    trace: Trace, rank: Any, compile_id: str | None, epoch: int, starts: pl.DataFrame
+) -> list[tuple[str, str, str]]:
+    """(`L['x']:dim`, symbol, `L['x'].size()[dim]`) of each size symbol one compile (of one
+    epoch) created, from its `create_symbol` records in log order."""
+    if not compile_id:
+        return []
+    ev = trace.index_events()
+    if ev.is_empty() or "metadata" not in ev.columns:
+        return []
+    cond = (pl.col("kind") == "create_symbol") & (pl.col("compile_id") == compile_id)
+    cond &= pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
+    rows = _with_epoch(ev.filter(cond).select("file", "rank", "lineno", "metadata"), starts).filter(pl.col("epoch") == epoch)
+    out: list[tuple[str, str, str]] = []
+    for meta in rows.sort("lineno")["metadata"].to_list():
+        try:
+            record = json.loads(meta or "{}")
+        except ValueError:
+            continue
+        source = record.get("source") or ""
+        m = _SYMBOL_SOURCE.match(source)
+        if m:
+            out.append((f"{m['src']}:{m['dim']}", str(record.get("symbol") or "?"), source))
+    return out
 
 
 def _site_text(site: dict[str, Any]) -> str:
@@ -821,14 +1008,24 @@ def _causes(
     clusters: dict[tuple, dict[str, Any]] = {}
     secondary_rows: list[tuple[tuple, dict[str, Any]]] = []
     n_secondary = 0
+    known: dict[tuple, dict[str, bool]] = {}  # (variant kind, source) -> cache entry -> the value it was compiled for
     for rows in _recompile_groups(guards):
-        for i, g in enumerate(rows):
+        refined = []
+        for g in rows:
             kind, src, value = refine_kind(g.get("kind") or "other", user_name(g.get("guard_source")) or None,
                                            g.get("guard") or "", g.get("expected"))
+            refined.append((g, kind, src, value))
+            if kind in VARIANT_KINDS and (v := _variant_value(kind, value)) is not None and g.get("failed_against"):
+                known.setdefault((kind, src), {})[g["failed_against"]] = v  # the entry expected v
+        primary = _primary_failure(refined, known)
+        g0, k0, s0, v0 = refined[primary]
+        if k0 in VARIANT_KINDS and (v := _variant_value(k0, v0)) is not None and g0.get("compile_id"):
+            known.setdefault((k0, s0), {})[g0["compile_id"]] = not v  # the new compile is for the other value
+        for i, (g, kind, src, value) in enumerate(refined):
             dim = g.get("dim") if kind in ("size", "stride", "range") else None
             guard = g.get("guard") or ""
             key = (kind, src, dim, same_text(guard) if kind == "other" else None)  # addresses aside: one cause
-            if i > 0:
+            if i != primary:
                 n_secondary += 1
                 secondary_rows.append((key, {**g, "_value": value}))
                 continue
@@ -845,12 +1042,16 @@ def _causes(
         if key in clusters:
             clusters[key]["secondary"] += 1
             _add_values(clusters[key]["values"], key[0], g["_value"], g.get("actual"))
+    # the compiled variants kept by design (one per requires_grad value, flag value, mode): each
+    # needs its own automatic-dynamic recompile when a size changes
+    variant_recompiles = {k: len(c["compiles"]) for k, c in clusters.items() if c["kind"] in VARIANT_KINDS}
     out = []
-    for c in clusters.values():
+    for key, c in clusters.items():
         src = c["src"] or "the input"
         count = len(c["compiles"])
         failed = [user_exceptions[cid] for cid in c["compiles"] if cid in user_exceptions]
-        expected = _is_expected(c["kind"], count, forced_static=forced_static, limit=limit) and not failed
+        variants = 1 + sum(n for k, n in variant_recompiles.items() if k != key)
+        expected = _is_expected(c["kind"], count, forced_static=forced_static, limit=limit, variants=variants) and not failed
         if failed:
             text = cause_text(c["kind"], src, c["dim"], c["values"], c["guard"])
             fix = (
@@ -861,7 +1062,7 @@ def _causes(
         else:
             text = cause_text(c["kind"], src, c["dim"], c["values"], c["guard"])
             fix = cause_fix(c["kind"], src, c["dim"], forced_static=forced_static, count=count,
-                            dynamic_true=dynamic_true, values=c["values"])
+                            dynamic_true=dynamic_true, values=c["values"], expected=expected)
         out.append(
             {
                 "kind": c["kind"],
@@ -903,18 +1104,59 @@ def _certainty(kind: str, forced_static: bool | None) -> str:
     return "certain"
 
 
-def _is_expected(kind: str, count: int, *, forced_static: bool | None, limit: bool) -> bool:
-    """Whether this many recompiles for this cause is how torch.compile works (nothing to fix)."""
+def _is_expected(kind: str, count: int, *, forced_static: bool | None, limit: bool, variants: int = 1) -> bool:
+    """Whether this many recompiles for this cause is how torch.compile works (nothing to fix).
+    `variants`: the compiled variants the code object keeps by design besides this cause (1 +
+    its recompiles for a requires_grad / flag / mode variant): each variant's cache entry needs
+    its own automatic-dynamic recompile, and one requires_grad variant per other variant."""
     if limit:
         return False
     if kind in ("training", "backend", "range", "resume_value", "value:bool"):
         return True
+    if kind == "requires_grad":
+        # one compile per requires_grad value of an input (regional compile: the first block's
+        # input is data without grad, the later blocks' inputs are activations with grad)
+        return count <= variants
     if kind == "signature":
         return count <= 2
     if kind == "value":
         return count <= 3  # one compile per value of a small fixed set (a mode string, None)
     if kind in ("size", "value:int", "value:float"):
-        # automatic dynamic shapes: one recompile, then the dimension / number is symbolic
-        # (only where the logs show that automatic dynamic shapes were on)
-        return count <= 1 and forced_static is False
+        # automatic dynamic shapes: one recompile per variant, then the dimension / number is
+        # symbolic (only where the logs show that automatic dynamic shapes were on)
+        return count <= variants and forced_static is False
     return False
+
+
+# failed guards that tell apart the compiled variants torch keeps by design: one cache entry
+# per value (requires_grad of an input, a bool flag, a module's training mode)
+VARIANT_KINDS = ("requires_grad", "value:bool", "training")
+
+
+def _variant_value(kind: str, value: str | None) -> bool | None:
+    """The value a variant guard expected (`requires_grad=0`, `flag == True`), or None."""
+    return {"0": False, "1": True, "False": False, "True": True}.get(str(value).strip()) if value is not None else None
+
+
+def _primary_failure(refined: list[tuple[dict[str, Any], str, str | None, str | None]], known: dict[tuple, dict[str, bool]]) -> int:
+    """The index of a recompile's cause among its failed guards (cache entries newest first,
+    each with its first failed guard): what differs from the cache entry the call otherwise
+    matches. When the newest entry failed on a variant guard (requires_grad, a flag, the mode:
+    it was compiled for the other value), an older entry that has the call's value and failed
+    on something else is that entry, and its failure the cause: proven for the same tensor when
+    it failed on a size or stride (torch checks a tensor's requires_grad before its sizes), or
+    by the value that entry is known to be compiled for (`known`: from earlier failures against
+    it, or the variant recompile that made it). Otherwise the newest entry's failure, the
+    reason torch itself stores as the compile's `recompile_reason` (convert_frame.py: `reasons[0]`)."""
+    _, kind, src, value = refined[0]
+    v = _variant_value(kind, value) if kind in VARIANT_KINDS else None
+    if v is None:
+        return 0
+    call = not v
+    for i, (g, k, s, _) in enumerate(refined[1:], 1):
+        if k in VARIANT_KINDS:
+            continue
+        same_tensor = kind == "requires_grad" and s == src and k in ("size", "stride")
+        if same_tensor or known.get((kind, src), {}).get(g.get("failed_against") or "") == call:
+            return i
+    return 0

@@ -168,7 +168,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "compile_ids_in_text_logs": logged_ids.height,
         "frameless_compiles": _frameless_compiles(compiles),
         "compiled_nothing": compiled_nothing(trace),
-        "recompile_storms": storms,
+        "recompiles": storms,
         "compiled_optimizer": optimizer,
         "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace),
         "failures": codes.add([
@@ -373,8 +373,11 @@ def headline(findings: list[Finding]) -> list[str]:
     expected = [f for f in findings if f.severity == "expected"]
     recompiled = {f.code for f in expected if f.kind == "expected"}
     breaks = [f for f in expected if f.kind == "graph_break"]
-    none = "none that needs action" if recompiled else "none (no recompiles, graph breaks or failures)"
+    fixed = {f.code for f in findings if f.kind == "fixed"}
+    none = "none that needs action" if recompiled or fixed else "none (no recompiles, graph breaks or failures)"
     out = ["findings: " + (", ".join(found) if found else none)]
+    if fixed:
+        out.append(f"fixed: {_plural(len(fixed), 'function')} recompiled, then compiled once after the run applied the fix")
     if recompiled:
         out.append(f"expected: {_plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
     if breaks:
@@ -383,7 +386,7 @@ def headline(findings: list[Finding]) -> list[str]:
 
 
 # Sections of the summary: (kind, severity) -> how many findings it shows before "… N more".
-_SHOWN = {"unfinished": 8, "storm": 8, "recompile": 8, "expected": 8, "graph_break": 10, "failure": 10,
+_SHOWN = {"unfinished": 8, "storm": 8, "recompile": 8, "expected": 8, "fixed": 8, "graph_break": 10, "failure": 10,
           "cudagraphs": 10, "divergence": 16, "compile_time": 5}
 # kinds that share a section: a storm and a single recompile that needs action are RECOMPILES
 _SECTION_OF = {"recompile": "storm"}
@@ -413,6 +416,8 @@ def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[s
         return f"RANK DIVERGENCE  {_plural(n, 'rank')} {'differs' if n == 1 else 'differ'} from the majority"
     if kind == "storm":
         return f"RECOMPILES  {_plural(len({f.code for f in fs}), 'function')}, most costly first"
+    if kind == "fixed":
+        return f"RECOMPILES FIXED LATER  {_plural(len({f.code for f in fs}), 'function')}, the run applied the fix after torch._dynamo.reset()"
     if kind == "expected":
         return f"EXPECTED RECOMPILES  {_plural(len({f.code for f in fs}), 'function')}, nothing to fix"
     if kind == "graph_break":

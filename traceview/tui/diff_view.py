@@ -120,7 +120,7 @@ class _Places:
 
     def cause(self, r: dict[str, Any]) -> tuple[str | None, str | None]:
         """(the first recompile with this cause, the compile whose guard it failed)."""
-        for s in self.model.report.get("recompile_storms") or []:
+        for s in self.model.report.get("recompiles") or []:
             if (s["rank"], s["function"], file_tail(s["filename"])) != (r["rank"], r["function"], r["file"]):
                 continue
             for c in s.get("causes") or []:

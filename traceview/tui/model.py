@@ -655,7 +655,7 @@ class TraceModel:
             return None
         k = (row.get("rank"), row.get("function"), row.get("filename"), row.get("line"))
         ct = self.report.get("compile_time") or {}
-        for r in [*self.report.get("recompile_storms", []), *ct.get("top", []), *ct.get("by_function", [])]:
+        for r in [*self.report.get("recompiles", []), *ct.get("top", []), *ct.get("by_function", [])]:
             if (r.get("rank"), r.get("function"), r.get("filename"), r.get("line")) == k and r.get("code"):
                 return r["code"]
         return None

@@ -410,7 +410,7 @@ def analyze_rung(rung_dir: Path, *, reached_pids: set[int] | None = None) -> dic
         }
         for f in report["failures"]
     ]
-    storms = report["recompile_storms"]
+    storms = report["recompiles"]
     unreached = 0
     note = None
     if reached_pids is not None and trace.compiles.height:
