@@ -60,10 +60,13 @@ class CompileId:
     compiled_autograd: int | None = None
     attempt: int = 0
     occurrence: int | None = None
+    frameless: str | None = None  # a compile without a Dynamo frame: `unknown_<line>` (parsers.frameless)
 
     @property
     def compile_id(self) -> str:
         """The id as the `compile_id` columns write it (no attempt)."""
+        if self.frameless is not None:
+            return self.frameless
         frame = "" if self.frame is None else f"{self.frame}/{'-' if self.compile is None else self.compile}"
         if self.compiled_autograd is None:
             return frame
@@ -343,10 +346,13 @@ def text_occurrence_at(rows: pl.DataFrame, records: pl.DataFrame | None) -> pl.S
 
 def parse(text: str | None) -> CompileId | None:
     """The parts of a compile id, trace id or label (`1/0`, `[1/0]`, `0/0_1`, `[0/0_1]`,
-    `!0/1/0`, `0/0 #2`, `[0/0_1 #2]`); None when it is not one."""
+    `!0/1/0`, `0/0 #2`, `[0/0_1 #2]`, `unknown_3013`); None when it is not one."""
     if not text:
         return None
-    m = _ID.match(text.strip().removeprefix("[").removesuffix("]").strip())
+    bare = text.strip().removeprefix("[").removesuffix("]").strip()
+    if re.fullmatch(r"unknown_\d+", bare):  # a compile without a Dynamo frame, named as tlparse names it
+        return CompileId(None, None, frameless=bare)
+    m = _ID.match(bare)
     if m is None or (m["ca"] is None and m["fid"] is None):
         return None
 

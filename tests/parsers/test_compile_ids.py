@@ -59,3 +59,10 @@ def test_with_labels_takes_the_attempts_of_the_rows_compile() -> None:
     got = sorted(set(labelled.select("source", "compile_id", "label").iter_rows()))
     assert ("trace", "0/0", "0/0_1") in got and ("text", "0/0", "0/0") in got
     assert with_labels(labelled, t.compiles) is labelled  # a label already there is kept
+
+
+def test_a_compile_without_a_dynamo_frame_is_typed_as_its_name() -> None:
+    # torch.export + AOTInductor, a piecewise backend's pieces: `unknown_<line>` (parsers.frameless)
+    c = parse("[unknown_3013]")
+    assert c is not None and c.compile_id == "unknown_3013" and c.label == "unknown_3013"
+    assert parse("unknown_") is None and parse("unknown_x") is None
