@@ -436,3 +436,34 @@ def sort_exprs(column: str = "compile_id") -> list:
         parts.struct.field("att").cast(pl.Int64).fill_null(0),
         pl.when(parsed.fill_null(False)).then(pl.lit("")).otherwise(pl.col(column).fill_null("")),
     ]
+
+
+# ---------------------------------------------------------------- compiles without a Dynamo frame
+# torch.export + AOTInductor, a backend calling Inductor itself: named `unknown_<line>` as tlparse
+# names them (parsers.frameless finds them)
+FRAMELESS_PREFIX = "unknown_"
+KIND_LABELS = {
+    "dynamo": "Dynamo compile",
+    "aot_inductor": "AOTInductor compile",
+    "inductor": "Inductor compile without a Dynamo frame",
+}
+
+
+def is_frameless(compile_id: str | None) -> bool:
+    """Whether a compile id names a compile without a Dynamo frame (`unknown_<L>`)."""
+    return bool(compile_id) and str(compile_id).startswith(FRAMELESS_PREFIX)
+
+
+def kind_label(compile_kind: str | None) -> str:
+    """What a compile was, in words ("AOTInductor compile")."""
+    return KIND_LABELS.get(compile_kind or "dynamo", compile_kind or "compile")
+
+
+def compile_name(row: dict) -> str:
+    """What a compiles row is called in every view: its function, or what a compile without a
+    Dynamo frame was ("AOTInductor compile"); "?" when neither is known."""
+    if not row.get("function") and row.get("compile_kind") not in (None, "dynamo"):
+        return kind_label(row["compile_kind"])
+    return row.get("function") or "?"
+
+

@@ -51,14 +51,9 @@ import polars as pl
 
 from parsers.code_location import is_torch, whose
 from parsers.coerce import StackFrame
+from parsers.compile_ids import FRAMELESS_PREFIX
 
-FRAMELESS_PREFIX = "unknown_"
 AOT_DUMPS = ("inductor_aot_wrapper_code", "inductor_aot_kernel_code", "inductor_aot_header_code")
-KIND_LABELS = {
-    "dynamo": "Dynamo compile",
-    "aot_inductor": "AOTInductor compile",
-    "inductor": "Inductor compile without a Dynamo frame",
-}
 _NOT_OURS = ("str",)
 RUNTIME_METRICS = ("compilation_metrics_runtime", "bwd_compilation_metrics_runtime")
 
@@ -72,24 +67,6 @@ def _ends(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         took = pl.col("metadata").str.json_path_match("$.inductor_compile_time_s")
         runtime = runtime.filter(took.is_not_null() & (took != "null"))
     return null_metrics, runtime
-
-
-def is_frameless(compile_id: str | None) -> bool:
-    """Whether a compile id names a compile without a Dynamo frame (`unknown_<L>`)."""
-    return bool(compile_id) and str(compile_id).startswith(FRAMELESS_PREFIX)
-
-
-def kind_label(compile_kind: str | None) -> str:
-    """What a compile was, in words ("AOTInductor compile")."""
-    return KIND_LABELS.get(compile_kind or "dynamo", compile_kind or "compile")
-
-
-def compile_name(row: dict) -> str:
-    """What a compiles row is called in every view: its function, or what a compile without a
-    Dynamo frame was ("AOTInductor compile"); "?" when neither is known."""
-    if not row.get("function") and row.get("compile_kind") not in (None, "dynamo"):
-        return kind_label(row["compile_kind"])
-    return row.get("function") or "?"
 
 
 def attach_unnamed_metrics(events: pl.DataFrame) -> pl.DataFrame:

@@ -39,7 +39,8 @@ from hypothesis import strategies as st
 
 import traceview
 from parsers.torch_trace import read_trace_files
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER = Path(os.environ.get("TRACEVIEW_SHARED_TRACES", ROOT.parent / "shared" / "traces")) / "peer-tlparse"

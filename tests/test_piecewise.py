@@ -18,7 +18,8 @@ import polars as pl
 import pytest
 
 import traceview
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
 from .conftest import FIXTURES
 

@@ -175,7 +175,7 @@ def summarise(opts, *, as_json: bool = False, width: int | None = None) -> int: 
     if as_json:
         sys.stdout.buffer.write(data if data.endswith(b"\n") else data + b"\n")
         return 0
-    from traceview.output.report import render_text
+    from traceview.output.summary import render_text
 
     width = width or min(max(_term_width(), 60), 120)
     sys.stdout.write(render_text(orjson.loads(data), width=width))
@@ -217,7 +217,7 @@ def cmd_origin(args: argparse.Namespace) -> int:
     import dataclasses
 
     from traceview.analyze.origin import origin
-    from traceview.output.report import render_origin
+    from traceview.output.summary import render_origin
 
     trace = _load(args)
     chains = origin(
@@ -244,10 +244,19 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    trace = _load(args)
+    import orjson
+
+    from traceview.output.findings_document import findings_document
+
+    opts = _options(args)
+    data, trace = findings_document(opts)  # the findings as summary judged them (cached when unchanged)
+    if trace is None:  # the pictures and every compile's detail need the tables
+        from traceview.ingest.loading import load_trace
+
+        trace = load_trace(opts)
     from traceview.output.page import write_page
 
-    path, size = write_page(trace, args.output)
+    path, size = write_page(trace, args.output, report=orjson.loads(data))
     sys.stderr.write(f"traceview: wrote {path} ({size / 1e6:.1f} MB; open it in a browser)\n")
     return 0
 

@@ -286,7 +286,8 @@ def test_reset_between_models_keeps_two_functions_apart(source: str) -> None:
 
 
 def test_reset_between_models_summary_names_the_epoch() -> None:
-    from traceview.output.report import build_report, render_text
+    from traceview.output.report import build_report
+    from traceview.output.summary import render_text
 
     text = render_text(build_report(traceview.load(CORPUS / "reset_between_models" / "trace")))
     assert "scale_b (reset_between_models.py:19) after torch._dynamo.reset() #1: 2" in " ".join(text.split())

@@ -22,7 +22,8 @@ import pytest
 import traceview
 from tests.conftest import FIXTURES, ROOT, SHARED, needs_shared
 from traceview.analyze.cudagraphs import cudagraph_findings
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 from traceview.tui.model import findings_from_report
 
 GPU = FIXTURES / "gpu"

@@ -25,7 +25,8 @@ from traceview.analyze.ddp import INSIDE_FORWARD, LOGGER
 from traceview.analyze.eager_model import compiled_nothing
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.stalls import rank_stalls
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
 from ..conftest import FIXTURES
 

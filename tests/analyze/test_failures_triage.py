@@ -15,7 +15,8 @@ import traceview
 from parsers.compile_ids import label, with_attempt
 from parsers.discover import InputError, discover
 from traceview.analyze.origin import origin
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
 from ..conftest import FIXTURES
 

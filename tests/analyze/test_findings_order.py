@@ -29,7 +29,7 @@ def test_a_rank_that_compiled_alone_comes_first_with_the_others_stall() -> None:
     assert first.title.startswith("ranks 0,1,3 waited ~0.20s at their next collective while rank 2 recompiled [0/1]")
     assert [f.kind for f in fs] == ["stall", "graph_break", "compile_time"]
     # the summary's findings line names it too
-    from traceview.output.report import render_text
+    from traceview.output.summary import render_text
 
     assert "ranks 0,1,3 stalled ~0.20s while rank 2 compiled alone" in render_text(report)
 

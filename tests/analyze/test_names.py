@@ -15,8 +15,10 @@ import traceview
 from tests.conftest import FIXTURES
 from traceview.analyze import compile_time as ct
 from traceview.analyze.findings import ranks_text, same_text, slow_compiles
+from traceview.analyze.wording import phases_text
 from traceview.output.page import _phases
-from traceview.output.report import build_report, phases_text, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
 SEQUENTIAL = FIXTURES / "corpus" / "sequential_failed_compile"
 ADDRESSES = FIXTURES / "corpus" / "disabled_callback_address"

@@ -101,7 +101,7 @@ def test_ddp_splits_table_matches_torchs_bucket_assignments() -> None:
 
 
 def test_ddp_splits_in_facts_and_json() -> None:
-    from traceview.output.report import render_text
+    from traceview.output.summary import render_text
 
     rep = _report(DDP)
     (f,) = rep["facts"]["ddp_splits"]

@@ -323,7 +323,7 @@ def test_name_match_only_on_request_and_marked() -> None:
     """Without the wrapper's launches nothing ties cpp_fused_sum_view_6 (qkv's bias grad, line
     43): asked for the op-name match, origin gives every sum and view of the backward graph
     (13 lines), each marked NOT EXACT, in text as in the table."""
-    from traceview.output.report import render_origin
+    from traceview.output.summary import render_origin
 
     t = load(str(PLAIN / "torch_logs.txt"))
     bare = as_trace({"graph_nodes": t.graph_nodes, "kernels": t.kernels, "seq_links": t.seq_links})

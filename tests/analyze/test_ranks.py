@@ -182,7 +182,7 @@ def test_the_rank_that_recompiled_alone_is_tied_to_the_collective_sizes() -> Non
 
 
 def test_collectives_come_first_in_the_text_summary() -> None:
-    from traceview.output.report import render_text
+    from traceview.output.summary import render_text
 
     text = render_text(_report(EXTRA))
     lines = text.splitlines()

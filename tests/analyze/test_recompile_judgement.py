@@ -18,7 +18,8 @@ import json
 from typing import Any
 
 import traceview
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
 from ..conftest import FIXTURES
 

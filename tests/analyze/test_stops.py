@@ -17,7 +17,8 @@ from parsers.stops import is_stop_exception, stops_from_text
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.stops import KILLED, stop_findings
 from traceview.analyze.unfinished import unfinished_compiles
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
 from ..conftest import FIXTURES
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import traceview
 from traceview.analyze.unfinished import unfinished_compiles
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 from traceview.tui.model import findings_from_report
 
 from ..conftest import FIXTURES, SHARED, needs_shared

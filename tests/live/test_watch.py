@@ -22,8 +22,8 @@ import orjson
 import pytest
 
 from tests.conftest import FIXTURES, ROOT, SHARED, needs_shared
+from traceview.analyze.wording import seconds_text
 from traceview.live.watch import Watch
-from traceview.output.report import seconds_text
 
 LOG = next((FIXTURES / "gpu" / "sequential_max_autotune" / "trace").glob("*.log.gz"))
 NAME = LOG.name.removesuffix(".gz")

@@ -20,7 +20,8 @@ from tests.conftest import FIXTURES
 from traceview.analyze.finding import findings_of
 from traceview.cli import main
 from traceview.output import page
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 from traceview.output.timeline import compile_rows
 
 MULTIRANK = FIXTURES / "multirank" / "trace"

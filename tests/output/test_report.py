@@ -15,7 +15,8 @@ import traceview
 from tests.conftest import FIXTURES, GPU, SHARED, needs_shared
 from traceview.analyze.judge import judge
 from traceview.cli import main
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
 SECTIONS = ("RANK STALLS", "RECOMPILES", "EXPECTED RECOMPILES", "GRAPH BREAKS", "FAILED COMPILES", "RANK DIVERGENCE", "SLOW COMPILES",
             "COMPILE TIME", "PER RANK", "INPUT")

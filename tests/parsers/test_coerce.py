@@ -28,7 +28,8 @@ from parsers.coerce import (
     texts_of,
 )
 from traceview.analyze.compile_facts import specializations, unbacked_symbols
-from traceview.output.report import build_report, render_text
+from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "fixtures" / "corpus"

@@ -182,7 +182,8 @@ def test_two_ranks_have_no_majority() -> None:
     """fixtures/torchrun_tee: rank 0 compiled 0/2, rank 1 did not. With two ranks neither is
     "most ranks": the summary names the reference rank instead."""
     import traceview
-    from traceview.output.report import build_report, render_text
+    from traceview.output.report import build_report
+    from traceview.output.summary import render_text
 
     from ..conftest import FIXTURES
 

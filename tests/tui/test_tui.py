@@ -826,7 +826,7 @@ def test_a_finding_the_same_on_every_rank_is_listed_once(tmp_path: Path) -> None
     assert [f for f in findings if f.kind == "compile_time"] == []
     # the report's slowest compiles keep every rank of each (the summary said "ranks 0-1"
     # for some when its top 10 rows ran out)
-    from traceview.output.report import render_text
+    from traceview.output.summary import render_text
 
     text = render_text(report, width=120)
     assert "ranks 0-3 [1/1] scaled" in text and "ranks 0-1" not in text

@@ -144,7 +144,6 @@ def specializations(trace: Trace) -> list[dict[str, Any]]:
 
 
 _SYMBOL_NUMBER = re.compile(r"^([a-z]+)(\d+)$")
-_BOUND = re.compile(r"^(?P<sym>[a-z]+\d+) (?P<op>>=|<=) (?P<v>-?\d+)$")
 _DATA_DEPENDENT = re.compile(r"(?i)data[- ]dependent")
 
 
@@ -163,29 +162,6 @@ def symbol_ranges(symbols: list[str]) -> str:
         else:
             parts.append([(sym, key[1])])
     return ", ".join(p[0][0] if len(p) == 1 else f"{p[0][0]}-{p[-1][0]}" for p in parts)
-
-
-def asserts_text(symbols: list[str], asserts: list[str]) -> str | None:
-    """The runtime asserts on a group's symbols, short: `u0 in [0, 16]`, `each >= 0` when
-    every symbol has the same bounds, else the first three expressions."""
-    if not asserts:
-        return None
-    bounds: dict[str, dict[str, str]] = {}
-    parsed = 0
-    for a in asserts:
-        if m := _BOUND.match(a):
-            bounds.setdefault(m["sym"], {})[m["op"]] = m["v"]
-            parsed += 1
-    kinds = {tuple(sorted(b.items())) for b in bounds.values()}
-    if parsed == len(asserts) and set(bounds) == set(symbols) and len(kinds) == 1:
-        b = bounds[symbols[0]]
-        who = symbols[0] if len(symbols) == 1 else "each"
-        if ">=" in b and "<=" in b:
-            return f"{who} in [{b['>=']}, {b['<=']}]"
-        op = ">=" if ">=" in b else "<="
-        return f"{who} {op} {b[op]}"
-    more = f", … ({len(asserts)} in all)" if len(asserts) > 3 else ""
-    return ", ".join(asserts[:3]) + more
 
 
 def _graph_asserts(trace: Trace, ev: pl.DataFrame) -> dict[tuple, list[str]]:

@@ -71,19 +71,6 @@ CRASH_STEPS: dict[str, str] = {
     ),
 }
 
-CATEGORY_WORDS = {
-    "cuda_graphs": "CUDA-graphs error",
-    "cuda_illegal_memory_access": "CUDA illegal memory access",
-    "triton_assert": "Triton device-side assert (index out of bounds)",
-    "triton": "Triton failure",
-    "segfault": "segmentation fault",
-    "runtime_error_in_compiled_code": "runtime error in compiled code",
-    "user_error_after_compile": "error in the program after compiling",
-    "launcher_child_failed": "torchrun: a rank failed",
-    "distributed_desync": "distributed desync (the ranks' collectives out of step)",
-}
-
-
 def _frame_parts(frame: str) -> tuple[str, int | None, str]:
     m = re.match(r"^(.*):(\d+) in (.*)$", frame)
     if not m:

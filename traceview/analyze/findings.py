@@ -9,9 +9,6 @@ import re
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from parsers.compiles import STATUSES  # the compile statuses counted per rank
-from traceview.analyze.failures import categorize
-
 # An object's address in a message (`<function f at 0x7fbd…>`): it differs between processes
 # and between objects made alike (a closure per call), never the fact the message states.
 ADDRESS = r"0x[0-9a-fA-F]+"
@@ -80,7 +77,8 @@ def group_ranks(
 
 def per_rank_key(r: dict[str, Any]) -> tuple:
     """What makes two ranks' per-rank lines the same (they compiled alike)."""
-    return (r["compiles"], *(r[k] for k in STATUSES), r["compile_time_s"])
+    # every key but the rank: the compiles, each status's count (the report's per_rank rows) and the time
+    return tuple(v for k, v in r.items() if k != "rank")
 
 
 def divergence_key(d: dict[str, Any]) -> tuple:
@@ -232,6 +230,10 @@ def compile_outcome(row: dict[str, Any]) -> str:
     """What a row of the compiles table means (one of OUTCOMES)."""
     status = row.get("status")
     if status == "failed":
+        from traceview.analyze.failures import (
+            categorize,  # (this module stays importable without polars)
+        )
+
         cat = categorize(row.get("fail_type"), row.get("fail_reason"))
         return "eager" if cat in EAGER_CATEGORIES else "failed"
     return {"ok": "ok", "graph_break_restarts": "restarted", "empty_graph": "empty"}.get(status or "", "no_metrics")

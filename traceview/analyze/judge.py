@@ -17,11 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from parsers.code_location import whose
 from parsers.compile_ids import label as id_label
-from parsers.frameless import kind_label
 from traceview.analyze.compile_time import compile_phases
-from traceview.analyze.crashes import CATEGORY_WORDS as CRASH_WORDS
 from traceview.analyze.finding import CompileRef, Cost, Evidence, Finding, ranked
 from traceview.analyze.findings import (
     after_resets,
@@ -38,141 +35,17 @@ from traceview.analyze.findings import (
     storm_failure,
     storm_key,
 )
+from traceview.analyze.wording import (
+    CATEGORY_WORDS,
+    Paths,
+    phases_text,
+    plural,
+    rank_prefix,
+    seconds_text,
+    stop_words,
+)
 from traceview.printable import one_line
 from traceview.trace import Trace
-
-CATEGORY_WORDS = {
-    "graph_break": "graph break",
-    "backend_compiler_failure": "backend compiler failure",
-    "recompile_limit": "recompile limit",
-    "internal_dynamo_error": "internal Dynamo error",
-    "export_guard_data_dependent": "export / guard / data-dependent error",
-    "user_exception": "user exception",
-    "accuracy": "accuracy failure",
-    "user_error": "error in your code (fails in eager too)",
-    "constraint_violation": "constraint violation",
-    "other": "other failure",
-    **CRASH_WORDS,
-}
-
-
-def seconds_text(seconds: float | None) -> str:
-    """Seconds as every view writes them: 2 decimals below 100 s."""
-    v = float(seconds or 0.0)
-    return f"{v:.2f}s" if v < 100 else f"{v:.0f}s"
-
-
-def plural(n: int, word: str, plural_word: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (plural_word or word + 's')}"
-
-
-def rank_prefix(r: int | None) -> str:
-    """"rank 3 " for a ranked process, "" for one without a rank."""
-    return "" if r is None else f"rank {r} "
-
-
-def _of_which(ph: dict[str, Any]) -> str:
-    """What of Inductor's time went to codegen and autotuning, as parts that do not overlap
-    (autotuning during codegen is said to be part of it), so they never add up to more than
-    Inductor's time: " (of which codegen 8.97s, 4.89s of it autotuning)"."""
-    codegen, at = ph.get("codegen") or 0, ph.get("autotuning") or 0
-    in_cg = min(ph.get("autotuning_in_codegen") or 0, at)
-    inner = []
-    if codegen:
-        inner.append(f"codegen {seconds_text(codegen)}" + (f", {seconds_text(in_cg)} of it autotuning" if seconds_text(in_cg) != seconds_text(0) else ""))
-    rest = at - in_cg if codegen else at
-    if seconds_text(rest) != seconds_text(0):
-        inner.append(f"autotuning {seconds_text(rest)}" + (" outside codegen" if codegen else ""))
-    return f" (of which {', '.join(inner)})" if inner else ""
-
-
-def phases_text(ph: dict[str, Any]) -> str:
-    """Phase seconds (analyze.compile_time.compile_phases of one compile, phase_totals of
-    many) in one line: the parts of the compile time, nested ones in parentheses as parts of
-    their phase: "dynamo 0.64s, aot 1.87s, inductor 123s (of which codegen 118s, 111s of it
-    autotuning), backward 1.22s"."""
-    parts = [f"dynamo {seconds_text(ph.get('dynamo') or 0)}"]
-    if ph.get("inductor"):
-        parts.append(f"aot {seconds_text(ph.get('aot') or 0)}")
-        parts.append(f"inductor {seconds_text(ph['inductor'])}" + _of_which(ph))
-    else:
-        parts.append(f"backend {seconds_text(ph.get('aot+backend') or 0)}")
-    if ph.get("backward"):
-        bwd_at = ph.get("backward_autotuning") or 0
-        parts.append(f"backward {seconds_text(ph['backward'])}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
-    return ", ".join(parts)
-
-
-class Paths:
-    """Short, unambiguous names for the files of a report: module-relative for torch's, a
-    library's and Python's code (parsers.code_location), else the shortest path suffix no other
-    user file shares. Every view names a file through the report's Paths."""
-
-    def __init__(self, report: dict[str, Any]) -> None:
-        names: set[str] = set()
-        for s in report.get("recompiles") or []:
-            names.add(s.get("filename") or "")
-            names.add(((s.get("code") or {}).get("call_site") or {}).get("filename") or "")
-        for g in report.get("graph_breaks") or []:
-            names.update((g.get("filename") or "", g.get("frame_filename") or ""))
-        for f in (report.get("failures") or []) + (report.get("crashes") or []):
-            names.add(f.get("filename") or "")
-        for u in report.get("unfinished_compiles") or []:
-            names.add(u.get("filename") or "")
-        for f in report.get("failures") or []:
-            names.add(((f.get("code") or {}).get("call_site") or {}).get("filename") or "")
-        for c in report.get("crashes") or []:
-            names.add((((c.get("compile") or {}).get("code") or {}).get("call_site") or {}).get("filename") or "")
-        ct = report.get("compile_time") or {}
-        for t in (ct.get("top") or []) + (ct.get("by_function") or []):
-            names.add(t.get("filename") or "")
-            names.add(((t.get("code") or {}).get("call_site") or {}).get("filename") or "")
-        facts = report.get("facts") or {}
-        for f in (facts.get("specializations") or []) + (facts.get("unbacked_symbols") or []):
-            names.add(f.get("user_file") or "")
-        names.discard("")
-        self._short: dict[str, str] = {}
-        local = [n for n in names if whose(n).is_user]
-        for n in names:
-            if not whose(n).is_user:
-                self._short[n] = whose(n).shown
-                continue
-            parts = n.split("/")
-            for k in range(1, len(parts) + 1):
-                suffix = "/".join(parts[-k:])
-                # another file with this suffix; not the same file written with a shorter
-                # prefix (a text log's `wt/x/train.py` for the trace's `/work/wt/x/train.py`)
-                if not any(
-                    o != n and (o == suffix or o.endswith("/" + suffix)) and not (o.endswith("/" + n) or n.endswith("/" + o))
-                    for o in local
-                ):
-                    self._short[n] = suffix
-                    break
-            else:
-                self._short[n] = n
-
-    def code(self, row: dict[str, Any]) -> str:
-        """A compiled code object as its user knows it (findings.code_label)."""
-        return code_label(row, self.show)
-
-    def compile_name(self, r: dict[str, Any]) -> str:
-        """`function (place)` of a Dynamo compile; what a compile without a frame was, and where
-        it came from (the piece of a Dynamo compile's graph, or the line that called Inductor)."""
-        if r.get("compile_kind") not in (None, "dynamo") and not r.get("function"):
-            name = kind_label(r["compile_kind"]) + (" at run time" if r.get("at_run_time") else "")
-            if r.get("parent_compile_id"):
-                piece = f"{r['graph_piece']} of " if r.get("graph_piece") else ""
-                return f"{name} ({piece}[{r['parent_compile_id']}]'s graph)"
-            if r.get("call_filename"):
-                return f"{name} (called at {self.show(r['call_filename'], r.get('call_line'))})"
-            return name
-        return self.code(r)
-
-    def show(self, filename: str | None, line: Any = None) -> str:
-        if not filename:
-            return "?"
-        s = self._short.get(filename, filename)
-        return f"{s}:{line}" if line is not None else s
 
 
 def _ref(r: dict[str, Any], rank: Any = None) -> CompileRef | None:
@@ -254,15 +127,6 @@ def _frame_place(frame: str) -> tuple[str, int | None]:
     """(path, line) of a traceback frame `path:line in fn`."""
     m = re.match(r"^(.*):(\d+) in .*$", frame)
     return (m.group(1), int(m.group(2))) if m else (frame, None)
-
-
-def stop_words(kind: str, target: str, signal: str) -> str:
-    """The findings line's words for a stop (analyze.stops)."""
-    if kind == "rank_killed":
-        return f"{target.split(' (pid', 1)[0]} killed by {signal}"
-    if kind == "interrupt":
-        return "interrupted (KeyboardInterrupt)"
-    return f"the job was stopped from outside ({signal})"
 
 
 def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:

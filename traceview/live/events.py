@@ -24,7 +24,8 @@ from traceview.analyze.findings import code_label, compile_outcome, ranks_text
 from traceview.analyze.hotspots import graph_break_rows
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
-from traceview.output.report import clean_line, seconds_text
+from traceview.analyze.wording import seconds_text
+from traceview.output.summary import clean_line
 from traceview.trace import Trace
 
 KINDS = ("compile_start", "compile_end", "backward_end", "recompile", "graph_break", "failure", "crash", "busy")

@@ -170,7 +170,8 @@ class Watch:
                 self._write(f"traceview watch: no logs yet in {printable(waiting)}; waiting (Ctrl-C ends)")
             return
         from traceview.analyze.finding import findings_of
-        from traceview.output.report import build_report, head_lines, title_line
+        from traceview.output.report import build_report
+        from traceview.output.summary import head_lines, title_line
 
         trace.inputs = self._inputs()
         report = build_report(trace)

@@ -27,13 +27,13 @@ import polars as pl
 from markupsafe import Markup, escape
 
 from parsers.code_location import brief
-from parsers.compile_ids import ID_PATTERN, sort_key
+from parsers.compile_ids import ID_PATTERN, compile_name, sort_key
 from parsers.compile_ids import parse as parse_compile_id
-from parsers.frameless import compile_name
 from traceview.analyze import compile_time as ct
 from traceview.analyze.finding import findings_of
 from traceview.analyze.findings import code_label, ranks_text
-from traceview.output.report import build_report, clean_line, head_lines, render_figures, title_line
+from traceview.output.report import build_report
+from traceview.output.summary import clean_line, head_lines, render_figures, title_line
 from traceview.output.timeline import compile_rows, write_atomically
 from traceview.trace import Trace
 
@@ -640,7 +640,8 @@ def render_page(trace: Trace, report: dict[str, Any] | None = None) -> str:
     )
 
 
-def write_page(trace: Trace, out: str | os.PathLike[str]) -> tuple[Path, int]:
-    """Write the page to `out` atomically; returns the path and its size in bytes."""
-    data = render_page(trace).encode("utf-8", "replace")
+def write_page(trace: Trace, out: str | os.PathLike[str], *, report: dict[str, Any] | None = None) -> tuple[Path, int]:
+    """Write the page to `out` atomically; returns the path and its size in bytes. `report`:
+    the trace's report when the caller has it (the cached findings document), else built."""
+    data = render_page(trace, report).encode("utf-8", "replace")
     return write_atomically(out, data), len(data)

@@ -15,9 +15,9 @@ from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
 from parsers.code_location import whose
+from parsers.compile_ids import compile_name as frameless_compile_name
 from parsers.compile_ids import frame_group
 from parsers.compile_ids import label as compile_id_label
-from parsers.frameless import compile_name as frameless_compile_name
 from traceview.analyze.compile_time import compile_phases
 from traceview.analyze.finding import findings_of
 from traceview.analyze.findings import after_resets, compile_outcome
@@ -72,7 +72,7 @@ def compile_label(row: dict[str, Any], first: bool) -> Text:
 
 def compile_name(row: dict[str, Any]) -> str:
     """The compiled function, or what a compile without a Dynamo frame was
-    ("AOTInductor compile": parsers.frameless.compile_name)."""
+    ("AOTInductor compile": parsers.compile_ids.compile_name)."""
     return frameless_compile_name(row)
 
 
@@ -110,7 +110,7 @@ def _unbacked(t: Text, groups: list[dict[str, Any]]) -> None:
     """The compile's data-dependent sizes (unbacked symbols), one line per user line."""
     if not groups:
         return
-    from traceview.output.report import unbacked_line
+    from traceview.output.summary import unbacked_line
 
     def at(filename: str | None, line: Any) -> str:
         return f"{(filename or '?').rsplit('/', 1)[-1]}:{line}"
@@ -152,7 +152,7 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
         _label(t, "started", row["start"].strftime("%m-%d %H:%M:%S.%f")[:-3])
     _label(t, "time", f"{seconds(row.get('total_time_s'))} in all")
     if row.get("total_time_s"):  # the summary's split and words (analyze.compile_time, output.report)
-        from traceview.analyze.judge import phases_text
+        from traceview.analyze.wording import phases_text
 
         _label(t, "phases", phases_text(compile_phases(row)))
     inside = model.backward_inside(row) if row.get("bwd_compile_time_s") is None else None

@@ -1,0 +1,550 @@
+"""The summary as text: the report's typed findings (traceview.analyze.finding) and the figures
+after them, laid out for a terminal, most important first.
+
+`render_text(report)` renders what `build_report` made (traceview.output.report) or what the
+cached findings document holds (traceview.output.findings_document): it never judges, and it
+imports neither polars nor the analyzers, so a cached summary costs reading one file. Every
+line passes through `printable`: log text is data (an ANSI escape shows as `^[`, a `[bold]`
+stays literal).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import Any
+
+from parsers.compile_ids import is_frameless, sort_key
+from parsers.compile_ids import label as id_label
+from traceview.analyze.finding import Finding, findings_of
+from traceview.analyze.findings import (
+    group_ranks,
+    per_rank_key,
+    ranks_text,
+    slow_compile_key,
+)
+from traceview.analyze.wording import (
+    Paths,
+    asserts_text,
+    phases_text,
+    plural,
+    rank_prefix,
+    seconds_text,
+)
+from traceview.printable import one_line, printable
+
+
+def clean_line(text: Any) -> str:
+    """One line of log text made safe to print: control characters visible, no tabs/newlines."""
+    return printable(str(text if text is not None else "")).replace("\t", " ").replace("\n", " ")
+
+
+
+class _Text:
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.lines: list[str] = []
+
+    def add(self, text: str = "", indent: str = "", rest: str | None = None) -> None:
+        """Add `text` wrapped to the width: first line after `indent`, the others after `rest`."""
+        text = clean_line(text)
+        if not text:
+            self.lines.append(indent.rstrip())
+            return
+        self.lines.extend(
+            textwrap.wrap(
+                text,
+                width=self.width,
+                initial_indent=indent,
+                subsequent_indent=rest if rest is not None else indent + "    ",
+                break_long_words=True,
+                break_on_hyphens=False,
+            )
+        )
+
+    def label(self, label: str, text: str, indent: str = "    ") -> None:
+        """`label: text` with continuation lines aligned under the text."""
+        self.add(f"{label} {clean_line(text)}", indent, indent + " " * (len(label) + 1))
+
+    def heading(self, text: str) -> None:
+        self.lines.append("")
+        self.add(text, "", "  ")
+
+
+def _text_only(report: dict[str, Any]) -> bool:
+    inp = report["inputs"]
+    return report["compiles"] == 0 and (
+        report.get("compile_ids_in_text_logs", 0) > 0 or bool(inp["text_logs"] and not inp["trace_files"])
+    )
+
+
+def title_line(report: dict[str, Any]) -> str:
+    """`traceview: 13 compiles on 2 ranks from 2 log files`: what was read."""
+    ranks = report["ranks"]
+    inp = report["inputs"]
+    nfiles = len(inp["trace_files"]) + len(inp["text_logs"])
+    if _text_only(report):
+        head = f"traceview: {plural(report['compile_ids_in_text_logs'], 'compile id')} in the text log"
+    else:
+        head = f"traceview: {report['compiles']} compiles"  # tests of other commands read this form
+    head += f" on {plural(len(ranks), 'rank')}" if ranks else ""
+    head += f" from {plural(nfiles, 'log file')}"
+    if inp.get("runs") and inp["runs"] > 1:
+        head += f" ({inp['runs']} runs; --latest keeps the newest)"
+    return head
+
+
+def head_lines(report: dict[str, Any], findings: list[Finding]) -> list[str]:
+    """The summary's head under its title: the findings counted (headline) and what the input
+    cannot tell."""
+    out = headline(findings)
+    if _text_only(report):
+        # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
+        what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
+        out.append(f"text log only: no {what} (add the TORCH_TRACE directory)")
+    return out
+
+
+def render_text(report: dict[str, Any], *, width: int = 80) -> str:
+    """The summary for a terminal, most important first; no line longer than `width`."""
+    t = _Text(max(width, 60))
+    t.add(title_line(report), "", "    ")
+    t.lines.append("=" * min(max(len(x) for x in t.lines), t.width))
+    findings = findings_of(report)
+    for line in head_lines(report, findings):
+        t.add(line, "", "    ")
+    _render_findings(t, report, findings)
+    _render_figures(t, report)
+    return "\n".join(t.lines) + "\n"
+
+
+def render_figures(report: dict[str, Any], *, width: int = 80) -> str:
+    """What the summary shows after the findings: FACTS, COMPILE TIME, PER RANK, INPUT."""
+    t = _Text(max(width, 60))
+    _render_figures(t, report)
+    return "\n".join(t.lines).strip("\n") + "\n"
+
+
+def _render_figures(t: _Text, report: dict[str, Any]) -> None:
+    paths = Paths(report)
+    _render_facts(t, report, paths)
+    _render_time(t, report, paths, _text_only(report))
+    _render_ranks_and_inputs(t, report)
+
+
+def headline(findings: list[Finding]) -> list[str]:
+    """The summary's `findings:` line (what needs action, counted, in the findings' order) and
+    its `expected:` line: the head `watch` prints too."""
+    by: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.severity == "act":
+            by.setdefault(_SECTION_OF.get(f.kind, f.kind), []).append(f)
+    found = []
+    for kind, fs in by.items():
+        if kind == "collectives":
+            ms = [f for f in fs if f.facet == "mismatch"]
+            if ms:
+                found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for f in ms for r in f.ranks if r is not None})).strip()})")
+        elif kind == "crash":
+            found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
+        elif kind in ("stop", "compiled_nothing"):
+            found += [f.short or f.claim for f in fs]
+        elif kind == "stall":
+            found.append(fs[0].short or fs[0].claim)
+            if len(fs) > 1:
+                found[-1] += f" (and {len(fs) - 1} more)"
+        elif kind == "unfinished":
+            behind = sum(1 for f in fs if f.facet == "behind")
+            found.append(plural(len(fs), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
+        elif kind == "storm":
+            codes = {f.code for f in fs}
+            nranks = len({r for f in fs for r in f.ranks})
+            limit = sum(1 for f in fs if f.facet == "limit")
+            on = f" on {plural(nranks, 'rank')}" if nranks > 1 and sum(len(f.ranks) or 1 for f in fs) > len(codes) else ""
+            found.append(plural(len(codes), "recompiling function") + on + (f" ({limit} hit the limit)" if limit else ""))
+        elif kind == "graph_break":
+            eager = sum(1 for f in fs if f.facet == "frame_skipped")
+            found.append(plural(len(fs), "graph break") + (f" ({eager} sent a whole frame to eager)" if eager else ""))
+        elif kind == "failure":
+            found.append(plural(sum(f.count for f in fs), "failed compile"))
+        elif kind == "cudagraphs":
+            found.append(plural(len(fs), "CUDA-graph finding"))
+        elif kind == "divergence":
+            ranks = [r for f in fs for r in f.ranks]
+            found.append(plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
+    expected = [f for f in findings if f.severity == "expected"]
+    recompiled = {f.code for f in expected if f.kind == "expected"}
+    breaks = [f for f in expected if f.kind == "graph_break"]
+    fixed = {f.code for f in findings if f.kind == "fixed"}
+    none = "none that needs action" if recompiled or fixed else "none (no recompiles, graph breaks or failures)"
+    out = ["findings: " + (", ".join(found) if found else none)]
+    if fixed:
+        out.append(f"fixed: {plural(len(fixed), 'function')} recompiled, then compiled once after the run applied the fix")
+    if recompiled:
+        out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
+    if breaks:
+        out.append(f"expected: {plural(len(breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)")
+    return out
+
+
+# Sections of the summary: (kind, severity) -> how many findings it shows before "… N more".
+_SHOWN = {"unfinished": 8, "storm": 8, "recompile": 8, "expected": 8, "fixed": 8, "graph_break": 10, "failure": 10,
+          "cudagraphs": 10, "divergence": 16, "compile_time": 5}
+# kinds that share a section: a storm and a single recompile that needs action are RECOMPILES
+_SECTION_OF = {"recompile": "storm"}
+
+
+def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[str, Any]) -> str:
+    """A section's heading: what its findings are, counted."""
+    if kind == "compiled_nothing":
+        return "COMPILED NOTHING  torch.compile had no effect"
+    if kind == "stop":
+        return "STOPPED  from outside: not the program's own error"
+    if kind == "stall":
+        return "RANK STALLS  ranks waited while another rank compiled alone"
+    if kind == "unfinished":
+        return "UNFINISHED COMPILES  begun, no compilation_metrics: killed, hung or still running when the log ends"
+    if kind == "collectives":
+        facets = {f.facet for f in fs}
+        return "COLLECTIVES  " + ("the ranks do not issue the same collectives" if "mismatch" in facets else
+                                  "ranks waited for another's compile" if "wait" in facets else "the ranks ran different compiled graphs")
+    if kind == "crash":
+        return "CRASHED  the program ended with an uncaught error"
+    if kind == "divergence":
+        ranks = report.get("ranks") or []
+        if len(ranks) == 2 and None not in ranks:  # no majority of two: said so
+            return f"RANK DIVERGENCE  the 2 ranks compiled differently (rank {ranks[1]} shown against rank {ranks[0]})"
+        n = sum(len(f.ranks) for f in fs)
+        return f"RANK DIVERGENCE  {plural(n, 'rank')} {'differs' if n == 1 else 'differ'} from the majority"
+    if kind == "storm":
+        return f"RECOMPILES  {plural(len({f.code for f in fs}), 'function')}, most costly first"
+    if kind == "fixed":
+        return f"RECOMPILES FIXED LATER  {plural(len({f.code for f in fs}), 'function')}, the run applied the fix after torch._dynamo.reset()"
+    if kind == "expected":
+        return f"EXPECTED RECOMPILES  {plural(len({f.code for f in fs}), 'function')}, nothing to fix"
+    if kind == "graph_break":
+        total = sum(f.count for f in fs)
+        if severity == "expected":
+            return f"EXPECTED GRAPH BREAKS  {len(fs)} distinct, {total} in all: a wrapper's own (nothing of yours to avoid)"
+        return f"GRAPH BREAKS  {len(fs)} distinct, {total} in all, most impact first"
+    if kind == "failure":
+        return f"FAILED COMPILES  {sum(f.count for f in fs)}, most serious first"
+    if kind == "compile_time":
+        return "SLOW COMPILES  at least 1s and 10% of their rank's compile time"
+    return kind.upper()
+
+
+def _render_findings(t: _Text, report: dict[str, Any], findings: list[Finding]) -> None:
+    """The findings, in their one order: a section per kind (where its most costly finding
+    ranks), each finding its claim then its lines."""
+    sections: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        sections.setdefault((_SECTION_OF.get(f.kind, f.kind), f.severity), []).append(f)
+    cg_shown = False
+    for (kind, severity), fs in sections.items():
+        if kind == "cudagraphs":
+            _render_cudagraphs(t, report["cudagraphs"], fs)
+            cg_shown = True
+            continue
+        t.heading(_section_heading(kind, severity, fs, report))
+        shown = _SHOWN.get(kind, len(fs))
+        for f in fs[:shown]:
+            t.add(f.claim, "  ", "      ")
+            for label, text in f.lines:
+                if label:
+                    t.label(label, text)
+                else:
+                    t.add(text, "    ", "      ")
+        if len(fs) > shown:
+            t.add(f"… {len(fs) - shown} more (--json lists all)", "  ")
+    if not cg_shown and report.get("cudagraphs", {}).get("cudagraphified_compiles"):
+        _render_cudagraphs(t, report["cudagraphs"], [])
+
+
+def _render_cudagraphs(t: _Text, cg: dict[str, Any], found: list[Finding]) -> None:
+    if not cg["text_log_rows"]:
+        t.heading(f"CUDA GRAPHS  {plural(cg['cudagraphified_compiles'], 'compile')} handed to CUDA graphs (reduce-overhead)")
+        t.add("whether they were graphed is not in the trace: add TORCH_LOGS=cudagraphs to see the code left out "
+              "of CUDA graphs and why, the graphs recorded per shape, and the re-records", "  ", "  ")
+        if not found:
+            return
+    else:
+        t.heading(
+            f"CUDA GRAPHS  {plural(len(found), 'finding') if found else 'nothing to fix'}; "
+            f"{plural(cg['recorded_graphs'], 'graph')} recorded, "
+            f"{cg['non_cudagraphable_partitions']} of {plural(cg['partitions'], 'partition')} not cudagraphable"
+        )
+    for f in found[:10]:
+        t.add(f.claim, "  ", "      ")
+        for label, text in f.lines:
+            t.label(label, text)
+    if len(found) > 10:
+        t.add(f"… {len(found) - 10} more (--json lists all)", "  ")
+    funcs = cg.get("functions") or []
+    if funcs:
+        per = ", ".join(f"{ranks_text([r['rank']])}{r['function'] or '?'} {r['graphs']}" for r in funcs[:6])
+        more = f", … {len(funcs) - 6} more" if len(funcs) > 6 else ""
+        t.label("graphs per function:", per + more, "  ")
+
+
+def unbacked_line(u: dict[str, Any], show: Any, *, with_compile: bool = True) -> str:
+    """One FACTS line for a group of unbacked symbols (compile_facts.unbacked_symbols):
+    `[1/0] u0-u3: data-dependent sizes from torch.nonzero at moe.py:30 (code); runtime asserts:
+    each >= 0; graph break at moe.py:31: Data-dependent branching (gb0170)`. `show`: the
+    report's short path of (filename, line); `with_compile`: lead with the rank and compile id
+    (not where the compile is shown already: the TUI's compile detail)."""
+    head = f"{rank_prefix(u.get('rank'))}[{id_label(u['compile_id'], u.get('occurrence'))}] " if with_compile else ""
+    head += u["symbols_text"]
+    op = u.get("op") or "a data-dependent op"
+    what = "sizes" if len(u["symbols"]) > 1 else "size"
+    if u.get("user_line") is None:
+        if u.get("created_by") == "backend":
+            return f"{head}: data-dependent {what} from {op}, re-created by the backend re-tracing the graph (no user line of their own)"
+        return f"{head}: data-dependent {what} from {op} (the log names no user line)"
+    code = f" ({u['user_code']})" if u.get("user_code") else ""
+    line = f"{head}: data-dependent {what} from {op} at {show(u['user_file'], u['user_line'])}{code}"
+    if a := asserts_text(u["symbols"], u.get("asserts") or []):
+        line += f"; runtime asserts: {a}"
+    for b in u.get("graph_breaks") or []:
+        gb = f" ({b['gb_id']})" if b.get("gb_id") else ""
+        line += f"; graph break at {show(b['filename'], b['line'])}: {one_line(b.get('reason') or '?', 120)}{gb}"
+    return line
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def ddp_split_line(d: dict[str, Any]) -> str:
+    """One FACTS line for a DDPOptimizer split (compile_facts.ddp_splits)."""
+    sizes = d["param_bytes"]
+    per = ", ".join("?" if b is None else _mib(b) for b in sizes)
+    who = f" on {ranks_text(d['ranks']).strip()}" if ranks_text(d["ranks"]) else ""
+    return (
+        f"DDPOptimizer split [{d['compile_id']}]{who} into {plural(d['submodules'], 'submodule')} at the gradient-bucket "
+        f"boundaries (parameters per submodule, in graph order: {per}); each submodule is compiled on its own"
+    )
+
+
+def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
+    """How torch compiled: not problems by themselves, but they explain the rest."""
+    f = report.get("facts") or {}
+    lines: list[str] = []
+    for sp in f.get("specializations", []):
+        at = f" at {paths.show(sp['user_file'], sp['user_line'])}" if sp.get("user_file") else ""
+        code = f" ({sp['user_code']})" if sp.get("user_code") else ""
+        lines.append(
+            f"[{sp['compile_id']}] {sp.get('source') or sp['symbol']} specialized to {sp['value']}{at}{code}: "
+            f"a dynamic dimension forced to a constant ({sp['reason']}); "
+            + ("the exported program accepts only this size" if is_frameless(sp["compile_id"]) else "another size will recompile")
+        )
+    for d in f.get("export_dims", []):
+        if d.get("specialized_to") is not None:
+            continue  # said above
+        at = f", exported at {paths.show(d['user_file'], d['user_line'])}" if d.get("user_file") else ""
+        lines.append(
+            f"[{d['compile_id']}] export: {d.get('source') or d['symbol']} is dynamic ({d['symbol']}, range {d.get('range') or '?'}, "
+            f"traced with {d.get('example')}){at}: the compiled program accepts any size in that range"
+        )
+    for u in f.get("unbacked_symbols", []):
+        lines.append(unbacked_line(u, paths.show))
+    for p in f.get("pgo", []):
+        if p["action"] == "get":
+            dyn = f": starts with {p['detail']}" if p.get("detail") and "?" in p["detail"] else ""
+            lines.append(
+                f"[{p['compile_id']}] PGO profile read ({p.get('where') or 'local'} code state){dyn}: this run "
+                "starts with the dimensions an earlier run found dynamic, so it recompiles less"
+            )
+        else:
+            lines.append(f"[{p['compile_id']}] PGO profile written" + (f" ({p['detail']})" if p.get("detail") else ""))
+    cag = f.get("compiled_autograd_graphs", [])
+    if cag:
+        ids = ", ".join(g["id"] + (f" (compiled as {', '.join(g['compiles'])})" if g["compiles"] else "") for g in cag)
+        lines.append(f"{plural(len(cag), 'compiled-autograd graph')} (backward captured by compiled autograd): {ids}")
+    for h in f.get("higher_order_ops", []):
+        n = f" x{h['count']}" if h["count"] > 1 else ""
+        lines.append(f"[{h['compile_id']}] higher-order op {h['op']}{n} in the captured graph")
+    for d in f.get("ddp_splits", []):
+        lines.append(ddp_split_line(d))
+    bypass = {(c["cache"], c["reason"]) for c in f.get("cache_events", []) if c["event"] == "bypass"}
+    for cache, why in sorted(bypass, key=str):
+        name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}.get(cache, cache)
+        lines.append(f"{name} cache bypassed: {why or 'no reason logged'}: every run compiles this graph from scratch (make it cacheable if compile time matters)")
+    # lookups a text log gave (the trace has none of them): what COMPILE TIME cannot show
+    # for a text log alone; counted once with the trace's (compile_time.cache_counts)
+    by_compile = (report.get("cache") or {}).get("text_log_by_compile") or []
+    for cache in ("fx_graph", "aot_autograd"):
+        mine = [c for c in by_compile if c["cache"] == cache]
+        if not mine:
+            continue
+        n = {e: sum(c["count"] for c in mine if c["event"] == e) for e in ("hit", "miss", "bypass")}
+        ids = []
+        for e, word in (("hit", "hit"), ("miss", "missed"), ("bypass", "bypassed")):
+            cids = sorted({c["compile_id"] or "?" for c in mine if c["event"] == e}, key=sort_key)
+            if cids:
+                ids.append(f"{word} in {', '.join(cids[:6])}" + (f" … {len(cids) - 6} more" if len(cids) > 6 else ""))
+        name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}[cache]
+        by = f" / {n['bypass']} bypasses" if n["bypass"] else ""
+        lines.append(f"{name} cache (text log): {n['hit']} hits / {n['miss']} misses{by} ({'; '.join(ids)})")
+    if not lines:
+        return
+    t.heading("FACTS  how torch compiled (not problems by themselves)")
+    for line in lines[:16]:
+        t.add(line, "  ", "      ")
+    if len(lines) > 16:
+        t.add(f"… {len(lines) - 16} more (--json lists all)", "  ")
+
+
+def _compile_name(r: dict[str, Any], paths: Paths) -> str:
+    return paths.compile_name(r)
+
+
+def _render_frameless(t: _Text, groups: list[dict[str, Any]], paths: Paths) -> None:
+    """COMPILE TIME's compiles without a Dynamo frame, one line per origin."""
+    for g in groups[:4]:
+        what = f"{plural(g['count'], 'compile')} at run time" if g["at_run_time"] else plural(g["count"], "compile")
+        text = f"{seconds_text(g['seconds'])} in {what}"
+        if g.get("parent_compile_id"):
+            fn = paths.code({"function": g["parent_function"], "filename": g["parent_filename"], "line": g["parent_line"], "rank": g["rank"]}) if g.get("parent_function") else ""
+            text += f" made by the backend of {rank_prefix(g['rank'])}[{g['parent_compile_id']}] {fn}".rstrip()
+            if g["pieces"]:
+                text += " (" + ", ".join(f"{p} x{n}" for p, n in g["pieces"].items()) + ")"
+        elif g.get("call_filename"):
+            text += f" called at {rank_prefix(g['rank'])}{paths.show(g['call_filename'], g.get('call_line'))}"
+        t.label("no Dynamo frame:", text, "  ")
+    if len(groups) > 4:
+        t.add(f"… {len(groups) - 4} more origins of compiles without a Dynamo frame (--json lists all)", "    ")
+
+
+def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool) -> None:
+    ctime = report["compile_time"]
+    if report["compiles"] == 0 and not ctime["autotuning"]:
+        return
+    unfinished = report.get("unfinished_compiles") or []
+    head = f"COMPILE TIME  {seconds_text(ctime['total_s'])} in all" if not text_only else "COMPILE TIME  (not in a text log)"
+    frameless = ctime.get("frameless") or []
+    if frameless and not text_only:
+        n = sum(g["count"] for g in frameless)
+        head += f", {seconds_text(sum(g['seconds'] for g in frameless))} of it in {plural(n, 'compile')} without a Dynamo frame"
+    if unfinished:
+        head += f" ({plural(len(unfinished), 'unfinished compile')} not counted)"
+    t.heading(head)
+    _render_frameless(t, frameless, paths)
+    ph = ctime["phases_s"]
+    if ctime["total_s"]:
+        t.label("phases:", phases_text(ph), "  ")
+    if ph.get("runtime_autotuning"):
+        t.label("autotune:", f"{seconds_text(ph['runtime_autotuning'])} at run time (first calls of compiled kernels; not compile time)", "  ")
+    if ctime["top"]:
+        t.add("slowest compiles:", "  ")
+        top = group_ranks(ctime["top"], slow_compile_key)
+        for r, rks in top[:5]:
+            t.add(
+                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {_compile_name(r, paths)}",
+                "    ",
+                "              ",
+            )
+    multi = [b for b in ctime["by_function"] if b["compiles"] > 1][:3]
+    if multi:
+        t.add("functions compiled more than once:", "  ")
+        for b in multi:
+            t.add(
+                f"{seconds_text(b['seconds']):>7}  {rank_prefix(b['rank'])}{paths.code(b)} in {b['compiles']} compiles",
+                "    ",
+                "              ",
+            )
+    for a in ctime["autotuning"][:4]:
+        dt = re.sub(r"torch\.", "", a.get("dtypes") or "")
+        dt = ", ".join(sorted(set(x.strip() for x in dt.split(",") if x.strip())))
+        text = f"{a['op']}({a.get('shape') or '?'})" + (f" {dt}" if dt else "")
+        if a.get("choices"):
+            text += f": {a['choices']} choices"
+        if a.get("best_kernel"):
+            text += f", best {a['best_kernel']} {a['best_ms']:.4f} ms"
+            if a.get("best_triton_kernel") and a["best_triton_kernel"] != a["best_kernel"]:
+                text += f" (best Triton {a['best_triton_kernel']} {a['best_triton_ms']:.4f} ms)"
+        secs = [f"{k} {seconds_text(a[c])}" for k, c in (("precompile", "precompile_s"), ("benchmark", "benchmark_s")) if a.get(c) is not None]
+        if secs:
+            text += "; " + ", ".join(secs)
+        if a.get("failed_choices"):
+            text += f", {plural(a['failed_choices'], 'choice')} failed"
+        t.label("autotune:", text, "  ")
+    if len(ctime["autotuning"]) > 4:
+        t.add(f"… {len(ctime['autotuning']) - 4} more autotuned ops (--json lists all)", "    ")
+    cache = report["cache"]
+    if any(cache[k] for k in ("fx_graph_hits", "fx_graph_misses", "aot_autograd_hits", "aot_autograd_misses")):
+        def ratio(r: Any) -> str:
+            return f" ({r * 100:.0f}% hits)" if r is not None else ""
+
+        t.label(
+            "cache:",
+            f"FX graph {cache['fx_graph_hits']} hits / {cache['fx_graph_misses']} misses{ratio(cache['fx_graph_hit_ratio'])}, "
+            f"AOTAutograd {cache['aot_autograd_hits']} hits / {cache['aot_autograd_misses']} misses"
+            f"{ratio(cache['aot_autograd_hit_ratio'])}",
+            "  ",
+        )
+
+
+def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
+    inp = report["inputs"]
+    if report["per_rank"]:
+        t.heading("PER RANK")
+        # ranks that compiled the same way share a line
+        groups = group_ranks(report["per_rank"], per_rank_key)
+        for r, rks in groups[:12]:
+            label = "process" if r["rank"] is None else ranks_text(rks).strip()
+            each = " each" if len(rks) > 1 else ""
+            # each status's count, in the report's order (parsers.compiles.STATUSES)
+            status = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in r.items() if k not in ("rank", "compiles", "compile_time_s") and v)
+            t.add(f"{label}: {r['compiles']} compiles ({status}), {seconds_text(r['compile_time_s'])}{each}", "  ", "    ")
+        if len(groups) > 12:
+            t.add(f"… {len(groups) - 12} more groups of ranks (--json lists every rank)", "  ")
+    parse = report["parse"]
+    files = parse["files"]
+    t.heading("INPUT")
+    env = sum(f.get("envelopes") or 0 for f in files)
+    recs = sum(f.get("records") or 0 for f in files)
+    mb = sum(f.get("bytes") or 0 for f in files) / 1e6
+    line = f"{plural(len(files), 'file')}, {mb:.1f} MB, {env} envelopes"
+    if recs:
+        line += f", {recs} text-log records"
+    t.add(line, "  ")
+    if parse["problems"]:
+        by_kind = parse.get("problem_counts") or {}
+        damaged = sorted(
+            {f["file"] for f in files if f.get("truncated_tail")}
+            | {p["file"] for p in parse["problem_examples"] if p["problem"] in ("gzip_damaged", "file_changed")}
+        )
+        t.add(
+            "problems: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in by_kind.items())
+            + f" ({parse['problems']} rows in the problems table)"
+            + (f"; damaged or cut: {', '.join(clean_line(d) for d in damaged[:3])}" if damaged else ""),
+            "  ",
+        )
+    for s in inp["stray_files"][:10]:
+        why = clean_line(s["why"])
+        room = max(t.width - len(why) - len("  skipped : "), 20)
+        path = clean_line(s["path"])
+        path = path if len(path) <= room else "…" + path[-(room - 1) :]
+        t.add(f"skipped {path}: {why}", "  ")
+    if inp["left_out_by_latest"]:
+        t.add(f"--latest left out {plural(len(inp['left_out_by_latest']), 'file')} of older runs", "  ")
+
+
+def render_origin(chains: list[Any]) -> str:
+    """`traceview origin` output: one block per chain (several when the name is ambiguous)."""
+    if not chains:
+        return "no match: no kernel, node or seq_nr of that name in this trace\n"
+    out = []
+    if len(chains) > 1:
+        out.append(f"{len(chains)} chains, best first (the name is ambiguous or maps to several lines: narrow with --compile-id/--rank)")
+    guesses = sum(1 for ch in chains if ch.confidence == "name_match")
+    if guesses:
+        out.append(f"{guesses} of them NOT EXACT (op names in the kernel's name only): check them against the kernel's code")
+    for ch in chains:
+        out.append("")
+        where = f"rank {ch.rank} " if ch.rank is not None else ""
+        out.append(printable(f"{where}[{ch.compile_id}] ({ch.source})"))
+        for label, value in ch.steps():
+            out.append(printable(f"  {label:>16}: {value}"))
+    return "\n".join(out) + "\n"
