@@ -16,6 +16,7 @@ Severity says what the user does with it:
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -133,6 +134,13 @@ class Finding:
         # a graph break that sent its whole frame to eager costs what a failed compile does
         kind = "failure" if self.kind == "graph_break" and self.facet == "frame_skipped" else self.kind
         return (SEVERITIES.index(self.severity), KINDS.index(kind), -(self.cost.seconds or 0.0))
+
+    def identity(self) -> tuple:
+        """What makes a finding of one run the same as one of another run (`diff`): its kind,
+        severity and sub-kind, and what it is about (the code object, else its claim with the
+        numbers that change from run to run, seconds and counts, left out)."""
+        about = self.code or re.sub(r"\d+(?:\.\d+)?", "#", self.claim)
+        return (self.kind, self.severity, self.facet, about)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

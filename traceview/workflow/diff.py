@@ -701,6 +701,7 @@ def build_diff(
         "rank_divergence": _divergence(sa, sb),
         "collectives": _collectives(pairs, fa, fb, sa, sb, unfinished),
         "compile_time": _compile_time(sa, sb, noise),
+        "findings": _findings(sa, sb),
     }
     result["changes"] = sum(len(result[s]) for s in SECTIONS)
     ctime = result["compile_time"]
@@ -708,6 +709,21 @@ def build_diff(
         ctime["total_significant"] or ctime["phases"] or ctime["functions"]
     )
     return result
+
+
+def _findings(sa: _Side, sb: _Side) -> dict[str, list[dict[str, Any]]]:
+    """The typed findings (the summary's, traceview.analyze.judge) of each side compared by what
+    they are about (Finding.identity): `new` in B, `gone` from A, each as B's or A's finding
+    says it. Not counted in `changes`: the sections above say what changed in the compiles."""
+    from traceview.analyze.finding import findings_of
+    from traceview.output.report import build_report
+
+    fa, fb = findings_of(build_report(sa.view)), findings_of(build_report(sb.view))
+    ia, ib = {f.identity() for f in fa}, {f.identity() for f in fb}
+    return {
+        "new": [f.to_json() for f in fb if f.identity() not in ia],
+        "gone": [f.to_json() for f in fa if f.identity() not in ib],
+    }
 
 
 def _about(side: _Side, name: str, frames: dict, unfinished: list[dict[str, Any]]) -> dict[str, Any]:
@@ -896,6 +912,12 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         return "\n".join(out) + "\n"
     if diff["changes"] == 0:
         add("no changes in what compiled; compile time changed beyond noise:")
+    found = diff.get("findings") or {}
+    for key, what in (("new", "findings new in B (as the summary of B says them):"), ("gone", "findings gone from A:")):
+        if found.get(key):
+            add(what)
+        for f in found.get(key) or []:
+            add(f"{f['title']}: {f['claim']}", "  ")
     if diff["unfinished"]:
         add("unfinished compiles (begun, no compilation_metrics: killed, hung or still running when the log ends):")
     for r in diff["unfinished"]:
