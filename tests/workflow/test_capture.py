@@ -140,7 +140,8 @@ def test_run_reports_the_uncaught_exception(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, timeout=600,
     )
     assert r.returncode == 1, r.stderr[-2000:]
-    assert "findings: the program crashed, 1 graph break, 1 failed compile" in r.stdout
+    # in the findings' order: the crash, the failed compile, then the graph break
+    assert "findings: the program crashed, 1 failed compile, 1 graph break" in r.stdout
     # the crash is the failed compile [0/0], named as its failure is
     assert "torch._dynamo.exc.Unsupported compiling [0/0] f (fg.py:7): graph break" in r.stdout
     assert "RAN EAGERLY" not in r.stdout
