@@ -20,9 +20,9 @@ from tests.conftest import FIXTURES
 from tests.tui.test_tui import open_args, press, ready, screen_text, sync, until
 from traceview.live.follow import Follow
 from traceview.tui.app import build_app
+from traceview.tui.finding_rows import Finding
 from traceview.tui.frames_view import FramesView
 from traceview.tui.keep import kept_scroll, refind
-from traceview.tui.model import Finding
 
 SOURCE = FIXTURES / "gpu" / "sequential_max_autotune" / "trace" / "dedicated_log_torch_trace_p_5fho94.log.gz"
 NAME = "dedicated_log_torch_trace_p_5fho94.log"
