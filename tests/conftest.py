@@ -93,9 +93,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """For xdist: (1) a test that uses a module- or class-scoped fixture (a torch run, a page
     built once) joins its module's xdist_group, so that the fixture is built once, on one
     worker, not once per worker or again each time the worker comes back to the module;
-    (2) in a worker, the tests marked `e2e` (real torch runs, tmux, Chromium, a watch soak:
-    the long ones) go first, so the workers share them instead of one of them finishing alone
-    on the last one. Serially the order stays the files' order."""
+    (2) in a worker, the tests marked `e2e` (real torch runs, tmux, Chromium, a followed
+    growing log: the long ones) go first, so the workers share them instead of one of them
+    finishing alone on the last one. Serially the order stays the files' order."""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
