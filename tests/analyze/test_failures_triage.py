@@ -394,6 +394,7 @@ f(torch.randn(5))  # the planted recompile
 """
 
 
+@pytest.mark.e2e
 def test_error_on_recompile_is_the_recompile_category(tmp_path) -> None:
     """A real run: error_on_recompile=True raises RecompileError at the second call."""
     import subprocess

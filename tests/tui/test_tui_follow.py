@@ -58,6 +58,7 @@ def tabs_text(app) -> str:
     return app.screen.query_one("#tabs").content.plain
 
 
+@pytest.mark.e2e
 @sync
 async def test_open_follows_the_directory_as_the_log_grows(tmp_path: Path) -> None:
     head, rest = cut_after_first_compile()
@@ -89,6 +90,7 @@ async def test_open_follows_the_directory_as_the_log_grows(tmp_path: Path) -> No
         assert "[0/1]" not in screen_text(app).split("\n")[0]  # the tab bar is not the frames tree
 
 
+@pytest.mark.e2e
 @sync
 async def test_no_follow_does_not_reload(tmp_path: Path) -> None:
     head, rest = cut_after_first_compile()
