@@ -912,16 +912,16 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         return "\n".join(out) + "\n"
     if diff["changes"] == 0:
         add("no changes in what compiled; compile time changed beyond noise:")
+    if diff["unfinished"]:
+        add("unfinished compiles (begun, no compilation_metrics: killed, hung or still running when the log ends):")
+    for r in diff["unfinished"]:
+        add(change_text("unfinished", r), "  ")
     found = diff.get("findings") or {}
     for key, what in (("new", "findings new in B (as the summary of B says them):"), ("gone", "findings gone from A:")):
         if found.get(key):
             add(what)
         for f in found.get(key) or []:
             add(f"{f['title']}: {f['claim']}", "  ")
-    if diff["unfinished"]:
-        add("unfinished compiles (begun, no compilation_metrics: killed, hung or still running when the log ends):")
-    for r in diff["unfinished"]:
-        add(change_text("unfinished", r), "  ")
     if diff["functions"]:
         add("compiles per function:")
     for r in diff["functions"]:
