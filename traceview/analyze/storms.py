@@ -30,6 +30,8 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -131,63 +133,277 @@ def _seen(values: list[str], n: int = 6) -> str:
     return f" (seen: {', '.join(values[:n])}{more})"
 
 
-def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> str:
-    """One line saying what changes between calls, in the user's terms."""
-    if kind == "size":
-        return f"dimension {dim} of {src} varies{_seen(values)}"
-    if kind == "stride":
-        return f"stride {dim} of {src} varies{_seen(values)}"
-    compiled_for = f" (compiled for {', '.join(values[:6])}{', …' if len(values) > 6 else ''})" if values else ""
-    if kind == "value:float":
-        return f"the Python float {src} changes between calls{compiled_for}"
-    if kind == "value:int":
-        what = f"the length of {src}" if guard.lstrip().startswith("len(") else f"the Python int {src}"
-        return f"{what} changes between calls{compiled_for}"
-    if kind == "value:bool":
-        return f"the bool flag {src} changes between calls{compiled_for}"
-    seen = f" ({', '.join(values[:8])}{', …' if len(values) > 8 else ''})" if values else ""
-    if kind == "signature":
-        was = f" (compiled for {', '.join(values)}; each recompile saw another length)" if values else ""
+@dataclass(frozen=True)
+class Why:
+    """What a cause's words are made of: the guard's kind, its source as the user knows it,
+    the dimension, the values seen, the guard's text; for the fix: whether the code forces
+    dynamic=False (None: the logs do not say), how many recompiles, whether it compiles with
+    dynamic=True, whether this many recompiles is by design (_is_expected)."""
+
+    kind: str
+    src: str
+    dim: Any
+    values: list[str]
+    guard: str
+    forced_static: bool | None = None
+    count: int = 1
+    dynamic_true: bool = False
+    expected: bool = False
+
+    @property
+    def compiled_for(self) -> str:
+        v = self.values
+        return f" (compiled for {', '.join(v[:6])}{', …' if len(v) > 6 else ''})" if v else ""
+
+    @property
+    def seen8(self) -> str:
+        v = self.values
+        return f" ({', '.join(v[:8])}{', …' if len(v) > 8 else ''})" if v else ""
+
+    @property
+    def mark(self) -> str:
+        return f"torch._dynamo.mark_dynamic({self.src}, {self.dim})"
+
+
+def _number_tail(w: Why, what: str) -> str:
+    return {
+        True: f"dynamic=False specializes every {what}, so each new value compiles again (or drop dynamic=False)",
+        False: f"this {what} stayed specialized across several recompiles (TORCH_LOGS=dynamic shows why)",
+        None: (
+            "the text log does not say whether the code compiles with dynamic=False: if so, every "
+            "new value compiles again; with the default dynamic=None one recompile is expected "
+            "(the number is symbolic after it)"
+        ),
+    }[w.forced_static]
+
+
+def _size_fix(w: Why) -> str:
+    if w.forced_static:
         return (
-            f"call-signature change: len({src}) differs between calls{was}: a different set of keyword "
-            f"arguments (**kwargs), or a container of another length"
+            f"the code forces dynamic=False (torch.compile(..., dynamic=False)), so every new "
+            f"{'size' if w.kind == 'size' else 'stride'} compiles again: call {w.mark} on the input "
+            f"before the call (works with dynamic=False), or drop dynamic=False (the default "
+            f"dynamic=None makes the dimension dynamic after one recompile)"
         )
-    if kind == "training":
-        owner = _SUBMODULE.sub(r".\1", src.removesuffix(".training"))
-        return f"the module's training flag ({owner}.training) changes between calls: model.train() / model.eval()"
-    if kind == "module_int":
+    if w.kind == "stride":
+        return f"pass contiguous inputs ({w.src}.contiguous()) or call {w.mark} before the call"
+    if w.forced_static is None and w.count <= 1:
         return (
-            f"the int attribute {src} of an nn.Module takes a new value{seen}: Dynamo specializes int "
+            f"the text log does not say whether the code compiles with dynamic=False: if so, "
+            f"every new size compiles again ({w.mark} on the input, or drop dynamic=False); with "
+            f"the default dynamic=None this one recompile is automatic dynamic shapes at work "
+            f"(expected; TORCH_LOGS=dynamic would show it)"
+        )
+    if w.forced_static is None:
+        return (
+            f"call {w.mark} on the input before the call; if you compile with dynamic=False, "
+            f"every new size compiles again (drop it: the default dynamic=None makes the "
+            f"dimension dynamic after one recompile)"
+        )
+    if w.count <= 1 or w.expected:
+        once = "once" if w.count <= 1 else "once per compiled variant (requires_grad, flag or mode)"
+        return (
+            f"nothing to fix: automatic dynamic shapes recompiled it {once} and made the dimension "
+            f"dynamic; {w.mark} on the input before the first call avoids even that recompile"
+        )
+    if w.dynamic_true:
+        return (
+            f"the function already compiles with dynamic=True, yet dimension {w.dim} was "
+            f"specialized: TORCH_LOGS=dynamic shows the guard that specializes it"
+        )
+    return (
+        f"call {w.mark} on the input before the call, or compile with dynamic=True; if it "
+        f"still recompiles, TORCH_LOGS=dynamic shows the guard that specializes it"
+    )
+
+
+def _number_fix(w: Why, what: str, fix: str) -> str:
+    if w.forced_static is False and w.count <= 1:
+        return (
+            f"nothing to fix: automatic dynamic made {w.src} symbolic after this one recompile; a "
+            f"0-d tensor argument avoids even that"
+        )
+    return f"{fix}; {_number_tail(w, what)}"
+
+
+def _int_text(w: Why) -> str:
+    what = f"the length of {w.src}" if w.guard.lstrip().startswith("len(") else f"the Python int {w.src}"
+    return f"{what} changes between calls{w.compiled_for}"
+
+
+def _signature_text(w: Why) -> str:
+    was = f" (compiled for {', '.join(w.values)}; each recompile saw another length)" if w.values else ""
+    return (
+        f"call-signature change: len({w.src}) differs between calls{was}: a different set of keyword "
+        f"arguments (**kwargs), or a container of another length"
+    )
+
+
+def _requires_grad_text(w: Why) -> str:
+    was = sorted({_GRAD_FLAG.get(v, v) for v in w.values})
+    if len(was) == 1:
+        return f"{w.src} comes both with and without requires_grad (the cache entry was compiled for requires_grad={was[0]})"
+    return f"{w.src} comes both with and without requires_grad (one cache entry per value)"
+
+
+def _requires_grad_fix(w: Why) -> str:
+    if w.expected:
+        return (
+            f"nothing to fix: torch keeps one compile per requires_grad value of {w.src} by design (e.g. the first "
+            f"block's input is data without grad, the later blocks' inputs are activations that require grad); "
+            f"never detach an activation to avoid it: that cuts its gradient"
+        )
+    return (
+        f"where {w.src} is a tensor your code creates, set its requires_grad once (not per call); if it is an "
+        f"activation, its requires_grad follows the parameters and this is one variant per value, never "
+        f"detach it (that cuts its gradient)"
+    )
+
+
+def _training_text(w: Why) -> str:
+    owner = _SUBMODULE.sub(r".\1", w.src.removesuffix(".training"))
+    return f"the module's training flag ({owner}.training) changes between calls: model.train() / model.eval()"
+
+
+def _value_fix(w: Why) -> str:
+    many = f" ({len(w.values)} here)" if w.values else ""
+    return (
+        f"one compile per distinct value of {w.src}{many} is how Dynamo works: expected for a small "
+        f"fixed set; if the set grows, choose outside the compiled function (one compiled "
+        f"function per value) instead of passing it in"
+    )
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One kind of failed guard: what it says changed (`text`) and the fix people apply for it
+    today, torch 2.x (`fix`), each a function of the `Why`."""
+
+    text: Callable[[Why], str]
+    fix: Callable[[Why], str]
+
+
+# Every kind of failed guard (refine_kind), in one table: its words and its fix.
+CAUSES: dict[str, Cause] = {
+    "size": Cause(lambda w: f"dimension {w.dim} of {w.src} varies{_seen(w.values)}", _size_fix),
+    "stride": Cause(lambda w: f"stride {w.dim} of {w.src} varies{_seen(w.values)}", _size_fix),
+    "value:float": Cause(
+        lambda w: f"the Python float {w.src} changes between calls{w.compiled_for}",
+        lambda w: _number_fix(w, "float", f"pass {w.src} as a tensor (torch.tensor({w.src}), a 0-d tensor the "
+                                          "compiled code reads) instead of a Python float"),
+    ),
+    "value:int": Cause(
+        _int_text, lambda w: _number_fix(w, "int", f"pass {w.src} as a tensor if it changes often, or keep it constant"),
+    ),
+    "value:bool": Cause(
+        lambda w: f"the bool flag {w.src} changes between calls{w.compiled_for}",
+        lambda w: (
+            "one compile per flag value is expected (two for a bool); if it keeps recompiling, "
+            "hoist the branch out of the compiled function (compile one function per value) or "
+            "make the flag a tensor and use torch.where / torch.cond"
+        ),
+    ),
+    "signature": Cause(_signature_text, lambda w: (
+        "one compile per call signature is expected for a few fixed signatures; if they keep "
+        "changing, call the function with the same keyword arguments every time (pass None or "
+        "the defaults explicitly)"
+    )),
+    "training": Cause(
+        _training_text,
+        lambda w: "nothing to fix: one compile per mode (train and eval) is expected; later switches are cache hits",
+    ),
+    "module_int": Cause(
+        lambda w: (
+            f"the int attribute {w.src} of an nn.Module takes a new value{w.seen8}: Dynamo specializes int "
             f"attributes of nn.Modules even under automatic dynamic shapes, so one code object "
             f"(forward) compiles once per module instance"
-        )
-    if kind == "optimizer_lr":
-        return f"the learning rate {src} (a Python float, changed by the LR scheduler) is specialized{seen}"
-    if kind == "range":
-        return f"a branch on dimension {dim} of {src} (range guard {values[0] if values else ''}) took the other side"
-    if kind == "backend":
-        return "the function was called through another torch.compile wrapper with a different backend (BACKEND_MATCH)"
-    if kind == "resume_value":
-        return f"a Python value carried across the graph break ({src}, e.g. the result of .item()) changed{seen}"
-    if kind == "value":
-        return f"the Python value {src} changes between calls{seen}"
-    if kind == "type":
-        return f"the type of {src} changes between calls{_seen(values)}"
-    if kind == "id":
-        return f"{src} is a different object on each call"
-    if kind == "global_state":
-        return f"global torch state changed between calls ({src})" if src else "global torch state changed between calls"
-    if kind == "deallocated":
-        return f"{src} was freed and recreated between calls"
-    if kind == "requires_grad":
-        was = sorted({_GRAD_FLAG.get(v, v) for v in values})
-        if len(was) == 1:
-            return f"{src} comes both with and without requires_grad (the cache entry was compiled for requires_grad={was[0]})"
-        return f"{src} comes both with and without requires_grad (one cache entry per value)"
-    if kind in ("dtype", "device", "ndim"):
-        name = {"ndim": "number of dimensions"}.get(kind, kind)
-        return f"{name} of {src} changes between calls{_seen(values)}"
-    return guard or "a guard failed"
+        ),
+        lambda w: (
+            "compile the parent once (torch.compile(model) instead of one torch.compile per layer), "
+            "or set torch._dynamo.config.allow_unspec_int_on_nn_module = True (the int becomes "
+            "symbolic), or raise torch._dynamo.config.recompile_limit to at least the number of "
+            "module instances"
+        ),
+    ),
+    "optimizer_lr": Cause(
+        lambda w: f"the learning rate {w.src} (a Python float, changed by the LR scheduler) is specialized{w.seen8}",
+        lambda w: (
+            "create the optimizer with a tensor learning rate (lr=torch.tensor(1e-3), with "
+            "capturable=True for foreach/fused) so the scheduler's new values do not recompile "
+            "the step"
+        ),
+    ),
+    "range": Cause(
+        lambda w: f"a branch on dimension {w.dim} of {w.src} (range guard {w.values[0] if w.values else ''}) took the other side",
+        lambda w: (
+            "one compile per branch of a condition on a size is expected; if one graph is wanted, "
+            "use torch.cond for the branch, or torch._dynamo.decorators.mark_unbacked(tensor, dim) "
+            "so no range guard is installed"
+        ),
+    ),
+    "backend": Cause(
+        lambda w: "the function was called through another torch.compile wrapper with a different backend (BACKEND_MATCH)",
+        lambda w: (
+            "expected when one function really is compiled with two backends; otherwise reuse one "
+            "torch.compile wrapper (or functools.partial the backend, as the message says)"
+        ),
+    ),
+    "resume_value": Cause(
+        lambda w: f"a Python value carried across the graph break ({w.src}, e.g. the result of .item()) changed{w.seen8}",
+        lambda w: (
+            "the graph break passes this value to the rest of the function as a Python number: "
+            "fix the break (keep the value a tensor, or torch._dynamo.config.capture_scalar_outputs "
+            "= True for .item()); one recompile, then it is symbolic"
+        ),
+    ),
+    "value": Cause(lambda w: f"the Python value {w.src} changes between calls{w.seen8}", _value_fix),
+    "type": Cause(
+        lambda w: f"the type of {w.src} changes between calls{_seen(w.values)}",
+        lambda w: f"pass {w.src} with one consistent type every call (always a tensor, never sometimes a list, a number or None)",
+    ),
+    "id": Cause(
+        lambda w: f"{w.src} is a different object on each call",
+        lambda w: (
+            f"a new object is passed or read from a global on each call and its identity is "
+            f"guarded: create {w.src} once (modules, optimizers, functions), and pass changing "
+            f"state as arguments instead of globals"
+        ),
+    ),
+    "global_state": Cause(
+        lambda w: f"global torch state changed between calls ({w.src})" if w.src else "global torch state changed between calls",
+        lambda w: (
+            "global torch state differs between calls (grad mode, autocast, default dtype, "
+            "deterministic algorithms, torch function mode): keep it the same around the "
+            "compiled call, or pass what changes as an argument"
+        ),
+    ),
+    "deallocated": Cause(
+        lambda w: f"{w.src} was freed and recreated between calls",
+        lambda w: f"{w.src} was freed and a new one created (e.g. a new optimizer each step): create it once and keep it alive",
+    ),
+    "requires_grad": Cause(_requires_grad_text, _requires_grad_fix),
+    "dtype": Cause(
+        lambda w: f"dtype of {w.src} changes between calls{_seen(w.values)}",
+        lambda w: f"{w.src} changes dtype: cast it to one dtype before the compiled call",
+    ),
+    "device": Cause(
+        lambda w: f"device of {w.src} changes between calls{_seen(w.values)}",
+        lambda w: f"{w.src} changes device: move it to one device before the compiled call",
+    ),
+    "ndim": Cause(
+        lambda w: f"number of dimensions of {w.src} changes between calls{_seen(w.values)}",
+        lambda w: f"{w.src} changes its number of dimensions: reshape it to a fixed rank before the call",
+    ),
+}
+_UNKNOWN = Cause(
+    lambda w: w.guard or "a guard failed",
+    lambda w: "run with TORCH_LOGS=recompiles_verbose to see every failed guard of each cache entry",
+)
+
+
+def cause_text(kind: str, src: str, dim: Any, values: list[str], guard: str) -> str:
+    """One line saying what changes between calls, in the user's terms (CAUSES)."""
+    return CAUSES.get(kind, _UNKNOWN).text(Why(kind, src, dim, values, guard))
 
 
 def cause_fix(
@@ -201,166 +417,12 @@ def cause_fix(
     values: list[str] | None = None,
     expected: bool = False,
 ) -> str:
-    """The fix people apply for this cause today (torch 2.x). `forced_static` is None when the
-    logs do not say whether the code compiled with dynamic=False; `dynamic_true` when the
-    compile's config shows dynamic=True (assume_static_by_default off); `expected` when this
+    """The fix people apply for this cause today (torch 2.x; CAUSES). `forced_static` is None
+    when the logs do not say whether the code compiled with dynamic=False; `dynamic_true` when
+    the compile's config shows dynamic=True (assume_static_by_default off); `expected` when this
     many recompiles for the cause is by design (_is_expected)."""
-    if kind == "signature":
-        return (
-            "one compile per call signature is expected for a few fixed signatures; if they keep "
-            "changing, call the function with the same keyword arguments every time (pass None or "
-            "the defaults explicitly)"
-        )
-    if kind == "training":
-        return "nothing to fix: one compile per mode (train and eval) is expected; later switches are cache hits"
-    if kind == "module_int":
-        return (
-            "compile the parent once (torch.compile(model) instead of one torch.compile per layer), "
-            "or set torch._dynamo.config.allow_unspec_int_on_nn_module = True (the int becomes "
-            "symbolic), or raise torch._dynamo.config.recompile_limit to at least the number of "
-            "module instances"
-        )
-    if kind == "optimizer_lr":
-        return (
-            "create the optimizer with a tensor learning rate (lr=torch.tensor(1e-3), with "
-            "capturable=True for foreach/fused) so the scheduler's new values do not recompile "
-            "the step"
-        )
-    if kind == "range":
-        return (
-            "one compile per branch of a condition on a size is expected; if one graph is wanted, "
-            "use torch.cond for the branch, or torch._dynamo.decorators.mark_unbacked(tensor, dim) "
-            "so no range guard is installed"
-        )
-    if kind == "backend":
-        return (
-            "expected when one function really is compiled with two backends; otherwise reuse one "
-            "torch.compile wrapper (or functools.partial the backend, as the message says)"
-        )
-    if kind == "resume_value":
-        return (
-            "the graph break passes this value to the rest of the function as a Python number: "
-            "fix the break (keep the value a tensor, or torch._dynamo.config.capture_scalar_outputs "
-            "= True for .item()); one recompile, then it is symbolic"
-        )
-    if kind in ("size", "stride"):
-        mark = f"torch._dynamo.mark_dynamic({src}, {dim})"
-        if forced_static:
-            return (
-                f"the code forces dynamic=False (torch.compile(..., dynamic=False)), so every new "
-                f"{'size' if kind == 'size' else 'stride'} compiles again: call {mark} on the input "
-                f"before the call (works with dynamic=False), or drop dynamic=False (the default "
-                f"dynamic=None makes the dimension dynamic after one recompile)"
-            )
-        if kind == "stride":
-            return f"pass contiguous inputs ({src}.contiguous()) or call {mark} before the call"
-        if forced_static is None and count <= 1:
-            return (
-                f"the text log does not say whether the code compiles with dynamic=False: if so, "
-                f"every new size compiles again ({mark} on the input, or drop dynamic=False); with "
-                f"the default dynamic=None this one recompile is automatic dynamic shapes at work "
-                f"(expected; TORCH_LOGS=dynamic would show it)"
-            )
-        if forced_static is None:
-            return (
-                f"call {mark} on the input before the call; if you compile with dynamic=False, "
-                f"every new size compiles again (drop it: the default dynamic=None makes the "
-                f"dimension dynamic after one recompile)"
-            )
-        if count <= 1 or expected:
-            once = "once" if count <= 1 else "once per compiled variant (requires_grad, flag or mode)"
-            return (
-                f"nothing to fix: automatic dynamic shapes recompiled it {once} and made the dimension "
-                f"dynamic; {mark} on the input before the first call avoids even that recompile"
-            )
-        if dynamic_true:
-            return (
-                f"the function already compiles with dynamic=True, yet dimension {dim} was "
-                f"specialized: TORCH_LOGS=dynamic shows the guard that specializes it"
-            )
-        return (
-            f"call {mark} on the input before the call, or compile with dynamic=True; if it "
-            f"still recompiles, TORCH_LOGS=dynamic shows the guard that specializes it"
-        )
-    if kind in ("value:float", "value:int") and forced_static is False and count <= 1:
-        return (
-            f"nothing to fix: automatic dynamic made {src} symbolic after this one recompile; a "
-            f"0-d tensor argument avoids even that"
-        )
-    if kind == "value:float":
-        tail = {
-            True: "dynamic=False specializes every float, so each new value compiles again (or drop dynamic=False)",
-            False: "this float stayed specialized across several recompiles (TORCH_LOGS=dynamic shows why)",
-            None: (
-                "the text log does not say whether the code compiles with dynamic=False: if so, every "
-                "new value compiles again; with the default dynamic=None one recompile is expected "
-                "(the number is symbolic after it)"
-            ),
-        }[forced_static]
-        return (
-            f"pass {src} as a tensor (torch.tensor({src}), a 0-d tensor the compiled code reads) "
-            f"instead of a Python float; {tail}"
-        )
-    if kind == "value:int":
-        tail = {
-            True: "dynamic=False specializes every int, so each new value compiles again (or drop dynamic=False)",
-            False: "this int stayed specialized across several recompiles (TORCH_LOGS=dynamic shows why)",
-            None: (
-                "the text log does not say whether the code compiles with dynamic=False: if so, every "
-                "new value compiles again; with the default dynamic=None one recompile is expected "
-                "(the number is symbolic after it)"
-            ),
-        }[forced_static]
-        return f"pass {src} as a tensor if it changes often, or keep it constant; {tail}"
-    if kind == "value:bool":
-        return (
-            "one compile per flag value is expected (two for a bool); if it keeps recompiling, "
-            "hoist the branch out of the compiled function (compile one function per value) or "
-            "make the flag a tensor and use torch.where / torch.cond"
-        )
-    if kind == "value":
-        n = len(values or [])
-        many = f" ({n} here)" if n else ""
-        return (
-            f"one compile per distinct value of {src}{many} is how Dynamo works: expected for a small "
-            f"fixed set; if the set grows, choose outside the compiled function (one compiled "
-            f"function per value) instead of passing it in"
-        )
-    if kind == "type":
-        return f"pass {src} with one consistent type every call (always a tensor, never sometimes a list, a number or None)"
-    if kind == "id":
-        return (
-            f"a new object is passed or read from a global on each call and its identity is "
-            f"guarded: create {src} once (modules, optimizers, functions), and pass changing "
-            f"state as arguments instead of globals"
-        )
-    if kind == "global_state":
-        return (
-            "global torch state differs between calls (grad mode, autocast, default dtype, "
-            "deterministic algorithms, torch function mode): keep it the same around the "
-            "compiled call, or pass what changes as an argument"
-        )
-    if kind == "deallocated":
-        return f"{src} was freed and a new one created (e.g. a new optimizer each step): create it once and keep it alive"
-    if kind == "requires_grad":
-        if expected:
-            return (
-                f"nothing to fix: torch keeps one compile per requires_grad value of {src} by design (e.g. the first "
-                f"block's input is data without grad, the later blocks' inputs are activations that require grad); "
-                f"never detach an activation to avoid it: that cuts its gradient"
-            )
-        return (
-            f"where {src} is a tensor your code creates, set its requires_grad once (not per call); if it is an "
-            f"activation, its requires_grad follows the parameters and this is one variant per value, never "
-            f"detach it (that cuts its gradient)"
-        )
-    if kind == "dtype":
-        return f"{src} changes dtype: cast it to one dtype before the compiled call"
-    if kind == "device":
-        return f"{src} changes device: move it to one device before the compiled call"
-    if kind == "ndim":
-        return f"{src} changes its number of dimensions: reshape it to a fixed rank before the call"
-    return "run with TORCH_LOGS=recompiles_verbose to see every failed guard of each cache entry"
+    w = Why(kind, src, dim, values or [], "", forced_static, count, dynamic_true, expected)
+    return CAUSES.get(kind, _UNKNOWN).fix(w)
 
 
 def _dynamic_config(compiles: pl.DataFrame) -> dict[tuple[str, str], bool]:
