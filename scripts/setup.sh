@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up traceview in ./.venv (installed editable, with the dev extras: pytest, ruff, duckdb,
+# Set up traceview in ./.venv (installed editable, with the dev extras: pytest, pytest-xdist, ruff, duckdb,
 # and torch==2.13.0, CPU build) and run the main job once on an included real trace.
 set -euo pipefail
 cd "$(dirname "$0")/.."

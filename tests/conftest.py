@@ -49,6 +49,64 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(f"  skipped: {r.nodeid}")
 
 
+# ------------------------------------------------------------------ running in parallel
+# The suite (`python -m pytest`, or directories of it) runs in pytest-xdist workers by default:
+# `-n auto --dist loadgroup`, one worker per CPU, tests handed out one at a time to whichever
+# worker is free. A run that names files or test ids runs in one process: starting the
+# workers costs more than they save there (`-n auto` asks for them). Set here rather than in
+# pyproject's addopts so that `-n0` and `-p no:xdist` (one process, for debugging) both work,
+# and so does a checkout without pytest-xdist: it runs serially. `-n N` chooses N workers;
+# `--pdb` runs in one process (xdist's own rule).
+
+
+def _whole_directories(config: pytest.Config) -> bool:
+    """True where the run names no test files or ids: only directories (or nothing, testpaths)."""
+    here = config.invocation_params.dir
+    return all("::" not in a and (here / a).is_dir() for a in config.args)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    opt = config.option
+    if is_xdist_worker(config):
+        # a worker parses the command line again, which does not say --dist loadgroup: it is
+        # told by pytest_configure_node below (xdist's own hook then reads the groups)
+        if config.workerinput.get("traceview_dist") == "loadgroup":
+            opt.loadgroup = True
+        return
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    if opt.numprocesses is None and not opt.distload and _whole_directories(config):
+        opt.numprocesses = "auto"
+    if opt.numprocesses and opt.dist == "no" and not opt.distload:
+        opt.dist = "loadgroup"  # also for `-n N`: the groups below hold
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist's hook, in the controller, for each worker it starts: the distribution mode."""
+    node.workerinput["traceview_dist"] = node.config.option.dist
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """For xdist: (1) a test that uses a module- or class-scoped fixture (a torch run, a page
+    built once) joins its module's xdist_group, so that the fixture is built once, on one
+    worker, not once per worker or again each time the worker comes back to the module;
+    (2) in a worker, the tests marked `e2e` (real torch runs, tmux, Chromium, a followed
+    growing log: the long ones) go first, so the workers share them instead of one of them
+    finishing alone on the last one. Serially the order stays the files' order."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        scopes = {d.scope for defs in info.name2fixturedefs.values() for d in defs}
+        if scopes & {"module", "class", "package"}:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    if is_xdist_worker(config):
+        items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+
+
 # Tests write only under their temporary directories. The checkout's untracked and changed
 # files are listed when the session starts and when it ends; anything new fails the run, named
 # (a file `export` holding a test's temporary path was once committed at the root). The
@@ -74,13 +132,24 @@ def checkout_changes(root: Path) -> frozenset[str] | None:
     return frozenset(p for p in paths if not any(part in LITTER for part in p.split("/")))
 
 
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """True in a pytest-xdist worker process (the controller, or a run without xdist: False)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
+    # Once per run: in the controller (or the only process), not in each xdist worker, which
+    # would race the others' files and whose exit status is not the run's.
+    if is_xdist_worker(session.config):
+        return
     before = checkout_changes(ROOT)
     if before is not None:
         session.config.stash[CHECKOUT_BEFORE] = before
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if is_xdist_worker(session.config):
+        return
     before = session.config.stash.get(CHECKOUT_BEFORE, None)
     after = checkout_changes(ROOT) if before is not None else None
     left = sorted(after - before) if after is not None and before is not None else []

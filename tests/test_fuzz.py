@@ -390,6 +390,7 @@ def traceview_input_error() -> type[Exception]:
     return InputError
 
 
+@pytest.mark.e2e
 @PROFILE
 @given(case=cases(), second=st.booleans())
 def test_mutated_real_traces(tmp_path_factory: pytest.TempPathFactory, case: Case, second: bool) -> None:
@@ -397,6 +398,7 @@ def test_mutated_real_traces(tmp_path_factory: pytest.TempPathFactory, case: Cas
     load_and_check(tmp, case, second=second)
 
 
+@pytest.mark.e2e
 def test_truncation_at_every_record_boundary() -> None:
     """One real file cut after each of its records (and one byte into the next): the parse
     keeps exactly the records before the cut (the table builders run on every cut)."""
@@ -423,6 +425,7 @@ def test_truncation_at_every_record_boundary() -> None:
         tmp.unlink(missing_ok=True)
 
 
+@pytest.mark.e2e
 def test_odd_value_in_every_field_the_builders_read(tmp_path: Path) -> None:
     """Each metadata field the table builders read, and each context field, on a real record
     that has it, given values of odd types: the envelope is kept and every table and the

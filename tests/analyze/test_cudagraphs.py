@@ -24,7 +24,7 @@ from tests.conftest import FIXTURES, ROOT, SHARED, needs_shared
 from traceview.analyze.cudagraphs import cudagraph_findings
 from traceview.output.report import build_report
 from traceview.output.summary import render_text
-from traceview.tui.model import findings_from_report
+from traceview.tui.finding_rows import findings_from_report
 
 GPU = FIXTURES / "gpu"
 SCHEMA = json.loads((ROOT / "traceview" / "schemas" / "report.schema.json").read_text())

@@ -371,7 +371,7 @@ def test_crashes_match_torchs_uncaught_exception(name: str) -> None:
 
 
 def test_ui_findings_show_the_occurrence() -> None:
-    from traceview.tui.model import findings_from_report
+    from traceview.tui.finding_rows import findings_from_report
 
     found = findings_from_report(trace_report("reset_same_id"))
     titles = [f.title for f in found if "failure" in f.title]
@@ -394,6 +394,7 @@ f(torch.randn(5))  # the planted recompile
 """
 
 
+@pytest.mark.e2e
 def test_error_on_recompile_is_the_recompile_category(tmp_path) -> None:
     """A real run: error_on_recompile=True raises RecompileError at the second call."""
     import subprocess

@@ -9,7 +9,7 @@ import traceview
 from tests.conftest import FIXTURES
 from traceview.analyze.findings import compile_outcome, slow_compiles
 from traceview.output.report import build_report
-from traceview.tui.model import findings_from_report
+from traceview.tui.finding_rows import findings_from_report
 
 
 def _findings(name: str):

@@ -16,7 +16,7 @@ import traceview
 from traceview.analyze.unfinished import unfinished_compiles
 from traceview.output.report import build_report
 from traceview.output.summary import render_text
-from traceview.tui.model import findings_from_report
+from traceview.tui.finding_rows import findings_from_report
 
 from ..conftest import FIXTURES, SHARED, needs_shared
 

@@ -190,6 +190,7 @@ def test_a_text_log_s_last_record_waits_for_its_lines(tmp_path: Path) -> None:
     assert [x["compile_id"] for x in _lines(out) if x["event"] == "failure"] == ["0/8"]
 
 
+@pytest.mark.e2e
 def test_the_command_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     """The real command on an empty directory: [0/0] within 5 s of its lines landing, the
     half-written line survived, [0/1] and its cause as the rest lands, exit 0 on SIGINT."""

@@ -132,6 +132,7 @@ def _console_errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
 
 
+@pytest.mark.e2e
 def test_browser_renders_findings_and_bars(multirank_page: Path, tmp_path: Path) -> None:
     r = _chromium(["--dump-dom"], multirank_page.as_uri(), tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -142,6 +143,7 @@ def test_browser_renders_findings_and_bars(multirank_page: Path, tmp_path: Path)
     assert "7 of 7 compiles" in dom
 
 
+@pytest.mark.e2e
 def test_browser_search_narrows_the_list(multirank_page: Path, tmp_path: Path) -> None:
     def shown(query: str) -> list[str]:
         r = _chromium(["--dump-dom"], multirank_page.as_uri() + "#q=" + query, tmp_path)
@@ -175,6 +177,7 @@ def _png_pixels_vary(png: bytes) -> bool:
     return len(set(zlib.decompress(idat))) > 16
 
 
+@pytest.mark.e2e
 def test_browser_screenshot_is_not_blank(multirank_page: Path, tmp_path: Path) -> None:
     shot = tmp_path / "shot.png"
     r = _chromium([f"--screenshot={shot}", "--window-size=1280,1600"], multirank_page.as_uri(), tmp_path)
@@ -183,6 +186,7 @@ def test_browser_screenshot_is_not_blank(multirank_page: Path, tmp_path: Path) -
     assert _png_pixels_vary(shot.read_bytes())
 
 
+@pytest.mark.e2e
 def test_browser_script_errors_are_seen(tmp_path: Path) -> None:
     """The no-script-error checks above are not vacuous: a page that throws is caught."""
     bad = tmp_path / "bad.html"
@@ -376,6 +380,7 @@ def test_collective_mismatch_schedules_are_drawn() -> None:
     assert '<figure class="sched">' not in page.render_page(traceview.load(MULTIRANK))
 
 
+@pytest.mark.e2e
 def test_browser_labels_are_not_cut(tmp_path: Path) -> None:
     """In Chromium: every label's box starts inside the picture and ends before the bars."""
     html = page.render_page(traceview.load(MULTIRANK))

@@ -19,8 +19,9 @@ import traceview
 from parsers.code_location import call_site, whose
 from traceview.output.report import build_report
 from traceview.output.summary import render_text
+from traceview.tui.finding_rows import findings_from_report
 from traceview.tui.frames_view import compile_detail
-from traceview.tui.model import TraceModel, findings_from_report
+from traceview.tui.model import TraceModel
 
 from ..conftest import FIXTURES
 

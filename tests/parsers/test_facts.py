@@ -322,6 +322,7 @@ def kinds_run(tmp_path_factory):
     return trace["recompiles"], text["recompiles"]
 
 
+@pytest.mark.e2e
 def test_every_guard_kind_from_a_real_run(kinds_run):
     trace, text = kinds_run
     cols = ["compile_id", "function", "line", "failed_against", "kind", "guard_source", "dim",

@@ -272,6 +272,7 @@ def split_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], lis
     return trace, text, (d / "torch_logs.txt").read_text()
 
 
+@pytest.mark.e2e
 def test_recompile_reason_guards_split_where_torch_joined_them(split_run):
     trace, text, log = split_run
     # what torch printed: the string guard alone; the two range guards joined by `; `

@@ -807,7 +807,7 @@ async def test_code_view_over_50k_lines() -> None:
 def test_a_finding_the_same_on_every_rank_is_listed_once(tmp_path: Path) -> None:
     # four ranks that ran the same recompiling program (copies of one real log, renamed per
     # rank): each storm is one entry naming ranks 0-3, not four; Enter opens rank 0
-    from traceview.tui.model import findings_from_report
+    from traceview.tui.finding_rows import findings_from_report
 
     src = next((FIXTURES / "recompiles" / "trace").glob("*.log"))
     one = findings_from_report(build_report(traceview.load(src)))
@@ -1396,7 +1396,7 @@ async def test_compile_detail_shows_its_data_dependent_sizes() -> None:
 
 
 def test_graph_break_finding_says_fix_for_a_config_hint() -> None:
-    from traceview.tui.model import findings_from_report
+    from traceview.tui.finding_rows import findings_from_report
 
     report = build_report(traceview.load("fixtures/corpus/moe_nonzero_break/trace"))
     gb = [f for f in findings_from_report(report) if f.kind == "graph_break"]

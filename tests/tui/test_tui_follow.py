@@ -20,9 +20,9 @@ from tests.conftest import FIXTURES
 from tests.tui.test_tui import open_args, press, ready, screen_text, sync, until
 from traceview.live.follow import Follow
 from traceview.tui.app import build_app
+from traceview.tui.finding_rows import Finding
 from traceview.tui.frames_view import FramesView
 from traceview.tui.keep import kept_scroll, refind
-from traceview.tui.model import Finding
 
 SOURCE = FIXTURES / "gpu" / "sequential_max_autotune" / "trace" / "dedicated_log_torch_trace_p_5fho94.log.gz"
 NAME = "dedicated_log_torch_trace_p_5fho94.log"
@@ -58,6 +58,7 @@ def tabs_text(app) -> str:
     return app.screen.query_one("#tabs").content.plain
 
 
+@pytest.mark.e2e
 @sync
 async def test_open_follows_the_directory_as_the_log_grows(tmp_path: Path) -> None:
     head, rest = cut_after_first_compile()
@@ -89,6 +90,7 @@ async def test_open_follows_the_directory_as_the_log_grows(tmp_path: Path) -> No
         assert "[0/1]" not in screen_text(app).split("\n")[0]  # the tab bar is not the frames tree
 
 
+@pytest.mark.e2e
 @sync
 async def test_no_follow_does_not_reload(tmp_path: Path) -> None:
     head, rest = cut_after_first_compile()

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
 
 WIDTH, HEIGHT = 100, 30
 

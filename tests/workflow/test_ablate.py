@@ -54,6 +54,7 @@ def _rungs(report: dict) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------ the verdicts
+@pytest.mark.e2e
 def test_a_program_that_fails_only_under_inductor_is_named_inductor(tmp_path: Path) -> None:
     r, rep = _ablate(tmp_path, PROGRAMS / "ablate_inductor_fails.py", "--rungs", "aot_eager_decomp_partition,inductor", "--minify")
     assert r.returncode == 1, r.stderr[-3000:]
@@ -85,6 +86,7 @@ def test_a_program_that_fails_only_under_inductor_is_named_inductor(tmp_path: Pa
     assert "minifier_launcher.py" in text
 
 
+@pytest.mark.e2e
 def test_a_fullgraph_graph_break_is_named_dynamo(tmp_path: Path) -> None:
     r, rep = _ablate(tmp_path, PROGRAMS / "ablate_dynamo_fails.py", "--rungs", "eager,aot_eager,no-compile")
     assert r.returncode == 1
@@ -104,6 +106,7 @@ def test_a_fullgraph_graph_break_is_named_dynamo(tmp_path: Path) -> None:
     assert rep["program_asked"]["fullgraph"] == [True]
 
 
+@pytest.mark.e2e
 def test_a_healthy_program_passes_every_rung_with_the_same_output(tmp_path: Path) -> None:
     r, rep = _ablate(tmp_path, PROGRAMS / "ablate_healthy.py", "--compare-output", prog_args=("3",))
     assert r.returncode == 0, r.stderr[-3000:]
@@ -120,6 +123,7 @@ def test_a_healthy_program_passes_every_rung_with_the_same_output(tmp_path: Path
     assert "\r" not in r.stderr and "\x1b" not in r.stderr
 
 
+@pytest.mark.e2e
 def test_compare_output_flags_inductor_random_numbers(tmp_path: Path) -> None:
     r, rep = _ablate(tmp_path, PROGRAMS / "ablate_random.py", "--rungs", "aot_eager,inductor", "--compare-output")
     assert r.returncode == 1
@@ -133,6 +137,7 @@ def test_compare_output_flags_inductor_random_numbers(tmp_path: Path) -> None:
     assert "DIFFERS" in render_ablation(rep)
 
 
+@pytest.mark.e2e
 def test_a_failing_custom_backend_is_named_by_the_as_written_rung(tmp_path: Path) -> None:
     # fixtures/programs/backend_error.py: its own backend raises, the program catches it, exits 0
     r, rep = _ablate(tmp_path, ROOT / "fixtures" / "programs" / "backend_error.py", "--rungs", "eager,as-written")
@@ -166,6 +171,7 @@ print(a(x).sum().item(), m(x).sum().item(), b(x).sum().item(), round(c(x).sum().
 '''
 
 
+@pytest.mark.e2e
 def test_every_entry_point_gets_the_rung_backend(tmp_path: Path) -> None:
     prog = tmp_path / "entry.py"
     prog.write_text(ENTRY_POINTS)
@@ -206,6 +212,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.e2e
 def test_compiles_in_processes_the_program_starts_are_not_claimed(tmp_path: Path) -> None:
     # the rung's settings reach only the process traceview starts: a verdict on the worker's
     # compiles (which used backend aot_eager whatever the rung) would be a wrong answer
@@ -230,6 +237,7 @@ print("helper", helper.VALUE)
 '''
 
 
+@pytest.mark.e2e
 def test_the_program_runs_with_its_own_argv_and_path(tmp_path: Path) -> None:
     (tmp_path / "helper.py").write_text("VALUE = 42\n")
     prog = tmp_path / "prog.py"
@@ -244,6 +252,7 @@ def test_the_program_runs_with_its_own_argv_and_path(tmp_path: Path) -> None:
     assert rep["verdict"]["component"] == "nothing_compiled"
 
 
+@pytest.mark.e2e
 def test_a_module_target_runs_as_python_m_does(tmp_path: Path) -> None:
     pkg = tmp_path / "mypkg"
     pkg.mkdir()
@@ -254,6 +263,7 @@ def test_a_module_target_runs_as_python_m_does(tmp_path: Path) -> None:
     assert (tmp_path / "abl" / "eager" / "stdout.txt").read_text() == "argv0 True ['a', 'b'] __main__\n"
 
 
+@pytest.mark.e2e
 def test_a_rung_past_its_time_limit_is_stopped(tmp_path: Path) -> None:
     prog = tmp_path / "slow.py"
     prog.write_text("import time\nprint('started', flush=True)\ntime.sleep(120)\n")
@@ -278,6 +288,7 @@ print("first rung done")
 '''
 
 
+@pytest.mark.e2e
 def test_ctrl_c_stops_the_rung_and_keeps_what_finished(tmp_path: Path) -> None:
     prog = tmp_path / "prog.py"
     prog.write_text(INTERRUPTED)

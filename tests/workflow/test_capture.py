@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import traceview
 
@@ -44,6 +45,7 @@ def _run(tmp_path: Path, code: int, *extra: str) -> subprocess.CompletedProcess[
     )
 
 
+@pytest.mark.e2e
 def test_run_captures_trace_and_logs(tmp_path: Path) -> None:
     r = _run(tmp_path, 3)
     assert r.returncode == 3, r.stderr[-2000:]
@@ -77,6 +79,7 @@ def test_run_captures_trace_and_logs(tmp_path: Path) -> None:
     assert ann.filter(pl.col("seq_nr").is_not_null())["compile_id"].unique().to_list() == ["0/0"]
 
 
+@pytest.mark.e2e
 def test_run_writes_the_page_of_what_it_captured(tmp_path: Path) -> None:
     """`traceview run --html FILE`: after the run, the page `traceview report DIR` writes, atomically;
     the command's exit code still passed through and the summary still printed."""
@@ -94,6 +97,7 @@ def test_run_writes_the_page_of_what_it_captured(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").read_text() == html
 
 
+@pytest.mark.e2e
 def test_run_no_watch_prints_nothing_of_ours_while_it_runs(tmp_path: Path) -> None:
     r = _run(tmp_path, 0, "--no-watch")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -129,6 +133,7 @@ f(torch.randn(4))
 """
 
 
+@pytest.mark.e2e
 def test_run_reports_the_uncaught_exception(tmp_path: Path) -> None:
     """Issue 13 class 3: the program died of a graph break under fullgraph=True; the summary
     after `traceview run` says so, from the traceback at the end of stderr."""
@@ -140,12 +145,14 @@ def test_run_reports_the_uncaught_exception(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, timeout=600,
     )
     assert r.returncode == 1, r.stderr[-2000:]
-    assert "findings: the program crashed, 1 graph break, 1 failed compile" in r.stdout
+    # in the findings' order: the crash, the failed compile, then the graph break
+    assert "findings: the program crashed, 1 failed compile, 1 graph break" in r.stdout
     # the crash is the failed compile [0/0], named as its failure is
     assert "torch._dynamo.exc.Unsupported compiling [0/0] f (fg.py:7): graph break" in r.stdout
     assert "RAN EAGERLY" not in r.stdout
 
 
+@pytest.mark.e2e
 def test_run_names_a_fatal_signal(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "traceview", "run", "-o", str(tmp_path / "cap"), "--", sys.executable, "-c",

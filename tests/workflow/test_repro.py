@@ -45,6 +45,7 @@ def _run(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=_env(), timeout=600, cwd=path.parent)
 
 
+@pytest.mark.e2e
 def test_repro_scripts_of_the_fixtures_run_and_fail_like_the_compile(tmp_path: Path) -> None:
     scripts = []
     for name, cid, rank, backend, source, used, raises in CASES:

@@ -15,7 +15,8 @@ from typing import Protocol
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from traceview.tui.model import KIND_TITLES, TraceModel
+from traceview.analyze.finding import KIND_TITLES
+from traceview.tui.model import TraceModel
 from traceview.tui.navigation import VIEW_TITLES, Location
 from traceview.tui.text import plain, safe
 

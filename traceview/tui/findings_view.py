@@ -11,10 +11,11 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from traceview.analyze.finding import findings_of
+from traceview.analyze.finding import KIND_TITLES, findings_of
 from traceview.analyze.findings import ranks_text
 from traceview.tui.cursor import MarkedOptionList
-from traceview.tui.model import KIND_TITLES, CompileKey, Finding, TraceModel
+from traceview.tui.finding_rows import Finding
+from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
 from traceview.tui.text import safe
 from traceview.tui.view import CompileFocused, Navigate, View

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from traceview.tui.model import Finding
+from traceview.tui.finding_rows import Finding
 from traceview.tui.navigation import History, Location
 
 

@@ -25,6 +25,7 @@ from traceview.tui.code_browser import CodeBrowser
 from traceview.tui.code_view import CodeView
 from traceview.tui.commands import TraceviewCommands
 from traceview.tui.dialogs import GoToCompile
+from traceview.tui.finding_rows import Finding
 from traceview.tui.findings_view import FindingsView, target_of
 from traceview.tui.frames_view import FramesView
 from traceview.tui.guards_view import GuardsView
@@ -32,7 +33,7 @@ from traceview.tui.help_screen import BindingGroups, HelpScreen
 from traceview.tui.keep import kept_scroll, refind_location, remap_history
 from traceview.tui.lazy_table import LazyTable
 from traceview.tui.loading_screen import LoadingScreen
-from traceview.tui.model import CompileKey, Finding, TraceModel
+from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import VIEW_TITLES, VIEWS, History, Location
 from traceview.tui.ranks_view import RanksView
 from traceview.tui.records_view import RecordsView
