@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from parsers.code_location import is_user
+from parsers.oom import is_oom_message, oom_of
 from parsers.stops import is_stop_exception
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.collectives import distributed_error, mismatch_ranks
@@ -29,6 +30,10 @@ _RUNTIME = re.compile(r"_aot_autograd[/\\]runtime_wrappers\.py|_inductor[/\\]out
 _COMPILING = re.compile(r"_dynamo[/\\](?:convert_frame|output_graph|symbolic_convert)\.py|_inductor[/\\]compile_fx\.py")
 
 CRASH_STEPS: dict[str, str] = {
+    "out_of_memory": (
+        "Out of device memory, not a compiler bug (made specific per crash: what was asked and free, "
+        "the compile whose code asked, memory's next steps)."
+    ),
     "cuda_graphs": (
         "A CUDA-graphs output was read after a later replay overwrote it (mode='reduce-overhead'): "
         "call torch.compiler.cudagraph_mark_step_begin() before each model invocation, or "
@@ -157,6 +162,8 @@ def _category(exc_type: str, message: str, frames: list[str], other_text: str) -
     """(category, raised_in)."""
     low = message.lower()
     joined = "\n".join(frames)
+    if is_oom_message(message):
+        return "out_of_memory", _where(frames)
     if "tensor output of cudagraphs that has been overwritten" in low:
         return "cuda_graphs", "program"
     if "illegal memory access" in low:
@@ -241,7 +248,155 @@ def crash_findings(
         from traceview.analyze.collectives import collective_mismatches
 
         collectives = collective_mismatches(trace)
-    return _crash_rows(uncaught, trace.other_lines, collectives)
+    rows = _crash_rows(uncaught, trace.other_lines, collectives)
+    if any(c["category"] == "out_of_memory" for c in rows):
+        modules = _output_modules(trace)
+        for c in rows:
+            if c["category"] == "out_of_memory":
+                _memory(c, uncaught, modules)
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# out of memory: what was asked and free, the compile whose code asked, the input that grew
+
+
+_ALLOC = re.compile(r"^\s*(\w+) = empty_strided_?\w*\(\(([^)]*)\),\s*\(([^)]*)\),\s*torch\.(\w+)")
+_SYMBOL = re.compile(r"\b[su]\d+\b")
+
+
+def _output_modules(trace: Trace) -> dict[str, list[dict[str, Any]]]:
+    """The path of each compile's generated module (Inductor's `inductor_output_code` record
+    names it) -> the compiles that wrote it: [{rank, compile_id, occurrence, function,
+    filename, line, recompile_reason, lineno, file}]."""
+    import json as _json
+
+    ev = trace.index_events()
+    if ev.is_empty():
+        return {}
+    oc = ev.filter(pl.col("kind") == "inductor_output_code").select("file", "rank", "compile_id", "metadata", "lineno")
+    c = trace.compiles
+    out: dict[str, list[dict[str, Any]]] = {}
+    for file, rank, cid, meta, lineno in oc.iter_rows():
+        try:
+            m = _json.loads(meta or "{}")
+        except ValueError:
+            continue
+        path = m.get("filename") or m.get("file_path") if isinstance(m, dict) else None
+        if not isinstance(path, str) or cid is None:
+            continue
+        row: dict[str, Any] = {"rank": rank, "compile_id": cid, "occurrence": None, "function": None, "filename": None,
+                               "line": None, "recompile_reason": None, "file": file, "lineno": lineno}
+        if c.height:
+            mine = c.filter((pl.col("file") == file) & (pl.col("compile_id") == cid) & (pl.col("lineno") <= lineno))
+            if mine.height:
+                r = mine.sort("lineno").row(-1, named=True)
+                row.update({k: r[k] for k in ("occurrence", "function", "filename", "line", "recompile_reason")})
+        out.setdefault(path, []).append(row)
+    return out
+
+
+def _compiled_module_frame(frames: list[str], sources: list[str]) -> tuple[str, int | None, str] | None:
+    """(path, line, source) of the innermost frame in a compile's generated module."""
+    for k in range(len(frames) - 1, -1, -1):
+        path, line, _ = _frame_parts(frames[k])
+        if _COMPILED.search(path) and path.endswith(".py"):
+            return path, line, ((sources[k] if k < len(sources) else "") or "").strip()
+    return None
+
+
+def _memory(c: dict[str, Any], uncaught: pl.DataFrame, modules: dict[str, list[dict[str, Any]]]) -> None:
+    """Fill an out-of-memory crash: memory (parsers.oom), ran (the compile whose generated code
+    raised: compile_id, occurrence, function, filename, line, module, module_line, statement,
+    buffer {name, shape, dtype, symbolic}, recompile_reason, how), and its next step."""
+    row = uncaught.filter((pl.col("file") == c["file"]) & (pl.col("lineno") == c["lineno"]))
+    first = row.row(0, named=True) if row.height else {}
+    frames = list(first.get("frames") or [])
+    sources = list(first.get("sources") or [])
+    mem = oom_of(c["message_full"] or "")
+    ran = None
+    hit = _compiled_module_frame(frames, sources)
+    if hit is not None:
+        path, line, src = hit
+        cands = modules.get(path) or []
+        if c["rank"] is not None:
+            cands = [m for m in cands if m["rank"] in (c["rank"], None)] or cands
+        buf = None
+        if m := _ALLOC.match(src):
+            shape = [d.strip() for d in m.group(2).split(",") if d.strip()]
+            buf = {"name": m.group(1), "shape": "x".join(shape), "dtype": m.group(4),
+                   "symbolic": any(_SYMBOL.fullmatch(d) for d in shape)}
+        ran = {"module": path, "module_line": line, "statement": src or None, "buffer": buf,
+               "compile_id": None, "occurrence": None, "function": None, "filename": None, "line": None,
+               "recompile_reason": None, "how": None}
+        if len(cands) == 1:
+            k = cands[0]
+            ran.update({f: k[f] for f in ("compile_id", "occurrence", "function", "filename", "line", "recompile_reason")})
+            ran["how"] = "the traceback's generated module is the one the trace's inductor_output_code of this compile names"
+        elif cands:
+            ran["how"] = f"{len(cands)} compiles wrote this generated module (the cache served it again): not told apart"
+        else:
+            ran["how"] = "the trace names no compile that wrote this generated module (served from the cache, or not captured)"
+    c["memory"] = mem
+    c["ran"] = ran
+    c["next_step"] = _memory_step(mem, ran, c["raised_in"])
+
+
+def _grew(ran: dict[str, Any] | None) -> str:
+    """What the trace says of the input the failing compiled code ran on."""
+    if not ran or not ran.get("compile_id"):
+        return ""
+    why = (ran.get("recompile_reason") or "").strip()
+    buf = ran.get("buffer") or {}
+    if buf.get("symbolic"):
+        after = f" (recompiled after {why})" if why else ""
+        return (f" ([{ran['compile_id']}] compiled its sizes as dynamic{after}: the failing call's sizes are not "
+                f"in the log; {buf['name']} is {buf['shape']} {buf['dtype']})")
+    if why:
+        return f" ([{ran['compile_id']}] is the recompile for the input that changed: {why})"
+    return ""
+
+
+def _memory_step(mem: dict[str, Any] | None, ran: dict[str, Any] | None, raised_in: str) -> str:
+    """Memory's next steps (never the minifier: that is for wrong results)."""
+    parts = []
+    if mem is not None:
+        held = mem.get("this_process")
+        free = mem.get("free")
+        asked = f"{mem['asked']['text']} asked"
+        where = f" with {free['text']} free of {mem['capacity']['text']}" if free and mem.get("capacity") else ""
+        tensors = f" ({mem['allocated']['text']} of it in PyTorch's tensors)" if mem.get("allocated") else ""
+        who = f"; this process holds {held['text']}{tensors}" if held else ""
+        parts.append(f"Out of device memory, not a compiler bug: {asked}{where}{who}.")
+    else:
+        parts.append("Out of device memory, not a compiler bug.")
+    parts.append(f"Lower the batch or sequence length{_grew(ran)}.")
+    parts.append(
+        "Find what else holds memory: torch.cuda.memory._record_memory_history() early, then "
+        "torch.cuda.memory._dump_snapshot('oom.pickle') in an except around the failing call "
+        "(pytorch.org/memory_viz names each live tensor's allocation stack); "
+        "torch.cuda.memory_summary() gives the totals."
+    )
+    if raised_in == "compiled code":
+        parts.append(
+            "Compare eager's peak with the compiled one on a size that fits: torch.cuda.reset_peak_memory_stats(), one "
+            "step under torch.compiler.set_stance('force_eager'), torch.cuda.max_memory_allocated(); again compiled. "
+            "A compiled peak above eager's is Inductor's buffer planning (worth a report); as high in eager, the model "
+            "needs less per step (activation checkpointing, a smaller dtype)."
+        )
+    elif raised_in == "compiling":
+        parts.append("It ran out while compiling (max-autotune benchmarks choices with buffers of their own): "
+                     "mode='default' or a smaller batch while compiling.")
+    if mem is not None and mem.get("reserved_unallocated") and mem["reserved_unallocated"]["bytes"] >= mem["asked"]["bytes"]:
+        parts.append(
+            f"{mem['reserved_unallocated']['text']} is reserved by PyTorch but unallocated (more than asked: "
+            "fragmentation): PYTORCH_ALLOC_CONF=expandable_segments:True lets the allocator use it."
+        )
+    others = (mem or {}).get("other_processes") or []
+    if others:
+        held = ", ".join(f"process {o['pid']} {o['in_use']['text']}" for o in others)
+        parts.append(f"Other processes hold memory on this device too ({held}).")
+    return " ".join(parts)
 
 
 # a launcher's report of a rank that died (its own error is in the capture's other lines)
@@ -330,7 +485,9 @@ def _crash_rows(
             ks = _kernel_step(cat, kernel, at_launch)
             if ks is not None:
                 step = ks if at_launch else step + ks
-        called_from = _caller(frames, sources, line, filename) if (code or "").lstrip().startswith("@") else None
+        # a compiled frame's line is its `@torch.compile` or (out of memory) its `def`: the call is the next user frame
+        opener = ("@", "def ") if cat == "out_of_memory" else ("@",)
+        called_from = _caller(frames, sources, line, filename) if (code or "").lstrip().startswith(opener) else None
         root = roots.get(r["file"])
         consequence = root if root is not None and r["rank"] is not None and r["rank"] != root else None
         certainty, evidence = r["certainty"], r["evidence"]
@@ -365,6 +522,8 @@ def _crash_rows(
                 "code": code,
                 "called_from": called_from,
                 "kernel": kernel if at_launch else None,
+                "memory": None,
+                "ran": None,
                 "next_step": step,
                 "consequence_of": consequence,
                 "distributed_error": None if desync is None else {"kind": desync[0], "line": desync[1]},
@@ -422,7 +581,7 @@ def _launcher_finding(r: dict[str, Any]) -> dict[str, Any]:
         "rank": root, "kind": "launcher", "exc_type": r["exc_type"],
         "message": f"torchrun: {who}", "message_full": r["message"], "category": "launcher_child_failed",
         "raised_in": "launcher", "function": None, "filename": None, "line": None, "code": None,
-        "called_from": None, "kernel": None,
+        "called_from": None, "kernel": None, "memory": None, "ran": None,
         "next_step": (
             f"torchrun says {who}, but the ranks' own tracebacks are not in this capture: read that "
             "rank's stderr (torchrun --log-dir DIR --tee 3 keeps each rank's output in a file of "

@@ -85,6 +85,8 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
             first = min(o["finished_before_s"] for o in done)
             lines.append(("others:", f"{ranks_text([o['rank'] for o in done]).strip()} finished [{u['compile_id']}], "
                                      f"{seconds_text(first)} or more before the log's last line"))
+        if u.get("autotuning"):
+            lines.append(("autotuning:", _autotune_progress(u)))
         stop = u.get("stopped_by")
         if stop:
             ended = f" ({stop['ended_by']})" if stop.get("ended_by") else ""
@@ -111,6 +113,27 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
             target=ref, key=f"unfinished:{u['rank']}:{u['compile_id']}:{u.get('occurrence')}",
         ))
     return out
+
+
+def _autotune_progress(u: dict[str, Any]) -> str:
+    """How far an unfinished compile's open autotuning got, as its trace shows it."""
+    t = u["autotuning"]
+    what = f"{t['op']}({t['shapes']})" if t.get("shapes") else t["op"]
+    part = u["part"] if u.get("part") in ("backward", "compiled autograd") else "compile"
+    steps = []
+    if t.get("precompile_s") is not None:
+        steps.append(f"its choices precompiled in {seconds_text(t['precompile_s'])}")
+    if t.get("open_s") is not None:
+        doing = "benchmarking them" if t["what"] == "autotuning" else "compiling the choices"
+        steps.append(f"then {seconds_text(t['open_s'])} {t['what']} ({doing}) up to the last timestamp"
+                     if steps else f"{seconds_text(t['open_s'])} {t['what']} ({doing}) up to the last timestamp")
+    done = t.get("done") or []
+    if done:
+        ops = ", ".join(f"{d['op']} {seconds_text(d['seconds'])}" for d in done)
+        order = f"after {plural(len(done), 'autotuning')} of this {part} ended ({ops})"
+    else:
+        order = f"the first autotuning of this {part}"
+    return f"{what}: " + ", ".join([*steps, order]) + "; which choice it was on is not logged"
 
 
 def _end_label(u: dict[str, Any]) -> str:
@@ -291,6 +314,9 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             where = f"compiling [{id_label(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))}] {code_label(cc, paths.show)}"
         claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: "
                  f"{CATEGORY_WORDS.get(c['category'], c['category'])}" + ("" if cc else f", raised in {c['raised_in']}"))
+        ran = c.get("ran") if c.get("category") == "out_of_memory" else None
+        if c.get("category") == "out_of_memory":
+            claim, cc = _memory_claim(c, paths), (ran if ran and ran.get("compile_id") else None)
         lines: list[tuple[str, str]] = []
         if c.get("code") and " ".join(str(c["code"]).split()) not in where:  # the line, unless named with the compile
             lines.append(("", c["code"]))
@@ -300,6 +326,8 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             lines.append(("", f"called from {cf['function']} ({paths.show(cf['filename'], cf['line'])}){code}"))
         if c.get("kernel"):
             lines.append(("", f"failing kernel: {c['kernel']}"))
+        if ran:
+            lines += _memory_lines(c, ran)
         lines.append(("", c["message"] or ""))
         de = c.get("distributed_error")
         if de and de["line"] not in (c.get("message") or ""):
@@ -313,6 +341,44 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             ranks=[c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
         ))
     return out
+
+
+def _memory_claim(c: dict[str, Any], paths: Paths) -> str:
+    """An out-of-memory crash: what was asked and free, in whose code."""
+    ran = c.get("ran") or {}
+    if ran.get("compile_id"):
+        where = f"in the compiled code of [{id_label(ran['compile_id'], ran.get('occurrence'))}] {code_label(ran, paths.show)}"
+    elif c.get("filename"):
+        where = f"at {c['function'] or '?'} ({paths.show(c['filename'], c['line'])}), raised in {c['raised_in']}"
+    else:
+        where = f"raised in {c['raised_in']}"
+    mem = c.get("memory") or {}
+    nums = []
+    if mem.get("asked"):
+        nums.append(f"{mem['asked']['text']} asked")
+    if mem.get("free"):
+        nums.append(f"{mem['free']['text']} free" + (f" of {mem['capacity']['text']}" if mem.get("capacity") else ""))
+    if mem.get("this_process"):
+        nums.append(f"this process holds {mem['this_process']['text']}")
+    dev = f" ({mem['backend']}{', ' + mem['device'] if mem.get('device') else ''})" if mem.get("backend") else ""
+    return (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: out of device memory{dev}"
+            + (f": {', '.join(nums)}" if nums else ""))
+
+
+def _memory_lines(c: dict[str, Any], ran: dict[str, Any]) -> list[tuple[str, str]]:
+    """The generated code's allocation that failed, and the compile's input."""
+    lines: list[tuple[str, str]] = []
+    module = re.split(r"[/\\]", ran.get("module") or "?")[-1]
+    whose = f" (the generated code of [{ran['compile_id']}])" if ran.get("compile_id") else ""
+    buf = ran.get("buffer")
+    what = f"{buf['name']}, {buf['shape']} {buf['dtype']}: " if buf else ""
+    lines.append(("allocation:", f"{what}{module}:{ran.get('module_line')}{whose}: {ran.get('statement') or '?'}"))
+    if ran.get("compile_id") and ran.get("recompile_reason"):
+        lines.append(("input:", f"[{ran['compile_id']}] recompiled for {ran['recompile_reason'].strip()}"
+                                + (" (its sizes dynamic since)" if buf and buf.get("symbolic") else "")))
+    if not ran.get("compile_id") and ran.get("how"):
+        lines.append(("compile:", ran["how"]))
+    return lines
 
 
 def _storm_lines(s: dict[str, Any], paths: Paths, optim: dict[tuple, dict[str, Any]]) -> tuple[str, list[tuple[str, str]]]:

@@ -78,7 +78,8 @@ def unfinished_compiles(trace: Trace) -> list[dict[str, Any]]:
     compile id compiled lazily; "compiled autograd"; "spans": another compile seen only by
     its open spans), function, filename, line, code (analyze.code_objects), phase (the known
     phases open, the innermost a person knows, with the operation autotuned), autotuning
-    ({op, shapes} of the open autotuning span, or None), innermost_span, open_spans, started,
+    ({op, shapes, what, open_s, precompile_s, done} of the open autotuning span, or None;
+    `_progress` says how far it got), innermost_span, open_spans, started,
     running_s (first record to the capture's last timestamp), last_line_at, last_line_from
     ({file, lineno, what}: where that timestamp is), others (ranks that finished the same
     compile, with how long before the last timestamp), behind (a likely hang: other ranks
@@ -145,12 +146,19 @@ def _payloads(trace: Trace, opened: pl.DataFrame) -> dict[tuple[str, int], str]:
     if tune.is_empty():
         return {}
     ev = trace.index_events()
-    hit = ev.join(tune.select("file", "lineno"), on=["file", "lineno"], how="semi").select("file", "lineno", "payload")
-    return {(f, n): p for f, n, p in hit.iter_rows() if p}
+    hit = ev.join(tune.select("file", "lineno"), on=["file", "lineno"], how="semi")
+    if "payload_start" in hit.columns:  # events of a lazy parse: read just these payloads
+        from parsers.torch_trace import hydrate
+
+        hit, _ = hydrate(hit)
+    return {(f, n): p for f, n, p in hit.select("file", "lineno", "payload").iter_rows() if p}
 
 
-def _autotuning(opened: pl.DataFrame, payloads: dict[tuple[str, int], str]) -> dict[str, Any] | None:
-    """The innermost open autotuning span: the op and the shapes its args name."""
+def _autotuning(
+    opened: pl.DataFrame, payloads: dict[tuple[str, int], str], spans: pl.DataFrame, end: Any
+) -> dict[str, Any] | None:
+    """The innermost open autotuning span: the op and the shapes its args name, and how far
+    it got (`_progress`)."""
     tune = opened.filter(pl.col("name").str.ends_with("_template_autotuning") | pl.col("name").str.ends_with("_template_precompiling"))
     if tune.is_empty():
         return None
@@ -163,7 +171,34 @@ def _autotuning(opened: pl.DataFrame, payloads: dict[tuple[str, int], str]) -> d
     except (ValueError, AttributeError):
         shapes = None
     what = "precompiling" if last["name"].endswith("_precompiling") else "autotuning"
-    return {"op": op, "shapes": shapes if isinstance(shapes, str) else None, "what": what}
+    return {"op": op, "shapes": shapes if isinstance(shapes, str) else None, "what": what,
+            **_progress(last, op, what, opened, spans, end)}
+
+
+def _progress(last: dict[str, Any], op: str, what: str, opened: pl.DataFrame, spans: pl.DataFrame, end: Any) -> dict[str, Any]:
+    """How far the open autotuning got, as the trace shows it: open_s (its open span's time up
+    to the capture's last timestamp), precompile_s (its choices' precompiling span, ended
+    just before it began; None while precompiling or where none was logged), and done (the
+    autotunings of the same compile part that ended before it: [{op, seconds}], in order).
+    Which choice it was benchmarking is not in the trace (no record per choice)."""
+    start = last["start"]
+    open_s = round((end - start).total_seconds(), 3) if start is not None and end is not None else None
+    top = opened["start"].min() if opened.height else None  # where this compile part began
+    mine = spans.filter(
+        (pl.col("file") == last["file"]) & (pl.col("compile_id") == last["compile_id"])
+        & pl.col("duration_s").is_not_null() & (pl.col("lineno") < last["lineno"])
+        & (pl.col("start") >= top if top is not None else pl.lit(True))
+    )
+    precompile_s = None
+    if what == "autotuning":
+        pre = mine.filter(pl.col("name") == f"{op}_template_precompiling").sort("lineno")
+        if pre.height:
+            precompile_s = round(float(pre["duration_s"][-1]), 3)
+    done = mine.filter(pl.col("name").str.ends_with("_template_autotuning")).sort("lineno")
+    return {
+        "open_s": open_s, "precompile_s": precompile_s,
+        "done": [{"op": n.rsplit("_template_", 1)[0], "seconds": round(float(d), 3)} for n, d in done.select("name", "duration_s").iter_rows()],
+    }
 
 
 def _entry(
@@ -179,7 +214,7 @@ def _entry(
     phase = known[-1] if known else None  # the innermost phase a person knows
     if phase in ("code_gen", "waiting for kernel compiles"):
         phase = f"inductor {phase}"
-    tune = _autotuning(opened, payloads)
+    tune = _autotuning(opened, payloads, trace.spans, end)
     if tune is not None:
         shapes = f"({tune['shapes']})" if tune["shapes"] else ""
         phase = f"{tune['what']} {tune['op']}{shapes}" + (f" ({phase})" if phase else "")

@@ -17,6 +17,7 @@ from parsers.compile_ids import kind_label
 from traceview.analyze.findings import code_label
 
 CRASH_CATEGORY_WORDS = {
+    "out_of_memory": "out of device memory",
     "cuda_graphs": "CUDA-graphs error",
     "cuda_illegal_memory_access": "CUDA illegal memory access",
     "triton_assert": "Triton device-side assert (index out of bounds)",
