@@ -338,7 +338,7 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
         ref = CompileRef(c["rank"], cc["compile_id"], cc.get("occurrence"), cc.get("attempts")) if cc else None
         out.append(Finding(
             "crash", "act", claim, lines, next_step=c["next_step"], certainty=c.get("certainty") or "certain",
-            ranks=[c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
+            ranks=[c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), facet=c.get("category"), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
         ))
     return out
 

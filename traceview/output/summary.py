@@ -146,7 +146,11 @@ def headline(findings: list[Finding]) -> list[str]:
             if ms:
                 found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for f in ms for r in f.ranks if r is not None})).strip()})")
         elif kind == "crash":
-            found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
+            oom = sum(1 for f in fs if f.facet == "out_of_memory")
+            if oom == len(fs):  # said as memory, not as a crash of the program's logic
+                found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
+            else:
+                found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
         elif kind in ("stop", "compiled_nothing"):
             found += [f.short or f.claim for f in fs]
         elif kind == "stall":
