@@ -523,9 +523,7 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
             lines.append(("", f"WHOLE FRAME RAN EAGERLY: {frame}{why}"))
             if g.get("advice"):
                 lines.append(("fix:", g["advice"]))
-        elif g.get("advice") and g.get("expected"):
-            pass  # said in the details
-        elif g.get("advice"):
+        elif g.get("advice") and not g.get("expected"):  # an expected break's why is in its details
             # torch's hint that names a config setting is the fix
             lines.append(("fix:" if g.get("config_fix") else "hint:", g["advice"]))
         more: list[tuple[str, str]] = [("where:", f"{g['filename'] or '?'}:{g['line']} in {g['function'] or '?'}")]
@@ -678,9 +676,9 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         except Exception:  # a table missing from an old export: the jump falls back to the second compile
             recompiles = None
     found = (
-        _compiled_nothing(report) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths) + _collectives(report) + _crashes(report, paths) + _divergence(report)
+        _compiled_nothing(report) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths)
+        + _collectives(report) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
         + _graph_breaks(report, paths) + _slow(report, paths)
     )
-    # a graph break that sent its whole frame to eager costs what a failed compile does
-    return ranked(found)
+    return ranked(found)  # the one order (Finding.rank_key)
