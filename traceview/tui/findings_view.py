@@ -122,7 +122,7 @@ class FindingsView(View):
             ("failure", "failed compile", "failed compiles"),
             ("graph_break", "graph-break site", "graph-break sites"),
             ("recompile", "recompiled once", "recompiled once"),
-            ("expected", "expected recompiles", "expected recompiles"),
+            ("expected", "expected recompile", "expected recompiles"),
         ):
             if counts[kind]:  # only what is there: the line must fit 80 columns
                 parts.append(f"{counts[kind]} {one if counts[kind] == 1 else many}")
