@@ -279,7 +279,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         )
 
     a, b = load(args.a), load(args.b)
-    from traceview.workflow.diff import Noise, report_diff
+    from traceview.analyze.diff import Noise
+    from traceview.workflow.diff import report_diff
 
     return report_diff(
         a, b, names=(args.a, args.b), rank=args.rank, against_rank=args.against_rank,

@@ -15,22 +15,13 @@ import pytest
 
 import traceview
 from tests.conftest import FIXTURES, GPU, PEER, ROOT, needs_shared
+from traceview.analyze.diff import SECTIONS, Noise, file_tail, guard_key, kernel_key
 from traceview.analyze.failures import failures
 from traceview.analyze.storms import recompile_storms
 from traceview.cli import main
 from traceview.errors import UserError
 from traceview.versions import DIFF_SCHEMA_VERSION
-from traceview.workflow.diff import (
-    SECTIONS,
-    Noise,
-    build_diff,
-    file_tail,
-    gate,
-    guard_key,
-    kernel_key,
-    parse_fail_on,
-    render_diff,
-)
+from traceview.workflow.diff import build_diff, gate, parse_fail_on, render_diff
 
 PAIRS = FIXTURES / "diff"
 MULTIRANK = FIXTURES / "corpus" / "multirank4" / "trace"

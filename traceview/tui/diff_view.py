@@ -32,6 +32,7 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from parsers.compile_ids import sort_key
+from traceview.analyze.diff import code_object, file_tail
 from traceview.errors import UserError, debugging
 from traceview.ingest.loading import LoadOptions, discover_inputs, exports_of, load_trace
 from traceview.trace import Trace
@@ -42,7 +43,7 @@ from traceview.tui.main_screen import NARROW_BELOW, MainScreen, binding_groups
 from traceview.tui.model import TraceModel
 from traceview.tui.navigation import Location
 from traceview.tui.text import plain, safe
-from traceview.workflow.diff import build_diff, change_text, code_object, file_tail
+from traceview.workflow.diff import build_diff, change_text
 
 SECTION_TITLES = {
     "unfinished": "UNFINISHED COMPILE",
