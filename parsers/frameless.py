@@ -126,9 +126,7 @@ def frameless_ids(events: pl.DataFrame) -> pl.DataFrame:
         if c not in small.columns:
             small = small.with_columns(pl.lit(None, dtype=pl.Int32).alias(c))
     claimed = attach_unnamed_metrics(small.filter(pl.col("compile_id").is_not_null() | (pl.col("kind") == "compilation_metrics")))
-    ends = claimed.filter(pl.col("kind") == "compilation_metrics").filter(
-        pl.col("lineno").is_in(null_metrics["lineno"].implode())
-    ).select(
+    ends = claimed.filter(pl.col("kind") == "compilation_metrics").select(
         pl.col("file").cast(pl.String),
         pl.col("lineno").cast(pl.Int64).alias("_end"),
         pl.when(pl.col("compile_id").is_null()).then(pl.format("{}{}", pl.lit(FRAMELESS_PREFIX), pl.col("lineno"))).alias("_fl_id"),

@@ -241,3 +241,28 @@ def test_7_special_files_empty_trace_and_crlf(tmp_path: Path) -> None:
     one_line_error(tv("summary", str(fifo), timeout=60), fifo, "FIFO")
     empty = d / "dedicated_log_torch_trace_empty.log"
     one_line_error(tv("summary", str(empty)), empty, "empty trace log")
+
+
+def test_a_panic_inside_polars_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Rust panic in polars reaches Python as pyo3's PanicException, a BaseException (not an
+    Exception): seen on `traceview summary fixtures/corpus/` (60 runs in one directory, a panic
+    in polars 2.1 while the compiles table is built). It is one internal-error line, like any
+    other internal error. (The class is stood in for here: a real panic needs that input.)"""
+    from traceview import cli
+
+    class PanicException(BaseException):  # pyo3_runtime.PanicException's name and base
+        pass
+
+    def boom(args: object) -> int:
+        raise PanicException("assertion failed: i < self.len()")
+
+    monkeypatch.delenv("TRACEVIEW_DEBUG", raising=False)
+    monkeypatch.setitem(cli.COMMANDS, "summary", boom)
+    code = cli.main(["summary", str(FIXTURES / "simple")])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.strip().splitlines() == [
+        "traceview: internal error: PanicException: assertion failed: i < self.len() (set TRACEVIEW_DEBUG=1 for details)"
+    ]

@@ -411,6 +411,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, line = error_line(exc)
         sys.stderr.write(line + "\n")
         return code
+    except BaseException as exc:  # a Rust panic inside polars (pyo3's PanicException is no Exception)
+        if type(exc).__name__ != "PanicException" or debugging():
+            raise
+        code, line = error_line(exc)
+        sys.stderr.write(line + "\n")
+        return code
 
 
 def _exit_on_termination() -> None:
