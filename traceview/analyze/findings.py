@@ -27,11 +27,6 @@ def storm_key(s: dict[str, Any]) -> tuple:
             tuple((c["kind"], same_text(c["text"]), c["count"]) for c in s["causes"]))
 
 
-def failure_key(f: dict[str, Any]) -> tuple:
-    """What makes two ranks' failed compiles the same finding."""
-    return (f["compile_id"], f.get("occurrence"), f.get("function"), f["filename"], f["line"], f["category"], same_text(f["reason"]))
-
-
 def failure_fact_key(f: dict[str, Any]) -> tuple:
     """What makes failed compiles one fact: the same code object failing at the same line for
     the same reason (addresses aside), whatever its compile id and rank (a frame that fails on
@@ -41,9 +36,8 @@ def failure_fact_key(f: dict[str, Any]) -> tuple:
 
 
 def group_failures(fails: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[Any], list[dict[str, Any]]]]:
-    """Failed compiles that are one fact (failure_key across ranks, then failure_fact_key
-    across compile ids): (the first, its ranks, every failure of the fact), in order of
-    first appearance."""
+    """Failed compiles that are one fact (failure_fact_key: across ranks and compile ids):
+    (the first, its ranks, every failure of the fact), in order of first appearance."""
     facts: dict[tuple, tuple[dict[str, Any], list[Any], list[dict[str, Any]]]] = {}
     for f in fails:
         k = failure_fact_key(f)
@@ -126,16 +120,11 @@ SLOW_COMPILE_SHARE = 0.10  # ... and it must take this share of its rank's compi
 
 
 def recompiled_repeatedly(s: dict[str, Any]) -> bool:
-    """A recompiling function that compiled 3 times or more, or hit the recompile limit: the
-    UI's split of its recompile findings (by design or not). Not the report's `is_storm`
-    (analyze.storms), which leaves out one-off recompiles and recompiles by design."""
+    """A recompiling function that compiled 3 times or more, or hit the recompile limit: its
+    refusal at the limit and its divergence are its own (judge folds them into it). Not the
+    report's `is_storm` (analyze.storms), which leaves out one-off recompiles and recompiles
+    by design."""
     return bool(s["hit_recompile_limit"]) or s["compiles"] > 2
-
-
-def expected_recompile(s: dict[str, Any]) -> bool:
-    """One recompile that Dynamo makes by design: not a storm, and automatic dynamic shapes
-    were on (with dynamic=False every new size or value compiles again)."""
-    return not recompiled_repeatedly(s) and not s.get("forced_dynamic_false")
 
 
 def storm_failure(s: dict[str, Any], f: dict[str, Any]) -> bool:

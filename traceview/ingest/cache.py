@@ -115,10 +115,10 @@ def read_findings_document(inputs: Inputs) -> bytes | None:
 def write_findings_document(inputs: Inputs, data: bytes) -> None:
     """Keep the findings document beside the parse entry of `inputs` (only where that entry is
     finished: a document never outlives its tables); written atomically, older ones removed."""
-    path = _document(inputs)
-    if not (path.parent / "done").exists():
-        return
     try:
+        path = _document(inputs)  # stats the inputs: one gone since (an export's logs) is no entry
+        if not (path.parent / "done").exists():
+            return
         fd, tmp = tempfile.mkstemp(prefix=".findings-", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data)

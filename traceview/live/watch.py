@@ -171,13 +171,12 @@ class Watch:
             return
         from traceview.analyze.finding import findings_of
         from traceview.output.report import build_report
-        from traceview.output.summary import head_lines, title_line
+        from traceview.output.summary import render_head
 
         trace.inputs = self._inputs()
         report = build_report(trace)
         findings = findings_of(report)  # the summary's list: its head is the digest
-        title = title_line(report)
-        head = "\n".join([title, "=" * min(len(title), 80), *head_lines(report, findings)])
+        head = render_head(report)
         running = len(self.deriver.open_compiles)
         if self.json_lines:
             counts: dict[str, int] = {}

@@ -10,14 +10,39 @@ inputs, one file read and rendering.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from traceview import timing
 from traceview.ingest import cache
 from traceview.ingest.loading import LoadOptions, discover_inputs, exports_of, load_trace
 
 if TYPE_CHECKING:
+    from parsers.discover import Inputs
     from traceview.trace import Trace
+
+
+def _has_files(inputs: Inputs | None) -> bool:
+    """Inputs a document can be kept for: logs read from files (not an export's tables)."""
+    return inputs is not None and bool(inputs.trace_paths or inputs.text_logs)
+
+
+def cached_report(inputs: Inputs | None) -> dict[str, Any] | None:
+    """The report kept for `inputs` (the Trace's `inputs`: `open`'s first screen), or None."""
+    import orjson
+
+    data = cache.read_findings_document(inputs) if _has_files(inputs) else None
+    try:
+        return orjson.loads(data) if data is not None else None
+    except orjson.JSONDecodeError:  # a damaged document: judged again
+        return None
+
+
+def keep_report(inputs: Inputs | None, report: dict[str, Any]) -> None:
+    """Keep `report` as the findings document of `inputs` (where their parse is cached)."""
+    import orjson
+
+    if _has_files(inputs):
+        cache.write_findings_document(inputs, orjson.dumps(report, option=orjson.OPT_INDENT_2))
 
 
 def findings_document(opts: LoadOptions) -> tuple[bytes, Trace | None]:

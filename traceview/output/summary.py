@@ -105,14 +105,26 @@ def head_lines(report: dict[str, Any], findings: list[Finding]) -> list[str]:
     return out
 
 
+def _render_head(t: _Text, report: dict[str, Any], findings: list[Finding]) -> None:
+    t.add(title_line(report), "", "    ")
+    t.lines.append("=" * min(max(len(x) for x in t.lines), t.width))
+    for line in head_lines(report, findings):
+        t.add(line, "", "    ")
+
+
+def render_head(report: dict[str, Any], *, width: int = 80) -> str:
+    """The summary's head (its title, rule and `findings:` lines) as the summary prints it:
+    `watch`'s digest."""
+    t = _Text(max(width, 60))
+    _render_head(t, report, findings_of(report))
+    return "\n".join(t.lines)
+
+
 def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     """The summary for a terminal, most important first; no line longer than `width`."""
     t = _Text(max(width, 60))
-    t.add(title_line(report), "", "    ")
-    t.lines.append("=" * min(max(len(x) for x in t.lines), t.width))
     findings = findings_of(report)
-    for line in head_lines(report, findings):
-        t.add(line, "", "    ")
+    _render_head(t, report, findings)
     _render_findings(t, report, findings)
     _render_figures(t, report)
     return "\n".join(t.lines) + "\n"
@@ -399,10 +411,6 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
         t.add(f"… {len(lines) - 16} more (--json lists all)", "  ")
 
 
-def _compile_name(r: dict[str, Any], paths: Paths) -> str:
-    return paths.compile_name(r)
-
-
 def _render_frameless(t: _Text, groups: list[dict[str, Any]], paths: Paths) -> None:
     """COMPILE TIME's compiles without a Dynamo frame, one line per origin."""
     for g in groups[:4]:
@@ -444,7 +452,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
         top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
             t.add(
-                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {_compile_name(r, paths)}",
+                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {paths.compile_name(r)}",
                 "    ",
                 "              ",
             )

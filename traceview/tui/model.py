@@ -398,35 +398,6 @@ def failed_guard_rows(guards: pl.DataFrame, failures: pl.DataFrame, against: str
 
 
 # ---------------------------------------------------------------------------- the model
-def _cached_report(trace: Trace) -> dict[str, Any] | None:
-    """The report of the trace's inputs from the findings document beside the parse cache
-    (traceview.ingest.cache; written by `summary`, `report` or an earlier `open`), or None."""
-    from traceview.ingest import cache
-
-    inputs = getattr(trace, "inputs", None)
-    if inputs is None or not (inputs.trace_paths or inputs.text_logs):
-        return None
-    try:
-        data = cache.read_findings_document(inputs)
-        return orjson.loads(data) if data is not None else None
-    except (OSError, ValueError):  # an input gone since (an export's logs), a damaged document
-        return None
-
-
-def _keep_report(trace: Trace, report: dict[str, Any]) -> None:
-    """Keep the report as the findings document of the trace's inputs (only where their parse
-    is cached: ingest.cache.write_findings_document)."""
-    from traceview.ingest import cache
-
-    inputs = getattr(trace, "inputs", None)
-    if inputs is None or not (inputs.trace_paths or inputs.text_logs):
-        return
-    try:
-        cache.write_findings_document(inputs, orjson.dumps(report, option=orjson.OPT_INDENT_2))
-    except (OSError, TypeError, ValueError):  # not kept: the next open judges again
-        pass
-
-
 def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {one_line(str(exc), 160)}"
 
@@ -475,14 +446,17 @@ class TraceModel:
                 getattr(trace, name)
             except Exception as exc:  # a table another part of traceview cannot build
                 missing[name] = _why(exc)
-        report = _cached_report(trace)  # the findings document summary kept, when unchanged
+        from traceview.output.findings_document import cached_report, keep_report
+
+        inputs = getattr(trace, "inputs", None)
+        report = cached_report(inputs)  # the findings document summary kept, when unchanged
         if report is None:
             say("analysing: recompile storms, graph breaks, failures, rank divergence, compile time")
             try:
                 from traceview.output.report import build_report
 
                 report = build_report(trace)
-                _keep_report(trace, report)
+                keep_report(inputs, report)
             except Exception as exc:
                 missing["report"] = _why(exc)
                 report = {}
