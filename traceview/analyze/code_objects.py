@@ -38,6 +38,8 @@ _GUARD_TYPE = re.compile(r"type=<class '(?P<cls>[^']+)'>")
 _CLASSES: weakref.WeakKeyDictionary[Trace, dict[tuple, tuple[str | None, bool | None]]] = weakref.WeakKeyDictionary()
 # the user's line that called each compile, per Trace: (rank, compile_id, occurrence) -> site
 _SITES: weakref.WeakKeyDictionary[Trace, dict[tuple, dict[str, Any]]] = weakref.WeakKeyDictionary()
+# each code object's compiles, per Trace: (rank, filename) -> rows in log order
+_BY_CODE: weakref.WeakKeyDictionary[Trace, dict[tuple, list[dict[str, Any]]]] = weakref.WeakKeyDictionary()
 
 
 def wrapper_of(filename: str | None, function: str | None) -> str | None:
@@ -139,20 +141,30 @@ def of_compile(code: dict[str, Any], trace: Trace, *, rank: Any, compile_id: Any
 
 
 def _compiles_of(trace: Trace, rank: Any, function: Any, filename: Any, line: Any, compile_ids: list[str] | None) -> list[dict[str, Any]]:
-    c = trace.compiles
-    if c.is_empty() or filename is None:
+    """The compiles of one code object on one rank, in log order (read from an index of the
+    compiles table built once per Trace: a report describes hundreds of code objects)."""
+    if filename is None:
         return []
-    cond = (pl.col("filename") == filename) & (pl.col("function") == function if function is not None else pl.lit(True))
-    if line is not None:
-        cond &= pl.col("line") == line
-    cond &= pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
-    if compile_ids:
-        cond &= pl.col("compile_id").is_in(compile_ids)
-    stack = ["user_stack"] if "user_stack" in c.columns else []
-    return c.filter(cond).sort("lineno", nulls_last=True).select(
-        "file", "rank", "compile_id", "occurrence", "lineno", "metrics_lineno",
-        "call_filename", "call_line", "call_function", "call_code", *stack,
-    ).to_dicts()
+    index = _BY_CODE.get(trace)
+    if index is None:
+        index = {}
+        c = trace.compiles
+        if not c.is_empty():
+            stack = ["user_stack"] if "user_stack" in c.columns else []
+            for r in c.sort("lineno", nulls_last=True, maintain_order=True).select(
+                "file", "rank", "compile_id", "occurrence", "lineno", "metrics_lineno",
+                "call_filename", "call_line", "call_function", "call_code", *stack, "function", "line", "filename",
+            ).iter_rows(named=True):
+                index.setdefault((r["rank"], r["filename"]), []).append(r)
+        _BY_CODE[trace] = index
+    wanted = set(compile_ids) if compile_ids else None
+    return [
+        {k: v for k, v in r.items() if k not in ("function", "line", "filename")}
+        for r in index.get((rank, filename), ())
+        if (function is None or r["function"] == function)
+        and (line is None or r["line"] == line)
+        and (wanted is None or r["compile_id"] in wanted)
+    ]
 
 
 def _first_finished(trace: Trace, function: Any, filename: Any, line: Any) -> dict[str, Any] | None:
