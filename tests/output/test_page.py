@@ -13,6 +13,7 @@ import zlib
 from html import unescape
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import traceview
@@ -102,6 +103,21 @@ def test_identical_payloads_stored_once_and_cut(tmp_path: Path) -> None:
     key = blobs.add("x" * (page.PAYLOAD_CHARS + 5))
     assert blobs.texts[key]["left"] == 5 and len(blobs.texts[key]["text"]) == page.PAYLOAD_CHARS
     assert blobs.add("x" * (page.PAYLOAD_CHARS + 5)) == key and len(blobs.texts) == 1
+
+
+def test_each_distinct_payload_is_read_once_and_given_to_every_rank(tmp_path: Path) -> None:
+    """The page reads a payload logged alike on several ranks once (same md5 and length) and
+    every event gets its own text: equal to reading each event's payload from its file."""
+    from parsers.torch_trace import hydrate
+
+    trace = traceview.load(MULTIRANK)
+    ev = trace.index_events().filter(pl.col("payload_start").is_not_null())
+    full, _ = hydrate(ev)
+    distinct = page._hydrate_distinct(ev)
+    assert distinct["payload"].to_list() == full["payload"].to_list()
+    keys = ev.select(pl.col("payload_md5"), pl.col("payload_end") - pl.col("payload_start"))
+    assert keys.n_unique() < ev.height  # the ranks share payloads: fewer reads than events
+    assert ev["payload_md5"].null_count() == 0
 
 
 def test_failed_compile_and_recompile_limit_page(tmp_path: Path) -> None:

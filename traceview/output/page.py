@@ -473,9 +473,7 @@ def _payloads(trace: Trace, comps: _Compiles, blobs: _Blobs) -> dict[str, list[d
     if not events.height:
         return {}
     if "payload_start" in events.columns:
-        from parsers.torch_trace import hydrate
-
-        events, _ = hydrate(events)
+        events = _hydrate_distinct(events)
     starts: dict[tuple[str, str], list[tuple[int, str]]] = {}
     for r in comps.rows:
         starts.setdefault((r["file"], r["compile_id"]), []).append((r["lineno"] or 0, r["anchor"]))
@@ -497,6 +495,27 @@ def _payloads(trace: Trace, comps: _Compiles, blobs: _Blobs) -> dict[str, list[d
     for v in out.values():
         v.sort(key=lambda p: p["order"])
     return out
+
+
+def _hydrate_distinct(events: pl.DataFrame) -> pl.DataFrame:
+    """`events` with their payloads read from the inputs, each distinct payload once: the ranks
+    of one job log the same graphs, and torch's md5 of each payload (`has_payload`) with its
+    length names its text (48 ranks: one read instead of 48). A payload without an md5 is
+    read on its own."""
+    from parsers.torch_trace import hydrate
+
+    key = pl.when(pl.col("payload_md5").is_not_null()).then(
+        pl.concat_str(pl.col("payload_md5"), (pl.col("payload_end") - pl.col("payload_start")).cast(pl.String), separator=":")
+    )
+    ev = events.with_row_index("_row").with_columns(key.alias("_key"))
+    first = ev.filter(pl.col("_key").is_null() | pl.col("_key").is_first_distinct())
+    read, _ = hydrate(first.drop("_row", "_key"))
+    read = read.with_columns(first["_row"], first["_key"])
+    by_key = read.filter(pl.col("_key").is_not_null()).select("_key", pl.col("payload").alias("_payload"))
+    out = ev.join(by_key, on="_key", how="left", maintain_order="left").join(
+        read.filter(pl.col("_key").is_null()).select("_row", pl.col("payload").alias("_own")), on="_row", how="left", maintain_order="left"
+    )
+    return out.with_columns(pl.coalesce("_own", "_payload", "payload").alias("payload")).drop("_row", "_key", "_payload", "_own")
 
 
 def _signatures(trace: Trace, keys: list[str]) -> pl.DataFrame:
