@@ -37,12 +37,13 @@ def conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     )
 
 
-def labelled(part: Path, name: str, df: pl.DataFrame | None) -> pl.DataFrame | None:
+def labelled(part: Path, name: str, df: pl.DataFrame | None, compiles: pl.DataFrame | None = None) -> pl.DataFrame | None:
     """A part's table `df` with the `label` column a Trace gives it (traceview.trace.table_schema),
-    from the part's own compiles (a part holds whole files)."""
+    from the part's own compiles (a part holds whole files; `compiles`: them, already read)."""
     if df is None or name in BASE_TABLES or "compile_id" not in df.columns:
         return df
-    compiles = read_part_table(part, "compiles")
+    if compiles is None:
+        compiles = read_part_table(part, "compiles")
     return with_labels(df, compiles if compiles is not None else pl.DataFrame(schema=table_schema("compiles")))
 
 
@@ -53,11 +54,14 @@ def export_part(partdir: str, outdir: str) -> dict[str, int]:
     part = Path(partdir)
     out = Path(outdir)
     rows: dict[str, int] = {}
+    compiles = read_part_table(part, "compiles")  # the labels of every table's compiles, read once
+    if compiles is None:
+        compiles = pl.DataFrame(schema=table_schema("compiles"))
 
     def write(name: str, df: pl.DataFrame | None, file_name: str) -> None:
         if df is None or df.height == 0:
             return
-        df = conform(labelled(part, name, df), table_schema(name))  # type: ignore[arg-type]
+        df = conform(labelled(part, name, df, compiles), table_schema(name))  # type: ignore[arg-type]
         rows[name] = rows.get(name, 0) + df.height
         if "rank" not in df.columns:  # e.g. strings: one file per part, no partition directory
             import pyarrow.parquet as pq
