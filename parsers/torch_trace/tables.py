@@ -34,6 +34,13 @@ class ParsedFile:
     chromium: pl.DataFrame | None = None  # decoded chromium events (lazy parse only)
 
 
+# ALIGNED: every column of a batch's tables in one chunk. The per-file columns come in one
+# chunk per file (a gzip log's in one per piece), the per-row ones (file, year) in one; polars
+# 2.1 panics on `pl.format` over a frame whose columns are chunked differently ("assertion
+# failed: i < self.len()"), which a directory of two runs' logs, one with a frameless compile,
+# reached. Rechunking copies the batch's small columns once (the lazy parse holds no payloads).
+
+
 def build_tables(scans: list[Scan], *, lazy: bool) -> ParsedFile:
     """The tables of the scanned files, each table operation done once for all of them."""
     prefix = scans[0].prefix if len(scans) == 1 else pl.concat([s.prefix for s in scans])
@@ -52,7 +59,7 @@ def build_tables(scans: list[Scan], *, lazy: bool) -> ParsedFile:
             "src_line": prefix["srcline"],
             **{c: _cat_series([s.columns[c] for s in scans]) for c in scans[0].columns},
         }
-    )
+    ).rechunk()  # (see ALIGNED)
     if lazy:
         raw = raw.with_columns(pl.col("payload_start", "payload_end").replace(-1, None))
     kinds_seen = {kd for s in scans for kd in s.kinds}
@@ -110,7 +117,7 @@ def build_tables(scans: list[Scan], *, lazy: bool) -> ParsedFile:
         keys = events.select("file", "rank", "lineno", "compile_id")
         chromium = (keys[rows] if len(rows) else keys.clear()).with_columns(
             _cat_series([s.chromium[c] for s in scans]) for c in CHROMIUM_FIELDS
-        ).select([pl.col(c).cast(t) for c, t in CHROMIUM_SCHEMA.items()])
+        ).select([pl.col(c).cast(t) for c, t in CHROMIUM_SCHEMA.items()]).rechunk()
     return ParsedFile(events=events, strings=strings, stats=stats, problems=problems, chromium=chromium)
 
 

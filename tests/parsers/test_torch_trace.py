@@ -264,3 +264,22 @@ def test_empty_file_is_an_empty_table(tmp_path: Path) -> None:
     assert p.events.height == 0
     assert p.stats["lines"].item() == 0
     assert p.problems.height == 0
+
+
+def test_two_runs_one_with_a_frameless_compile_parse_as_one_batch() -> None:
+    """A piecewise backend's frameless compile (run-time metrics with no compile id) beside
+    another run's log in one batch: each file's columns come in chunks of their own (a gzip
+    log's one per piece), and polars 2.1 panicked on `pl.format` over such a frame. The batch's
+    compiles are each file's own, as when parsed alone."""
+    from parsers.torch_trace import read_trace_files
+
+    piecewise = str(next((FIXTURES / "corpus" / "piecewise_backend" / "trace").glob("*.log*")))
+    other = str(next((FIXTURES / "corpus" / "aoti_export" / "trace").glob("*.log*")))
+    both = read_trace_files([other, piecewise], lazy=True)
+    assert all(n == 1 for n in both.events.n_chunks("all"))
+    together = build_compiles(both.events, both.strings, both.chromium)
+    for path in (piecewise, other):
+        alone = read_trace_files([path], lazy=True)
+        mine = together.filter(pl.col("file") == path)
+        assert mine["compile_id"].to_list() == build_compiles(alone.events, alone.strings, alone.chromium)["compile_id"].to_list()
+    assert together.filter(pl.col("file") == piecewise)["compile_id"].str.starts_with("unknown_").any()
