@@ -6,15 +6,33 @@ Run from anywhere (the repository root is put on PYTHONPATH for the traceview co
     /work/venv/bin/python bench/bench.py --scenario all --json /tmp/bench.json
     /work/venv/bin/python bench/bench.py --scenario rank48_500mb single_1gb --tools floor tlparse
     /work/venv/bin/python bench/bench.py --build-only --scenario all
+    /work/venv/bin/python bench/bench.py --issue40 --json /tmp/issue40.json   # issue 40's check
 
-Options: ``--tlparse PATH`` (default: .venv-tlparse/bin/tlparse made by bench/setup_tlparse.sh,
-else tlparse on PATH), ``--work DIR`` (default
+Options: ``--tlparse PATH`` (default: .venv-tlparse/bin/tlparse in this checkout's root, made by
+bench/setup_tlparse.sh, else tlparse on PATH; a git worktree without its own .venv-tlparse
+passes the main checkout's, e.g. ``--tlparse /work/main/.venv-tlparse/bin/tlparse``), ``--work DIR`` (default
 /tmp/traceview-bench; built inputs, tool outputs and logs go there, never under
 /work/shared), ``--scenario NAME ...``, ``--tools TOOL ...``, ``--repeat N``, ``--timeout S``,
 ``--summary-cold-args=--no-cache`` (the ``=`` is needed for a value starting with ``-``;
 ``--summary-cold-args=`` for none), ``--keep-outputs``, ``--json FILE``.  With ``--repeat N``
 each tool runs N times, in N rounds of every tool once (the machine's drift falls on all tools
-alike), and the fastest run is shown (all attempts are kept in the JSON).
+alike), and the fastest run is shown (all attempts are kept in the JSON, each with the load
+average after it).
+
+``--issue40``: issue 40's check in one run: scenario ``rank48_500mb``, tools floor, tlparse,
+export, summary-cold, summary-warm, report-warm, watch-digest and open-first, ``--repeat 3``
+unless ``--repeat`` is given (``--scenario`` and ``--tools`` are refused with it).  That is 3
+rounds of every tool once, in that order (the primes, summary-prime, report-prime and
+open-prime, in the first round only); every figure of the check is the fastest of a tool's 3
+runs, and a ratio is the quotient of two such fastest runs; the block's "each round" column
+gives each round's value alone (round i's run over round i's run) as a measure of the noise.
+After the table, an "issue 40" block (printed for every scenario where one of its checks could
+be measured, and in the JSON under ``issue40``) lists: cached summary s (summary-warm, target
+<= 0.3), summary-cold/floor (<= 1.3, goal 1.2), watch-digest/summary-cold (<= 1.2),
+report-warm s (<= 1.0), open-first s (<= 1.0), tlparse/export (>= 12, goal 15), each with its
+value, target and met/missed (or why it was not measured), and the load average at the start
+and end of the run.  It takes 4-6 minutes on the 2-core machine (tlparse's 3 runs are most of
+it).
 
 Scenarios (inputs are built once into the work dir and reused while a manifest of file names
 and sizes matches; the real traces are used in place):
@@ -70,6 +88,26 @@ installed package is.
   ``TRACEVIEW_CACHE_DIR`` under the work dir, emptied before export, summary-cold and
   summary-prime), the
   second as ``summary-warm``.
+* ``report-warm``: ``traceview report INPUT -o OUT/report.html`` twice, the same way: the first,
+  ``report-prime``, into a fresh cache of its own, the second, ``report-warm``, from it (a
+  report run again on unchanged logs).
+* ``watch-digest``: ``traceview watch INPUT --json`` on the complete directory (a file input
+  is skipped: watch follows a directory), with a fresh, empty cache each run.  Wall = from the
+  spawn to its first ``{"event": "digest", ...}`` line on stdout; the wrapper (WATCH_WRAPPER)
+  then sends it SIGINT and reads on to its ``stopped`` line and its exit.  CPU s and peak RSS
+  are the whole run's, to that exit; the JSON's ``extra`` has ``cpu_at_digest_s`` (the
+  process tree's CPU at the digest, from /proc), ``stop_s`` (SIGINT to the stopped line),
+  ``exit_s``, ``sigints``, the digest's counts and the stopped line.  A watch still running
+  20 s after the SIGINT gets a second one (``sigints`` 2, and a NOTE under the table); 20 s
+  after that it is killed and the run FAILED, as is one without a digest or stopped line.
+* ``open-first``: ``traceview open INPUT`` in a fresh tmux server (120x40), from the parse
+  cache: ``open-prime`` (a ``traceview summary INPUT``) fills a fresh cache of its own first.
+  Wall = seconds from starting tmux to the first screen showing the Findings tab with a
+  finding title (bench/ui_first_screen.py's ``first_screen``, the same as that script's
+  runs); CPU s (utime + stime, reaped children included), peak RSS (VmHWM) and tree RSS are
+  read from /proc for the ``traceview open`` process at that moment.  At most 120 s.  Without
+  tmux the row says ``skipped: no tmux``; an input holding several runs (open shows its run
+  picker) FAILS.
 
 Measurements: each command is started by a fresh minimal wrapper interpreter
 (``python -I -S -c WRAPPER``) that ``posix_spawnp``s it and ``os.wait4``s for it, so rusage
