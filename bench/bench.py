@@ -6,15 +6,33 @@ Run from anywhere (the repository root is put on PYTHONPATH for the traceview co
     /work/venv/bin/python bench/bench.py --scenario all --json /tmp/bench.json
     /work/venv/bin/python bench/bench.py --scenario rank48_500mb single_1gb --tools floor tlparse
     /work/venv/bin/python bench/bench.py --build-only --scenario all
+    /work/venv/bin/python bench/bench.py --issue40 --json /tmp/issue40.json   # issue 40's check
 
-Options: ``--tlparse PATH`` (default: .venv-tlparse/bin/tlparse made by bench/setup_tlparse.sh,
-else tlparse on PATH), ``--work DIR`` (default
+Options: ``--tlparse PATH`` (default: .venv-tlparse/bin/tlparse in this checkout's root, made by
+bench/setup_tlparse.sh, else tlparse on PATH; a git worktree without its own .venv-tlparse
+passes the main checkout's, e.g. ``--tlparse /work/main/.venv-tlparse/bin/tlparse``), ``--work DIR`` (default
 /tmp/traceview-bench; built inputs, tool outputs and logs go there, never under
 /work/shared), ``--scenario NAME ...``, ``--tools TOOL ...``, ``--repeat N``, ``--timeout S``,
 ``--summary-cold-args=--no-cache`` (the ``=`` is needed for a value starting with ``-``;
 ``--summary-cold-args=`` for none), ``--keep-outputs``, ``--json FILE``.  With ``--repeat N``
 each tool runs N times, in N rounds of every tool once (the machine's drift falls on all tools
-alike), and the fastest run is shown (all attempts are kept in the JSON).
+alike), and the fastest run is shown (all attempts are kept in the JSON, each with the load
+average after it).
+
+``--issue40``: issue 40's check in one run: scenario ``rank48_500mb``, tools floor, tlparse,
+export, summary-cold, summary-warm, report-warm, watch-digest and open-first, ``--repeat 3``
+unless ``--repeat`` is given (``--scenario`` and ``--tools`` are refused with it).  That is 3
+rounds of every tool once, in that order (the primes, summary-prime, report-prime and
+open-prime, in the first round only); every figure of the check is the fastest of a tool's 3
+runs, and a ratio is the quotient of two such fastest runs; the block's "each round" column
+gives each round's value alone (round i's run over round i's run) as a measure of the noise.
+After the table, an "issue 40" block (printed for every scenario where one of its checks could
+be measured, and in the JSON under ``issue40``) lists: cached summary s (summary-warm, target
+<= 0.3), summary-cold/floor (<= 1.3, goal 1.2), watch-digest/summary-cold (<= 1.2),
+report-warm s (<= 1.0), open-first s (<= 1.0), tlparse/export (>= 12, goal 15), each with its
+value, target and met/missed (or why it was not measured), and the load average at the start
+and end of the run.  It takes 4-6 minutes on the 2-core machine (tlparse's 3 runs are most of
+it).
 
 Scenarios (inputs are built once into the work dir and reused while a manifest of file names
 and sizes matches; the real traces are used in place):
@@ -70,6 +88,26 @@ installed package is.
   ``TRACEVIEW_CACHE_DIR`` under the work dir, emptied before export, summary-cold and
   summary-prime), the
   second as ``summary-warm``.
+* ``report-warm``: ``traceview report INPUT -o OUT/report.html`` twice, the same way: the first,
+  ``report-prime``, into a fresh cache of its own, the second, ``report-warm``, from it (a
+  report run again on unchanged logs).
+* ``watch-digest``: ``traceview watch INPUT --json`` on the complete directory (a file input
+  is skipped: watch follows a directory), with a fresh, empty cache each run.  Wall = from the
+  spawn to its first ``{"event": "digest", ...}`` line on stdout; the wrapper (WATCH_WRAPPER)
+  then sends it SIGINT and reads on to its ``stopped`` line and its exit.  CPU s and peak RSS
+  are the whole run's, to that exit; the JSON's ``extra`` has ``cpu_at_digest_s`` (the
+  process tree's CPU at the digest, from /proc), ``stop_s`` (SIGINT to the stopped line),
+  ``exit_s``, ``sigints``, the digest's counts and the stopped line.  A watch still running
+  20 s after the SIGINT gets a second one (``sigints`` 2, and a NOTE under the table); 20 s
+  after that it is killed and the run FAILED, as is one without a digest or stopped line.
+* ``open-first``: ``traceview open INPUT`` in a fresh tmux server (120x40), from the parse
+  cache: ``open-prime`` (a ``traceview summary INPUT``) fills a fresh cache of its own first.
+  Wall = seconds from starting tmux to the first screen showing the Findings tab with a
+  finding title (bench/ui_first_screen.py's ``first_screen``, the same as that script's
+  runs); CPU s (utime + stime, reaped children included), peak RSS (VmHWM) and tree RSS are
+  read from /proc for the ``traceview open`` process at that moment.  At most 120 s.  Without
+  tmux the row says ``skipped: no tmux``; an input holding several runs (open shows its run
+  picker) FAILS.
 
 Measurements: each command is started by a fresh minimal wrapper interpreter
 (``python -I -S -c WRAPPER``) that ``posix_spawnp``s it and ``os.wait4``s for it, so rusage
@@ -179,11 +217,19 @@ SUMMARY_CMD = [*TRACEVIEW, "summary", "{input}"]
 SUMMARY_COLD_ARGS = "--no-cache"
 TLPARSE_CMD = ["{tlparse}", "{input}", "--no-browser", "--overwrite", "-o", "{out}"]
 TLPARSE_DIR_EXTRA = ["--all-ranks-html"]
+REPORT_CMD = [*TRACEVIEW, "report", "{input}", "-o", "{out}"]
+WATCH_CMD = [*TRACEVIEW, "watch", "{input}", "--json"]
+OPEN_CMD = [*TRACEVIEW, "open", "{input}"]  # run in tmux by bench/ui_first_screen.py
 
 TLHUB_PYTHON = REPO / ".venv-tlhub" / "bin" / "python"  # made by bench/setup_tlhub.sh
 TLHUB_CMD = ["{tlhub_python}", str(REPO / "bench" / "tlhub_ingest.py"), "{input}", "{out}"]
 
-TOOLS = ("floor", "tlparse", "tlhub", "export", "summary-cold", "summary-warm")
+TOOLS = ("floor", "tlparse", "tlhub", "export", "summary-cold", "summary-warm", "report-warm", "watch-digest",
+         "open-first")
+# --issue40: the tools of issue 40's check, on its input, in rounds
+ISSUE40_TOOLS = ("floor", "tlparse", "export", "summary-cold", "summary-warm", "report-warm", "watch-digest", "open-first")
+ISSUE40_SCENARIO = "rank48_500mb"
+ISSUE40_REPEAT = 3
 BUILD_VERSION = 1
 RSS_SAMPLE_S = 0.02
 MB = 1e6
@@ -515,6 +561,14 @@ class Run:
     tree_rss_mb: float | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    skipped: str | None = None  # why the tool was not run here (e.g. "no tmux")
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``FAILED`` or ``skipped: WHY``."""
+        if self.skipped is not None:
+            return f"skipped: {self.skipped}"
+        return "ok" if self.ok else "FAILED"
 
     @property
     def mb_per_s(self) -> float | None:
@@ -541,6 +595,89 @@ wall = time.perf_counter() - t0
 with open(res, "w") as fh:
     fh.write("%r %d %d %r %r" % (wall, os.waitstatus_to_exitcode(status), ru.ru_maxrss,
                                  ru.ru_utime, ru.ru_stime))
+"""
+
+
+# The wrapper of `watch-digest`: as WRAPPER, but the command's stdout is a pipe it reads (and
+# copies to its own stdout, the log): at the first `{"event": "digest", ...}` line it notes the
+# time and the CPU so far of the command's process tree (/proc: utime + stime, reaped children
+# included, of the command and of every live descendant), sends the command SIGINT (Ctrl-C),
+# reads on to EOF (noting the `stopped` line and its time after the SIGINT) and os.wait4s.  A
+# watch still running STOP_WAIT_S after the SIGINT gets a second one (counted in "sigints": a
+# lost Ctrl-C is a defect to report, not to hide), and SIGKILL as long again after that.  json
+# is imported after the spawn, so the child's peak RSS does not count it.
+STOP_WAIT_S = 20
+WATCH_WRAPPER = """
+import os, signal, sys, time
+res, wait_s, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+r, w = os.pipe()
+t0 = time.perf_counter()
+try:
+    pid = os.posix_spawnp(argv[0], argv, os.environ,
+                          file_actions=[(os.POSIX_SPAWN_DUP2, w, 1), (os.POSIX_SPAWN_CLOSE, r)])
+except OSError as exc:
+    sys.stderr.write("cannot start %s: %s\\n" % (argv[0], exc))
+    sys.exit(127)
+os.close(w)
+import json
+tick = os.sysconf("SC_CLK_TCK")
+
+def tree_cpu(root):
+    total, stack = 0.0, [root]
+    while stack:
+        p = stack.pop()
+        try:
+            with open("/proc/%d/stat" % p, "rb") as fh:
+                f = fh.read().rsplit(b")", 1)[1].split()
+            total += sum(int(x) for x in f[11:15]) / tick
+            for task in os.listdir("/proc/%d/task" % p):
+                with open("/proc/%d/task/%s/children" % (p, task), "rb") as fh:
+                    stack.extend(int(c) for c in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+out = {"digest_s": None, "cpu_at_digest_s": None, "digest": None, "stop_s": None, "stopped": None, "sigints": 0,
+       "killed": False}
+t_sig = None
+
+def again(signum, frame):
+    if out["sigints"] < 2:
+        out["sigints"] += 1
+        os.kill(pid, signal.SIGINT)
+        signal.alarm(wait_s)
+    else:
+        out["killed"] = True
+        os.kill(pid, signal.SIGKILL)
+
+signal.signal(signal.SIGALRM, again)
+with os.fdopen(r, "rb") as fh:
+    for line in fh:
+        now = time.perf_counter()
+        sys.stdout.buffer.write(line)
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("event") == "digest" and t_sig is None:
+            out["digest_s"] = now - t0
+            out["cpu_at_digest_s"] = tree_cpu(pid)
+            out["digest"] = {k: obj.get(k) for k in ("files", "compiles", "ranks", "finding_counts")}
+            t_sig = time.perf_counter()
+            out["sigints"] = 1
+            os.kill(pid, signal.SIGINT)
+            signal.alarm(wait_s)
+        elif obj.get("event") == "stopped":
+            out["stop_s"] = now - t_sig if t_sig is not None else None
+            out["stopped"] = obj
+_, status, ru = os.wait4(pid, 0)
+signal.alarm(0)
+out.update(wall=time.perf_counter() - t0, code=os.waitstatus_to_exitcode(status), maxrss=ru.ru_maxrss,
+           utime=ru.ru_utime, stime=ru.ru_stime)
+with open(res, "w") as fh:
+    json.dump(out, fh)
 """
 
 
@@ -574,14 +711,21 @@ def tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str]) -> Run:
-    """Run ``run.argv`` under the wrapper; fill in wall, CPU, ru_maxrss and tree RSS."""
+def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str], *, watch: bool = False) -> Run:
+    """Run ``run.argv`` under the wrapper; fill in wall, CPU, ru_maxrss and tree RSS.
+
+    ``watch``: under WATCH_WRAPPER (a `traceview watch --json`): wall is the time to the first
+    digest line, CPU and peak RSS those of the whole run (to its exit after the SIGINT), and
+    ``extra`` holds the rest (exit_s, stop_s, cpu_at_digest_s, digest, stopped); a run without
+    a digest line, or without a `stopped` line after the SIGINT, fails."""
     logdir.mkdir(parents=True, exist_ok=True)
     stem = f"{run.scenario}.{run.tool}"
     out_path, err_path = logdir / f"{stem}.stdout", logdir / f"{stem}.stderr"
     res_path = logdir / f"{stem}.rusage"
     res_path.unlink(missing_ok=True)
     wrapper = [sys.executable, "-I", "-S", "-c", WRAPPER, str(res_path)]
+    if watch:
+        wrapper = [sys.executable, "-I", "-S", "-c", WATCH_WRAPPER, str(res_path), str(STOP_WAIT_S)]
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(
@@ -611,9 +755,15 @@ def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str]) -> Run:
         proc.wait()
         done.set()
         sampler.join()
+    watched: dict[str, Any] = {}
     try:
-        wall, code, maxrss, utime, stime = res_path.read_text().split()
-    except (OSError, ValueError):
+        if watch:
+            watched = json.loads(res_path.read_text())
+            wall, code, maxrss = watched["wall"], watched["code"], watched["maxrss"]
+            utime, stime = watched["utime"], watched["stime"]
+        else:
+            wall, code, maxrss, utime, stime = res_path.read_text().split()
+    except (OSError, ValueError, KeyError):
         run.exit_code = proc.returncode
         run.error = f"exit {proc.returncode}\n{tail(err_path) or tail(out_path)}"
         if timed_out[0]:
@@ -624,8 +774,21 @@ def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str]) -> Run:
     run.maxrss_mb = int(maxrss) * 1024 / MB
     run.tree_rss_mb = peak[0] * 1024 / MB if peak[0] else None
     run.ok = run.exit_code == 0 and not timed_out[0]
+    if watch:
+        run.extra = {"exit_s": run.wall_s,
+                     **{k: watched[k] for k in ("stop_s", "cpu_at_digest_s", "sigints", "digest", "stopped")}}
+        run.wall_s = watched["digest_s"]
+        if watched["killed"]:
+            run.ok, run.error = False, f"still running {STOP_WAIT_S} s after a second SIGINT: killed\n{tail(err_path)}"
+        elif run.ok and watched["digest_s"] is None:
+            run.ok, run.error = False, f"no digest line on stdout (exit {run.exit_code})\n{tail(err_path)}"
+        elif run.ok and watched["stopped"] is None:
+            run.ok, run.error = False, f"no stopped line after SIGINT (exit {run.exit_code})\n{tail(err_path)}"
     if not run.ok:
-        run.error = f"exit {run.exit_code}\n{tail(err_path) or tail(out_path)}"
+        if run.error is None:
+            run.error = f"exit {run.exit_code}\n{tail(err_path) or tail(out_path)}"
+        if timed_out[0]:
+            run.error = f"timed out after {timeout:.0f} s\n{tail(err_path) or tail(out_path)}"
     elif run.tool == "floor":
         try:
             run.extra = json.loads(out_path.read_text())
@@ -645,6 +808,40 @@ def fill(template: list[str], **values: str) -> list[str]:
     return [part.format(**values) for part in template]
 
 
+def measure_open(run: Run, cache: Path, timeout: float) -> Run:
+    """`traceview open` to its first screen with findings, in tmux (bench/ui_first_screen.py's
+    first_screen): wall = seconds to that screen; CPU, peak RSS (VmHWM) and tree RSS those of
+    the `traceview open` process read from /proc at that moment."""
+    first_screen = ui_first_screen().first_screen
+    try:
+        got = first_screen(run.input, cache, python=sys.executable, timeout=min(timeout or 120.0, 120.0))
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        run.error = str(exc)
+        return run
+    run.ok, run.exit_code = True, 0
+    run.wall_s, run.cpu_s = got["seconds"], got["cpu_s"]
+    run.maxrss_mb, run.tree_rss_mb = got["maxrss_mb"], got["tree_rss_mb"]
+    return run
+
+
+def ui_first_screen() -> Any:
+    """bench/ui_first_screen.py as a module (bench/ is not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ui_first_screen", Path(__file__).resolve().with_name("ui_first_screen.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# the parse cache each run uses (TRACEVIEW_CACHE_DIR = WORK/cache/SCENARIO/NAME): a prime fills
+# the cache its measured tool then reads; every other run starts from an empty one
+CACHE_OF = {"summary-prime": "warm", "summary-warm": "warm", "report-prime": "report-warm",
+            "report-warm": "report-warm", "open-prime": "open-first", "open-first": "open-first"}
+READS_PRIMED = ("summary-warm", "report-warm", "open-first")
+
+
 def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -> list[Run]:
     """Run every selected tool on one scenario."""
     path = prepare(s, args.traces, args.work)
@@ -654,51 +851,74 @@ def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -
     warm_page_cache(path)
     py = sys.executable
     cold_args = shlex.split(args.summary_cold_args)
-    plan: list[tuple[str, list[str], Path | None]] = []
+    # (tool, argv, output dir to empty before the run or None, how: spawn | watch | tmux | skip:WHY)
+    plan: list[tuple[str, list[str], Path | None, str]] = []
     for tool in args.tools:
         if tool not in s.tools:
             print(f"[{s.name}] {tool}: does not apply to this input, skipped", file=sys.stderr)
             continue
         if tool == "floor":
             argv = [py, str(Path(__file__).resolve()), "--floor-worker", str(path)]
-            plan.append(("floor", argv, None))
+            plan.append(("floor", argv, None, "spawn"))
         elif tool == "tlparse":
             out = outroot / "tlparse"
             argv = fill(TLPARSE_CMD, tlparse=args.tlparse, input=str(path), out=str(out))
-            plan.append(("tlparse", argv + (TLPARSE_DIR_EXTRA if path.is_dir() else []), out))
+            plan.append(("tlparse", argv + (TLPARSE_DIR_EXTRA if path.is_dir() else []), out, "spawn"))
         elif tool == "tlhub":
             out = outroot / "tlhub"
-            plan.append(("tlhub", fill(TLHUB_CMD, tlhub_python=str(args.tlhub_python), input=str(path), out=str(out)), out))
+            plan.append(("tlhub", fill(TLHUB_CMD, tlhub_python=str(args.tlhub_python), input=str(path), out=str(out)), out,
+                         "spawn"))
         elif tool == "export":
             out = outroot / "export"
-            plan.append(("export", fill(EXPORT_CMD, python=py, input=str(path), out=str(out)), out))
+            plan.append(("export", fill(EXPORT_CMD, python=py, input=str(path), out=str(out)), out, "spawn"))
         elif tool == "summary-cold":
-            plan.append(
-                ("summary-cold", fill(SUMMARY_CMD, python=py, input=str(path)) + cold_args, None)
-            )
+            plan.append(("summary-cold", fill(SUMMARY_CMD, python=py, input=str(path)) + cold_args, None, "spawn"))
         elif tool == "summary-warm":
             argv = fill(SUMMARY_CMD, python=py, input=str(path))
-            plan += [("summary-prime", argv, None), ("summary-warm", argv, None)]
+            plan += [("summary-prime", argv, None, "spawn"), ("summary-warm", argv, None, "spawn")]
+        elif tool == "report-warm":
+            for name in ("report-prime", "report-warm"):
+                out = outroot / name
+                plan.append((name, fill(REPORT_CMD, python=py, input=str(path), out=str(out / "report.html")), out, "spawn"))
+        elif tool == "watch-digest":
+            if not path.is_dir():
+                print(f"[{s.name}] watch-digest: watch follows a directory, this input is a file; skipped", file=sys.stderr)
+                continue
+            plan.append(("watch-digest", fill(WATCH_CMD, python=py, input=str(path)), None, "watch"))
+        elif tool == "open-first":
+            if shutil.which("tmux") is None:
+                plan.append(("open-first", fill(OPEN_CMD, python=py, input=str(path)), None, "skip:no tmux"))
+                continue
+            plan += [("open-prime", fill(SUMMARY_CMD, python=py, input=str(path)), None, "spawn"),
+                     ("open-first", fill(OPEN_CMD, python=py, input=str(path)), None, "tmux")]
     # rounds: every tool once per round, so that the machine's drift (a shared VM's speed can
     # change 2x within minutes) falls on all tools alike; the fastest run of each is shown
     best: dict[str, Run] = {}
     attempts: dict[str, list[dict[str, Any]]] = {}
     failed: set[str] = set()
     for rnd in range(args.repeat):
-        for tool, argv, out in plan:
-            if tool in failed or (tool == "summary-prime" and rnd > 0):
+        for tool, argv, out, how in plan:
+            if tool in failed or (tool.endswith("-prime") and rnd > 0):
+                continue
+            if how.startswith("skip:"):
+                best[tool] = Run(s.name, tool, argv, mb, str(path), skipped=how[len("skip:"):])
+                attempts[tool] = []
                 continue
             if out is not None:
                 shutil.rmtree(out, ignore_errors=True)
-                out.parent.mkdir(parents=True, exist_ok=True)
-            # traceview's parse cache: every cold run (export, summary-cold) starts from an
-            # empty cache; summary-prime fills a fresh one that summary-warm then reads
-            cache = args.work / "cache" / s.name / ("warm" if tool.startswith("summary-") and tool != "summary-cold" else tool)
-            if tool != "summary-warm":
+                # report's -o is a file in its own output dir; the others write the dir itself
+                (out if tool.startswith("report-") else out.parent).mkdir(parents=True, exist_ok=True)
+            # traceview's parse cache: a prime fills a fresh cache that its tool then reads;
+            # every other run (export, summary-cold, watch-digest, ...) starts from an empty one
+            cache = args.work / "cache" / s.name / CACHE_OF.get(tool, tool)
+            if tool not in READS_PRIMED:
                 shutil.rmtree(cache, ignore_errors=True)
-            r = measure(
-                Run(s.name, tool, argv, mb, str(path)), logdir, args.timeout, {**env, "TRACEVIEW_CACHE_DIR": str(cache)}
-            )
+            run = Run(s.name, tool, argv, mb, str(path))
+            if how == "tmux":
+                r = measure_open(run, cache, args.timeout)
+            else:
+                r = measure(run, logdir, args.timeout, {**env, "TRACEVIEW_CACHE_DIR": str(cache)}, watch=how == "watch")
+            load = os.getloadavg()
             attempts.setdefault(tool, []).append(
                 {
                     "wall_s": r.wall_s,
@@ -706,6 +926,8 @@ def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -
                     "maxrss_mb": r.maxrss_mb,
                     "tree_rss_mb": r.tree_rss_mb,
                     "ok": r.ok,
+                    "load": [round(x, 2) for x in load],
+                    **({"sigints": r.extra.get("sigints")} if how == "watch" else {}),
                 }
             )
             b = best.get(tool)
@@ -716,7 +938,7 @@ def bench_scenario(s: Scenario, args: argparse.Namespace, env: dict[str, str]) -
             if out is not None and not args.keep_outputs:
                 shutil.rmtree(out, ignore_errors=True)
     runs: list[Run] = []
-    for tool, _argv, _out in plan:
+    for tool, _argv, _out, _how in plan:
         r = best[tool]
         if len(attempts[tool]) > 1:
             r.extra["attempts"] = attempts[tool]
@@ -740,7 +962,9 @@ def status_line(r: Run) -> str:
             f"{r.tool}: {r.wall_s:.2f} s, peak RSS {fmt(r.maxrss_mb, '.0f')} MB, "
             f"{fmt(r.mb_per_s, '.0f')} MB/s"
         )
-    return f"{r.tool}: FAILED ({(r.error or '').splitlines()[0]})"
+    if r.skipped is not None:
+        return f"{r.tool}: {r.status}"
+    return f"{r.tool}: FAILED ({((r.error or '').splitlines() or [''])[0]})"
 
 
 def ratio(runs: list[Run], num: str, den: str) -> float | None:
@@ -749,6 +973,87 @@ def ratio(runs: list[Run], num: str, den: str) -> float | None:
     if num in by and den in by and by[den].wall_s:
         return (by[num].wall_s or 0) / by[den].wall_s  # type: ignore[operator]
     return None
+
+
+# issue 40's check: (name, tool, the tool it is divided by or None for seconds, op, target, goal)
+ISSUE40_CHECKS: tuple[tuple[str, str, str | None, str, float, float | None], ...] = (
+    ("cached summary s", "summary-warm", None, "<=", 0.3, None),
+    ("summary-cold/floor", "summary-cold", "floor", "<=", 1.3, 1.2),
+    ("watch-digest/summary-cold", "watch-digest", "summary-cold", "<=", 1.2, None),
+    ("report-warm s", "report-warm", None, "<=", 1.0, None),
+    ("open-first s", "open-first", None, "<=", 1.0, None),
+    ("tlparse/export", "tlparse", "export", ">=", 12.0, 15.0),
+)
+
+
+def _walls(r: Run) -> list[float | None]:
+    """Wall seconds of each round's run of a tool (None where it failed)."""
+    tries = r.extra.get("attempts") or [{"wall_s": r.wall_s, "ok": r.ok}]
+    return [a["wall_s"] if a.get("ok") else None for a in tries]
+
+
+def _why_missing(by: dict[str, Run], tool: str) -> str:
+    r = by.get(tool)
+    if r is None:
+        return f"{tool} not run"
+    if r.skipped is not None:
+        return f"{tool} skipped: {r.skipped}"
+    return f"{tool} FAILED"
+
+
+def issue40_checks(runs: list[Run]) -> list[dict[str, Any]]:
+    """Issue 40's check over one scenario's runs (its fastest run of each tool): per check its
+    ``value`` (wall s, or a ratio of the two tools' fastest walls), ``target``, ``goal``, ``met``
+    (None where a tool is missing, with ``missing`` saying why) and ``rounds``: the value of
+    each round alone (round i's run of one tool over round i's of the other)."""
+    by = {r.tool: r for r in runs}
+    out: list[dict[str, Any]] = []
+    for name, num, den, op, target, goal in ISSUE40_CHECKS:
+        value: float | None = None
+        rounds: list[float | None] = []
+        missing = None
+        tools = (num,) if den is None else (num, den)
+        gone = [t for t in tools if t not in by or not by[t].ok or by[t].wall_s is None]
+        if gone:
+            missing = "; ".join(_why_missing(by, t) for t in gone)
+        elif den is None:
+            value, rounds = by[num].wall_s, _walls(by[num])
+        else:
+            value = ratio(runs, num, den)
+            rounds = [a / b if a is not None and b else None for a, b in zip(_walls(by[num]), _walls(by[den]))]
+        met = None if value is None else (value <= target if op == "<=" else value >= target)
+        out.append({"check": name, "value": value, "op": op, "target": target, "goal": goal, "met": met,
+                    "unit": "s" if den is None else "x", "rounds": rounds, "missing": missing})
+    return out
+
+
+def print_issue40(results: dict[str, list[Run]], load: tuple[tuple[float, ...], tuple[float, ...]] | None = None) -> None:
+    """The issue-40 block: every check of the issue with its value, target and met/missed, for each
+    scenario where at least one could be measured."""
+    for name, runs in results.items():
+        checks = issue40_checks(runs)
+        if all(c["value"] is None for c in checks):
+            continue
+        n = max((len(c["rounds"]) for c in checks), default=1)
+        how = f"fastest of {n} rounds" if n > 1 else "one round"
+        print(f"\nissue 40 ({name}; wall time, {how}; target for the 48-rank rank48_500mb)")
+        if load is not None:
+            (a, b, c), (d, e, f) = load
+            print(f"  load average (1/5/15 min) at start {a:.2f} {b:.2f} {c:.2f}, at end {d:.2f} {e:.2f} {f:.2f}"
+                  f" on {os.cpu_count()} cores")
+        rows = [("check", "value", "target", "goal", "result", "each round")]
+        for c in checks:
+            spec = ".3f" if c["unit"] == "s" else ".2f"
+            result = "met" if c["met"] else "missed" if c["met"] is not None else f"not measured ({c['missing']})"
+            rows.append((c["check"], fmt(c["value"], spec), f"{c['op']} {c['target']:g}",
+                         "" if c["goal"] is None else f"{c['op']} {c['goal']:g}", result,
+                         " ".join(fmt(v, spec) for v in c["rounds"]) if len(c["rounds"]) > 1 else ""))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for i, row in enumerate(rows):
+            cells = [cell.rjust(w) if j == 1 else cell.ljust(w) for j, (cell, w) in enumerate(zip(row, widths))]
+            print("  " + "  ".join(cells).rstrip())
+            if i == 0:
+                print("  " + "  ".join("-" * w for w in widths))
 
 
 def print_table(results: dict[str, list[Run]]) -> None:
@@ -777,7 +1082,7 @@ def print_table(results: dict[str, list[Run]]) -> None:
                     fmt(r.maxrss_mb, ".1f"),
                     fmt(r.tree_rss_mb, ".1f"),
                     fmt(r.mb_per_s, ".1f"),
-                    "ok" if r.ok else "FAILED",
+                    r.status,
                 )
             )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
@@ -811,9 +1116,15 @@ def print_table(results: dict[str, list[Run]]) -> None:
             for r in runs:
                 if r.tool in ("summary-cold", "summary-warm") and r.ok:
                     print(f"  {name:<20} {r.tool:<13} {fmt(r.wall_s, '.2f'):>6} s  {fmt(r.maxrss_mb, '.0f'):>5} MB")
-    failed = [r for runs in results.values() for r in runs if not r.ok]
+    failed = [r for runs in results.values() for r in runs if not r.ok and r.skipped is None]
     for r in failed:
         print(f"\nFAILED {r.scenario} {r.tool}: {shlex.join(r.argv)}\n{r.error}")
+    for runs in results.values():
+        for r in runs:
+            lost = [n for n, a in enumerate(r.extra.get("attempts") or [r.extra], 1) if (a.get("sigints") or 0) > 1]
+            if r.tool == "watch-digest" and lost:
+                print(f"\nNOTE {r.scenario} watch-digest: the first SIGINT did not stop the watch within {STOP_WAIT_S} s "
+                      f"(round {', '.join(map(str, lost))}); a second one was sent (see logs/*.watch-digest.stderr)")
 
 
 def to_json(results: dict[str, list[Run]], args: argparse.Namespace) -> dict[str, Any]:
@@ -838,6 +1149,9 @@ def to_json(results: dict[str, list[Run]], args: argparse.Namespace) -> dict[str
             "tlparse": TLPARSE_CMD,
             "tlhub": TLHUB_CMD,
             "tlparse_dir_extra": TLPARSE_DIR_EXTRA,
+            "report": REPORT_CMD,
+            "watch": WATCH_CMD,
+            "open": OPEN_CMD,
         },
         "units": {
             "MB": "10**6 bytes",
@@ -854,6 +1168,8 @@ def to_json(results: dict[str, list[Run]], args: argparse.Namespace) -> dict[str
             }
             for name, rs in results.items()
         },
+        "issue40": {name: issue40_checks(rs) for name, rs in results.items()},
+        "repeat": args.repeat,
         "runs": runs,
     }
 
@@ -864,7 +1180,6 @@ def to_json(results: dict[str, list[Run]], args: argparse.Namespace) -> dict[str
 # (`python -m traceview watch DIR --json`, a child process) fed by this script acting as the
 # job's writer.  See the module docstring ("--watch") for what is measured and how.
 
-WATCH_CMD = [*TRACEVIEW, "watch", "{input}", "--json"]
 WATCH_RANKS = 48
 
 
@@ -1280,8 +1595,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help=f"scenarios, or 'all' (default: {' '.join(n for n, s in SCENARIOS.items() if s.default)})",
     )
-    ap.add_argument("--tools", nargs="+", default=list(TOOLS), choices=TOOLS)
-    ap.add_argument("--repeat", type=int, default=1, help="runs per tool; the fastest is shown")
+    ap.add_argument("--tools", nargs="+", default=None, choices=TOOLS, help="tools to run (default: all)")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help=f"rounds of every tool once; the fastest of each is shown (default: 1, --issue40: {ISSUE40_REPEAT})")
+    ap.add_argument("--issue40", action="store_true",
+                    help=f"issue 40's check: scenario {ISSUE40_SCENARIO}, tools {' '.join(ISSUE40_TOOLS)}, "
+                         f"--repeat {ISSUE40_REPEAT} unless given")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per command (0: none)")
     ap.add_argument(
         "--summary-cold-args",
@@ -1300,6 +1619,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--watch-append-cases", nargs="+", default=["new-ids", "same-ids"],
                     help="append cases to run (names or parts of them; default: %(default)s)")
     args = ap.parse_args(argv)
+    if args.issue40:
+        if args.scenario is not None or args.tools is not None:
+            ap.error("--issue40 picks the scenario and the tools; leave out --scenario and --tools")
+        args.scenario, args.tools = [ISSUE40_SCENARIO], list(ISSUE40_TOOLS)
+    args.tools = args.tools or list(TOOLS)
+    args.repeat = args.repeat if args.repeat is not None else ISSUE40_REPEAT if args.issue40 else 1
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     names = args.scenario or [n for n, s in SCENARIOS.items() if s.default]
     if "all" in names:
         names = list(SCENARIOS)
@@ -1334,6 +1661,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nwrote {args.json}")
         return 0
     results: dict[str, list[Run]] = {}
+    load_start = os.getloadavg()
     floor_mb = None if args.build_only else wrapper_floor_mb(args.work / "logs", env)
     for name in args.scenario:
         s = SCENARIOS[name]
@@ -1344,11 +1672,14 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = bench_scenario(s, args, env)
     if args.build_only:
         return 0
+    load_end = os.getloadavg()
     print_table(results)
     print(f"\npeak RSS floor (wrapper running `true`): {fmt(floor_mb, '.1f')} MB")
+    print_issue40(results, (load_start, load_end))
     if args.json is not None:
         doc = to_json(results, args)
         doc["wrapper_floor_mb"] = floor_mb
+        doc["load_start"], doc["load_end"] = load_start, load_end
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"\nwrote {args.json}")
     return 0

@@ -26,12 +26,57 @@ ROOT = Path(__file__).resolve().parents[1]
 FINDING = re.compile(r"\b(RECOMPILE STORM|FAILED COMPILE|GRAPH BREAK|RANK|COMPILE TIME|CACHE|FALLBACK)")
 
 
-def one_run(trace: str, cache: Path, width: int, height: int) -> float:
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process and of its children it has waited for, from /proc."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rsplit(b")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_kib(pid: int, key: bytes) -> int:
+    """A ``/proc/<pid>/status`` figure in KiB (VmHWM, VmRSS), 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(key + b":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (not ``pid`` itself), from /proc/<pid>/task/*/children."""
+    out: list[int] = []
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children", "rb") as fh:
+                    kids = [int(c) for c in fh.read().split()]
+                out += kids
+                stack += kids
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def first_screen(trace: str, cache: Path, width: int = 120, height: int = 40, *, python: str = sys.executable,
+                 timeout: float = 120.0) -> dict[str, float]:
+    """`traceview open TRACE` in a fresh tmux server (``width`` x ``height``): seconds from
+    starting tmux to the first capture showing the Findings tab with a finding title, and,
+    read from /proc at that moment, the `traceview open` process's CPU seconds (utime + stime,
+    its reaped children's included), its peak RSS (VmHWM) and the summed RSS of its process
+    tree, in MB (10**6 bytes). RuntimeError if the command ends or draws no finding within
+    ``timeout`` s (with the last screen)."""
     with tempfile.TemporaryDirectory() as tmp:
         sock = str(Path(tmp) / "tmux.sock")
         session = f"tv-{uuid.uuid4().hex[:8]}"
         env = f"TRACEVIEW_CACHE_DIR={shlex.quote(str(cache))} TERM=screen-256color PYTHONPATH={shlex.quote(str(ROOT))}"
-        cmd = f"unset COLUMNS LINES && export {env} && {shlex.quote(sys.executable)} -m traceview open {shlex.quote(trace)}"
+        # not exec'd: the pane's shell stays, so the command is its one child, and its exit shows
+        cmd = (f"unset COLUMNS LINES && export {env} && {shlex.quote(python)} -m traceview open {shlex.quote(trace)}; "
+               f"echo '[traceview open exited' $?']'; sleep {int(timeout) + 5}")
 
         def tmux(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(["tmux", "-S", sock, *args], capture_output=True, text=True, timeout=20)
@@ -39,14 +84,37 @@ def one_run(trace: str, cache: Path, width: int, height: int) -> float:
         t0 = time.monotonic()
         tmux("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), cmd)
         try:
-            while time.monotonic() - t0 < 120:
-                screen = tmux("capture-pane", "-p", "-t", session).stdout
+            screen = ""
+            while time.monotonic() - t0 < timeout:
+                got = tmux("capture-pane", "-p", "-t", session)
+                if got.returncode != 0:
+                    raise RuntimeError(f"tmux: {got.stderr.strip()} (the session ended); the last screen:\n{screen}")
+                screen = got.stdout
                 if "Findings" in screen and FINDING.search(screen):
-                    return time.monotonic() - t0
+                    seconds = time.monotonic() - t0
+                    shell = int(tmux("display-message", "-p", "-t", session, "#{pane_pid}").stdout.strip())
+                    tree = _descendants(shell)
+                    pid = tree[0]  # the shell's one child: the command
+                    return {"seconds": seconds, "cpu_s": _proc_cpu_s(pid),
+                            "maxrss_mb": _proc_kib(pid, b"VmHWM") * 1024 / 1e6,
+                            "tree_rss_mb": sum(_proc_kib(p, b"VmRSS") for p in tree) * 1024 / 1e6}
+                if "[traceview open exited" in screen:
+                    break
+                if "Pick one (--latest" in screen:
+                    raise RuntimeError("open asks which run to open (the input holds several runs): no first screen "
+                                       "of findings to time")
                 time.sleep(0.01)
-            raise SystemExit(f"no findings on screen after 120 s; the screen shows:\n{screen}")
+            raise RuntimeError(f"no findings on screen after {time.monotonic() - t0:.0f} s; the screen shows:\n{screen}")
         finally:
             tmux("kill-server")
+
+
+def one_run(trace: str, cache: Path, width: int, height: int) -> float:
+    """Seconds from `traceview open TRACE` to its first screen with findings (see first_screen)."""
+    try:
+        return first_screen(trace, cache, width, height)["seconds"]
+    except RuntimeError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def main() -> int:
