@@ -143,15 +143,19 @@ class TraceviewApp(App[int]):
             self.exit(return_code=EXIT_USAGE, message=Text("traceview: nothing to open"))
             return
         if self.first is not None:  # the findings first, from their document; the Trace after the paint
-            from traceview.tui.report_model import ReportModel
-
-            self.push_screen(MainScreen(ReportModel.of(self.first.report), self.where))
-            self.timings["first_screen"] = time.monotonic() - self._t0
-            # after the first paint: the loader's imports and tables would hold the GIL meanwhile
-            self.call_after_refresh(self._start_loader, source)
+            self.call_later(self._first_screen, source, self.first)
             return
         self.push_screen(LoadingScreen(self.where or "trace"))
         self._start_loader(source)
+
+    async def _first_screen(self, source: Trace | Loader, first: CachedReport) -> None:
+        """The findings of the cached document, then the loader once they are painted (its
+        imports and tables would hold the GIL while the first screen is laid out and drawn)."""
+        from traceview.tui.report_model import ReportModel
+
+        await self.push_screen(MainScreen(ReportModel.of(first.report), self.where))  # mounted
+        self.timings["first_screen"] = time.monotonic() - self._t0
+        self.call_after_refresh(self._start_loader, source)  # after the refresh that draws it
 
     def _start_loader(self, source: Trace | Loader) -> None:
         if self.cancelled:
