@@ -5,7 +5,8 @@ terminal (tmux, 120x40), from the parse cache (the trace is summarised once firs
     python bench/ui_first_screen.py /tmp/traceview-bench/inputs/rank48_500mb --repeat 3
 
 Prints one line per run and the best. Needs tmux. The screen counts as drawn when the
-Findings tab shows at least one finding title (a line in capitals, as in the summary).
+Findings tab shows at least one finding title (a line in capitals, as in the summary:
+traceview.analyze.finding.KIND_TITLES) or says there are none ("No findings:").
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FINDING = re.compile(r"\b(RECOMPILE STORM|FAILED COMPILE|GRAPH BREAK|RANK|COMPILE TIME|CACHE|FALLBACK)")
+sys.path.insert(0, str(ROOT))
+from traceview.analyze.finding import KIND_TITLES  # noqa: E402  (the checkout's, without polars)
+
+FINDING = re.compile(r"\b(" + "|".join(re.escape(t) for t in KIND_TITLES.values()) + r")\b|No findings:")
 
 
 def _proc_cpu_s(pid: int) -> float:

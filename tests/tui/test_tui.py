@@ -65,10 +65,11 @@ def _tui_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def ready(pilot, timeout: float = 60.0) -> MainScreen:
-    """Wait for the main screen (the trace is parsed in a worker thread)."""
+    """Wait for the main screen with the trace read (it is parsed in a worker thread; a cached
+    findings document is shown before it: MainScreen.views_ready says when the rest is there)."""
     app = pilot.app
     t0 = time.monotonic()
-    while not isinstance(app.screen, MainScreen):
+    while not (isinstance(app.screen, MainScreen) and app.screen.views_ready):
         assert app.error is None, app.error
         assert time.monotonic() - t0 < timeout, "the trace did not load in time"
         await pilot.pause(0.02)

@@ -35,7 +35,6 @@ from pathlib import Path
 from parsers.discover import kind_of, trace_rank, walk
 from parsers.glog import PREFIX, as_bytes, plain
 from parsers.gzipped import is_gzip
-from parsers.torch_trace import last_record_start
 
 _HAS_PAYLOAD = re.compile(rb'"has_payload": ?"([0-9a-f]{32})"')
 _TEXT_RECORD = re.compile(as_bytes("^" + plain(PREFIX)), re.M)
@@ -262,6 +261,8 @@ def _text_complete(data: bytes, cut: int) -> int:
 def _trace_complete(data: bytes, cut: int) -> int:
     """The end of the complete records of a trace log's new whole lines data[:cut]: all of
     them, unless the last record's payload is still being written (its md5 does not match)."""
+    from parsers.torch_trace import last_record_start  # polars: not before the UI's first screen
+
     lines = data[:cut]  # (the same object when data ends with its newline)
     start = max(0, last_record_start(lines, 0))  # a chunk starts at a record
     header_end = data.find(b"\n", start)

@@ -10,6 +10,7 @@ inputs, one file read and rendering.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from traceview import timing
@@ -35,6 +36,37 @@ def cached_report(inputs: Inputs | None) -> dict[str, Any] | None:
         return orjson.loads(data) if data is not None else None
     except orjson.JSONDecodeError:  # a damaged document: judged again
         return None
+
+
+@dataclass(frozen=True)
+class CachedReport:
+    """A findings document read before its Trace is loaded (`open`'s first screen), with the
+    parse cache entry it was kept beside, so that the Trace loaded after it can be checked to
+    be the one it judged."""
+
+    report: dict[str, Any]
+    key: str  # traceview.ingest.cache.cache_key of the inputs when it was read
+
+    def holds_for(self, inputs: Inputs | None) -> bool:
+        """Whether `inputs` are unchanged since the document was read (their cache key is the
+        same: no file grew, shrank or was touched), so the document judges their Trace."""
+        try:
+            return inputs is not None and cache.cache_key(inputs) == self.key
+        except OSError:  # an input gone since
+            return False
+
+
+def cached_report_before_load(inputs: Inputs | None) -> CachedReport | None:
+    """The findings document of `inputs` when their parse is cached and unchanged, read before
+    their Trace (no table, no polars), or None."""
+    if not _has_files(inputs):
+        return None
+    try:
+        key = cache.cache_key(inputs)  # first: inputs that change meanwhile fail `holds_for`
+    except OSError:
+        return None
+    report = cached_report(inputs)
+    return CachedReport(report, key) if isinstance(report, dict) else None
 
 
 def keep_report(inputs: Inputs | None, report: dict[str, Any]) -> None:

@@ -4,6 +4,13 @@ The loader (traceview.ingest.loading, the same path as every command's) runs in 
 while the loading screen shows its progress; the main screen appears when the trace and its
 findings are ready. Widgets never see a path, only the model.
 
+When the inputs are unchanged since their findings document was kept beside the parse cache
+(traceview.output.findings_document), the first screen is those findings, drawn before the
+Trace is read or polars imported (a `ReportModel`); the Trace is loaded in the worker thread
+after that first paint and the main screen then mounts the other views (MainScreen.
+trace_loaded). A Trace whose inputs changed meanwhile is judged again and replaces the screen
+as a reload does: a document is never shown for inputs it does not describe.
+
 Following (`traceview open DIR`, unless --no-follow): a thread looks at the inputs about once a
 second (traceview.live.follow); when complete records landed it loads the trace again through the
 same path (without the parse cache), builds the model, and hands it to the UI thread, which
@@ -19,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import App
@@ -30,13 +37,17 @@ from traceview.errors import EXIT_CANCELLED, EXIT_USAGE, debugging, error_line
 from traceview.ingest.loading import LoadOptions, discover_inputs, exports_of, load_trace
 from traceview.live.follow import Follow, follow_loop
 from traceview.printable import one_line
-from traceview.trace import Trace
 from traceview.tui.loading_screen import LoadingScreen
 from traceview.tui.main_screen import MainScreen
-from traceview.tui.model import TraceModel
 from traceview.tui.run_picker import RunInfo, RunPicker, runs_of
+from traceview.tui.text import plain
 
-Loader = Callable[[], Trace]
+if TYPE_CHECKING:  # polars: imported by the loader thread, after the first screen
+    from traceview.output.findings_document import CachedReport
+    from traceview.trace import Trace
+    from traceview.tui.model import TraceModel
+
+Loader = Callable[[], "Trace"]
 
 
 def _few_colours() -> bool:
@@ -73,17 +84,22 @@ class TraceviewApp(App[int]):
         follow: Follow | None = None,
         reload: Loader | None = None,
         frozen: bool = False,
+        first: CachedReport | None = None,
     ) -> None:
         """`source`: a Trace, or a loader returning one. With `runs` (several runs found) the
         user picks one first and `load_run(run)` loads it. `follow` and `reload`: follow the
         inputs as they grow, loading them again with `reload` (for a picked run,
-        `load_run(run, fresh=True)`); `frozen`: say that it does not (--no-follow)."""
+        `load_run(run, fresh=True)`); `frozen`: say that it does not (--no-follow). `first`:
+        the findings document of `source`'s inputs, read before it: the first screen shows it
+        while the loader runs."""
         super().__init__()
+        self.first = first
         self.follow = follow
         self.reload = reload
         self.live_status: str | None = "frozen" if frozen else None
         self.reloads = 0  # new traces shown
         self._pending: TraceModel | None = None  # a reloaded model waiting for a modal to close
+        self._pending_reload = True  # False: not a reload but the first Trace, judged again
         self._stop_follow = threading.Event()
         self.source = source
         self.runs = runs
@@ -119,13 +135,31 @@ class TraceviewApp(App[int]):
         self.where = f"{self.where} (run {run.run + 1})"
         if self.follow is not None:
             self.reload = lambda: load_run(run, fresh=True)  # type: ignore[call-arg]
+        self.first = None  # (build_app reads no document when there is a run to pick)
         self._start(lambda: load_run(run))
 
     def _start(self, source: Trace | Loader | None) -> None:
         if source is None:
             self.exit(return_code=EXIT_USAGE, message=Text("traceview: nothing to open"))
             return
+        if self.first is not None:  # the findings first, from their document; the Trace after the paint
+            self.call_later(self._first_screen, source, self.first)
+            return
         self.push_screen(LoadingScreen(self.where or "trace"))
+        self._start_loader(source)
+
+    async def _first_screen(self, source: Trace | Loader, first: CachedReport) -> None:
+        """The findings of the cached document, then the loader once they are painted (its
+        imports and tables would hold the GIL while the first screen is laid out and drawn)."""
+        from traceview.tui.report_model import ReportModel
+
+        await self.push_screen(MainScreen(ReportModel.of(first.report), self.where))  # mounted
+        self.timings["first_screen"] = time.monotonic() - self._t0
+        self.call_after_refresh(self._start_loader, source)  # after the refresh that draws it
+
+    def _start_loader(self, source: Trace | Loader) -> None:
+        if self.cancelled:
+            return
         self._loader_thread = threading.Thread(target=self._load, args=(source,), name="traceview-load", daemon=True)
         self._loader_thread.start()
 
@@ -145,8 +179,14 @@ class TraceviewApp(App[int]):
             pass
 
     def _load(self, source: Trace | Loader) -> None:
-        """Worker thread: parse (or read the cache), build the model, then the graph tables."""
+        """Worker thread: parse (or read the cache), build the model, then the graph tables.
+        With `self.first` (its findings on screen already) its report is used when the Trace's
+        inputs are still those it judged."""
+        first = self.first
         try:
+            from traceview.trace import Trace
+            from traceview.tui.model import TraceModel
+
             if isinstance(source, Trace):
                 trace = source
             else:
@@ -158,11 +198,12 @@ class TraceviewApp(App[int]):
             self.timings["trace"] = time.monotonic() - self._t0
             if self.cancelled:
                 return
-            model = TraceModel.build(trace, progress=self._progress)
+            report = first.report if first is not None and first.holds_for(getattr(trace, "inputs", None)) else None
+            model = TraceModel.build(trace, progress=self._progress, report=report)
             self.timings["model"] = time.monotonic() - self._t0
             if self.cancelled:
                 return
-            self._from_thread(self._loaded, model)
+            self._from_thread(self._loaded, model, first is not None and report is None)
             # guards, graphs and kernels: built now, while the user reads the findings; the
             # worker processes start once the first screen has had time to paint
             time.sleep(FIRST_PAINT_S)
@@ -176,10 +217,22 @@ class TraceviewApp(App[int]):
                 traceback.print_exc()
             self._from_thread(self._failed, exc)
 
-    def _loaded(self, model: TraceModel) -> None:
+    async def _loaded(self, model: TraceModel, judged_again: bool = False) -> None:
+        """The model is built: the main screen on it, or, over the findings shown first, the
+        other views (`judged_again`: the inputs changed since that document was read; the
+        screen is replaced, keeping the user's place, as on a reload)."""
         self.model = model
-        self.switch_screen(MainScreen(model, self.where))
-        self.timings["first_screen"] = time.monotonic() - self._t0
+        first = next((s for s in self.screen_stack if isinstance(s, MainScreen) and not s.views_ready), None)
+        if first is None:
+            self.switch_screen(MainScreen(model, self.where))
+            self.timings["first_screen"] = time.monotonic() - self._t0
+        elif judged_again:
+            self._pending, self._pending_reload = model, False
+            self._apply_pending()
+            self.set_interval(1.0, self._apply_pending)  # until no dialog or text field is in the way
+        else:
+            await first.trace_loaded(model)
+        self.timings["trace_views"] = time.monotonic() - self._t0
 
     def _graph_tables_ready(self) -> None:
         for screen in self.screen_stack:
@@ -202,6 +255,8 @@ class TraceviewApp(App[int]):
 
     def _reload(self) -> TraceModel:
         """Follow thread: the trace again, its model and graph tables (the UI keeps the old)."""
+        from traceview.tui.model import TraceModel
+
         assert self.reload is not None
         model = TraceModel.build(self.reload())
         model.build_graph_tables()
@@ -220,7 +275,7 @@ class TraceviewApp(App[int]):
         self._from_thread(self._new_model, result)
 
     def _new_model(self, model: TraceModel) -> None:
-        self._pending = model
+        self._pending, self._pending_reload = model, True
         self._apply_pending()
 
     def _apply_pending(self) -> None:
@@ -233,10 +288,13 @@ class TraceviewApp(App[int]):
         self._pending = None
         kept = main.keep()
         self.model = model
-        self.reloads += 1
-        self.live_status = f"live · updated {time.strftime('%H:%M:%S')}"
+        screen_id = "main-judged"  # the first screen's findings, judged again (once)
+        if self._pending_reload:
+            self.reloads += 1
+            self.live_status = f"live · updated {time.strftime('%H:%M:%S')}"
+            screen_id = f"main-{self.reloads}"
         # another id: the old screen is still registered until it is unmounted
-        self.switch_screen(MainScreen(model, self.where, screen_id=f"main-{self.reloads}", kept=kept))
+        self.switch_screen(MainScreen(model, self.where, screen_id=screen_id, kept=kept))
 
     def _set_live(self, status: str) -> None:
         self.live_status = status
@@ -249,6 +307,11 @@ class TraceviewApp(App[int]):
 
     def _failed(self, exc: Exception) -> None:
         code, self.error = error_line(exc)
+        first = next((s for s in self.screen_stack if isinstance(s, MainScreen) and not s.views_ready), None)
+        if first is not None:  # the findings are up (from their document): they stay
+            first.trace_failed(one_line(self.error, 160))
+            self.notify(plain(self.error), severity="error", timeout=30)
+            return
         self.exit(return_code=code, message=Text(self.error))
 
     def action_cancel_loading(self) -> None:
@@ -306,10 +369,15 @@ def build_app(options: LoadOptions, *, follow: bool = True) -> TraceviewApp:
     picking = inputs.runs > 1 and not options.latest and not exported
     runs = runs_of(inputs) if picking else None
     following = follow and not exported
+    first = None
+    if options.use_cache and not exported and not picking:  # unchanged inputs: their findings at once
+        from traceview.output.findings_document import cached_report_before_load
+
+        first = cached_report_before_load(inputs)
     return TraceviewApp(
         loader, runs=runs, load_run=load_run, where=" ".join(options.paths),
         follow=Follow([options.paths[0]], options.all_logs) if following else None,
-        reload=reload if following else None, frozen=not follow and not exported,
+        reload=reload if following else None, frozen=not follow and not exported, first=first,
     )
 
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from traceview.analyze.finding import KIND_TITLES
-from traceview.tui.model import TraceModel
 from traceview.tui.navigation import VIEW_TITLES, Location
 from traceview.tui.text import plain, safe
+
+if TYPE_CHECKING:  # the first screen is up before polars is imported
+    from traceview.tui.model import TraceModel
+    from traceview.tui.report_model import ReportModel
 
 MAX_COMPILES = 2000
 TIER = 1_000_000.0  # above any fuzzy score (textual.fuzzy: a few points per query letter)
@@ -30,7 +33,7 @@ PART_WORDS = {"forward": "fwd", "backward": "bwd", "inference": "inf"}
 class PaletteTarget(Protocol):
     """What the palette drives: the main screen (traceview.tui.main_screen.MainScreen)."""
 
-    model: TraceModel
+    model: TraceModel | ReportModel  # a ReportModel until the Trace is read
 
     def action_view(self, view: str) -> None: ...
     def go_finding(self, index: int) -> None: ...
@@ -83,7 +86,12 @@ class TraceviewCommands(Provider):
                 "frames view",
                 "",
             )
-        rows = main.model.compiles.select("rank", "compile_id", "function", "status").head(MAX_COMPILES)
+        model = main.model
+        if model.trace is None:  # the findings document alone: the rest once the Trace is read
+            yield "Help: every key", main.action_help, "?", ""
+            yield "Copy the current item", main.action_copy, "c", ""
+            return
+        rows = model.compiles.select("rank", "compile_id", "function", "status").head(MAX_COMPILES)
         for rank, cid, fn, status in rows.iter_rows():
             r = f"rank {rank} " if rank is not None else ""
             yield (
@@ -92,8 +100,8 @@ class TraceviewCommands(Provider):
                 "frames view",
                 cid,
             )
-        if main.model.graph_tables_ready:
-            code = main.model.code.select("what", "name", "rank", "compile_id", "part", "key").head(MAX_CODE)
+        if model.graph_tables_ready:
+            code = model.code.select("what", "name", "rank", "compile_id", "part", "key").head(MAX_CODE)
             for what, name, rank, cid, part, key in code.iter_rows():
                 r = f" rank {rank}" if rank is not None else ""
                 p = f" {PART_WORDS[part]}" if part in PART_WORDS else ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -15,10 +15,13 @@ from traceview.analyze.finding import KIND_TITLES, findings_of
 from traceview.analyze.findings import ranks_text
 from traceview.tui.cursor import MarkedOptionList
 from traceview.tui.finding_rows import Finding
-from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
 from traceview.tui.text import safe
 from traceview.tui.view import CompileFocused, Navigate, View
+
+if TYPE_CHECKING:  # the first screen imports no polars (traceview.tui.report_model)
+    from traceview.tui.model import CompileKey, TraceModel
+    from traceview.tui.report_model import ReportModel
 
 
 def finding_prompt(f: Finding) -> Text:
@@ -68,16 +71,26 @@ def _stack(t: Text, stack: list[str]) -> None:
 
 
 class FindingsView(View):
-    """Recompile storms, graph-break hotspots, failed compiles, rank divergence, slow compiles."""
+    """Recompile storms, graph-break hotspots, failed compiles, rank divergence, slow compiles.
+
+    Shown first, from the cached findings document alone (a `ReportModel`) when there is one;
+    `trace_loaded` gives it the whole model once the Trace is read."""
 
     view_id = "findings"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", id="findings.open", show=False),
     ]
 
-    def __init__(self, model: TraceModel, **kwargs: object) -> None:
-        super().__init__(model, **kwargs)
+    def __init__(self, model: TraceModel | ReportModel, **kwargs: object) -> None:
+        super().__init__(model, **kwargs)  # type: ignore[arg-type]
         self._stacks: dict[tuple[str, int], list[str]] = {}
+
+    def trace_loaded(self, model: TraceModel) -> None:
+        """The Trace is read: the same findings, now with what needs the Trace (a graph break's
+        user stack, the tables that could not be read)."""
+        self.model = model
+        self.query_one("#findings-summary", Static).update(self._summary())
+        self._show_detail()
 
     def compose(self) -> ComposeResult:
         yield Static(self._summary(), id="findings-summary", classes="view-title")
@@ -93,7 +106,7 @@ class FindingsView(View):
             ol.add_options([Option(finding_prompt(f), id=str(i)) for i, f in enumerate(self.model.findings)])
             ol.highlighted = 0
         else:
-            n = self.model.compiles.height
+            n = self.model.compile_count
             what = (f"{self.model.report.get('compile_ids_in_text_logs')} compile ids in the text log" if self.model.text_only
                     else f"{n} compiles")
             ol.add_option(Option(safe(f"No findings: {what}, no recompiles, graph breaks or failures."), disabled=True))
@@ -102,11 +115,11 @@ class FindingsView(View):
     def _summary(self) -> Text:
         r = self.model.report
         m = self.model
-        text_only = m.compiles.height == 0 and (r.get("compile_ids_in_text_logs") or 0) > 0
+        text_only = m.text_only
         if text_only:
             parts = [f"{r['compile_ids_in_text_logs']} compile ids in the text log (no compile metrics)"]
         else:
-            parts = [f"{m.compiles.height} compiles"]
+            parts = [f"{m.compile_count} compiles"]
         if r.get("ranks"):
             parts.append(f"{len(r['ranks'])} ranks")
         # ranks that compiled differently: a divergence, or compiles made alone while others waited
@@ -151,17 +164,21 @@ class FindingsView(View):
             self.query_one("#findings-list", OptionList).highlighted = index % len(self.model.findings)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        f = self.finding
-        if f is None:
-            return
-        self.query_one("#finding-detail", Static).update(finding_detail(f, self._stack(f)))
-        if f.compile_id:
+        f = self._show_detail()
+        if f is not None and f.compile_id:
             self.post_message(CompileFocused((f.rank, f.compile_id), f.occurrence))
+
+    def _show_detail(self) -> Finding | None:
+        """The selected finding, whole, in the pane beside the list."""
+        f = self.finding
+        if f is not None:
+            self.query_one("#finding-detail", Static).update(finding_detail(f, self._stack(f)))
+        return f
 
     def _stack(self, f: Finding) -> list[str] | None:
         """A graph-break finding's user stack, from its reason record (read once)."""
-        if f.kind != "graph_break" or not (f.file and f.lineno):
-            return None
+        if f.kind != "graph_break" or not (f.file and f.lineno) or self.model.trace is None:
+            return None  # (before the Trace is read: shown once it is)
         key = (f.file, f.lineno)
         if key not in self._stacks:
             try:

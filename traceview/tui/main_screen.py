@@ -1,5 +1,12 @@
 """The main screen: the seven views, the view bar, search, history and the keys that work
-everywhere."""
+everywhere.
+
+Built either on a whole `TraceModel` or, for the first screen of a trace whose findings
+document is cached, on a `ReportModel` (the findings alone): then only the Findings view is
+there until `trace_loaded` mounts the other six beside it. This module and the Findings view
+import no polars, so that first screen is drawn before polars is imported; the other views are
+imported when they are mounted.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -21,26 +28,21 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Input, OptionList, Select, Static, Tree
 
 from traceview.errors import UserError
-from traceview.tui.code_browser import CodeBrowser
-from traceview.tui.code_view import CodeView
 from traceview.tui.commands import TraceviewCommands
 from traceview.tui.dialogs import GoToCompile
 from traceview.tui.finding_rows import Finding
 from traceview.tui.findings_view import FindingsView, target_of
-from traceview.tui.frames_view import FramesView
-from traceview.tui.guards_view import GuardsView
-from traceview.tui.help_screen import BindingGroups, HelpScreen
 from traceview.tui.keep import kept_scroll, refind_location, remap_history
-from traceview.tui.lazy_table import LazyTable
-from traceview.tui.loading_screen import LoadingScreen
-from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import VIEW_TITLES, VIEWS, History, Location
-from traceview.tui.ranks_view import RanksView
-from traceview.tui.records_view import RecordsView
 from traceview.tui.text import plain, safe
-from traceview.tui.timeline_view import TimelineView
 from traceview.tui.view import CompileFocused, Navigate, View
-from traceview.workflow.repro import save_repro
+
+if TYPE_CHECKING:  # imported with the views that need the Trace (polars), not before the first screen
+    from collections.abc import Callable, Iterator
+
+    from traceview.tui.help_screen import BindingGroups
+    from traceview.tui.model import CompileKey, TraceModel
+    from traceview.tui.report_model import ReportModel
 
 NARROW_BELOW = 100  # columns: below this, panes stack vertically
 
@@ -69,9 +71,28 @@ def _cursor_row(w: Widget) -> int | None:
     """The row of a list's cursor (a tree's line, a table's row), or None."""
     if isinstance(w, Tree):
         return w.cursor_line if w.cursor_line >= 0 else None
+    from traceview.tui.lazy_table import LazyTable
+
     if isinstance(w, LazyTable):
         return w.cursor if w.row_count else None
     return None
+
+
+def trace_views(model: TraceModel) -> Iterator[View]:
+    """The views beside the findings: they show the Trace's tables."""
+    from traceview.tui.code_browser import CodeBrowser
+    from traceview.tui.frames_view import FramesView
+    from traceview.tui.guards_view import GuardsView
+    from traceview.tui.ranks_view import RanksView
+    from traceview.tui.records_view import RecordsView
+    from traceview.tui.timeline_view import TimelineView
+
+    yield FramesView(model)
+    yield GuardsView(model)
+    yield CodeBrowser(model)
+    yield RecordsView(model)
+    yield TimelineView(model)
+    yield RanksView(model)
 
 
 SHORT_TITLES = {"findings": "Findings", "frames": "Frames", "guards": "Guards", "code": "Code", "records": "Raw", "timeline": "Time", "ranks": "Ranks"}
@@ -105,11 +126,18 @@ class MainScreen(Screen[None]):
         Binding("escape", "close_search", "Close search / leave a filter field", id="close_search", show=False),
     ]
 
-    def __init__(self, model: TraceModel, where: str = "", *, screen_id: str = "main", kept: Kept | None = None) -> None:
-        """`kept`: where the user was on the screen this one replaces (a reload)."""
+    def __init__(
+        self, model: TraceModel | ReportModel, where: str = "", *, screen_id: str = "main", kept: Kept | None = None
+    ) -> None:
+        """`model`: a TraceModel, or a ReportModel (the findings alone) until `trace_loaded`.
+        `kept`: where the user was on the screen this one replaces (a reload)."""
         super().__init__(id=screen_id)  # screen_id: another for a second run's screen (diff_view)
         self.kept = kept
-        self.model = model
+        self.model: TraceModel | ReportModel = model
+        self.views_ready = model.trace is not None  # all seven views are there
+        self.unavailable: str | None = None  # why the Trace could not be read (after the findings)
+        self._after_load: Callable[[], object] | None = None  # asked for before the Trace was read
+        self._tables_waiting = False  # the graph tables came before the views were mounted
         self.where = where
         self.history = History()
         self.current_compile: CompileKey | None = None
@@ -124,12 +152,8 @@ class MainScreen(Screen[None]):
         yield Static(id="tabs")
         with ContentSwitcher(initial="findings", id="views"):
             yield FindingsView(self.model)
-            yield FramesView(self.model)
-            yield GuardsView(self.model)
-            yield CodeBrowser(self.model)
-            yield RecordsView(self.model)
-            yield TimelineView(self.model)
-            yield RanksView(self.model)
+            if self.views_ready:
+                yield from trace_views(self.model)  # type: ignore[arg-type]
         yield Input(placeholder="search (enter: find, escape: close)", id="search-bar", compact=True)
         yield Footer()
 
@@ -227,6 +251,8 @@ class MainScreen(Screen[None]):
     def update_tabs(self) -> None:
         width = self.size.width or self.app.size.width
         live = getattr(self.app, "live_status", None)  # following the logs: "live · updated …"
+        if not self.views_ready:  # the first screen, from the findings document
+            live = "trace not readable" if self.unavailable is not None else "reading the trace…"
         # the full titles where they fit (with the live status, when following)
         full = sum(len(f" {i} {VIEW_TITLES[v]}  ") for i, v in enumerate(VIEWS, 1)) + (len(live) + 6 if live else 0)
         titles = VIEW_TITLES if width >= NARROW_BELOW and full < width else SHORT_TITLES
@@ -249,6 +275,8 @@ class MainScreen(Screen[None]):
     # -- navigation -------------------------------------------------------------------
     def go(self, loc: Location, *, remember: bool = True) -> None:
         """Show `loc` (and remember where we were, for back)."""
+        if loc.view != "findings" and not self._when_loaded(partial(self.go, loc, remember=remember)):
+            return
         if remember:
             self.history.replace(self.view.location())
         switcher = self.query_one("#views", ContentSwitcher)
@@ -262,9 +290,57 @@ class MainScreen(Screen[None]):
 
     def graph_tables_ready(self) -> None:
         """Guards, graphs and kernels are there: views that wait for them can show them."""
+        if not self.views_ready:  # the views are being mounted: they show them then
+            self._tables_waiting = True
+            return
+        from traceview.tui.code_browser import CodeBrowser
+        from traceview.tui.guards_view import GuardsView
+        from traceview.tui.timeline_view import TimelineView
+
         self.query_one(GuardsView).tables_ready()
         self.query_one(CodeBrowser).tables_ready()
         self.query_one(TimelineView).tables_ready()
+
+    # -- the Trace, read after the first screen (from the cached findings document) ------
+    async def trace_loaded(self, model: TraceModel) -> None:
+        """The Trace is read (this screen was built on its findings document alone): the
+        other views beside the findings, on this screen, where the user is; then what they
+        asked for meanwhile."""
+        if self.views_ready:
+            return
+        self.query_one(FindingsView).trace_loaded(model)
+        views = list(trace_views(model))
+        for v in views:
+            v.display = False  # the ContentSwitcher shows only the current one
+        await self.query_one("#views", ContentSwitcher).mount_all(views)
+        self.model = model
+        self.views_ready = True
+        self.update_tabs()
+        if self._tables_waiting:
+            self._tables_waiting = False
+            self.graph_tables_ready()
+        action, self._after_load = self._after_load, None
+        if action is not None:
+            action()
+
+    def trace_failed(self, why: str) -> None:
+        """The Trace could not be read after its findings were shown: they stay; the other
+        views say why."""
+        self.unavailable = why
+        self._after_load = None
+        self.update_tabs()
+
+    def _when_loaded(self, action: Callable[[], object]) -> bool:
+        """True when the Trace is read; else `action` runs once it is (the user asked for a
+        view of its tables while only the findings are there) and the user is told."""
+        if self.views_ready:
+            return True
+        if self.unavailable is not None:
+            self.app.notify(plain(f"the trace could not be read: {self.unavailable}"), severity="error")
+            return False
+        self._after_load = action
+        self.app.notify("reading the trace (the findings are from the cache): this opens when it is read", timeout=4)
+        return False
 
     @on(Navigate)
     def _on_navigate(self, event: Navigate) -> None:
@@ -278,7 +354,7 @@ class MainScreen(Screen[None]):
         self.current_occurrence = event.occurrence
 
     def action_view(self, view: str) -> None:
-        if view == self.view.view_id:
+        if view == self.view.view_id or not self._when_loaded(partial(self.action_view, view)):
             return
         target = self.query_one(f"#{view}", View)
         cur, occ = self.current_compile, self.current_occurrence
@@ -390,7 +466,7 @@ class MainScreen(Screen[None]):
             self.app.notify("no raw record for this item", severity="warning")
             return
         if self.view.view_id == "records":
-            self.query_one(RecordsView).query_one("#record-payload").focus()
+            self.query_one("#records", View).query_one("#record-payload").focus()
             return
         self.go(Location("records", file=ref[0], lineno=ref[1]))
 
@@ -401,12 +477,16 @@ class MainScreen(Screen[None]):
         if key is None:
             self.app.notify("no compile selected: pick one in frames (2) or go to one (g)", severity="warning")
             return
-        directory = repro_directory(self.model.trace.inputs)
+        if not self._when_loaded(self.action_repro):
+            return
+        directory = repro_directory(self.model.trace.inputs)  # type: ignore[union-attr]
         self.app.notify(plain(f"writing a repro of [{key[1]}]" + (f" rank {key[0]}" if key[0] is not None else "") + "…"))
         self.run_worker(partial(self._write_repro, key, directory), thread=True, group="repro")
 
     def _write_repro(self, key: CompileKey, directory: Path) -> None:
         """Worker thread: build and write the repro, then report on the UI thread."""
+        from traceview.workflow.repro import save_repro
+
         path: Path | None = None
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -427,13 +507,15 @@ class MainScreen(Screen[None]):
             self.app.notify("no filters to clear")
 
     def action_goto(self) -> None:
+        if not self._when_loaded(self.action_goto):
+            return
         examples = self.model.compiles["compile_id"].unique(maintain_order=True).head(4).to_list()
 
         def done(value: str | None) -> None:
             if not value:
                 return
             rank = self.current_compile[0] if self.current_compile else None
-            hit = self.model.find_compile(value, rank)
+            hit = self.model.find_compile(value, rank)  # type: ignore[union-attr]
             if hit is None:
                 self.app.notify(plain(f"no compile {value!r}"), severity="warning")
                 return
@@ -444,6 +526,8 @@ class MainScreen(Screen[None]):
         self.app.push_screen(GoToCompile(examples), done)
 
     def action_help(self) -> None:
+        from traceview.tui.help_screen import HelpScreen
+
         self.app.push_screen(HelpScreen(binding_groups(self.app)))
 
 
@@ -477,6 +561,15 @@ def _not_help_quit(bindings: list[BindingType]) -> list[BindingType]:
 
 def binding_groups(app: App) -> BindingGroups:
     """Every group of keys the UI has, in the order the help lists them."""
+    from traceview.tui.code_browser import CodeBrowser
+    from traceview.tui.code_view import CodeView
+    from traceview.tui.frames_view import FramesView
+    from traceview.tui.guards_view import GuardsView
+    from traceview.tui.lazy_table import LazyTable
+    from traceview.tui.loading_screen import LoadingScreen
+    from traceview.tui.records_view import RecordsView
+    from traceview.tui.timeline_view import TimelineView
+
     return [
         # traceview's own keys before Textual's generic ones
         # (Textual's own ctrl+c, help_quit, is replaced by the app's quit_twice)

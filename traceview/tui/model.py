@@ -434,8 +434,11 @@ class TraceModel:
     _ranks: list[int] | None = field(default=None, repr=False)  # ranks(), once
 
     @classmethod
-    def build(cls, trace: Trace, progress: Callable[[str], None] | None = None) -> TraceModel:
-        """Compute what the first screen needs (call off the UI thread)."""
+    def build(
+        cls, trace: Trace, progress: Callable[[str], None] | None = None, *, report: dict[str, Any] | None = None
+    ) -> TraceModel:
+        """Compute what the first screen needs (call off the UI thread). `report`: the trace's
+        report when the caller has it already (the findings document `open` showed first)."""
         say = progress or (lambda _s: None)
         missing: dict[str, str] = {}
         say("building the compiles table")
@@ -449,7 +452,8 @@ class TraceModel:
         from traceview.output.findings_document import cached_report, keep_report
 
         inputs = getattr(trace, "inputs", None)
-        report = cached_report(inputs)  # the findings document summary kept, when unchanged
+        if report is None:
+            report = cached_report(inputs)  # the findings document summary kept, when unchanged
         if report is None:
             say("analysing: recompile storms, graph breaks, failures, rank divergence, compile time")
             try:
@@ -537,6 +541,10 @@ class TraceModel:
                 hits = same
         r = hits.row(0, named=True)
         return (r["rank"], r["compile_id"])
+
+    @property
+    def compile_count(self) -> int:
+        return self.compiles.height
 
     @property
     def text_only(self) -> bool:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.containers import Vertical
 from textual.message import Message
 
-from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
+
+if TYPE_CHECKING:  # the Findings view is shown before polars is imported
+    from traceview.tui.model import CompileKey, TraceModel
 
 
 class Navigate(Message):
