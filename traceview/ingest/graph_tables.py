@@ -31,12 +31,13 @@ def process_graph_tables(partdir: str) -> None:
 GroupSink = Callable[[str, pl.DataFrame, dict[str, pl.DataFrame]], None]
 
 
-def build_graph_tables(part: Path, on_group: GroupSink | None = None) -> dict[str, pl.DataFrame]:
+def build_graph_tables(part: Path, on_group: GroupSink | None = None, *, keep: bool = True) -> dict[str, pl.DataFrame]:
     """Build (and write) the graph tables of one part, a group of files at a time (memory
     stays near GROUP_BYTES of payload); the payloads are read and their md5 checked on the
     way (`checks.arrow`, `payload_problems.arrow`). `on_group(name, events, tables)` is called
     for each group with its events (every payload) and graph tables. Returns the tables as
-    written.
+    written (`keep`: into the part too, for the graph views of a later open; an export from a
+    temporary parse, which is removed after it, does not keep them).
 
     They are written zstd-compressed: they repeat graph text and kernel code, and the ranks
     of one job repeat each other, so they shrink ~50x (the 48-rank benchmark's cache entry
@@ -85,8 +86,9 @@ def build_graph_tables(part: Path, on_group: GroupSink | None = None) -> dict[st
         for name, df in tables.items():
             acc.setdefault(name, []).append(df)
     out = {name: frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed") for name, frames in acc.items()}
-    for name, df in out.items():
-        replace_table(part / f"{name}.arrow", df, "zstd")
+    if keep:
+        for name, df in out.items():
+            replace_table(part / f"{name}.arrow", df, "zstd")
     return out
 
 
