@@ -37,7 +37,7 @@ def build_graph_tables(part: Path, on_group: GroupSink | None = None, *, keep: b
     way (`checks.arrow`, `payload_problems.arrow`). `on_group(name, events, tables)` is called
     for each group with its events (every payload) and graph tables. Returns the tables as
     written (`keep`: into the part too, for the graph views of a later open; an export from a
-    temporary parse, which is removed after it, does not keep them).
+    temporary parse, which is removed after it, keeps only what the md5 checks found).
 
     They are written zstd-compressed: they repeat graph text and kernel code, and the ranks
     of one job repeat each other, so they shrink ~50x (the 48-rank benchmark's cache entry
@@ -86,8 +86,8 @@ def build_graph_tables(part: Path, on_group: GroupSink | None = None, *, keep: b
         for name, df in tables.items():
             acc.setdefault(name, []).append(df)
     out = {name: frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed") for name, frames in acc.items()}
-    if keep:
-        for name, df in out.items():
+    for name, df in out.items():
+        if keep or name in ("checks", "payload_problems"):  # (small: what the md5 checks found)
             replace_table(part / f"{name}.arrow", df, "zstd")
     return out
 
