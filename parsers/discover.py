@@ -55,6 +55,9 @@ class Inputs:
     stray: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     runs: int = 0
     dropped_runs: list[str] = field(default_factory=list)  # files left out by --latest
+    # how many bytes of a file to read (a log being written: its complete records, as
+    # traceview.live.watch found them); a file not named here is read whole
+    limits: dict[str, int] = field(default_factory=dict)
 
     @property
     def trace_paths(self) -> list[str]:

@@ -122,14 +122,17 @@ class TextLog:
         return self.records
 
 
-def _read_bytes(path: Path) -> tuple[bytes, int, str | None]:
-    """The text (gunzipped: what is readable before damage), the file's size, and why the
-    compressed stream ended early (damaged or cut off; None when it did not)."""
+def _read_bytes(path: Path, end: int | None = None) -> tuple[bytes, int, str | None]:
+    """The text (gunzipped: what is readable before damage), the file's size (or `end`: the
+    bytes of a plain file to read), and why the compressed stream ended early (damaged or cut
+    off; None when it did not)."""
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if is_gzip(fh):
             raw, damage = read_all(fh)
             return raw, size, damage
+        if end is not None:
+            return fh.read(end), end, None
         return fh.read(), size, None
 
 
@@ -177,15 +180,18 @@ def read_text_log(
     path: str | Path,
     *,
     continuation: Literal["auto", "prefixed", "unprefixed"] = "auto",
+    end: int | None = None,
 ) -> TextLog:
     """Parse a TORCH_LOGS capture (plain or ``.gz``) into a :class:`TextLog`.
 
     ``continuation``: ``"prefixed"`` = every line of a message is prefixed (torch >= 2.2,
     unprefixed lines are program output); ``"unprefixed"`` = legacy capture where only the
     first line is prefixed; ``"auto"`` decides per file (see the module docstring).
+    ``end``: how many bytes to read (a log being written: up to its last complete record;
+    a ``.gz`` capture is read whole).
     """
     path = Path(path)
-    data, size, damage = _read_bytes(path)
+    data, size, damage = _read_bytes(path, end)
     log = parse_text_bytes(data, str(path), mtime=path.stat().st_mtime, size=size, continuation=continuation,
                            truncated=damage is not None)
     return TextLog(records=log.records, other_lines=log.other_lines, stats=log.stats, damage=damage)

@@ -48,21 +48,25 @@ def parse_trace_pieces(pieces: list[tuple[bytes, str, float | None, int, int]], 
     return build_tables(scans, lazy=lazy) if scans else empty_tables()
 
 
-def read_trace_files(paths: list[str], *, lazy: bool = False) -> ParsedFile:
+def read_trace_files(paths: list[str], *, lazy: bool = False, ends: list[int | None] | None = None) -> ParsedFile:
     """Parse several trace files into one set of tables (what reading them one by one and
     concatenating gives, with each table operation done once for all of them: for small
-    files that fixed cost is most of a parse)."""
+    files that fixed cost is most of a parse). `ends`: per file, how many bytes of it to
+    read (None: all; a log being written, read up to its last complete record; a gzip log
+    is read whole)."""
     scans = []
-    for path in paths:
+    for i, path in enumerate(paths):
+        end = ends[i] if ends else None
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
             if is_gzip(fh):
                 scans.append(scan_gzip(fh, str(path), st, lazy=lazy))
                 continue
-            data = fh.read()
-        scan = scan_bytes(data, str(path), mtime=st.st_mtime, size=st.st_size, lazy=lazy)
-        if len(data) != st.st_size:
-            scan.problems = file_changed(scan.problems, str(path), int(scan.stats["lines"]), st.st_size, len(data))  # type: ignore[call-overload]
+            size = st.st_size if end is None else end
+            data = fh.read(size)
+        scan = scan_bytes(data, str(path), mtime=st.st_mtime, size=size, lazy=lazy)
+        if len(data) != size:
+            scan.problems = file_changed(scan.problems, str(path), int(scan.stats["lines"]), size, len(data))  # type: ignore[call-overload]
         scans.append(scan)
     return build_tables(scans, lazy=lazy)
 

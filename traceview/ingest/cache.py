@@ -2,7 +2,7 @@
 
 Kept in `$TRACEVIEW_CACHE_DIR`, else `$XDG_CACHE_HOME/traceview`, else `~/.cache/traceview`;
 never inside the input directory. An entry is keyed by the inputs' paths (absolute and as given), sizes
-and mtimes, the options that change what is loaded, and the schema version, so a changed or
+and mtimes (and the part read of a log being written: `Inputs.limits`), the options that change what is loaded, and the schema version, so a changed or
 touched input is parsed again. `traceview cache clear` removes every entry; old entries beyond
 `MAX_ENTRIES` are removed when a new one is written.
 
@@ -62,6 +62,9 @@ def cache_key(inputs: Inputs) -> str:
         # the path as given too: the tables hold file names as given (a relative and an
         # absolute open of one file would otherwise share an entry naming the files one way)
         h.update(f"\0{os.path.abspath(p)}\0{p}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        limit = inputs.limits.get(p)
+        if limit is not None and limit != st.st_size:  # a part of the file (a log being written)
+            h.update(f"\0limit={limit}".encode())
     return h.hexdigest()[:32]
 
 

@@ -19,13 +19,14 @@ if TYPE_CHECKING:
     from parsers.torch_trace import ParsedFile
 
 
-def process_trace_files(paths: list[str], outdir: str) -> None:
+def process_trace_files(paths: list[str], outdir: str, ends: list[int | None] | None = None) -> None:
     """Worker: parse a batch of TORCH_TRACE logs and write them as one part. Every table is
     keyed by file, so the derived tables are built once over the batch (small files cost
-    a fixed overhead per table operation that a batch pays once)."""
+    a fixed overhead per table operation that a batch pays once). `ends`: the bytes of each
+    to read (parsers.discover.Inputs.limits; None: all)."""
     from parsers.torch_trace import read_trace_files
 
-    parsed = read_trace_files(paths, lazy=True)
+    parsed = read_trace_files(paths, lazy=True, ends=ends)
     tables = {
         "events": parsed.events,
         "strings": parsed.strings,
@@ -131,12 +132,12 @@ def combine_piece_stats(st: pl.DataFrame) -> pl.DataFrame:
     ).select(st.columns)
 
 
-def process_text_log(path: str, outdir: str) -> None:
-    """Worker: parse one TORCH_LOGS capture and write its part."""
+def process_text_log(path: str, outdir: str, end: int | None = None) -> None:
+    """Worker: parse one TORCH_LOGS capture (`end`: its first bytes only) and write its part."""
     from parsers.facts import facts_from_text
     from parsers.textlog import read_text_log
 
-    log = read_text_log(path)
+    log = read_text_log(path, end=end)
     tables = {
         "log_records": log.records,
         "other_lines": log.other_lines,

@@ -60,10 +60,10 @@ BATCH_MAX_BYTES = 96 * 1024 * 1024
 _RECORD_START = re.compile(as_bytes(plain(HEAD)))
 
 
-def split_points(path: str, pieces: int) -> list[tuple[int, int]]:
-    """(start, end) of `pieces` byte ranges of a trace log, each starting at a record
-    header; the boundaries are found by reading a little around each cut."""
-    size = os.path.getsize(path)
+def split_points(path: str, pieces: int, size: int | None = None) -> list[tuple[int, int]]:
+    """(start, end) of `pieces` byte ranges of a trace log (of its first `size` bytes), each
+    starting at a record header; the boundaries are found by reading a little around each cut."""
+    size = os.path.getsize(path) if size is None else size
     bounds = [0]
     with open(path, "rb") as fh:
         for i in range(1, pieces):
@@ -83,14 +83,16 @@ def split_points(path: str, pieces: int) -> list[tuple[int, int]]:
 def parse_to_dir(
     inputs: Inputs, workdir: Path, *, jobs: int | None = None, heavy: bool = False
 ) -> None:
-    """Parse every input of `inputs` into `workdir` (parts already there are kept); `heavy`:
-    more work follows (export), so worker processes are worth starting for less input."""
+    """Parse every input of `inputs` into `workdir` (parts already there are kept; a file
+    named in `inputs.limits`, only its first bytes); `heavy`: more work follows (export), so
+    worker processes are worth starting for less input."""
     workdir.mkdir(parents=True, exist_ok=True)
     workers = jobs or os.cpu_count() or 1
     parts: list[str] = []
     todo: list[Job] = []
     finish: list[Job] = []
-    sizes = {p: os.path.getsize(p) for p in [*inputs.trace_paths, *inputs.text_logs]}
+    limits = inputs.limits
+    sizes = {p: limits[p] if p in limits else os.path.getsize(p) for p in [*inputs.trace_paths, *inputs.text_logs]}
     small = [p for p in inputs.trace_paths if not (workers > 1 and sizes[p] >= CHUNK_BYTES and not is_gzip(p))]
     parallel = workers > 1 and sum(sizes.values()) >= (HEAVY_PARALLEL_MIN_BYTES if heavy else PARALLEL_MIN_BYTES)
     batches = _batches(small, sizes, workers if parallel else 1, even=heavy)
@@ -98,11 +100,12 @@ def parse_to_dir(
         out = workdir / f"t{i:05d}"
         parts.append(out.name)
         if not out.exists():
-            todo.append((process_trace_files, (b, str(out)), sum(sizes[p] for p in b)))
+            args = (b, str(out), [limits.get(p) for p in b]) if limits else (b, str(out))
+            todo.append((process_trace_files, args, sum(sizes[p] for p in b)))
     for i, path in enumerate(p for p in inputs.trace_paths if p not in small):
         # a big file is parsed in pieces on all cores, then finished as a whole
         out = workdir / f"b{i:05d}"
-        pieces = split_points(path, max(workers, -(-sizes[path] // CHUNK_BYTES)))
+        pieces = split_points(path, max(workers, -(-sizes[path] // CHUNK_BYTES)), sizes[path])
         names = [f"{out.name}p{k:04d}" for k in range(len(pieces))]
         parts += [*names, out.name]
         for name, (a, b) in zip(names, pieces):
@@ -114,7 +117,8 @@ def parse_to_dir(
         out = workdir / f"x{i:05d}"
         parts.append(out.name)
         if not out.exists():
-            todo.append((process_text_log, (path, str(out)), sizes[path]))
+            args = (path, str(out), limits[path]) if path in limits else (path, str(out))
+            todo.append((process_text_log, args, sizes[path]))
     run_jobs(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES if heavy else PARALLEL_MIN_BYTES)
     run_jobs(finish, jobs, min_bytes=0, isolate=True)
     write_part_list(workdir, parts)

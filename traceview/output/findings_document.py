@@ -77,13 +77,16 @@ def keep_report(inputs: Inputs | None, report: dict[str, Any]) -> None:
         cache.write_findings_document(inputs, orjson.dumps(report, option=orjson.OPT_INDENT_2))
 
 
-def findings_document(opts: LoadOptions) -> tuple[bytes, Trace | None]:
+def findings_document(opts: LoadOptions, inputs: Inputs | None = None) -> tuple[bytes, Trace | None]:
     """The report of `opts`'s inputs as JSON bytes, and the Trace when it had to be loaded
-    (None when the document came from the cache)."""
+    (None when the document came from the cache). `inputs`: what `discover_inputs(opts)`
+    found, when the caller looked already (`watch`: its backlog, traceview.live.watch)."""
     import orjson
 
-    inputs = discover_inputs(opts) if opts.use_cache and not exports_of(opts) else None
-    if inputs is not None:
+    if inputs is None and opts.use_cache and not exports_of(opts):
+        inputs = discover_inputs(opts)
+    kept = opts.use_cache and inputs is not None
+    if kept:
         data = cache.read_findings_document(inputs)
         if data is not None:
             return data, None
@@ -93,6 +96,6 @@ def findings_document(opts: LoadOptions) -> tuple[bytes, Trace | None]:
     t = timing.now()
     data = orjson.dumps(build_report(trace), option=orjson.OPT_INDENT_2)
     timing.mark("report", t)
-    if inputs is not None:
+    if kept:
         cache.write_findings_document(inputs, data)
     return data, trace
