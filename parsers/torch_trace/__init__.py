@@ -30,7 +30,7 @@ from parsers.torch_trace.schemas import (
     STATS_SCHEMA,
     STRINGS_SCHEMA,
 )
-from parsers.torch_trace.tables import ParsedFile, empty_tables
+from parsers.torch_trace.tables import ParsedFile, decode_chromium, empty_tables
 
 __all__ = [
     "CHROMIUM_SCHEMA",
@@ -45,6 +45,7 @@ __all__ = [
     "VERIFIED_MAX_BYTES",
     "InputChanged",
     "ParsedFile",
+    "decode_chromium",
     "empty_tables",
     "file_changed",
     "hydrate",

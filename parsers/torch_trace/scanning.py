@@ -420,7 +420,6 @@ def _chromium(
     the payload lines as they are in the file: a TAB after a newline is whitespace between
     JSON tokens (a JSON string cannot hold a newline), so the block parses without the tabs
     being removed first."""
-    loads = orjson.loads
     rows: list[int] = []
     cols: dict[str, list] = {k: [] for k in CHROMIUM_FIELDS}
     rs = raw_start.tolist()
@@ -429,20 +428,26 @@ def _chromium(
     for i, kind in enumerate(kinds):
         if kind != "chromium_event" or not nl[i]:
             continue
-        try:
-            d = loads(data[rs[i] : re_[i]])
-        except orjson.JSONDecodeError:
-            continue
-        if type(d) is not dict:
-            continue
-        name, ph, ts = d.get("name"), d.get("ph"), d.get("ts")
-        args = d.get("args")
-        cid = args.get("compile_id") if type(args) is dict else None
-        rows.append(i)
-        cols["name"].append(name if type(name) is str else None)
-        cols["cat"].append(d.get("cat") if type(d.get("cat")) is str else None)
-        cols["ph"].append(ph if type(ph) is str else None)
-        cols["ts"].append(_num(ts))
-        cols["dur"].append(_num(d.get("dur")))
-        cols["args_compile_id"].append(cid if cid is None or type(cid) is str else str(cid))
+        add_chromium_fields(i, data[rs[i] : re_[i]], rows, cols)
     return rows, cols
+
+
+def add_chromium_fields(row: int, payload: bytes | str, rows: list[int], cols: dict[str, list]) -> None:
+    """Decode one chromium event's payload and add its fields (CHROMIUM_FIELDS) to `cols`
+    and `row` to `rows`; nothing when it is not a JSON object."""
+    try:
+        d = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return
+    if type(d) is not dict:
+        return
+    name, ph, ts = d.get("name"), d.get("ph"), d.get("ts")
+    args = d.get("args")
+    cid = args.get("compile_id") if type(args) is dict else None
+    rows.append(row)
+    cols["name"].append(name if type(name) is str else None)
+    cols["cat"].append(d.get("cat") if type(d.get("cat")) is str else None)
+    cols["ph"].append(ph if type(ph) is str else None)
+    cols["ts"].append(_num(ts))
+    cols["dur"].append(_num(d.get("dur")))
+    cols["args_compile_id"].append(cid if cid is None or type(cid) is str else str(cid))

@@ -11,7 +11,7 @@ import polars as pl
 from parsers.compile_ids import compile_id_expr, trace_id_expr
 from parsers.glog import timestamp
 from parsers.kinds import is_known_kind
-from parsers.torch_trace.scanning import Scan
+from parsers.torch_trace.scanning import Scan, add_chromium_fields
 from parsers.torch_trace.schemas import (
     CHROMIUM_FIELDS,
     CHROMIUM_SCHEMA,
@@ -140,4 +140,19 @@ def empty_tables() -> ParsedFile:
         strings=pl.DataFrame(schema=STRINGS_SCHEMA),
         stats=pl.DataFrame(schema=STATS_SCHEMA),
         problems=pl.DataFrame(schema=PROBLEMS_SCHEMA),
+    )
+
+
+def decode_chromium(events: pl.DataFrame) -> pl.DataFrame:
+    """The chromium table (CHROMIUM_SCHEMA) of `events` whose chromium events' payloads are
+    read (`hydrate`), decoded as a lazy parse decodes it: for a parse's events kept without it
+    (a Trace's parts hold the tables derived from it; traceview.live.tables needs it again)."""
+    ch = events.filter((pl.col("kind") == "chromium_event") & pl.col("payload").is_not_null())
+    rows: list[int] = []
+    cols: dict[str, list] = {k: [] for k in CHROMIUM_FIELDS}
+    for i, payload in enumerate(ch["payload"].to_list()):
+        add_chromium_fields(i, payload, rows, cols)
+    keys = ch.select("file", "rank", "lineno", "compile_id")[rows]
+    return keys.with_columns(pl.Series(c, cols[c]) for c in CHROMIUM_FIELDS).select(
+        [pl.col(c).cast(t) for c, t in CHROMIUM_SCHEMA.items()]
     )
