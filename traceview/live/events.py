@@ -86,7 +86,7 @@ class Deriver:
         """The events `trace` holds that were not said yet (`quiet`: mark them said, return none:
         what was there before the watch began)."""
         out: list[Event] = []
-        out += self._compiles(trace)
+        out += self._compiles(trace, quiet=quiet)
         out += self._recompiles(trace)
         out += self._graph_breaks(trace)
         out += self._failures(trace)
@@ -112,7 +112,7 @@ class Deriver:
         return True
 
     # ------------------------------------------------------------------------------- compiles
-    def _compiles(self, trace: Trace) -> list[Event]:
+    def _compiles(self, trace: Trace, *, quiet: bool = False) -> list[Event]:
         out = []
         c = trace.compiles
         if c.is_empty():
@@ -122,6 +122,17 @@ class Deriver:
             if r["frame_id"] is None and r.get("compile_kind") is None:
                 continue  # a compiled-autograd graph: said with its compile
             start_key, end_key, bwd_key = ("start", *k), ("end", *k), ("backward", *k)
+            if quiet:  # what was there before the watch: only the keys its lines would have
+                self._new(start_key)
+                if r["status"] == "no_metrics":
+                    self.open_compiles.add(k)
+                    continue
+                self.open_compiles.discard(k)
+                if self._new(end_key) and compile_outcome(r) in ("failed", "eager"):
+                    self._new(("failure", r["rank"], r["compile_id"]))
+                if _has_backward(r):
+                    self._new(bwd_key)
+                continue
             if start_key in self.seen and end_key in self.seen and (not _has_backward(r) or bwd_key in self.seen):
                 continue  # said whole before (a chunk touching its frame derives it again)
             r["code"] = describe(trace, rank=r["rank"], function=r["function"], filename=r["filename"], line=r["line"],

@@ -9,6 +9,12 @@ A trace log's events are kept by compile id, so that what a chunk changed can be
 from the compiles it touched alone (`trace(touched)`): their frames' every compile (a recompile's
 cause compares it with the compiles before it), never the whole log. `trace()` is a `Trace` over
 everything read so far, its derived tables built by the same functions as a parsed input's.
+
+What the logs held when the watch began (its backlog) is parsed by the loading path, in its
+worker processes (traceview.ingest), and its tables filed here as a chunk's are (`seed`). The
+parts keep the tables derived from the chromium events, not the events' decoded fields: those
+are decoded from the files for the compiles a look touches, when it first touches them (most
+compiles of a long log are never touched again).
 """
 
 from __future__ import annotations
@@ -22,14 +28,17 @@ import polars as pl
 from parsers.compile_ids import frame_of
 from parsers.compiles import METRICS_KINDS
 from parsers.schemas import empty_table
+from parsers.textlog import STATS_SCHEMA as TEXT_STATS_SCHEMA
 from parsers.textlog import parse_text_bytes
 from parsers.torch_trace import (
     CHROMIUM_SCHEMA,
     PROBLEMS_SCHEMA,
     STRINGS_SCHEMA,
+    decode_chromium,
     hydrate,
     parse_trace_pieces,
 )
+from parsers.torch_trace import STATS_SCHEMA as TRACE_STATS_SCHEMA
 from traceview.ingest.parse_jobs import combine_piece_stats, derive_trace_tables
 from traceview.live.tail import Chunk
 from traceview.trace import Trace
@@ -45,6 +54,8 @@ class _TraceLog:
     stats: list[pl.DataFrame] = field(default_factory=list)
     problems: list[pl.DataFrame] = field(default_factory=list)
     frames: dict[Any, set[str]] = field(default_factory=dict)  # frame id -> its compile ids
+    # by compile id: the backlog's chromium events, not decoded yet (`seed`)
+    undecoded: dict[str | None, pl.DataFrame] = field(default_factory=dict)
 
     def compact(self) -> None:
         """The per-chunk pieces of the log-wide tables as one each (a long watch adds a piece per
@@ -136,6 +147,52 @@ class LiveTables:
                 touched.setdefault(path, set()).add(cid)
         return touched
 
+    def seed(self, trace: Trace) -> None:
+        """Start from `trace`: what the logs held when the watch began (its backlog), parsed by
+        the loading path. Its rows are filed by log and compile id as a chunk's are; its
+        chromium events are decoded when a look first needs their compile (`_decode`)."""
+        import time
+
+        t0 = time.perf_counter()
+        stats = trace.stats
+        self.bytes_parsed += int(stats["bytes"].fill_null(0).sum())
+        for (path,), part in stats.filter(pl.col("format") == "trace").group_by("file", maintain_order=True):
+            self.traces.setdefault(path, _TraceLog()).stats.append(part.select(list(TRACE_STATS_SCHEMA)))
+        for (path,), part in stats.filter(pl.col("format") == "text").group_by("file", maintain_order=True):
+            log = self.texts.setdefault(path, _TextLog())
+            log.stats.append(part.select(list(TEXT_STATS_SCHEMA)))
+            log.continuation = "unprefixed" if part["legacy_continuation"].any() else "prefixed"
+        ev = trace.index_events()
+        for (path, cid), part in ev.group_by("file", "compile_id", maintain_order=True):
+            log = self.traces.setdefault(path, _TraceLog())
+            log.events.setdefault(cid, []).append(part)
+            if cid is not None:
+                log.frames.setdefault(frame_of(cid), set()).add(cid)
+        chromium = ev.filter(pl.col("kind") == "chromium_event")
+        for (path, cid), part in chromium.group_by("file", "compile_id", maintain_order=True):
+            self.traces[path].undecoded[cid] = part
+        for name, attr in (("strings", "strings"), ("problems", "problems")):
+            for (path,), part in getattr(trace, name).group_by("file", maintain_order=True):
+                if path in self.traces:
+                    getattr(self.traces[path], attr).append(part)
+        for name, attr in (("log_records", "records"), ("other_lines", "other_lines")):
+            for (path,), part in getattr(trace, name).group_by("file", maintain_order=True):
+                if path in self.texts:
+                    getattr(self.texts[path], attr).append(part)
+        self.parse_s += time.perf_counter() - t0
+
+    def _decode(self, wanted: list[tuple[_TraceLog, str | None]]) -> None:
+        """Decode the backlog's chromium events of these compiles (one read of their payloads)."""
+        todo = [(log, cid) for log, cid in wanted if cid in log.undecoded]
+        if not todo:
+            return
+        # (in file order: hydrate reads each file's payloads front to back)
+        rows = pl.concat([log.undecoded.pop(cid) for log, cid in todo], how="vertical_relaxed").sort("file", "lineno")
+        decoded = decode_chromium(hydrate(rows)[0])
+        got = decoded.partition_by("file", "compile_id", as_dict=True, maintain_order=True)
+        for (path, cid), part in got.items():
+            self.traces[path].chromium.setdefault(cid, []).insert(0, part)  # before what chunks added
+
     def _add_text(self, c: Chunk) -> None:
         log = self.texts.setdefault(c.path, _TextLog())
         parsed = parse_text_bytes(c.data, c.path, mtime=_mtime(c.path), line_offset=c.line_offset,
@@ -153,6 +210,7 @@ class LiveTables:
         a chunk touched (each frame's every compile) and the text logs' last chunks."""
         ev, chrom, strings, stats, problems = [], [], [], [], []
         records, other, text_stats = [], [], []
+        chosen: list[tuple[str, _TraceLog, list[str | None]]] = []
         for path, log in self.traces.items():
             if touched is not None and path not in touched:
                 continue
@@ -164,6 +222,12 @@ class LiveTables:
                 ids = sorted({c for f in want for c in log.frames.get(f, ())} | {c for c in touched[path] if c is not None})
                 if None in touched[path]:
                     ids.append(None)
+            chosen.append((path, log, ids))
+        # (a partial Trace takes the records outside any compile of the newest chunk only: the
+        # backlog's when no chunk added some since)
+        self._decode([(log, cid) for _path, log, ids in chosen for cid in ids
+                      if cid is not None or touched is None or not log.chromium.get(None)])
+        for _path, log, ids in chosen:
             for cid in ids:
                 if cid is None and touched is not None:
                     # records outside any compile: only the newest chunk's (runtime chromium

@@ -39,6 +39,7 @@ from parsers.gzipped import is_gzip
 _HAS_PAYLOAD = re.compile(rb'"has_payload": ?"([0-9a-f]{32})"')
 _TEXT_RECORD = re.compile(as_bytes("^" + plain(PREFIX)), re.M)
 MAX_READ = 64 << 20  # the most a poll reads of one file (a backlog is handed on in pieces)
+BACK_READ = 4 << 20  # read back from a file's end for its last complete record (more if longer)
 DEFER_MAX_S = 5.0
 DEFER_MAX_BYTES = 1 << 20
 TEXT_MAX_HELD = 1 << 20  # a text log that never stops growing hands on lines past this much
@@ -154,6 +155,62 @@ class Tail:
             chunks = self.poll(rescan=False, now=now, everything=everything)
             yield chunks
 
+    def backlog(self, *, wall_now: float | None = None) -> dict[str, int]:
+        """What the followed files hold now, as a parse that reads them whole should take it
+        (traceview.live.watch parses it with the loading path): for each file, how many of
+        its bytes are complete records, found by reading back from its end (not the whole
+        file). A file unchanged for `settle_s` (its mtime) is taken whole, a cut last record
+        included; a text log being written, up to its last record's first line; a compressed
+        log, whole. `take` then follows each from there. Call `scan` first."""
+        wall_now = time.time() if wall_now is None else wall_now
+        ends = {}
+        for f in self.files.values():
+            try:
+                st = os.stat(f.path)
+            except OSError:
+                continue
+            settled = f.compressed or wall_now - st.st_mtime >= self.settle_s
+            ends[f.path] = st.st_size if settled else self._complete_end(f, st.st_size)
+        return ends
+
+    def _complete_end(self, f: _File, size: int) -> int:
+        """How many of the first `size` bytes of a file being written are complete records:
+        its last BACK_READ bytes looked at (more when its last record starts before them)."""
+        want = BACK_READ
+        with open(f.path, "rb") as fh:
+            while True:
+                lo = max(0, size - want)
+                data = os.pread(fh.fileno(), size - lo, lo)
+                if lo == 0:
+                    return self._complete(f, data, 0.0, False)
+                first = data.find(b"\n") + 1  # the look starts at a line
+                data, lo = data[first:], lo + first
+                cut = data.rfind(b"\n") + 1
+                if cut > 0:
+                    if f.kind == "trace":
+                        from parsers.torch_trace import last_record_start
+
+                        if last_record_start(data[:cut], 0) >= 0:  # the last record starts in it
+                            return lo + _trace_complete(data, cut)
+                    else:
+                        end = _text_complete(data, cut)
+                        if end > 0:  # a boundary found inside it (at 0: the record may start before)
+                            return lo + end
+                want *= 4
+
+    def take(self, path: str, offset: int, lines: int, *, size: int | None = None) -> None:
+        """Follow `path` from byte `offset` (after `lines` lines): what came before was read
+        elsewhere (the backlog; `size`: the file's size when it was measured)."""
+        f = self.files[path]
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        f.inode, f.offset, f.lines = st.st_ino, offset, lines
+        f.seen_size = st.st_size if size is None else size
+        f.grew_at = time.monotonic()
+        f.done = f.compressed
+
     def seek_end(self) -> None:
         """Follow from here on: every file as read up to its present size, without reading it
         (`traceview open` loads it all anyway; only what lands later matters). Line numbers
@@ -261,7 +318,8 @@ def _text_complete(data: bytes, cut: int) -> int:
 def _trace_complete(data: bytes, cut: int) -> int:
     """The end of the complete records of a trace log's new whole lines data[:cut]: all of
     them, unless the last record's payload is still being written (its md5 does not match)."""
-    from parsers.torch_trace import last_record_start  # polars: not before the UI's first screen
+    # polars: not before the UI's first screen, nor before the watch's parse workers start
+    from parsers.torch_trace import last_record_start
 
     lines = data[:cut]  # (the same object when data ends with its newline)
     start = max(0, last_record_start(lines, 0))  # a chunk starts at a record

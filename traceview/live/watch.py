@@ -1,7 +1,11 @@
 """`traceview watch PATH… [TEXT_LOG…]`: a job's compiles as they happen.
 
 It starts with a digest of what is already there (the summary's own head, from the report's
-typed findings: traceview.output.report), then prints one line per event as it lands (traceview.live.events), and, while a
+typed findings: traceview.output.report). What is there (the backlog: each file's complete
+records, traceview.live.tail.Tail.backlog) is read as `summary` reads it, by the loading path
+(traceview.ingest: its worker processes, the parse cache and the cached findings document), and
+its tables are handed to the live tables (traceview.live.tables.LiveTables.seed); the watch
+goes on from where that parse ended. Then it prints one line per event as it lands (traceview.live.events), and, while a
 compile runs longer than `busy_after_s`, what each busy rank is compiling and for how long: on
 a terminal one status line kept at the bottom and rewritten, elsewhere a `busy` line every
 `busy_every_s`. `--json`: one JSON object per line (the digest as `{"event": "digest", …}`).
@@ -25,16 +29,19 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
-from parsers.discover import Inputs, TraceFile
+from parsers.discover import InputError, Inputs, TraceFile
 from traceview.errors import UserError, debugging
-from traceview.live.events import Deriver, Event, busy, busy_line
-from traceview.live.tables import LiveTables
 from traceview.live.tail import Tail
 from traceview.printable import printable
+
+if TYPE_CHECKING:  # (imported when used: polars comes after the backlog's parse workers start)
+    from traceview.ingest.loading import LoadOptions
+    from traceview.live.events import Deriver, Event
+    from traceview.live.tables import LiveTables
 
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "fuse.sshfs", "9p", "ceph", "fuse.glusterfs")
 BUSY_AFTER_S = 5.0
@@ -88,8 +95,8 @@ class Watch:
     status_line: bool | None = None  # a rewritten status line (default: on a terminal, without --json)
     prefix: str = ""  # before every line (`traceview run`: among the program's own output)
     tail: Tail = field(init=False)
-    tables: LiveTables = field(default_factory=LiveTables)
-    deriver: Deriver = field(default_factory=Deriver)
+    _tables: LiveTables | None = field(default=None, init=False, repr=False)
+    _deriver: Deriver | None = field(default=None, init=False, repr=False)
     counts: Counter = field(default_factory=Counter)
     last_line_at: float = 0.0  # monotonic time the newest records landed
     _busy: list[Event] = field(default_factory=list)
@@ -104,9 +111,63 @@ class Watch:
         if self.status_line is None:
             self.status_line = not self.json_lines and bool(getattr(self.out, "isatty", lambda: False)())
 
+    @property
+    def tables(self) -> LiveTables:
+        """Everything read so far (created on first use: it imports polars)."""
+        if self._tables is None:
+            from traceview.live.tables import LiveTables
+
+            self._tables = LiveTables()
+        return self._tables
+
+    @property
+    def deriver(self) -> Deriver:
+        if self._deriver is None:
+            from traceview.live.events import Deriver
+
+            self._deriver = Deriver()
+        return self._deriver
+
     # ------------------------------------------------------------------------------ the steps
     def start(self, *, digest: bool = True) -> None:
-        """Read what is there and print the digest (`digest`)."""
+        """Read what is there (the backlog, with the loading path) and print the digest
+        (`digest`): the summary's head first, then, once the backlog's events are known (said
+        already: they were there), the files watched and the compiles running."""
+        self.tail.scan()
+        ends = {path: end for path, end in self.tail.backlog().items() if end > 0}
+        if ends:
+            try:
+                opts, inputs = self._backlog_inputs(ends)
+                from traceview.output.findings_document import findings_document
+
+                data, trace = findings_document(opts, inputs)
+                if trace is None:  # the findings were cached: the tables are too (memory-mapped)
+                    from traceview.ingest.loading import load_trace
+
+                    trace = load_trace(opts, inputs)
+            except (InputError, OSError) as exc:  # a log cut or replaced while it was parsed
+                if debugging():
+                    raise
+                self._note(f"could not read the logs as they were ({exc}); reading them again")
+                self._start_by_chunks(digest=digest)
+                return
+            report = orjson.loads(data)
+            if digest:
+                self._digest(report, files=len(ends))
+            self.tables.seed(trace)
+            lines = dict(trace.stats.select("file", "lines").iter_rows())
+            for path, end in ends.items():
+                self.tail.take(path, end, lines.get(path) or 0)
+            self.last_line_at = time.monotonic()
+            self.deriver.events(trace, quiet=True)
+        elif digest:
+            self._digest(None, files=0)
+        if digest and ends and not self.json_lines:
+            self._watching()
+
+    def _start_by_chunks(self, *, digest: bool) -> None:
+        """Read what is there chunk by chunk, as what lands later is read (when the loading
+        path could not read it: a log rewritten meanwhile)."""
         for chunks in self.tail.drain():
             self.tables.add(chunks)
             if chunks:
@@ -114,7 +175,43 @@ class Watch:
         trace = self.tables.trace()
         self.deriver.events(trace, quiet=True)
         if digest:
-            self._digest(trace)
+            files = len(self.tables.files())
+            if files:
+                from traceview.output.report import build_report
+
+                trace.inputs = self._inputs()
+                self._digest(build_report(trace), files=files)
+                if not self.json_lines:
+                    self._watching()
+            else:
+                self._digest(None, files=0)
+
+    def _backlog_inputs(self, ends: dict[str, int]) -> tuple[LoadOptions, Inputs]:
+        """The loading path's options and inputs for the backlog: the followed files, each up
+        to `ends` (its complete records). As discovery lists them when it finds the same files
+        (then a finished job's parse and findings are `summary`'s, cached alike)."""
+        from traceview.ingest.loading import LoadOptions, discover_inputs
+
+        first, *rest = [*self.paths, *self.extra_logs]
+        opts = LoadOptions.of(first, logs=rest, prestart=True)
+        kinds = {p: self.tail.files[p].kind for p in ends}
+        try:
+            inputs: Inputs | None = discover_inputs(opts)
+        except InputError:
+            inputs = None
+        if inputs is not None:
+            inputs.traces = [t for t in inputs.traces if t.path in ends]
+            inputs.text_logs = [p for p in inputs.text_logs if p in ends]
+            if {*inputs.trace_paths} != {p for p, k in kinds.items() if k == "trace"} or {*inputs.text_logs} != {
+                p for p, k in kinds.items() if k != "trace"
+            }:
+                inputs = None  # discovery sees them otherwise: as followed
+        if inputs is None:
+            inputs = self._inputs(only=ends)
+        for t in inputs.traces:
+            t.size = ends[t.path]
+        inputs.limits = {p: n for p, n in ends.items() if not self.tail.files[p].compressed}
+        return opts, inputs
 
     def step(self, *, now: float | None = None, everything: bool = False) -> list[Event]:
         """Read what landed, print its events and the busy ranks; returns the events
@@ -160,9 +257,9 @@ class Watch:
             self._write(f"stopped: {said or 'no events'}; {self.tables.bytes_parsed / 1e6:.1f} MB read")
 
     # ------------------------------------------------------------------------------ output
-    def _digest(self, trace: Any) -> None:
-        files = self.tables.files()
-        if not files:
+    def _digest(self, report: dict[str, Any] | None, *, files: int) -> None:
+        """The summary's head of `report` (None: no logs yet)."""
+        if report is None:
             waiting = ", ".join(self.paths)
             if self.json_lines:
                 self._write(orjson.dumps({"event": "digest", "files": 0, "compiles": 0, "text": f"waiting for logs in {waiting}"}).decode())
@@ -170,33 +267,37 @@ class Watch:
                 self._write(f"traceview watch: no logs yet in {printable(waiting)}; waiting (Ctrl-C ends)")
             return
         from traceview.analyze.finding import findings_of
-        from traceview.output.report import build_report
         from traceview.output.summary import render_head
 
-        trace.inputs = self._inputs()
-        report = build_report(trace)
         findings = findings_of(report)  # the summary's list: its head is the digest
         head = render_head(report)
-        running = len(self.deriver.open_compiles)
         if self.json_lines:
             counts: dict[str, int] = {}
             for f in findings:
                 counts[f.kind] = counts.get(f.kind, 0) + 1
             self._write(orjson.dumps({
-                "event": "digest", "files": len(files), "compiles": report["compiles"], "ranks": report["ranks"],
+                "event": "digest", "files": files, "compiles": report["compiles"], "ranks": report["ranks"],
                 "findings": [{"kind": f.kind, "severity": f.severity, "claim": f.claim, "key": f.key} for f in findings],
                 "finding_counts": counts, "text": head,
             }, default=str).decode())
             return
         self._write(head)
-        self._write(f"watching {len(files)} log file{'s' if len(files) != 1 else ''}"
+
+    def _watching(self) -> None:
+        """The digest's last line: the files watched, the compiles running."""
+        files = len(self.tables.files())
+        running = len(self.deriver.open_compiles)
+        self._write(f"watching {files} log file{'s' if files != 1 else ''}"
                     + (f"; {running} compile{'s' if running != 1 else ''} running" if running else "")
                     + "; Ctrl-C ends")
 
-    def _inputs(self) -> Inputs:
-        """What is followed, as discovery would list it (the digest's file counts)."""
+    def _inputs(self, only: dict[str, int] | None = None) -> Inputs:
+        """What is followed (`only`: these files), as discovery would list it (the digest's
+        file counts)."""
         traces, texts = [], []
         for f in self.tail.files.values():
+            if only is not None and f.path not in only:
+                continue
             if f.kind == "trace":
                 size = os.path.getsize(f.path) if os.path.exists(f.path) else 0
                 traces.append(TraceFile(f.path, f.rank, "", 0.0, size))
@@ -230,6 +331,8 @@ class Watch:
             # the others) and the job's newest line, as `summary` sees them
             ids: set[str | None] = {cid for _file, cid, _occ in self.deriver.open_compiles}
             opened = {path: set(ids) for path in self.tables.traces}
+            from traceview.live.events import busy
+
             self._busy = busy(self.tables.trace(opened))
             self._busy_at = now
             self._busy_stale = False
@@ -252,6 +355,8 @@ class Watch:
         if now - self._busy_said < self.busy_every_s:
             return
         self._busy_said = now
+        from traceview.live.events import Event, busy_line
+
         for b, running in lines:
             e = Event("busy", b.rank, b.compile_id, busy_line(b, running), b.file, b.lineno,
                       {**{k: v for k, v in b.data.items() if not k.startswith("_")}, "running_s": round(running, 3),
