@@ -15,7 +15,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import weakref
 from pathlib import Path
 
 import orjson
@@ -23,7 +25,7 @@ import pytest
 
 from tests.conftest import FIXTURES, ROOT, SHARED, needs_shared
 from traceview.analyze.wording import seconds_text
-from traceview.live.watch import Watch
+from traceview.live.watch import Watch, watch
 
 LOG = next((FIXTURES / "gpu" / "sequential_max_autotune" / "trace").glob("*.log.gz"))
 NAME = LOG.name.removesuffix(".gz")
@@ -304,3 +306,33 @@ def test_a_lazily_compiled_backward_completes_the_compile_s_total(tmp_path: Path
     later = w.step(now=now + 2)
     assert "[2/0_1] compiled (restarted after the graph break of [2/0]) in 0.03s: step (train.py:16)" in [e.text for e in later]
     w.finish()
+
+
+def test_an_interrupt_lost_in_a_finalizer_still_ends_the_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C whose KeyboardInterrupt is raised inside a finalizer the garbage collector runs
+    (Python only reports it there; the backlog's tables are freed right after the digest): the
+    watch ends all the same, with its `stopped` line, and nothing is reported of it."""
+    reported: list = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    out = io.StringIO()
+    stop = threading.Event()
+    safety = threading.Timer(20, stop.set)  # a watch that missed the interrupt ends here
+    safety.start()
+
+    class Freed:
+        pass
+
+    def interrupt_in_a_finalizer(w: Watch) -> None:
+        obj = Freed()
+        weakref.finalize(obj, os.kill, os.getpid(), signal.SIGINT)
+        del obj
+
+    t0 = time.monotonic()
+    try:
+        assert watch([str(tmp_path)], out=out, json_lines=True, stop=stop, on_step=interrupt_in_a_finalizer,
+                     interval_s=0.2) == 0
+    finally:
+        safety.cancel()
+    assert time.monotonic() - t0 < 10 and not stop.is_set()
+    assert [x["event"] for x in _lines(out)] == ["digest", "stopped"]
+    assert reported == [] and sys.unraisablehook == reported.append  # put back

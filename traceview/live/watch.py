@@ -441,10 +441,12 @@ def watch(
     w = Watch(list(paths), list(extra_logs or []), out=out or sys.stdout, json_lines=json_lines,
               status_line=status_line, prefix=prefix)
     polling = poll or any(network_fs(p if os.path.exists(p) else os.path.dirname(os.path.abspath(p))) for p in paths)
+    interrupted = threading.Event()
+    restore = _catch_interrupts(interrupted)
     try:
         w.start(digest=digest)
         for _changed in _changes(list(paths) + list(extra_logs or []), polling=polling, stop=stop, interval_s=interval_s):
-            if stop.is_set():
+            if stop.is_set() or interrupted.is_set():
                 break
             wait = MIN_STEP_S - (time.monotonic() - w.stepped_at)
             if wait > 0 and stop.wait(wait):
@@ -452,10 +454,47 @@ def watch(
             w.step()
             if on_step is not None:
                 on_step(w)
-        if stop.is_set():
+        if stop.is_set() and not interrupted.is_set():
             w.step(everything=True)  # the writer is gone: its last lines are all there is
     except KeyboardInterrupt:
         pass
     finally:
+        restore()
         w.finish()
     return 0
+
+
+def _catch_interrupts(flag: threading.Event) -> Callable[[], None]:
+    """Ctrl-C, SIGTERM and SIGHUP end the watch even when their KeyboardInterrupt is raised
+    where Python only reports it: in a finalizer the garbage collector runs (the backlog's
+    tables freed right after the digest; the interrupt was lost, and the watch went on). Each
+    also sets `flag`, which the loop looks at every second, and such a report is not printed.
+    In the main thread only (where handlers run; `traceview run` watches from another);
+    returns what puts the previous handlers back."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum: int, frame: object) -> None:
+        flag.set()
+        raise KeyboardInterrupt
+
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # (a job started with Ctrl-C ignored keeps it so)
+            old[sig] = signal.signal(sig, interrupt)
+    hook = sys.unraisablehook
+
+    def unraisable(u: Any) -> None:
+        if not (flag.is_set() and u.exc_type is KeyboardInterrupt):
+            hook(u)
+
+    sys.unraisablehook = unraisable
+
+    def restore() -> None:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        sys.unraisablehook = hook
+
+    return restore
