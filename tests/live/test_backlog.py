@@ -225,3 +225,33 @@ def test_a_finished_log_cut_mid_record_is_read_whole_as_summary_reads_it(tmp_pat
     assert summary.stats["truncated_tail"].to_list() == [True]
     assert w.tables.trace().stats["truncated_tail"].to_list() == [True]
 
+
+
+def test_a_backlog_the_loading_path_cannot_read_is_read_chunk_by_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log replaced while the loading path parsed it (its payloads no longer where the parse
+    found them): the backlog is read again chunk by chunk; the digest comes first all the same,
+    then one note, and the watch goes on."""
+    logs = _logs()
+    cuts = _cuts(logs)
+    d = tmp_path / "job"
+    d.mkdir()
+    _write(d, logs, cuts)
+    from parsers.torch_trace import InputChanged
+
+    def changed(*a: object, **k: object) -> None:
+        raise InputChanged(f"{d}/x.log: the file changed since it was parsed (now 0 bytes)")
+
+    monkeypatch.setattr("traceview.output.findings_document.findings_document", changed)
+    out = io.StringIO()
+    w = Watch([str(d)], out=out, json_lines=True)
+    w.start()
+    ref_out = io.StringIO()
+    Watch([str(d)], out=ref_out, json_lines=True)._start_by_chunks(digest=True)
+    lines = _lines(out)
+    assert [x["event"] for x in lines] == ["digest", "note"]
+    assert lines[0] == _lines(ref_out)[0]
+    assert lines[1]["text"].startswith("the logs changed while they were read (")
+    for name, data in logs.items():
+        with open(d / name, "ab") as fh:
+            fh.write(data[cuts.get(name, 0) :])
+    assert {("compile_end", 0, "1/0")} <= {(e.kind, e.rank, e.compile_id) for e in w.step(now=time.monotonic() + 5)}

@@ -105,6 +105,7 @@ class Watch:
     _busy_at: float = 0.0  # when _busy was derived
     stepped_at: float = 0.0  # monotonic time of the last step
     _status_shown: bool = False
+    _said_digest: bool = False
 
     def __post_init__(self) -> None:
         self.tail = Tail(list(self.paths), list(self.extra_logs), settle_s=self.settle_s, wanted=makes_events)
@@ -141,6 +142,8 @@ class Watch:
                 from traceview.output.findings_document import findings_document
 
                 data, trace = findings_document(opts, inputs)
+                if digest:
+                    self._digest(orjson.loads(data), files=len(ends))
                 if trace is None:  # the findings were cached: the tables are too (memory-mapped)
                     from traceview.ingest.loading import load_trace
 
@@ -148,12 +151,9 @@ class Watch:
             except (InputError, OSError) as exc:  # a log cut or replaced while it was parsed
                 if debugging():
                     raise
-                self._note(f"could not read the logs as they were ({exc}); reading them again")
                 self._start_by_chunks(digest=digest)
+                self._note(f"the logs changed while they were read ({exc}); read again, chunk by chunk")
                 return
-            report = orjson.loads(data)
-            if digest:
-                self._digest(report, files=len(ends))
             self.tables.seed(trace)
             lines = dict(trace.stats.select("file", "lines").iter_rows())
             for path, end in ends.items():
@@ -176,15 +176,13 @@ class Watch:
         self.deriver.events(trace, quiet=True)
         if digest:
             files = len(self.tables.files())
-            if files:
+            if not self._said_digest:  # (said already when the tables could not be opened after it)
                 from traceview.output.report import build_report
 
                 trace.inputs = self._inputs()
-                self._digest(build_report(trace), files=files)
-                if not self.json_lines:
-                    self._watching()
-            else:
-                self._digest(None, files=0)
+                self._digest(build_report(trace) if files else None, files=files)
+            if files and not self.json_lines:
+                self._watching()
 
     def _backlog_inputs(self, ends: dict[str, int]) -> tuple[LoadOptions, Inputs]:
         """The loading path's options and inputs for the backlog: the followed files, each up
@@ -259,6 +257,7 @@ class Watch:
     # ------------------------------------------------------------------------------ output
     def _digest(self, report: dict[str, Any] | None, *, files: int) -> None:
         """The summary's head of `report` (None: no logs yet)."""
+        self._said_digest = True
         if report is None:
             waiting = ", ".join(self.paths)
             if self.json_lines:
