@@ -91,6 +91,7 @@ class Tail:
     files: dict[str, _File] = field(default_factory=dict)
     stray: dict[str, str] = field(default_factory=dict)  # not a torch log (checked again if it grows)
     _stray_size: dict[str, int] = field(default_factory=dict)
+    _measured: dict[str, tuple[int, int]] = field(default_factory=dict)  # by `backlog`: (inode, size)
 
     def scan(self) -> list[str]:
         """Look for files not followed yet; returns the paths of the new ones."""
@@ -171,6 +172,7 @@ class Tail:
                 continue
             settled = f.compressed or wall_now - st.st_mtime >= self.settle_s
             ends[f.path] = st.st_size if settled else self._complete_end(f, st.st_size)
+            self._measured[f.path] = (st.st_ino, st.st_size)
         return ends
 
     def _complete_end(self, f: _File, size: int) -> int:
@@ -198,16 +200,13 @@ class Tail:
                             return lo + end
                 want *= 4
 
-    def take(self, path: str, offset: int, lines: int, *, size: int | None = None) -> None:
+    def take(self, path: str, offset: int, lines: int) -> None:
         """Follow `path` from byte `offset` (after `lines` lines): what came before was read
-        elsewhere (the backlog; `size`: the file's size when it was measured)."""
+        elsewhere (its backlog). The file is the one `backlog` measured: one replaced since
+        starts over at the next poll."""
         f = self.files[path]
-        try:
-            st = os.stat(path)
-        except OSError:
-            return
-        f.inode, f.offset, f.lines = st.st_ino, offset, lines
-        f.seen_size = st.st_size if size is None else size
+        f.inode, f.seen_size = self._measured.get(path, (-1, -1))
+        f.offset, f.lines = offset, lines
         f.grew_at = time.monotonic()
         f.done = f.compressed
 
