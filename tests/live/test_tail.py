@@ -91,3 +91,30 @@ def test_a_backlog_is_read_in_pieces_of_whole_records(tmp_path: Path, monkeypatc
     assert all(c.data[:1] not in (b"\t", b"") for c in pieces)  # each starts at a record
     assert [c.line_offset for c in pieces] == [data[: c.byte_offset].count(b"\n") for c in pieces]
     assert not pieces[-1].more
+
+
+@pytest.mark.parametrize("back", [512, 64 * 1024])
+@pytest.mark.parametrize("which", ["trace", "text"])
+def test_the_backlog_read_back_from_the_end_ends_where_a_read_from_the_start_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, back: int, which: str
+) -> None:
+    """A log being written, cut at many points (mid-payload, mid-line, between records): what
+    `backlog` finds complete, reading back from the end (`BACK_READ` bytes, more when the last
+    record starts before them: the GPU log's output code is longer than both sizes), is what
+    a poll reading the whole file hands on."""
+    from traceview.live import tail as tail_mod
+
+    monkeypatch.setattr(tail_mod, "BACK_READ", back)
+    if which == "trace":
+        data, name = _log(), LOG.name.removesuffix(".gz")
+    else:  # torch 2.13's multi-line "Recompiling function" messages (fixtures/recompiles)
+        data, name = (FIXTURES / "recompiles" / "torch_logs.txt").read_bytes(), "torch_logs.txt"
+    f = tmp_path / name
+    step = max(1, len(data) // 97)
+    for cut in [*range(step // 3, len(data), step), len(data)]:
+        f.write_bytes(data[:cut])
+        tail = Tail([str(f)])
+        tail.scan()
+        (end,) = tail.backlog().values()  # written just now: being written
+        chunks = Tail([str(f)]).poll(now=0.0)
+        assert end == (len(chunks[0].data) if chunks else 0), cut
