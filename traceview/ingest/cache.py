@@ -1,9 +1,10 @@
 """Parse cache: a parsed trace's tables as Arrow IPC files, memory-mapped on reopen.
 
 Kept in `$TRACEVIEW_CACHE_DIR`, else `$XDG_CACHE_HOME/traceview`, else `~/.cache/traceview`;
-never inside the input directory. An entry is keyed by the inputs' paths (absolute and as given), sizes
-and mtimes (and the part read of a log being written: `Inputs.limits`), the options that change what is loaded, and the schema version, so a changed or
-touched input is parsed again. `traceview cache clear` removes every entry; old entries beyond
+never inside the input directory. An entry is keyed by the inputs' paths (absolute and as
+given), sizes and mtimes (and the part read of a log being written: `Inputs.limits`), the
+options that change what is loaded, and the schema version, so a changed or touched input is
+parsed again. `traceview cache clear` removes every entry; old entries beyond
 `MAX_ENTRIES` are removed when a new one is written.
 
 Beside an entry's tables, its **findings document**: the report (`build_report`: the typed
