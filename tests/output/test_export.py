@@ -65,21 +65,25 @@ def test_partition_per_rank_of_a_48_way_copy(tmp_path: Path) -> None:
     assert got == want
 
 
-def test_export_keeps_graph_tables_only_in_a_cache_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An export from a parse cache entry leaves the graph tables it built in the entry (a later
-    open's graph views read them); one from a temporary parse does not write them there, and
-    both exports hold the same rows."""
+def test_export_writes_the_graph_tables_to_the_export_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A many-rank export builds the graph tables in its workers and writes them to the
+    export, not also into the parse (a cache entry or a temporary one): the parse keeps only
+    what the md5 checks found. An export from the cache and one from a temporary parse hold
+    the same rows, and the cache entry builds its graph tables when asked, as before."""
     from traceview.ingest.parts import part_dirs
 
     monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(tmp_path / "cache"))
-    kept = traceview.load(FIXTURES / "multirank" / "trace", cache=True)
+    cached = traceview.load(FIXTURES / "multirank" / "trace", cache=True)
     temporary = traceview.load(FIXTURES / "multirank" / "trace")
-    a, b = write_export(kept, tmp_path / "a"), write_export(temporary, tmp_path / "b")
-    assert all((p / "graphs.arrow").exists() for p in part_dirs(kept.workdir))
-    assert not any((p / "graphs.arrow").exists() for p in part_dirs(temporary.workdir))
+    a, b = write_export(cached, tmp_path / "a"), write_export(temporary, tmp_path / "b")
+    for t in (cached, temporary):
+        assert not any((p / "graphs.arrow").exists() for p in part_dirs(t.workdir))
+        assert all((p / "checks.arrow").exists() for p in part_dirs(t.workdir))
     names = sorted(d.name for d in a.iterdir() if d.is_dir())
     assert {"events", "graphs", "graph_nodes", "guards", "compiles"} <= set(names)
     assert names == sorted(d.name for d in b.iterdir() if d.is_dir())
     for name in names:
         got = [pl.read_parquet(d / name, hive_partitioning=True).sort(pl.all()) for d in (a, b)]
         assert got[0].height > 0 and got[0].equals(got[1]), name
+    again = traceview.load(FIXTURES / "multirank" / "trace", cache=True)
+    assert again.graphs.height == pl.read_parquet(a / "graphs", hive_partitioning=True).height

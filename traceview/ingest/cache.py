@@ -40,16 +40,6 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "traceview"
 
 
-def is_cache_entry(workdir: Path | None) -> bool:
-    """Whether a parse's directory is an entry of the parse cache (kept), not a temporary one."""
-    if workdir is None:
-        return False
-    try:
-        return workdir.resolve().parent == cache_dir().resolve()
-    except OSError:
-        return False
-
-
 def is_cached(inputs: Inputs) -> bool:
     """Whether the cache holds a finished entry for these inputs."""
     return (cache_dir() / cache_key(inputs) / "done").exists()
