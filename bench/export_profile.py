@@ -73,7 +73,7 @@ def main() -> int:
     _wrap(facts, "guards_from_trace", "build guards", acc)
     _wrap(seq, "seq_links", "build seq_links", acc)
     _wrap(torch_trace, "hydrate", "hydrate (read payloads, md5)", acc)
-    _wrap(graph_tables, "replace_table", "keep graph tables in the parse dir", acc)
+    _wrap(graph_tables, "replace_table", "keep the md5 checks in the parse dir", acc)
     _wrap(export_parts, "labelled", "label compiles", acc)
     _wrap(export_parts, "conform", "conform to schema", acc)
     write = export_parts.write_rank_partitions
@@ -95,7 +95,7 @@ def main() -> int:
             (src / f.name).symlink_to(f.resolve())
         parse_to_dir(discover(str(src)), work / "parsed", jobs=1)
         parts = part_dirs(work / "parsed")
-        export_parts.export_part(str(parts[0]), str(work / "warm"))
+        export_parts.export_part(str(parts[0]), str(work / "warm"), False)
         best: tuple[float, dict[str, float]] | None = None
         for i in range(args.repeat):
             acc.clear()
@@ -105,7 +105,7 @@ def main() -> int:
                         f.unlink()
             t = time.perf_counter()
             for p in parts:
-                export_parts.export_part(str(p), str(work / f"out{i}"))
+                export_parts.export_part(str(p), str(work / f"out{i}"), False)  # as `traceview export` does
             total = time.perf_counter() - t
             if best is None or total < best[0]:
                 best = (total, dict(acc))
