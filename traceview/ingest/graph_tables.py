@@ -36,8 +36,8 @@ def build_graph_tables(part: Path, on_group: GroupSink | None = None, *, keep: b
     stays near GROUP_BYTES of payload); the payloads are read and their md5 checked on the
     way (`checks.arrow`, `payload_problems.arrow`). `on_group(name, events, tables)` is called
     for each group with its events (every payload) and graph tables. Returns the tables as
-    written (`keep`: into the part too, for the graph views of a later open; an export from a
-    temporary parse, which is removed after it, keeps only what the md5 checks found).
+    written (`keep`: into the part too, for the graph views of a later open; a many-rank
+    export, which writes them to the export, keeps only what the md5 checks found).
 
     They are written zstd-compressed: they repeat graph text and kernel code, and the ranks
     of one job repeat each other, so they shrink ~50x (the 48-rank benchmark's cache entry

@@ -72,8 +72,7 @@ def write_export(
             # many ranks: every part is written by a worker process, in parallel
             # the graph tables the workers build go to the export only, not also into the parse
             # (cache entry or temporary): the export holds them, and `traceview open` reads an
-            # export; keeping a second copy cost ~20% of each part's export (48-rank benchmark:
-            # 5.41 s -> 4.68 s)
+            # export; a second copy cost up to a fifth of each part's export (docs/performance.md)
             rows = export_parts(trace.workdir, tmp, keep_graph_tables=False)  # type: ignore[arg-type]
             for name in EXPORT_PART_TABLES:
                 schema = table_schema(name)
