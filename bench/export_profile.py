@@ -95,7 +95,7 @@ def main() -> int:
             (src / f.name).symlink_to(f.resolve())
         parse_to_dir(discover(str(src)), work / "parsed", jobs=1)
         parts = part_dirs(work / "parsed")
-        export_parts.export_part(str(parts[0]), str(work / "warm"), False)
+        export_parts.export_part(str(parts[0]), str(work / "warm"))
         best: tuple[float, dict[str, float]] | None = None
         for i in range(args.repeat):
             acc.clear()
@@ -105,7 +105,7 @@ def main() -> int:
                         f.unlink()
             t = time.perf_counter()
             for p in parts:
-                export_parts.export_part(str(p), str(work / f"out{i}"), False)  # as `traceview export` does
+                export_parts.export_part(str(p), str(work / f"out{i}"))
             total = time.perf_counter() - t
             if best is None or total < best[0]:
                 best = (total, dict(acc))

@@ -159,7 +159,7 @@ def _compiles_of(trace: Trace, rank: Any, function: Any, filename: Any, line: An
         _BY_CODE[trace] = index
     wanted = set(compile_ids) if compile_ids else None
     return [
-        {k: v for k, v in r.items() if k not in ("function", "line", "filename")}
+        r
         for r in index.get((rank, filename), ())
         if (function is None or r["function"] == function)
         and (line is None or r["line"] == line)

@@ -73,7 +73,7 @@ def write_export(
             # the graph tables the workers build go to the export only, not also into the parse
             # (cache entry or temporary): the export holds them, and `traceview open` reads an
             # export; a second copy cost up to a fifth of each part's export (docs/performance.md)
-            rows = export_parts(trace.workdir, tmp, keep_graph_tables=False)  # type: ignore[arg-type]
+            rows = export_parts(trace.workdir, tmp)  # type: ignore[arg-type]
             for name in EXPORT_PART_TABLES:
                 schema = table_schema(name)
                 meta = {"rows": rows.get(name, 0), "columns": {c: _dtype_str(t) for c, t in schema.items()}}

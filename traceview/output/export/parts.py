@@ -47,11 +47,11 @@ def labelled(part: Path, name: str, df: pl.DataFrame | None, compiles: pl.DataFr
     return with_labels(df, compiles if compiles is not None else pl.DataFrame(schema=table_schema("compiles")))
 
 
-def export_part(partdir: str, outdir: str, keep_graph_tables: bool = True) -> dict[str, int]:
+def export_part(partdir: str, outdir: str) -> dict[str, int]:
     """Worker: write one part's tables as hive-partitioned parquet files (by rank) under
     `outdir`, building its graph tables first if the part has none yet (events and graph
-    tables a group of files at a time; `keep_graph_tables`: also into the part, see
-    build_graph_tables). Returns row counts."""
+    tables a group of files at a time; the graph tables it builds go to the export only, the
+    part keeps what the md5 checks found: see build_graph_tables). Returns row counts."""
     part = Path(partdir)
     out = Path(outdir)
     rows: dict[str, int] = {}
@@ -77,7 +77,7 @@ def export_part(partdir: str, outdir: str, keep_graph_tables: bool = True) -> di
 
     built: dict[str, pl.DataFrame] = {}
     if not (part / "graphs.arrow").exists():
-        built = build_graph_tables(part, sink, keep=keep_graph_tables)  # events a group at a time: only they hold payloads
+        built = build_graph_tables(part, sink, keep=False)  # events a group at a time: only they hold payloads
     elif part in event_parts(part.parent):
         for i, events in enumerate(event_chunks(part)):
             write("events", events, f"{part.name}c{i}")
@@ -107,12 +107,11 @@ def write_rank_partitions(df: pl.DataFrame, table_dir: Path, part_name: str) -> 
         pq.write_table(sub.drop("rank").to_arrow(), d / f"part-{part_name}.parquet", **PARQUET_OPTIONS)
 
 
-def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None, keep_graph_tables: bool = True) -> dict[str, int]:
-    """Write every part's tables under `outdir` in parallel; total rows per table
-    (`keep_graph_tables`: see build_graph_tables)."""
+def export_parts(workdir: Path, outdir: Path, *, jobs: int | None = None) -> dict[str, int]:
+    """Write every part's tables under `outdir` in parallel; total rows per table."""
     todo = []
     for part in part_dirs(workdir):
-        todo.append((export_part, (str(part), str(outdir), keep_graph_tables), input_bytes(part)))
+        todo.append((export_part, (str(part), str(outdir)), input_bytes(part)))
     total: dict[str, int] = {}
     # not in this process: the payloads of a part would stay in its memory (peak RSS)
     for rows in run_jobs(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES, here=False):
