@@ -57,6 +57,15 @@ KIND_TITLES: dict[str, str] = {
     "compile_time": "SLOW COMPILE",
 }
 assert tuple(KIND_TITLES) == KINDS
+# kinds that share a summary section and a head-line entry: a storm and a single recompile that
+# needs action are both RECOMPILES, counted as recompiling functions
+SECTION_OF: dict[str, str] = {"recompile": "storm"}
+
+
+def tag_of(kind: str, severity: str) -> str:
+    """A kind's title as a view tags one finding of it (Finding.tag)."""
+    title = KIND_TITLES[kind]
+    return f"EXPECTED {title}" if severity == "expected" and "EXPECTED" not in title else title
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,15 @@ def divergence_key(d: dict[str, Any]) -> tuple:
 _MAX_RANK_PIECES = 12
 
 
+def text_log_only(report: dict[str, Any]) -> bool:
+    """Whether the report read a text log (TORCH_LOGS) without its trace: no compile metrics,
+    so no compile times, cache or status."""
+    inp = report.get("inputs") or {}
+    return report.get("compiles", 0) == 0 and (
+        (report.get("compile_ids_in_text_logs") or 0) > 0 or bool(inp.get("text_logs") and not inp.get("trace_files"))
+    )
+
+
 def after_resets(epoch: int | None) -> str:
     """" after torch._dynamo.reset() #N" for a finding of a later epoch (frame ids restart at a
     reset: parsers.compile_ids.epoch_expr), "" for the first."""

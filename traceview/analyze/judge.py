@@ -19,7 +19,7 @@ import polars as pl
 
 from parsers.compile_ids import label as id_label
 from traceview.analyze.compile_time import compile_phases
-from traceview.analyze.finding import CompileRef, Cost, Evidence, Finding, ranked
+from traceview.analyze.finding import SECTION_OF, CompileRef, Cost, Evidence, Finding, ranked
 from traceview.analyze.findings import (
     after_resets,
     break_failure,
@@ -34,6 +34,7 @@ from traceview.analyze.findings import (
     slow_compiles,
     storm_failure,
     storm_key,
+    text_log_only,
 )
 from traceview.analyze.wording import (
     CATEGORY_WORDS,
@@ -682,3 +683,70 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         + _graph_breaks(report, paths) + _slow(report, paths)
     )
     return ranked(found)  # the one order (Finding.rank_key)
+
+
+# ------------------------------------------------------------------------- the head line
+def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
+    """The head line, computed once and kept in the report (`head`): the `findings:` line
+    (what needs action, counted, in the findings' order), then `fixed:` and `expected:` lines,
+    then what the input cannot tell. The summary, the page, the UI's header and `watch`'s
+    digest print these lines as they are."""
+    by: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.severity == "act":
+            by.setdefault(SECTION_OF.get(f.kind, f.kind), []).append(f)
+    found = []
+    for kind, fs in by.items():
+        if kind == "collectives":
+            ms = [f for f in fs if f.facet == "mismatch"]
+            if ms:
+                found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for f in ms for r in f.ranks if r is not None})).strip()})")
+        elif kind == "crash":
+            oom = sum(1 for f in fs if f.facet == "out_of_memory")
+            if oom == len(fs):  # said as memory, not as a crash of the program's logic
+                found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
+            else:
+                found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
+        elif kind in ("stop", "compiled_nothing"):
+            found += [f.short or f.claim for f in fs]
+        elif kind == "stall":
+            found.append(fs[0].short or fs[0].claim)
+            if len(fs) > 1:
+                found[-1] += f" (and {len(fs) - 1} more)"
+        elif kind == "unfinished":
+            behind = sum(1 for f in fs if f.facet == "behind")
+            found.append(plural(len(fs), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
+        elif kind == "storm":
+            codes = {f.code for f in fs}
+            nranks = len({r for f in fs for r in f.ranks})
+            limit = sum(1 for f in fs if f.facet == "limit")
+            on = f" on {plural(nranks, 'rank')}" if nranks > 1 and sum(len(f.ranks) or 1 for f in fs) > len(codes) else ""
+            found.append(plural(len(codes), "recompiling function") + on + (f" ({limit} hit the limit)" if limit else ""))
+        elif kind == "graph_break":
+            eager = sum(1 for f in fs if f.facet == "frame_skipped")
+            found.append(plural(len(fs), "graph break") + (f" ({eager} sent a whole frame to eager)" if eager else ""))
+        elif kind == "failure":
+            found.append(plural(sum(f.count for f in fs), "failed compile"))
+        elif kind == "cudagraphs":
+            found.append(plural(len(fs), "CUDA-graph finding"))
+        elif kind == "divergence":
+            ranks = [r for f in fs for r in f.ranks]
+            found.append(plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
+    expected = [f for f in findings if f.severity == "expected"]
+    recompiled = {f.code for f in expected if f.kind == "expected"}
+    breaks = [f for f in expected if f.kind == "graph_break"]
+    fixed = {f.code for f in findings if f.kind == "fixed"}
+    # "no graph breaks" only where there is none: expected ones are said on their own line
+    none = "none that needs action" if recompiled or fixed or breaks else "none (no recompiles, graph breaks or failures)"
+    out = ["findings: " + (", ".join(found) if found else none)]
+    if fixed:
+        out.append(f"fixed: {plural(len(fixed), 'function')} recompiled, then compiled once after the run applied the fix")
+    if recompiled:
+        out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
+    if breaks:
+        out.append(f"expected: {plural(len(breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)")
+    if text_log_only(report):
+        # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
+        what = "compile times or status" if (report.get("cache") or {}).get("from_text_log") else "compile times, cache or status"
+        out.append(f"text log only: no {what} (add the TORCH_TRACE directory)")
+    return out

@@ -139,7 +139,7 @@ def _findings(report: dict[str, Any], comps: _Compiles) -> tuple[list[Markup], l
     lines, next step and linked compiles) and the figures after them (FACTS, COMPILE TIME, PER
     RANK, INPUT, as the summary writes them)."""
     findings = findings_of(report)
-    head = [title_line(report), *head_lines(report, findings)]
+    head = [title_line(report), *head_lines(report)]
     out = []
     for f in findings:
         links, seen = [], set()

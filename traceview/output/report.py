@@ -29,7 +29,7 @@ from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.eager_model import compiled_nothing
 from traceview.analyze.failures import failures
 from traceview.analyze.hotspots import graph_break_hotspots
-from traceview.analyze.judge import judge
+from traceview.analyze.judge import head_lines, judge
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
 from traceview.analyze.stalls import mark_lone_recompiles, rank_stalls
 from traceview.analyze.stops import stop_findings, tie_unfinished
@@ -210,5 +210,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         f = compile_of_crash(c, report["failures"])
         c["compile"] = None if f is None else {k: f.get(k) for k in (
             "compile_id", "occurrence", "attempts", "function", "filename", "line", "code")}
-    report["findings"] = [f.to_json() for f in judge(trace, report=report)]
+    findings = judge(trace, report=report)
+    report["findings"] = [f.to_json() for f in findings]
+    report["head"] = head_lines(findings, report)  # the head line, computed once: every view prints it
     return report

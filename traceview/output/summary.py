@@ -16,12 +16,13 @@ from typing import Any
 
 from parsers.compile_ids import is_frameless, sort_key
 from parsers.compile_ids import label as id_label
-from traceview.analyze.finding import Finding, findings_of
+from traceview.analyze.finding import SECTION_OF, Finding, findings_of
 from traceview.analyze.findings import (
     group_ranks,
     per_rank_key,
     ranks_text,
     slow_compile_key,
+    text_log_only,
 )
 from traceview.analyze.wording import (
     Paths,
@@ -71,19 +72,12 @@ class _Text:
         self.add(text, "", "  ")
 
 
-def _text_only(report: dict[str, Any]) -> bool:
-    inp = report["inputs"]
-    return report["compiles"] == 0 and (
-        report.get("compile_ids_in_text_logs", 0) > 0 or bool(inp["text_logs"] and not inp["trace_files"])
-    )
-
-
 def title_line(report: dict[str, Any]) -> str:
     """`traceview: 13 compiles on 2 ranks from 2 log files`: what was read."""
     ranks = report["ranks"]
     inp = report["inputs"]
     nfiles = len(inp["trace_files"]) + len(inp["text_logs"])
-    if _text_only(report):
+    if text_log_only(report):
         head = f"traceview: {plural(report['compile_ids_in_text_logs'], 'compile id')} in the text log"
     else:
         head = f"traceview: {report['compiles']} compiles"  # tests of other commands read this form
@@ -94,21 +88,16 @@ def title_line(report: dict[str, Any]) -> str:
     return head
 
 
-def head_lines(report: dict[str, Any], findings: list[Finding]) -> list[str]:
-    """The summary's head under its title: the findings counted (headline) and what the input
-    cannot tell."""
-    out = headline(findings)
-    if _text_only(report):
-        # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
-        what = "compile times or status" if report["cache"].get("from_text_log") else "compile times, cache or status"
-        out.append(f"text log only: no {what} (add the TORCH_TRACE directory)")
-    return out
+def head_lines(report: dict[str, Any]) -> list[str]:
+    """The summary's head under its title: the head line the report keeps (`head`, computed once
+    from the typed findings by traceview.analyze.judge.head_lines), printed as it is."""
+    return [str(x) for x in report.get("head") or []]
 
 
-def _render_head(t: _Text, report: dict[str, Any], findings: list[Finding]) -> None:
+def _render_head(t: _Text, report: dict[str, Any]) -> None:
     t.add(title_line(report), "", "    ")
     t.lines.append("=" * min(max(len(x) for x in t.lines), t.width))
-    for line in head_lines(report, findings):
+    for line in head_lines(report):
         t.add(line, "", "    ")
 
 
@@ -116,7 +105,7 @@ def render_head(report: dict[str, Any], *, width: int = 80) -> str:
     """The summary's head (its title, rule and `findings:` lines) as the summary prints it:
     `watch`'s digest."""
     t = _Text(max(width, 60))
-    _render_head(t, report, findings_of(report))
+    _render_head(t, report)
     return "\n".join(t.lines)
 
 
@@ -124,7 +113,7 @@ def render_text(report: dict[str, Any], *, width: int = 80) -> str:
     """The summary for a terminal, most important first; no line longer than `width`."""
     t = _Text(max(width, 60))
     findings = findings_of(report)
-    _render_head(t, report, findings)
+    _render_head(t, report)
     _render_findings(t, report, findings)
     _render_figures(t, report)
     return "\n".join(t.lines) + "\n"
@@ -140,74 +129,13 @@ def render_figures(report: dict[str, Any], *, width: int = 80) -> str:
 def _render_figures(t: _Text, report: dict[str, Any]) -> None:
     paths = Paths(report)
     _render_facts(t, report, paths)
-    _render_time(t, report, paths, _text_only(report))
+    _render_time(t, report, paths, text_log_only(report))
     _render_ranks_and_inputs(t, report)
-
-
-def headline(findings: list[Finding]) -> list[str]:
-    """The summary's `findings:` line (what needs action, counted, in the findings' order) and
-    its `expected:` line: the head `watch` prints too."""
-    by: dict[str, list[Finding]] = {}
-    for f in findings:
-        if f.severity == "act":
-            by.setdefault(_SECTION_OF.get(f.kind, f.kind), []).append(f)
-    found = []
-    for kind, fs in by.items():
-        if kind == "collectives":
-            ms = [f for f in fs if f.facet == "mismatch"]
-            if ms:
-                found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for f in ms for r in f.ranks if r is not None})).strip()})")
-        elif kind == "crash":
-            oom = sum(1 for f in fs if f.facet == "out_of_memory")
-            if oom == len(fs):  # said as memory, not as a crash of the program's logic
-                found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
-            else:
-                found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
-        elif kind in ("stop", "compiled_nothing"):
-            found += [f.short or f.claim for f in fs]
-        elif kind == "stall":
-            found.append(fs[0].short or fs[0].claim)
-            if len(fs) > 1:
-                found[-1] += f" (and {len(fs) - 1} more)"
-        elif kind == "unfinished":
-            behind = sum(1 for f in fs if f.facet == "behind")
-            found.append(plural(len(fs), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
-        elif kind == "storm":
-            codes = {f.code for f in fs}
-            nranks = len({r for f in fs for r in f.ranks})
-            limit = sum(1 for f in fs if f.facet == "limit")
-            on = f" on {plural(nranks, 'rank')}" if nranks > 1 and sum(len(f.ranks) or 1 for f in fs) > len(codes) else ""
-            found.append(plural(len(codes), "recompiling function") + on + (f" ({limit} hit the limit)" if limit else ""))
-        elif kind == "graph_break":
-            eager = sum(1 for f in fs if f.facet == "frame_skipped")
-            found.append(plural(len(fs), "graph break") + (f" ({eager} sent a whole frame to eager)" if eager else ""))
-        elif kind == "failure":
-            found.append(plural(sum(f.count for f in fs), "failed compile"))
-        elif kind == "cudagraphs":
-            found.append(plural(len(fs), "CUDA-graph finding"))
-        elif kind == "divergence":
-            ranks = [r for f in fs for r in f.ranks]
-            found.append(plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
-    expected = [f for f in findings if f.severity == "expected"]
-    recompiled = {f.code for f in expected if f.kind == "expected"}
-    breaks = [f for f in expected if f.kind == "graph_break"]
-    fixed = {f.code for f in findings if f.kind == "fixed"}
-    none = "none that needs action" if recompiled or fixed else "none (no recompiles, graph breaks or failures)"
-    out = ["findings: " + (", ".join(found) if found else none)]
-    if fixed:
-        out.append(f"fixed: {plural(len(fixed), 'function')} recompiled, then compiled once after the run applied the fix")
-    if recompiled:
-        out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
-    if breaks:
-        out.append(f"expected: {plural(len(breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)")
-    return out
 
 
 # Sections of the summary: (kind, severity) -> how many findings it shows before "… N more".
 _SHOWN = {"unfinished": 8, "storm": 8, "recompile": 8, "expected": 8, "fixed": 8, "graph_break": 10, "failure": 10,
           "cudagraphs": 10, "divergence": 16, "compile_time": 5}
-# kinds that share a section: a storm and a single recompile that needs action are RECOMPILES
-_SECTION_OF = {"recompile": "storm"}
 
 
 def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[str, Any]) -> str:
@@ -255,7 +183,7 @@ def _render_findings(t: _Text, report: dict[str, Any], findings: list[Finding]) 
     ranks), each finding its claim then its lines."""
     sections: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
-        sections.setdefault((_SECTION_OF.get(f.kind, f.kind), f.severity), []).append(f)
+        sections.setdefault((SECTION_OF.get(f.kind, f.kind), f.severity), []).append(f)
     cg_shown = False
     for (kind, severity), fs in sections.items():
         if kind == "cudagraphs":
