@@ -138,6 +138,12 @@ class Finding:
     def title(self) -> str:
         return KIND_TITLES[self.kind]
 
+    @property
+    def tag(self) -> str:
+        """The title with the severity where the title does not say it: `EXPECTED GRAPH BREAK`
+        (a wrapper's own break), as the summary's EXPECTED GRAPH BREAKS section has it."""
+        return tag_of(self.kind, self.severity)
+
     def rank_key(self) -> tuple:
         """The one order: severity, then kind (most costly kind first), then seconds lost."""
         # a graph break that sent its whole frame to eager costs what a failed compile does

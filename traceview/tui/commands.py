@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Protocol
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from traceview.analyze.finding import KIND_TITLES
 from traceview.tui.navigation import VIEW_TITLES, Location
 from traceview.tui.text import plain, safe
 
@@ -61,7 +60,7 @@ class TraceviewCommands(Provider):
             yield f"View: {title}", partial(main.action_view, view), f"key {i}", ""
         for i, f in enumerate(main.model.findings):
             yield (
-                plain(f"Finding {i + 1}: {KIND_TITLES[f.kind].lower()}: {f.title}")[:160],
+                plain(f"Finding {i + 1}: {f.tag.lower()}: {f.title}")[:160],
                 partial(main.go_finding, i),
                 "n / N walk the findings",
                 "",

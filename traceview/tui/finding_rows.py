@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from traceview.analyze.finding import KIND_TITLES, findings_of
 from traceview.analyze.finding import Finding as TypedFinding
+from traceview.analyze.finding import findings_of, tag_of
 
 
 @dataclass
@@ -30,8 +30,13 @@ class Finding:
     occurrence: int | None = None  # which compile with compile_id (after torch._dynamo.reset()); None: the first
     severity: str = "act"
 
+    @property
+    def tag(self) -> str:
+        """Its kind's title, `EXPECTED` where its severity is and the title does not say it."""
+        return tag_of(self.kind, self.severity)
+
     def as_text(self) -> str:
-        lines = [f"{KIND_TITLES[self.kind]}: {self.title}"]
+        lines = [f"{self.tag}: {self.title}"]
         lines += [f"{label.rstrip(':').strip()}: {text}" if label else text for label, text in self.detail]
         return "\n".join(lines)
 

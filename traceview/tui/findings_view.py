@@ -11,8 +11,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from traceview.analyze.finding import KIND_TITLES, findings_of
-from traceview.analyze.findings import ranks_text
+from traceview.output.summary import head_lines
 from traceview.tui.cursor import MarkedOptionList
 from traceview.tui.finding_rows import Finding
 from traceview.tui.navigation import Location
@@ -26,7 +25,7 @@ if TYPE_CHECKING:  # the first screen imports no polars (traceview.tui.report_mo
 
 def finding_prompt(f: Finding) -> Text:
     t = Text(end="")
-    t.append_text(safe(f"{KIND_TITLES[f.kind]} ", "bold reverse"))
+    t.append_text(safe(f"{f.tag} ", "bold reverse"))
     t.append(" ")
     t.append_text(safe(f.title, "bold"))
     for line in f.summary:
@@ -39,7 +38,7 @@ def finding_detail(f: Finding, stack: list[str] | None = None) -> Text:
     """The whole finding; `stack`: a graph break's user code traceback, shown right after
     where it happened (before the long reason text)."""
     t = Text(end="")
-    t.append_text(safe(KIND_TITLES[f.kind], "bold reverse"))
+    t.append_text(safe(f.tag, "bold reverse"))
     t.append("\n")
     t.append_text(safe(f.title, "bold"))
     t.append("\n")
@@ -68,6 +67,30 @@ def _stack(t: Text, stack: list[str]) -> None:
     for line in stack:
         t.append("\n")
         t.append_text(safe(line))
+
+
+def header_text(model: TraceModel | ReportModel) -> Text:
+    """The line above the findings: what was read (compiles, ranks, seconds compiling), then the
+    summary's head line as the report keeps it (traceview.analyze.judge.head_lines: computed
+    once, never counted again here), then what could not be read."""
+    r = model.report
+    if model.text_only:
+        parts = [f"{r['compile_ids_in_text_logs']} compile ids in the text log (no compile metrics)"]
+    else:
+        parts = [f"{model.compile_count} compiles"]
+    if r.get("ranks"):
+        parts.append(f"{len(r['ranks'])} ranks")
+    total = (r.get("compile_time") or {}).get("total_s")
+    if total is not None and not model.text_only:
+        parts.append(f"{total:.2f}s compiling")
+    t = safe(" · ".join(parts))
+    for line in head_lines(r):
+        t.append("\n")
+        t.append_text(safe(line, "bold"))
+    for name, why in model.missing.items():
+        t.append("\n")
+        t.append_text(safe(f"not available: {name} ({why})", "italic"))
+    return t
 
 
 class FindingsView(View):
@@ -113,40 +136,7 @@ class FindingsView(View):
             self.query_one("#finding-detail", Static).update(safe("Nothing to report. Press 2 for the frames view."))
 
     def _summary(self) -> Text:
-        r = self.model.report
-        m = self.model
-        text_only = m.text_only
-        if text_only:
-            parts = [f"{r['compile_ids_in_text_logs']} compile ids in the text log (no compile metrics)"]
-        else:
-            parts = [f"{m.compile_count} compiles"]
-        if r.get("ranks"):
-            parts.append(f"{len(r['ranks'])} ranks")
-        # ranks that compiled differently: a divergence, or compiles made alone while others waited
-        diverging = sorted({rank for f in findings_of(r) if f.kind in ("divergence", "stall") for rank in f.ranks if rank is not None})
-        if diverging:  # named: the first thing a multi-rank user needs
-            parts.append(f"{ranks_text(diverging).strip()} {'diverges' if len(diverging) == 1 else 'diverge'}")
-        counts = {k: sum(1 for f in m.findings if f.kind == k) for k in KIND_TITLES}
-        if counts["collectives"]:  # the ranks will hang or abort: before anything else
-            parts.insert(1, "collectives differ across ranks")
-        for kind, one, many in (
-            ("unfinished", "unfinished compile", "unfinished compiles"),
-            ("storm", "recompile storm", "recompile storms"),
-            ("failure", "failed compile", "failed compiles"),
-            ("graph_break", "graph-break site", "graph-break sites"),
-            ("recompile", "recompiled once", "recompiled once"),
-            ("expected", "expected recompile", "expected recompiles"),
-        ):
-            if counts[kind]:  # only what is there: the line must fit 80 columns
-                parts.append(f"{counts[kind]} {one if counts[kind] == 1 else many}")
-        total = (r.get("compile_time") or {}).get("total_s")
-        if total is not None and not text_only:
-            parts.append(f"{total:.2f}s compiling")
-        t = safe(" · ".join(parts), "bold")
-        for name, why in m.missing.items():
-            t.append("\n")
-            t.append_text(safe(f"not available: {name} ({why})", "italic"))
-        return t
+        return header_text(self.model)
 
     # -- selection --------------------------------------------------------------------
     @property

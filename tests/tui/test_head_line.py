@@ -1,0 +1,66 @@
+"""The head line is computed once (traceview.analyze.judge.head_lines, kept in the report's
+`head`) and every view prints it as it is: on every real run under fixtures/ (the CPU
+fixtures, the corpus, the GPU runs), the UI's header says what the summary's head says, and
+`watch`'s digest is the summary's head."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import traceview
+from tests.conftest import FIXTURES
+from traceview.output.report import build_report
+from traceview.output.summary import render_head, render_text
+from traceview.tui.findings_view import header_text
+from traceview.tui.report_model import ReportModel
+
+RUNS = sorted(
+    p for pattern in ("*/trace", "corpus/*/trace", "gpu/*/trace", "gpu_ablation/*/trace") for p in FIXTURES.glob(pattern)
+)
+WIDE = 10_000  # no line wrapped: the lines compared as the report keeps them
+
+
+def _summary_head(text: str) -> list[str]:
+    """The summary's lines between its title's rule and the first blank line."""
+    lines = text.splitlines()
+    assert lines[1].startswith("=")
+    return lines[2 : lines.index("") if "" in lines else len(lines)]
+
+
+def test_every_run_is_swept() -> None:
+    # the sweep below is not vacuous: the CPU fixtures, the corpus and the GPU runs are in it
+    names = {str(p.parent.relative_to(FIXTURES)) for p in RUNS}
+    assert {"multirank", "corpus/multirank4", "gpu/oom_compiled", "corpus/sequential_model"} <= names
+    assert len(RUNS) >= 100
+
+
+@pytest.mark.parametrize("trace_dir", RUNS, ids=lambda p: str(p.parent.relative_to(FIXTURES)))
+def test_the_ui_header_says_the_summarys_head_line(trace_dir: Path) -> None:
+    run = trace_dir.parent  # the run as a user opens it: its trace and text logs together
+    report = build_report(traceview.load(run))  # one report per run, every view rendered from it
+    head = _summary_head(render_text(report, width=WIDE))
+    assert head and head[0].startswith("findings: ")
+    assert head == report["head"]
+    ui = header_text(ReportModel.of(report)).plain.splitlines()
+    assert ui[1:] == head  # the line under what was read: the summary's head, word for word
+    assert render_head(report, width=WIDE).splitlines()[2:] == head  # watch's digest
+
+
+def test_the_head_line_on_runs_where_the_ui_said_otherwise() -> None:
+    # issue 44.10, each a real run: the header the UI counted itself said "rank 2 diverges"
+    # where the findings say a stall, nothing of an OOM crash, and counted expected graph
+    # breaks as sites to fix
+    cases = {
+        "corpus/multirank4": ["findings: ranks 0,1,3 stalled ~0.20s while rank 2 compiled alone, 1 graph break"],
+        "gpu/oom_compiled": ["findings: out of device memory",
+                             "expected: 1 function recompiled by design (nothing to fix)"],
+        "gpu/ddp2_buckets": ["findings: none that needs action",
+                             "expected: 2 graph breaks of DDP's own wrapper (nothing of yours to avoid)"],
+    }
+    for name, want in cases.items():
+        report = build_report(traceview.load(FIXTURES / name))
+        ui = header_text(ReportModel.of(report)).plain.splitlines()
+        assert ui[1:] == want, name
+        assert "diverge" not in header_text(ReportModel.of(report)).plain
