@@ -64,3 +64,26 @@ def test_the_head_line_on_runs_where_the_ui_said_otherwise() -> None:
         ui = header_text(ReportModel.of(report)).plain.splitlines()
         assert ui[1:] == want, name
         assert "diverge" not in header_text(ReportModel.of(report)).plain
+
+
+def test_ddps_own_breaks_in_the_ui_are_tagged_expected_with_no_pointer_to_the_ui() -> None:
+    # DDP's own graph breaks (gpu/ddp2_buckets, torch 2.11 on 2 GPUs) are expected: the UI's list
+    # tags them as the summary's section does, not as GRAPH BREAKs to fix; their short why
+    # sends the summary's reader to the details ("--json, traceview open"), but inside the UI,
+    # which shows the details beside it, no such pointer (issue 44.10)
+    from traceview.tui.finding_rows import findings_from_report
+    from traceview.tui.findings_view import finding_detail, finding_prompt
+
+    report = build_report(traceview.load(FIXTURES / "gpu" / "ddp2_buckets"))
+    rows = findings_from_report(report)
+    breaks = [f for f in rows if f.kind == "graph_break"]
+    assert len(breaks) == 2 and all(f.severity == "expected" and f.tag == "EXPECTED GRAPH BREAK" for f in breaks)
+    for f in breaks:
+        prompt, detail = finding_prompt(f).plain, finding_detail(f).plain
+        assert prompt.startswith("EXPECTED GRAPH BREAK  ")
+        assert "nothing of yours to avoid" in prompt and "details:" not in prompt + detail + f.as_text()
+        assert "reducer" in detail  # the whole why (its details), beside it
+    text = render_text(report, width=WIDE)
+    assert "EXPECTED GRAPH BREAKS  2 distinct, 6 in all" in text
+    assert text.count("nothing of yours to avoid (details: --json, traceview open)") == 2
+    assert "details:" not in str(report["findings"])  # the typed findings carry no pointer

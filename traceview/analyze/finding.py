@@ -133,6 +133,7 @@ class Finding:
     view: str = "frames"  # where a UI jump goes: "frames" or "guards"
     key: str = ""  # identity across views and reloads (kind + what it is about)
     short: str | None = None  # its words in the summary's `findings:` line, where the kind has no count
+    abridged: bool = False  # its lines say in short what `more` says in full (the summary points to the details)
 
     @property
     def title(self) -> str:
@@ -180,6 +181,7 @@ class Finding:
             evidence=[Evidence(**e) for e in d.get("evidence") or []], count=d.get("count") or 1,
             facet=d.get("facet"), target=CompileRef(**t) if t else None, compare=d.get("compare"),
             view=d.get("view") or "frames", key=d.get("key") or "", short=d.get("short"),
+            abridged=bool(d.get("abridged")),
         )
 
 

@@ -513,7 +513,7 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
         lines: list[tuple[str, str]] = [("", one_line(g["reason"], 400))]
         if wrapper:  # one short line; torch's words and the whole why in the details
             lines = [("why:", (g.get("advice") or "").split(": the reducer", 1)[0].split(";", 1)[0]
-                      + "; nothing of yours to avoid (details: --json, traceview open)")]
+                      + "; nothing of yours to avoid")]
         elif g.get("explanation") and g["explanation"] != g["reason"]:
             src = " (torch's graph-break registry)" if g.get("explanation_from") == "registry" else ""
             lines.append(("why:", one_line(g["explanation"], 300) + src))
@@ -547,7 +547,7 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
             "graph_break", severity, claim, lines, more, next_step=g.get("advice"),
             cost=Cost(), ranks=ranks, compiles=[CompileRef(rank, c) for c in ids], evidence=_ev(g, rank),
             count=int(g["count"]), facet="frame_skipped" if skipped else None,
-            target=CompileRef(rank, ids[0]) if ids else None,
+            target=CompileRef(rank, ids[0]) if ids else None, abridged=wrapper,
             key=f"graph_break:{g.get('filename')}:{g.get('line')}:{g.get('gb_id')}:{one_line(g['reason'], 120)}",
         ))
     return out

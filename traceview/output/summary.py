@@ -133,6 +133,9 @@ def _render_figures(t: _Text, report: dict[str, Any]) -> None:
     _render_ranks_and_inputs(t, report)
 
 
+# where an abridged finding's details are (the summary prints none of them)
+DETAILS_ELSEWHERE = " (details: --json, traceview open)"
+
 # Sections of the summary: (kind, severity) -> how many findings it shows before "… N more".
 _SHOWN = {"unfinished": 8, "storm": 8, "recompile": 8, "expected": 8, "fixed": 8, "graph_break": 10, "failure": 10,
           "cudagraphs": 10, "divergence": 16, "compile_time": 5}
@@ -193,8 +196,11 @@ def _render_findings(t: _Text, report: dict[str, Any], findings: list[Finding]) 
         t.heading(_section_heading(kind, severity, fs, report))
         shown = _SHOWN.get(kind, len(fs))
         for f in fs[:shown]:
+            lines = f.lines
+            if f.abridged:  # the whole is in the details, which only --json and the UI show
+                lines = [*lines[:-1], (lines[-1][0], lines[-1][1] + DETAILS_ELSEWHERE)] if lines else [("", DETAILS_ELSEWHERE.strip())]
             t.add(f.claim, "  ", "      ")
-            for label, text in f.lines:
+            for label, text in lines:
                 if label:
                     t.label(label, text)
                 else:
