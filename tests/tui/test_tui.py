@@ -286,6 +286,29 @@ async def test_raw_records_filter_by_kind_and_clear() -> None:
 
 
 @sync
+async def test_raw_records_search_finds_text_inside_a_records_body() -> None:
+    # issue 44.10: "def forward" is only in FX graph payloads (12 records of fixtures/recompiles),
+    # never in the list's columns; / finds those records, as the "text (whole record)" filter does
+    trace = traceview.load("fixtures/recompiles")
+    holding = trace.events.with_row_index("i").filter(pl.col("payload").str.contains("def forward", literal=True).fill_null(False))
+    assert holding.height == 12 and trace.log_records.filter(pl.col("text").str.contains("def forward", literal=True)).height == 0
+    app = build_app(open_args("fixtures/recompiles"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "5")
+        table = main.query_one(RecordsView).query_one("#records-table", LazyTable)
+        assert not any("def forward" in str(v) for v in table.frame.select("kind", "summary", "trace_id", "where").rows())
+        seen = []
+        await press(pilot, "slash", *"def forward", "enter")
+        for _ in range(holding.height + 1):
+            seen.append((table.current["src"], table.current["row"]))
+            await press(pilot, "f3")
+        assert {src for src, _ in seen} == {"trace"}
+        assert sorted({row for _, row in seen}) == sorted(holding["i"].to_list())  # each record that holds it
+        assert seen[0] == seen[-1]  # F3 went round all 12 and back to the first
+
+
+@sync
 async def test_raw_records_filter_by_compile_and_rank() -> None:
     # every filter field reached with Tab and edited by typing, as a user does (issue 16.1:
     # Tab used to jump to the payload, "1" switched to the findings view, "q" quit)
@@ -565,8 +588,9 @@ async def test_ctrl_c_twice_quits() -> None:
 @sync
 async def test_multirank_first_screen_names_the_diverging_rank(size: tuple[int, int]) -> None:
     # 4 gloo ranks, rank 2 fed a batch of 6 once (issue 16.6, 16.5, 16.10): the first screen
-    # names rank 2; Frames marks it and calls no healthy compile a failure (each rank's
-    # report() restarts after its print() graph break, which is normal)
+    # names rank 2 as the summary does (issue 44.10: the stall, not "rank 2 diverges"); Frames
+    # marks it and calls no healthy compile a failure (each rank's report() restarts after its
+    # print() graph break, which is normal)
     app = build_app(open_args("fixtures/corpus/multirank4"))
     async with app.run_test(size=size) as pilot:
         main = await ready(pilot)

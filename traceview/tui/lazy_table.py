@@ -161,15 +161,19 @@ class LazyTable(ScrollView, can_focus=True):
     def current(self) -> dict[str, Any] | None:
         return self.row(self.cursor)
 
-    def find(self, query: str, *, start: int = 0, forward: bool = True, keys: list[str] | None = None) -> int | None:
+    def find(
+        self, query: str, *, start: int = 0, forward: bool = True, keys: list[str] | None = None, also: pl.Expr | None = None
+    ) -> int | None:
         """First row at or after `start` (before it, going backward) whose text contains `query`
-        (case-insensitive, literal); wraps around."""
+        (case-insensitive, literal), or for which `also` (over the frame's columns) holds; wraps
+        around."""
         if not query or self.frame.height == 0:
             return None
         keys = keys or [c.key for c in self.columns if c.key in self.frame.columns]
         needle = query.lower()
         cond = pl.any_horizontal(
             [pl.col(k).cast(pl.String).str.to_lowercase().str.contains(needle, literal=True).fill_null(False) for k in keys]
+            + ([also] if also is not None else [])
         )
         hits = self.frame.select(cond.alias("m")).with_row_index("i").filter(pl.col("m"))["i"]
         if hits.len() == 0:

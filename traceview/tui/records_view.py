@@ -108,12 +108,16 @@ class RecordsView(View):
         if self.rank is not None:
             df = df.filter(pl.col("rank") == self.rank)
         if self.contains:
-            ev_rows, log_rows = self._matching_rows(self.contains)
-            df = df.filter(
-                ((pl.col("src") == "trace") & pl.col("row").is_in(ev_rows.implode()))
-                | ((pl.col("src") == "text") & pl.col("row").is_in(log_rows.implode()))
-            )
+            df = df.filter(self._holds(self.contains))
         return df
+
+    def _holds(self, query: str) -> pl.Expr:
+        """Over the records list: the rows whose whole record (metadata, payload, a text-log
+        record's text) contains `query` (the text filter's, and `/`'s)."""
+        ev_rows, log_rows = self._matching_rows(query)
+        return ((pl.col("src") == "trace") & pl.col("row").is_in(ev_rows.implode())) | (
+            (pl.col("src") == "text") & pl.col("row").is_in(log_rows.implode())
+        )
 
     def _matching_rows(self, query: str) -> tuple[pl.Series, pl.Series]:
         """Rows of events / log_records whose whole text (metadata, payload) contains `query`
@@ -306,7 +310,9 @@ class RecordsView(View):
         if self._payload_focused:
             return self.query_one("#record-payload", CodeView).find(query, forward=forward) is not None
         t = self.query_one("#records-table", LazyTable)
-        i = t.find(query, start=t.cursor + (1 if forward else -1), forward=forward, keys=["kind", "summary", "trace_id", "where"])
+        # the whole record, as the text filter searches it: a word in a payload finds its record
+        i = t.find(query, start=t.cursor + (1 if forward else -1), forward=forward, keys=["kind", "summary", "trace_id", "where"],
+                   also=self._holds(query))
         if i is None:
             return False
         t.move_to(i)
