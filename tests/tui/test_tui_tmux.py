@@ -32,10 +32,10 @@ class Tmux:
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True, timeout=20)
 
-    def start(self, command: str, env: dict[str, str]) -> None:
+    def start(self, command: str, env: dict[str, str], size: tuple[int, int] = (WIDTH, HEIGHT)) -> None:
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         # COLUMNS/LINES from the test's environment would override the pane's real size
-        r = self.run("new-session", "-d", "-s", self.session, "-x", str(WIDTH), "-y", str(HEIGHT),
+        r = self.run("new-session", "-d", "-s", self.session, "-x", str(size[0]), "-y", str(size[1]),
                      f"cd {shlex.quote(str(ROOT))} && unset COLUMNS LINES && export {exports} && {command}")
         assert r.returncode == 0, r.stderr
 
@@ -122,6 +122,23 @@ def test_open_recompiles_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
     while not exit_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert exit_file.read_text().strip() == "EXIT=0"
+
+
+def test_q_quit_shows_in_every_view_at_80x24(tmux: Tmux, tmp_path: Path) -> None:
+    # issue 44.10: at 80x24 the footer ended before the app's q Quit; as a person sees it, the
+    # last line of each view names it (after the view's own keys, before Help and Search)
+    env = {
+        "TRACEVIEW_CACHE_DIR": os.environ.get("TRACEVIEW_CACHE_DIR", str(tmp_path / "cache")),
+        "TERM": "screen-256color",
+        "PYTHONPATH": str(ROOT),
+    }
+    tmux.start(f"{shlex.quote(sys.executable)} -m traceview open --no-follow fixtures/corpus/multirank4", env, size=(80, 24))
+    tmux.wait_for("RANK STALL")
+    for key, tab in (("1", "[1 Findings]"), ("2", "[2 Frames]"), ("3", "[3 Guards]"), ("4", "[4 Code]"),
+                     ("5", "[5 Raw]"), ("6", "[6 Time]"), ("7", "[7 Ranks]")):
+        tmux.keys(key)
+        screen = tmux.wait_for(lambda s, tab=tab: tab in s and "q Quit" in s.rstrip("\n").splitlines()[-1])
+        assert len(screen.splitlines()[0]) <= 80
 
 
 def test_bad_path_is_one_line_and_exit_2(tmux: Tmux, tmp_path: Path) -> None:

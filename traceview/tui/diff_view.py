@@ -28,7 +28,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from parsers.compile_ids import sort_key
@@ -37,6 +37,7 @@ from traceview.errors import UserError, debugging
 from traceview.ingest.loading import LoadOptions, discover_inputs, exports_of, load_trace
 from traceview.trace import Trace
 from traceview.tui.app import TraceviewApp, run_until_exit
+from traceview.tui.footer import QuitFooter
 from traceview.tui.help_screen import HelpScreen
 from traceview.tui.lazy_table import LazyTable
 from traceview.tui.main_screen import NARROW_BELOW, MainScreen, binding_groups
@@ -373,7 +374,7 @@ class DiffScreen(Screen[None]):
             yield OptionList(id="diff-list", classes="pane-main w3")
             with VerticalScroll(classes="pane-side detail w2"):
                 yield Static(id="diff-detail")
-        yield Footer()
+        yield QuitFooter()
 
     def _title(self) -> Text:
         d = self.diff

@@ -25,13 +25,14 @@ from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Footer, Input, OptionList, Select, Static, Tree
+from textual.widgets import ContentSwitcher, Input, OptionList, Select, Static, Tree
 
 from traceview.errors import UserError
 from traceview.tui.commands import TraceviewCommands
 from traceview.tui.dialogs import GoToCompile
 from traceview.tui.finding_rows import Finding
 from traceview.tui.findings_view import FindingsView, target_of
+from traceview.tui.footer import QuitFooter
 from traceview.tui.keep import kept_scroll, refind_location, remap_history
 from traceview.tui.navigation import VIEW_TITLES, VIEWS, History, Location
 from traceview.tui.text import plain, safe
@@ -155,7 +156,7 @@ class MainScreen(Screen[None]):
             if self.views_ready:
                 yield from trace_views(self.model)  # type: ignore[arg-type]
         yield Input(placeholder="search (enter: find, escape: close)", id="search-bar", compact=True)
-        yield Footer()
+        yield QuitFooter()
 
     def on_mount(self) -> None:
         blink = getattr(self.app, "CURSOR_BLINK", True)
