@@ -265,11 +265,66 @@ def test_bad_arguments_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    # b adds torch._dynamo.graph_break() at train.py:7: the JSON holds that change, each row in
+    # the summary's names, and its compile time per phase as each side's summary has it
     a, b = PAIRS / "graph_break" / "a" / "trace", PAIRS / "graph_break" / "b" / "trace"
     assert main(["diff", str(a), str(b), "--no-cache", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["diff_schema_version"] == 1 and d["changes"] == 7 and not d["no_changes"]
     assert set(d) == {"diff_schema_version", "a", "b", *SECTIONS, "compile_time", "findings", "changes", "no_changes"}
+    [fn] = d["functions"]
+    assert (fn["change"], fn["label"], fn["compile_ids_a"], fn["compile_ids_b"]) == (
+        "new", "torch_dynamo_resume_in_step_at_7 (train.py:7)", [], ["1/0"])
+    [gb] = d["graph_breaks"]
+    assert (gb["change"], gb["reason"], gb["gb_id"], gb["file"], gb["line"]) == (
+        "new", "Call to `torch._dynamo.graph_break()`", "gb0025", "train.py", 7)
+    [g] = d["graphs"]
+    assert (g["label"], g["compile_id_a"], g["compile_id_b"], g["ops_added"], g["ops_removed"]) == (
+        "step (train.py:4)", "0/0", "0/0", {}, {"sum": 1})
+    [k] = d["kernels"]
+    assert (k["kernels_added"], k["kernels_removed"]) == ({"cpp_fused_mul_relu_sin": 1}, {"cpp_fused_mul_relu_sin_sum": 1})
+    # every phase, significant or not, with the seconds and nesting `summary --json` of each side says
+    ct = d["compile_time"]
+    rows = ct["phases"] + [r for r in ct["within_noise"] if r["what"] == "phase"]
+    for side, key in (("a", "seconds_a"), ("b", "seconds_b")):
+        assert main(["summary", str(a if side == "a" else b), "--no-cache", "--json"]) == 0
+        summary = {r["phase"]: r for r in json.loads(capsys.readouterr().out)["compile_time"]["phases"]}
+        for r in rows:
+            assert r[key] == round(summary[r["phase"]]["seconds"], 3) and r["within"] == summary[r["phase"]]["within"]
+    assert [r["phase"] for r in ct["phases"]] == ["aot+backend", "aot", "inductor", "codegen"]  # as they nest
+    assert [r["within"] for r in ct["phases"]] == [None, "aot+backend", "aot+backend", "inductor"]
+
+
+def test_torchs_wrapper_is_named_as_the_summary_names_the_module() -> None:
+    # issue 44.10: two real runs of an nn.Sequential under torch.compile(model) (the corpus'
+    # sequential_model and sequential_failed_compile): Dynamo compiles torch's wrapper `inner`
+    # (torch/_dynamo/external_utils.py:67); the diff names it as the summary does, and marks
+    # nested phases as the summary's `(of which ...)` does
+    from traceview.output.report import build_report
+
+    a = traceview.load(FIXTURES / "corpus" / "sequential_model" / "trace")
+    b = traceview.load(FIXTURES / "corpus" / "sequential_failed_compile" / "trace")
+    d = build_diff(a, b)
+    name = "Sequential via torch.compile(model), called at sequential_failed_compile.py:25 `y = compiled(torch.randn(8, 32))`"
+    [fn] = d["functions"]
+    assert (fn["function"], fn["change"], fn["compiles_a"], fn["compiles_b"], fn["label"]) == ("inner", "more", 2, 3, name)
+    storm = next(f for f in build_report(b)["findings"] if f["kind"] == "storm")
+    assert storm["code"] == name  # the summary's own name for it
+    # one row per compile: the call site of B's compile (0/1 was called at line 26)
+    assert [(g["compile_id_b"], g["label"].split(", called at ")[1]) for g in d["graphs"]] == [
+        ("0/0", "sequential_failed_compile.py:25 `y = compiled(torch.randn(8, 32))`"),
+        ("0/1", "sequential_failed_compile.py:26 `y = compiled(torch.randn(16, 32))`")]
+    assert [r["label"] for r in d["compile_time"]["functions"]] == [name]
+    text = render_diff(d, width=200)
+    assert "inner (" not in text and "external_utils" not in text
+    assert f"  {name} compiles more often: 2 -> 3 compiles" in text
+    lines = text.splitlines()
+    at = lines.index("  aot+backend: 13.55s -> 202.90s")
+    assert lines[at + 1 : at + 4] == [
+        "    aot: 0.91s -> 24.56s (part of aot+backend)",
+        "    inductor: 12.63s -> 178.34s (part of aot+backend)",
+        "      codegen: 12.29s -> 175.95s (part of inductor)",
+    ]
 
 
 

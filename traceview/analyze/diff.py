@@ -139,6 +139,29 @@ class _Side:
         self.compiles = self.all_compiles.filter(
             pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null()
         )
+        self._places: dict[tuple, tuple[Any, str | None]] = {}  # frames()' key -> (rank, filename) as logged
+        self._labels: dict[tuple, str] = {}
+
+    def label(self, rank: Any, function: str | None, filename: str | None, line: Any, *,
+              compile_id: str | None = None, occurrence: int | None = None) -> str:
+        """A code object as the summary names it (findings.code_label over
+        analyze.code_objects: `Sequential via torch.compile(model), called at train.py:21 …`,
+        not torch's wrapper `inner`), with the call site of `compile_id` when given; `rank`
+        and `filename` as the compiles table holds them."""
+        key = (rank, function, filename, line, compile_id, occurrence)
+        if key not in self._labels:
+            code = describe(self.view, rank=rank, function=function, filename=filename, line=line)
+            code = of_compile(code, self.view, rank=rank, compile_id=compile_id, occurrence=occurrence)
+            row = {"function": function, "filename": filename, "line": line, "code": code}
+            self._labels[key] = code_label(row, lambda f, ln: f"{file_tail(f)}:{ln}")
+        return self._labels[key]
+
+    def label_of(self, k: tuple, ids: tuple[str, int] | None = None) -> str:
+        """The label of a code object of `frames()` (its key), with the call site of one of
+        its compiles (`ids`: compile id, occurrence)."""
+        rank, filename = self._places.get(k, (k[0], k[2]))
+        cid, occ = ids if ids is not None else (None, None)
+        return self.label(rank, k[1], filename, k[3], compile_id=cid, occurrence=occ)
 
     def keep(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Rows of an analyzer (each with `rank`) of this side's rank."""
@@ -169,6 +192,7 @@ class _Side:
         for r in c.select("rank", "function", "filename", "line", "compile_id", "occurrence", "_epoch").iter_rows(named=True):
             k = (self.rank_of(r), r["function"], file_tail(r["filename"]), r["line"])
             out.setdefault(k, []).append((r["_epoch"], r["compile_id"], r["occurrence"]))
+            self._places.setdefault(k, (r["rank"], r["filename"]))
         return {
             k: [(cid, occ) for _, cid, occ in sorted(v, key=lambda e: (e[0], sort_key(e[1]), e[2]))] for k, v in out.items()
         }
@@ -289,7 +313,7 @@ def _unfinished(
     return out
 
 
-def _functions(pairs: list, fa: dict, fb: dict) -> list[dict[str, Any]]:
+def _functions(pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     out = []
     for ka, kb in pairs:
         na = len(fa[ka]) if ka else 0
@@ -305,6 +329,7 @@ def _functions(pairs: list, fa: dict, fb: dict) -> list[dict[str, Any]]:
             "compiles_a": na, "compiles_b": nb,
             "compile_ids_a": [cid for cid, _ in fa.get(ka, [])] if ka else [],
             "compile_ids_b": [cid for cid, _ in fb.get(kb, [])] if kb else [],
+            "label": sb.label_of(kb) if kb else sa.label_of(ka),
         })
     order = {"new": 0, "more": 1, "gone": 2, "fewer": 3, "moved": 4}
     return sorted(out, key=lambda r: (order[r["change"]], -abs(r["compiles_b"] - r["compiles_a"])))
@@ -451,7 +476,7 @@ def _failure_label(side: _Side, r: dict[str, Any]) -> str:
 
 
 def _per_compile(
-    pairs: list, fa: dict, fb: dict, ca: dict, cb: dict, what: str, failed: set[tuple]
+    pairs: list, fa: dict, fb: dict, ca: dict, cb: dict, what: str, failed: set[tuple], sb: _Side
 ) -> list[dict[str, Any]]:
     """Added/removed items (`what`: ops, guards, kernels) of each pair of matched compiles
     (not of a compile that failed on either side: the failures section says so)."""
@@ -468,7 +493,7 @@ def _per_compile(
             added, removed = _counter_change(ca.get((ka[0], *ia), Counter()), cb.get((kb[0], *ib), Counter()))
             if added or removed:
                 out.append({"rank": kb[0], "function": kb[1], "file": kb[2], "line": kb[3], "nth": i,
-                            "compile_id_a": ia[0], "compile_id_b": ib[0],
+                            "label": sb.label_of(kb, ib), "compile_id_a": ia[0], "compile_id_b": ib[0],
                             "occurrence_a": ia[1], "occurrence_b": ib[1], f"{what}_added": added,
                             f"{what}_removed": removed})
     return out
@@ -512,6 +537,7 @@ def _collectives(pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side, unfinish
                     continue
                 out.append({"change": "new" if a is None else "gone" if b is None else "changed",
                             "rank": kb[0], "function": kb[1], "file": kb[2], "line": kb[3], "nth": i,
+                            "label": sb.label_of(kb, ib),
                             "compile_id_a": ia[0], "compile_id_b": ib[0], "graph_index": gi,
                             "collectives_a": a or [], "collectives_b": b or []})
     return out
@@ -547,9 +573,29 @@ def _time_rows(a: dict[str, float], b: dict[str, float], noise: Noise, label: st
     return sorted(rows, key=lambda r: -abs(r["delta_s"]))
 
 
+def _phase_order() -> dict[str, tuple[int, str | None]]:
+    """Each phase's place in the tree of phases (compile_time.PHASE_WITHIN: a phase, then the
+    phases within it, depth first; the run-time phases last) and the phase it is within."""
+    children: dict[str | None, list[str]] = {}
+    for k, parent in ct.PHASE_WITHIN.items():
+        children.setdefault(parent, []).append(k)
+    order: list[str] = []
+
+    def walk(parent: str | None) -> None:
+        for k in children.get(parent, []):
+            order.append(k)
+            walk(k)
+
+    walk(None)
+    order += [k for k in ct.RUN_TIME_PHASES if k not in order]
+    return {k: (i, ct.PHASE_WITHIN.get(k)) for i, k in enumerate(order)}
+
+
 def _compile_time(sa: _Side, sb: _Side, noise: Noise) -> dict[str, Any]:
     def total(s: _Side) -> float:
         return float(s.all_compiles["total_time_s"].fill_null(0).sum())
+
+    labels: dict[str, str] = {}
 
     def by_fn(s: _Side) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -558,11 +604,22 @@ def _compile_time(sa: _Side, sb: _Side, noise: Noise) -> dict[str, Any]:
             if s.rank is _ANY_RANK and r["rank"] is not None:
                 k = f"rank {r['rank']} {k}"
             out[k] = out.get(k, 0.0) + float(r["seconds"] or 0.0)
+            # as the summary's compile time by function names it (B's name where both have it)
+            labels[k] = (f"rank {r['rank']} " if s.rank is _ANY_RANK and r["rank"] is not None else "") + s.label(
+                r["rank"], r["function"], r["filename"], r["line"])
         return out
 
     ta, tb = total(sa), total(sb)
-    phases = _time_rows(ct.phase_totals(sa.view), ct.phase_totals(sb.view), noise, "phase")
-    fns = _time_rows(by_fn(sa), by_fn(sb), noise, "function")
+    place = _phase_order()
+    phases = sorted(_time_rows(ct.phase_totals(sa.view), ct.phase_totals(sb.view), noise, "phase"),
+                    key=lambda r: place.get(r["phase"], (len(place), None))[0])
+    for r in phases:  # nested phases marked as the summary's are (compile_time.phase_rows)
+        r["within"] = place.get(r["phase"], (0, None))[1]
+        r["compile_time"] = r["phase"] not in ct.RUN_TIME_PHASES
+    fa_, fb_ = by_fn(sa), by_fn(sb)  # A first: B's names win
+    fns = _time_rows(fa_, fb_, noise, "function")
+    for r in fns:
+        r["label"] = labels.get(r["function"], r["function"])
     return {
         "noise": {"pct": noise.pct, "seconds": noise.seconds},
         "total_a_s": round(ta, 3), "total_b_s": round(tb, 3),
@@ -689,16 +746,16 @@ def compare_runs(
         "a": _about(sa, names[0], fa, ua),
         "b": _about(sb, names[1], fb, ub),
         "unfinished": _unfinished(pairs, fa, fb, sa, sb, ua, ub),
-        "functions": _functions(pairs, fa, fb),
+        "functions": _functions(pairs, fa, fb, sa, sb),
         "recompile_causes": _causes(sa, sb, pairs),
         "graph_breaks": breaks,
         "frames_eager": eager,
         "failures": fails,
-        "graphs": _per_compile(pairs, fa, fb, _graph_ops(sa), _graph_ops(sb), "ops", failed),
+        "graphs": _per_compile(pairs, fa, fb, _graph_ops(sa), _graph_ops(sb), "ops", failed, sb),
         "guards": _per_compile(
-            pairs, fa, fb, _guards(sa, other_rank=ra != rb), _guards(sb, other_rank=ra != rb), "guards", failed
+            pairs, fa, fb, _guards(sa, other_rank=ra != rb), _guards(sb, other_rank=ra != rb), "guards", failed, sb
         ),
-        "kernels": _per_compile(pairs, fa, fb, _kernels(sa), _kernels(sb), "kernels", failed),
+        "kernels": _per_compile(pairs, fa, fb, _kernels(sa), _kernels(sb), "kernels", failed, sb),
         "autotuning": _autotuning(sa, sb),
         "cache": _cache(sa, sb),
         "pgo": _pgo(sa, sb),

@@ -44,7 +44,7 @@ from traceview.tui.main_screen import NARROW_BELOW, MainScreen, binding_groups
 from traceview.tui.model import TraceModel
 from traceview.tui.navigation import Location
 from traceview.tui.text import plain, safe
-from traceview.workflow.diff import build_diff, change_text
+from traceview.workflow.diff import build_diff, change_text, phase_depth, time_row_text
 
 SECTION_TITLES = {
     "unfinished": "UNFINISHED COMPILE",
@@ -246,7 +246,7 @@ def _per_compile_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterabl
     """One row per op, guard or kernel added (in B's compile) or removed (in A's)."""
     for section, what in (("graphs", "ops"), ("guards", "guards"), ("kernels", "kernels")):
         for r in diff[section]:
-            co = f"{_rank(r)}{code_object(r['function'], r['file'], r['line'])} compile #{r['nth'] + 1}"
+            co = f"{_rank(r)}{r.get('label') or code_object(r['function'], r['file'], r['line'])} compile #{r['nth'] + 1}"
             for sign, side, items in (("+", "b", r[f"{what}_added"]), ("-", "a", r[f"{what}_removed"])):
                 cid = r["compile_id_b"] if side == "b" else r["compile_id_a"]
                 places = pb if side == "b" else pa
@@ -294,9 +294,7 @@ def _other_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterable[Diff
         pct = f" ({ct['total_pct']:+g}%)" if ct["total_pct"] is not None else ""
         yield DiffRow("compile_time", "total", f"{ct['total_a_s']:.2f}s -> {ct['total_b_s']:.2f}s{pct}")
     for r in ct["phases"] + ct["functions"]:
-        label = r.get("phase") or r.get("function")
-        yield DiffRow("compile_time", "phase" if r.get("phase") else "function",
-                      f"{label}: {r['seconds_a']:.2f}s -> {r['seconds_b']:.2f}s")
+        yield DiffRow("compile_time", "phase" if r.get("phase") else "function", "  " * phase_depth(r) + time_row_text(r))
 
 
 def diff_rows(diff: dict[str, Any], a: TraceModel, b: TraceModel) -> list[DiffRow]:

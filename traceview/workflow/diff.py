@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from parsers.compile_ids import label as id_label
+from traceview.analyze.compile_time import PHASE_WITHIN
 from traceview.analyze.diff import Noise, code_object, compare_runs
 from traceview.analyze.finding import Finding, findings_of
 from traceview.errors import UserError
@@ -124,7 +125,7 @@ def change_text(section: str, r: dict[str, Any]) -> str:
     if section == "unfinished":
         return f"{_rank(r)}{unfinished_text(r)}"
     if section == "functions":
-        co = code_object(r["function"], r["file"], r["line_b"] if r["line_b"] is not None else r["line_a"])
+        co = r.get("label") or code_object(r["function"], r["file"], r["line_b"] if r["line_b"] is not None else r["line_a"])
         if r["change"] == "moved":
             return f"{_rank(r)}{co} moved from line {r['line_a']} ({r['compiles_b']} compiles)"
         what = {"new": "now compiles", "gone": "no longer compiles", "more": "compiles more often",
@@ -148,7 +149,7 @@ def change_text(section: str, r: dict[str, Any]) -> str:
     if section == "failures":
         return f"{_rank(r)}{r.get('label') or code_object(r['function'], r['file'], r['line'])} {r['category']}: {r['reason']}"
     if section == "collectives":
-        co = code_object(r["function"], r["file"], r["line"])
+        co = r.get("label") or code_object(r["function"], r["file"], r["line"])
         graph = " (backward)" if r["graph_index"] else ""
         ids = f"[{r['compile_id_a']}] -> [{r['compile_id_b']}]"
         a = ", ".join(r["collectives_a"]) or "no collectives"
@@ -162,6 +163,27 @@ def change_text(section: str, r: dict[str, Any]) -> str:
             won = f"best {r['best_' + side]} of {r['choices_' + side]} choices"
         return f"{_rank(r)}{r['op']} {r['shape']} ({r['dtypes']}): {won}"
     raise ValueError(f"no words for section {section!r}")
+
+
+def phase_depth(r: dict[str, Any]) -> int:
+    """How deep a compile-time row's phase is nested (0: a part of the compiles' own time, or
+    not a phase), following `within` as compile_time.PHASE_WITHIN nests them."""
+    depth, within = 0, r.get("within") if r.get("phase") else None
+    while within is not None and depth < len(PHASE_WITHIN):
+        depth += 1
+        within = PHASE_WITHIN.get(within)
+    return depth
+
+
+def time_row_text(r: dict[str, Any]) -> str:
+    """A compile-time row (a phase or a function) in words: a nested phase says what it is part
+    of, as the summary's `(of which ...)` does: `inductor: 12.63s -> 9.72s (part of
+    aot+backend)`; a function is named as the summary names it."""
+    if r.get("phase"):
+        part = f" (part of {r['within']})" if r.get("within") else ""
+        when = "" if r.get("compile_time", True) else " (at run time, not compile time)"
+        return f"{r['phase']}: {r['seconds_a']:.2f}s -> {r['seconds_b']:.2f}s{part}{when}"
+    return f"{r.get('label') or r['function']}: {r['seconds_a']:.2f}s -> {r['seconds_b']:.2f}s"
 
 
 def _where_unfinished(u: dict[str, Any]) -> str:
@@ -246,7 +268,7 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         if rows:
             add({"graphs": "Dynamo graphs:", "guards": "guards:", "kernels": "kernels:"}[name])
         for r in rows:
-            co = code_object(r["function"], r["file"], r["line"])
+            co = r.get("label") or code_object(r["function"], r["file"], r["line"])
             ids = f"{id_label(r['compile_id_a'], r.get('occurrence_a'))} -> {id_label(r['compile_id_b'], r.get('occurrence_b'))}"
             add(f"{_rank(r)}{co} compile #{r['nth'] + 1} ({ids}):", "  ")
             for sign, items in (("+", r[f"{what}_added"]), ("-", r[f"{what}_removed"])):
@@ -275,8 +297,7 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         + ("" if ctime["total_significant"] else " (within noise)")
         + (f" (unfinished compiles not counted: {', '.join(uncounted)})" if uncounted else ""))
     for r in ctime["phases"] + ctime["functions"]:
-        label = r.get("phase") or r.get("function")
-        add(f"{label}: {r['seconds_a']:.2f}s -> {r['seconds_b']:.2f}s", "  ")
+        add(time_row_text(r), "  " + "  " * phase_depth(r))
     if ctime["within_noise"]:
         n = ctime["noise"]
         add(f"({len(ctime['within_noise'])} time changes below the noise threshold of {n['pct']:g}% or {n['seconds']:g}s)", "  ")
