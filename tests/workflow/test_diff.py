@@ -532,3 +532,13 @@ def test_a_rank_cut_inside_a_compile_the_others_finished(tmp_path) -> None:
     )
     one = build_diff(run("multirank4"), traceview.load(cut), rank=1)
     assert [(r["rank"], r["compile_id_b"]) for r in one["unfinished"]] == [(None, "0/0")]
+
+
+def test_expected_findings_are_tagged_expected_in_the_diff() -> None:
+    # DDP's own graph breaks in B (gpu/ddp2_buckets, torch 2.11 on 2 GPUs) against the gloo run
+    # corpus/multirank4: new in B as the summary of B tags them, EXPECTED; A's own break is not
+    d = build_diff(run("multirank4"), traceview.load(FIXTURES / "gpu" / "ddp2_buckets" / "trace"))
+    text = render_diff(d, width=200)
+    assert "  EXPECTED GRAPH BREAK: DistributedDataParallel._inside_ddp_forward (contextlib.py:105), ranks 0-1 4x" in text
+    assert "  EXPECTED GRAPH BREAK: Logger.set_runtime_stats_and_log (torch/nn/parallel/distributed.py:1566), ranks 0-1 2x" in text
+    assert "  GRAPH BREAK: multirank4.py:36 in report (its frame starts at line 34) [gb0059], ranks 0-3 4x" in text

@@ -15,7 +15,7 @@ from typing import Any
 from parsers.compile_ids import label as id_label
 from traceview.analyze.compile_time import PHASE_WITHIN
 from traceview.analyze.diff import Noise, code_object, compare_runs
-from traceview.analyze.finding import Finding, findings_of
+from traceview.analyze.finding import Finding, findings_of, tag_of
 from traceview.errors import UserError
 from traceview.printable import one_line, printable
 from traceview.trace import Trace
@@ -244,7 +244,7 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         if found.get(key):
             add(what)
         for f in found.get(key) or []:
-            add(f"{f['title']}: {f['claim']}", "  ")
+            add(f"{tag_of(f['kind'], f['severity'])}: {f['claim']}", "  ")  # EXPECTED where it is
     if diff["functions"]:
         add("compiles per function:")
     for r in diff["functions"]:
