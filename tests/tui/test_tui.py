@@ -619,6 +619,22 @@ def _walk(node):
 
 
 @sync
+async def test_q_quit_is_in_every_views_footer_at_80x24() -> None:
+    # issue 44.10: Textual lists the app's keys last, and at 80 columns the footer ended before
+    # q Quit; it comes right after the view's own keys (f Filters, ...) now
+    app = build_app(open_args("fixtures/corpus/multirank4"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await tables(pilot)
+        for key in "1234567":
+            await press(pilot, key)
+            footer = screen_text(app).splitlines()[-1]
+            assert "q Quit" in footer, (key, footer)
+            assert footer.index("q Quit") < footer.index("? Help"), (key, footer)
+        await press(pilot, "q")
+    assert app.return_code == 0
+
+
+@sync
 async def test_q_quits_with_exit_code_0() -> None:
     app = build_app(open_args("fixtures/simple"))
     async with app.run_test(size=SIZE) as pilot:
