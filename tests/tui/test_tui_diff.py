@@ -337,3 +337,19 @@ def test_an_unfinished_compile_is_the_first_row(tmp_path: Path) -> None:
     assert first.text == ("rank 1 [0/0] TinyNet.forward (multirank4.py:30): finished in A (3.56s), unfinished in B "
                           "(in AOTAutograd for 4.74s; behind the other ranks: likely hang)")
     assert first.target is not None and (first.target.view, first.target.rank, first.target.compile_id) == ("frames", 1, "0/0")
+
+
+def test_the_diff_screen_names_torchs_wrapper_as_the_summary_does() -> None:
+    # issue 44.10: an nn.Sequential under torch.compile(model) in two real runs (the corpus'
+    # sequential_model, then sequential_failed_compile): no row names torch's wrapper `inner`,
+    # and nested phases are marked as the summary marks them
+    a = traceview.load(FIXTURES / "corpus" / "sequential_model" / "trace")
+    b = traceview.load(FIXTURES / "corpus" / "sequential_failed_compile" / "trace")
+    rows = diff_rows(build_diff(a, b), TraceModel.build(a), TraceModel.build(b))
+    shown = [row_prompt(r).plain + "\n" + row_detail(r, ("A", "B")).plain for r in rows]
+    assert shown and not any("inner (" in s for s in shown)  # (the fix still explains the wrapper, as the summary does)
+    name = "Sequential via torch.compile(model), called at sequential_failed_compile.py:25 `y = compiled(torch.randn(8, 32))`"
+    assert any(r.section == "functions" and r.text == f"{name} compiles more often: 2 -> 3 compiles" for r in rows)
+    phases = [r.text for r in rows if r.section == "compile_time" and r.change == "phase"]
+    assert phases[:5] == ["dynamo: 0.30s -> 7.22s", "aot+backend: 13.55s -> 202.90s", "  aot: 0.91s -> 24.56s (part of aot+backend)",
+                          "  inductor: 12.63s -> 178.34s (part of aot+backend)", "    codegen: 12.29s -> 175.95s (part of inductor)"]

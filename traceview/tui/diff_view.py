@@ -211,7 +211,7 @@ def _cause_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterable[Diff
     for r in diff["recompile_causes"]:
         side = "a" if r["change"] == "gone" else "b"
         cid, against = (pa if side == "a" else pb).cause(r)
-        detail = [("function", code_object(r["function"], r["file"], r["line"])),
+        detail = [("function", r.get("label") or code_object(r["function"], r["file"], r["line"])),
                   ("recompiles", f"{r['count_a']} in A -> {r['count_b']} in B")]
         if r["text_a"] and r["text_b"] and r["text_a"] != r["text_b"]:
             detail += [("in A", r["text_a"]), ("in B", r["text_b"])]
