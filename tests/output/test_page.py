@@ -421,3 +421,16 @@ def test_browser_labels_are_not_cut(tmp_path: Path) -> None:
     assert {b[0] for b in boxes} == {"timeline", "functions", "grid"}
     for svg_id, x0, x1, col in boxes:
         assert x0 >= 0 and x1 <= col, (svg_id, x0, x1, col)
+
+
+@pytest.mark.parametrize("run", ["corpus/multirank4", "gpu/oom_compiled", "gpu/ddp2_buckets"])
+def test_the_pages_head_is_the_summarys(run: str) -> None:
+    # issue 44.10: the head line is computed once (the report's `head`); the page prints the
+    # summary's title and that head, line for line, on a stall, an OOM crash and DDP's own breaks
+    trace = traceview.load(FIXTURES / run)
+    report = build_report(trace)
+    head = re.search(r'<div class="head" id="findings"><pre>(.*?)</pre></div>', page.render_page(trace, report), re.S)
+    assert head is not None
+    text = render_text(report, width=10_000).splitlines()
+    assert [unescape(x) for x in head.group(1).strip("\n").splitlines()] == [text[0], *report["head"]]
+    assert text[2 : 2 + len(report["head"])] == report["head"]
