@@ -286,7 +286,7 @@ def test_diff_of_rank_0_against_rank_2_shows_the_extra_all_reduce() -> None:
     eight = "all_reduce float32[8, 16]"
     assert d["collectives"] == [{
         "change": "changed", "rank": None, "function": "step", "file": "collective_extra_rank.py", "line": 31, "nth": 0,
-        "compile_id_a": "0/0", "compile_id_b": "0/0", "graph_index": 0,
+        "label": "step (collective_extra_rank.py:31)", "compile_id_a": "0/0", "compile_id_b": "0/0", "graph_index": 0,
         "collectives_a": [eight], "collectives_b": [eight, eight],
     }]
     assert "changed: step (collective_extra_rank.py:31) compile #1 [0/0] -> [0/0]:" in render_diff(d)
