@@ -41,9 +41,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from parsers.compile_ids import compile_number, sort_key
+from parsers.facts import user_name
 from traceview.analyze.code_objects import describe
 from traceview.analyze.ddp import ddp_evidence
 from traceview.analyze.findings import ranks_text
+from traceview.analyze.storms import primary_causes
 
 if TYPE_CHECKING:
     from traceview.trace import Trace
@@ -53,9 +55,16 @@ def _ranks(rs: list[int]) -> str:
     return ranks_text(rs).strip()
 
 
-def _cause(rows: list[dict[str, Any]]) -> str | None:
+def _cause(rows: list[dict[str, Any]], primary: dict[str, Any] | None = None) -> str | None:
     """The recompile's primary failed guard in words: `for another size (dim 0 of x: 6, not 8)`,
-    else `(failed guard: n == 2)`."""
+    else `(failed guard: n == 2)`. `primary`: the recompile's one cause (the compile account's,
+    analyze.storms.primary_causes): its guard is the row said, not the first torch lists."""
+    if primary is not None:
+        def same(r: dict[str, Any]) -> bool:
+            if primary.get("kind") in ("size", "stride") and r.get("kind") == primary["kind"]:
+                return user_name(r.get("guard_source")) == primary.get("source") and r.get("dim") == primary.get("dim")
+            return bool(primary.get("guard")) and (r.get("guard") or "") == primary["guard"]
+        rows = [r for r in rows if same(r)] or rows
     for r in sorted(rows, key=lambda r: (r.get("reason_index") or 0)):
         if r.get("kind") == "size" and r.get("guard_source") is not None and r.get("dim") is not None:
             return f"for another size (dim {r['dim']} of {r['guard_source']}: {r['actual']}, not {r['expected']})"
@@ -95,6 +104,7 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
     for r in rec.iter_rows(named=True):
         reasons[(r["rank"], r["compile_id"])].append(r)
 
+    primary = primary_causes(trace)
     groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[dict[str, Any]]] = defaultdict(list)
     for (cid, _occ), on in by_id.items():
         if len(on) == len(ranks) or cid in covered:
@@ -111,7 +121,7 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
                 "rank": rank, "compile_id": cid, "function": row["function"], "filename": row["filename"],
                 "line": row["line"], "seconds": round(fwd + bwd, 3), "forward_s": round(fwd, 3),
                 "backward_s": round(bwd, 3) if row.get("bwd_compile_time_s") is not None else None,
-                "start": row["start"], "cause": _cause(reasons.get((rank, cid), [])),
+                "start": row["start"], "cause": _cause(reasons.get((rank, cid), []), primary.get((rank, cid, _occ or 1))),
                 "file": row["file"], "lineno": row["lineno"],
             })
     if not groups:

@@ -14,8 +14,8 @@ import polars as pl
 
 from parsers.compile_ids import kind_label, text_occurrence_expr
 from parsers.compiles import STATUSES
-from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
+from traceview.analyze.accounts.compiles import uncaught as uncaught_of
 from traceview.analyze.code_objects import describe, of_compile
 from traceview.analyze.collectives import collective_mismatches
 from traceview.analyze.compile_facts import compile_facts
@@ -117,7 +117,7 @@ def _frameless_compiles(compiles: pl.DataFrame) -> list[dict[str, Any]]:
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
-    uncaught = uncaught_from_text(trace.other_lines, trace.log_records)  # read by both: once
+    uncaught = uncaught_of(trace)  # read by the failures, the crashes, the stops and the accounts: once
     collectives = collective_mismatches(trace)
     fails = failures(trace, uncaught=uncaught)
     crashes = crash_findings(trace, uncaught=uncaught, collectives=collectives)

@@ -1,0 +1,214 @@
+"""The account of each compile: one row per compile, read by every finding and view.
+
+A compile is a Dynamo frame's compile on one rank (`compiles`: file, compile id, occurrence),
+or a compile seen only by its open spans (a compiled-autograd graph). Its account:
+
+* **pieces**: the forward (Dynamo + the backend: `compilation_metrics`), and every backward
+  piece compiled lazily at the first `.backward()` (`bwd_compilation_metrics`: DDPOptimizer
+  compiles one per gradient bucket, all under the same compile id); `forward_s`, `backward_s`
+  (every piece), `backward_pieces`;
+* **start, end, seconds**: the forward's start; the end of its last piece; what it cost in all.
+  A compile that never ended runs to the capture's last timestamp (`end` is that timestamp,
+  `seconds` its time up to it: the forward's time plus the open backward's, when the backward
+  is the part left open);
+* **status**: `finished`; `failed` (its metrics carry a failure); `interrupted` (open when
+  the capture shows the job ended: a stop from outside, a crash, an interrupt); `never_ended`
+  (open, and nothing in the capture says the job ended: hung, killed without a trace, or still
+  running); `unknown` (no metrics, in a log whose torch writes none: the log cannot tell).
+  `open_part` says which part was open (forward, backward, compiled autograd), `open_since`
+  when that part began, and `phase` where in it (traceview.analyze.unfinished reads the open spans);
+* **cause**: for a recompile, what differs from the cache entry it otherwise matches: the
+  primary failed guard the recompile storms found (analyze.storms.primary_causes), never the
+  first failure torch happens to list. `cause_kind` is the guard's kind (size, dtype,
+  requires_grad, ...), `cause` its words, `cause_expected` whether torch.compile does it by
+  design;
+* **name**: the code object's keys (function, filename, line, compile_kind) that
+  analyze.code_objects turns into the one name every view shows.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import orjson
+import polars as pl
+
+from parsers.stops import stops_from_text
+from parsers.tracebacks import uncaught_from_text
+from traceview.analyze.per_trace import once
+from traceview.analyze.storms import primary_causes
+from traceview.analyze.unfinished import capture_end, unfinished_compiles
+from traceview.trace import Trace
+
+STATUSES = ("finished", "failed", "interrupted", "never_ended", "unknown")
+OPEN = ("interrupted", "never_ended")
+
+SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32,
+    "file": pl.String,
+    "pid": pl.Int32,
+    "compile_id": pl.String,
+    "occurrence": pl.Int32,
+    "label": pl.String,
+    "attempts": pl.Int32,
+    "function": pl.String,
+    "filename": pl.String,
+    "line": pl.Int32,
+    "compile_kind": pl.String,
+    "parent_compile_id": pl.String,
+    "at_run_time": pl.Boolean,
+    "start": pl.Datetime("us"),
+    "end": pl.Datetime("us"),
+    "forward_s": pl.Float64,
+    "backward_s": pl.Float64,
+    "backward_pieces": pl.Int32,
+    "seconds": pl.Float64,
+    "status": pl.String,
+    "open_part": pl.String,
+    "open_since": pl.Datetime("us"),
+    "phase": pl.String,
+    "cause_kind": pl.String,
+    "cause_source": pl.String,
+    "cause_dim": pl.Int32,
+    "cause": pl.String,
+    "cause_expected": pl.Boolean,
+    "lineno": pl.Int64,
+}
+
+
+def compile_account(trace: Trace) -> pl.DataFrame:
+    """One row per compile (SCHEMA; the module doc says what each column means), in the
+    compiles table's order, compiles seen only by open spans last."""
+    return once(trace, name="compile_account", build=lambda: _account(trace))
+
+
+def uncaught(trace: Trace) -> pl.DataFrame:
+    """The uncaught exceptions of the trace's text logs (parsers.tracebacks), read once."""
+    return once(trace, name="uncaught", build=lambda: uncaught_from_text(trace.other_lines, trace.log_records))
+
+
+def job_ended(trace: Trace) -> bool:
+    """Whether the capture shows the job ending: a launcher's or the system's stop line, or an
+    uncaught exception (a crash, a KeyboardInterrupt)."""
+    return once(trace, name="job_ended", build=lambda: bool(
+        stops_from_text(trace.log_records, trace.other_lines).height or uncaught(trace).height
+    ))
+
+
+def _backward_ends(trace: Trace) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """(file, compile id) -> (start, end) in epoch seconds of each backward piece's metrics."""
+    ev = trace.index_events()
+    if ev.is_empty():
+        return {}
+    bwd = ev.filter(pl.col("kind") == "bwd_compilation_metrics").select("file", "compile_id", "metadata")
+    out: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for file, cid, meta in bwd.iter_rows():
+        try:
+            m = orjson.loads(meta or "{}")
+        except orjson.JSONDecodeError:
+            continue
+        m = m if isinstance(m, dict) else {}
+        s, e = m.get("start_time_us"), m.get("end_time_us")
+        if isinstance(s, (int, float)) and isinstance(e, (int, float)):
+            out.setdefault((file, cid), []).append((s / 1e6, e / 1e6))
+    return out
+
+
+def _dt(seconds: float | None) -> datetime.datetime | None:
+    if seconds is None:
+        return None
+    try:
+        return datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc).replace(tzinfo=None)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _ts(d: Any) -> float | None:
+    """A naive UTC datetime (polars' Datetime) as epoch seconds."""
+    if d is None:
+        return None
+    return d.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def _account(trace: Trace) -> pl.DataFrame:
+    c = trace.compiles
+    unfinished = unfinished_compiles(trace)
+    open_of: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for u in unfinished:
+        open_of.setdefault((u["file"], u["compile_id"], u.get("occurrence") or 1), u)
+    end_of = capture_end(trace)
+    end_at = end_of["at"] if end_of else None
+    ended = job_ended(trace) if open_of else False
+    causes = primary_causes(trace)
+    bwd = _backward_ends(trace)
+    pieces_col = next((n for n in ("bwd_pieces", "backward_pieces") if n in c.columns), None)
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, int]] = set()
+    # the start of each compile id's next occurrence in the same file (after a reset), so a
+    # backward piece is given to the occurrence it followed
+    starts: dict[tuple[str, str], list[float]] = {}
+    for file, cid, start in c.select("file", "compile_id", "start").iter_rows() if c.height else []:
+        if start is not None:
+            starts.setdefault((file, cid), []).append(_ts(start) or 0.0)
+    for r in c.iter_rows(named=True):
+        key = (r["file"], r["compile_id"], r["occurrence"] or 1)
+        seen.add(key)
+        u = open_of.get(key)
+        start = r["start"]
+        fwd_s = r["compile_time_s"]
+        start_s = _ts(start)
+        later = [s for s in starts.get((r["file"], r["compile_id"]), []) if start_s is not None and s > start_s]
+        limit = min(later) if later else None
+        mine = [(s, e) for s, e in bwd.get((r["file"], r["compile_id"]), [])
+                if (start_s is None or s >= start_s) and (limit is None or s < limit)]
+        back_s = r["bwd_compile_time_s"]
+        pieces = r[pieces_col] if pieces_col else (len(mine) if mine else (1 if back_s is not None else 0))
+        row = {k: r.get(k) for k in SCHEMA if k in r}
+        row.update(forward_s=fwd_s, backward_s=back_s, backward_pieces=pieces, open_part=None, phase=None)
+        if u is not None:
+            row["status"] = "interrupted" if ended else "never_ended"
+            row["open_part"] = u.get("part") or "forward"
+            row["open_since"] = datetime.datetime.fromisoformat(u["started"]) if u.get("started") else None
+            row["phase"] = u.get("phase")
+            running = u.get("running_s")
+            if u.get("part") is None:
+                row["seconds"] = running
+                if start is None and u.get("started"):
+                    row["start"] = datetime.datetime.fromisoformat(u["started"])
+            else:
+                row["seconds"] = (fwd_s or 0.0) + (running or 0.0)
+            row["end"] = end_at
+        else:
+            raw = r["status"]
+            row["status"] = "failed" if raw == "failed" else "unknown" if raw == "no_metrics" else "finished"
+            row["seconds"] = None if raw == "no_metrics" else r["total_time_s"]
+            ends = [e for _, e in mine]
+            if start_s is not None and fwd_s is not None:
+                ends.append(start_s + fwd_s)
+            row["end"] = _dt(max(ends)) if ends else None
+        cause = causes.get((r["rank"], r["compile_id"], r["occurrence"] or 1))
+        row.update(
+            cause_kind=cause["kind"] if cause else None,
+            cause_source=cause["source"] if cause else None,
+            cause_dim=cause["dim"] if cause and isinstance(cause["dim"], int) else None,
+            cause=cause["text"] if cause else None,
+            cause_expected=cause["expected"] if cause else None,
+        )
+        rows.append(row)
+    # compiles seen only by their open spans (a compiled-autograd graph, a compile id with no
+    # dynamo_start of its own)
+    for key, u in open_of.items():
+        if key in seen:
+            continue
+        rows.append({
+            "rank": u["rank"], "file": u["file"], "pid": u.get("pid"), "compile_id": u["compile_id"],
+            "occurrence": u.get("occurrence"), "label": u["compile_id"], "function": u.get("function"), "filename": u.get("filename"),
+            "line": u.get("line"), "start": datetime.datetime.fromisoformat(u["started"]) if u.get("started") else None,
+            "end": end_at, "seconds": u.get("running_s"), "status": "interrupted" if ended else "never_ended",
+            "open_part": u.get("part"), "phase": u.get("phase"),
+            "open_since": datetime.datetime.fromisoformat(u["started"]) if u.get("started") else None, "lineno": u.get("lineno"), "backward_pieces": 0,
+        })
+    if not rows:
+        return pl.DataFrame(schema=SCHEMA)
+    return pl.DataFrame([{k: r.get(k) for k in SCHEMA} for r in rows], schema=SCHEMA)
