@@ -83,6 +83,31 @@ def compile_account(trace: Trace) -> pl.DataFrame:
     return once(trace, name="compile_account", build=lambda: _account(trace))
 
 
+PIECES_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int32,
+    "file": pl.String,
+    "compile_id": pl.String,
+    "occurrence": pl.Int32,
+    "label": pl.String,
+    "piece": pl.String,
+    "index": pl.Int32,
+    "start": pl.Datetime("us"),
+    "end": pl.Datetime("us"),
+    "seconds": pl.Float64,
+    "status": pl.String,
+    "phase": pl.String,
+}
+
+
+def compile_pieces(trace: Trace) -> pl.DataFrame:
+    """One row per piece of each compile (PIECES_SCHEMA), for the pictures: piece "forward"
+    (Dynamo and the backend, or a compile without a frame), "backward" (index: which piece,
+    in log order; DDPOptimizer compiles one per gradient bucket) and the part left open, drawn
+    to the capture's last timestamp with the compile's status (interrupted, never_ended) and
+    phase. A finished piece's status is its compile's."""
+    return once(trace, name="compile_pieces", build=lambda: _pieces(trace))
+
+
 def uncaught(trace: Trace) -> pl.DataFrame:
     """The uncaught exceptions of the trace's text logs (parsers.tracebacks), read once."""
     return once(trace, name="uncaught", build=lambda: uncaught_from_text(trace.other_lines, trace.log_records))
@@ -115,6 +140,26 @@ def _backward_ends(trace: Trace) -> dict[tuple[str, str], list[tuple[float, floa
     return out
 
 
+def _starts(df: pl.DataFrame) -> dict[tuple[str, str], list[float]]:
+    """(file, compile id) -> the start of each of its compiles (occurrences), epoch seconds."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for file, cid, start in df.select("file", "compile_id", "start").iter_rows() if df.height else []:
+        if start is not None:
+            out.setdefault((file, cid), []).append(_ts(start) or 0.0)
+    return out
+
+
+def _backward_of(
+    bwd: dict[tuple[str, str], list[tuple[float, float]]], starts: dict[tuple[str, str], list[float]],
+    file: str, cid: str, start_s: float | None,
+) -> list[tuple[float, float]]:
+    """The backward pieces of the compile of `cid` that began at `start_s`: those after it and
+    before the same id's next compile in the file (after a torch._dynamo.reset())."""
+    later = [x for x in starts.get((file, cid), []) if start_s is not None and x > start_s]
+    limit = min(later) if later else None
+    return sorted(p for p in bwd.get((file, cid), []) if (start_s is None or p[0] >= start_s) and (limit is None or p[0] < limit))
+
+
 def _dt(seconds: float | None) -> datetime.datetime | None:
     if seconds is None:
         return None
@@ -145,12 +190,8 @@ def _account(trace: Trace) -> pl.DataFrame:
     pieces_col = next((n for n in ("bwd_pieces", "backward_pieces") if n in c.columns), None)
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, str, int]] = set()
-    # the start of each compile id's next occurrence in the same file (after a reset), so a
-    # backward piece is given to the occurrence it followed
-    starts: dict[tuple[str, str], list[float]] = {}
-    for file, cid, start in c.select("file", "compile_id", "start").iter_rows() if c.height else []:
-        if start is not None:
-            starts.setdefault((file, cid), []).append(_ts(start) or 0.0)
+    # each compile id's starts in its file: a backward piece goes to the occurrence it followed
+    starts = _starts(c)
     for r in c.iter_rows(named=True):
         key = (r["file"], r["compile_id"], r["occurrence"] or 1)
         seen.add(key)
@@ -158,10 +199,7 @@ def _account(trace: Trace) -> pl.DataFrame:
         start = r["start"]
         fwd_s = r["compile_time_s"]
         start_s = _ts(start)
-        later = [s for s in starts.get((r["file"], r["compile_id"]), []) if start_s is not None and s > start_s]
-        limit = min(later) if later else None
-        mine = [(s, e) for s, e in bwd.get((r["file"], r["compile_id"]), [])
-                if (start_s is None or s >= start_s) and (limit is None or s < limit)]
+        mine = _backward_of(bwd, starts, r["file"], r["compile_id"], start_s)
         back_s = r["bwd_compile_time_s"]
         pieces = r[pieces_col] if pieces_col else (len(mine) if mine else (1 if back_s is not None else 0))
         row = {k: r.get(k) for k in SCHEMA if k in r}
@@ -212,3 +250,32 @@ def _account(trace: Trace) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema=SCHEMA)
     return pl.DataFrame([{k: r.get(k) for k in SCHEMA} for r in rows], schema=SCHEMA)
+
+
+def _pieces(trace: Trace) -> pl.DataFrame:
+    acc = compile_account(trace)
+    if acc.is_empty():
+        return pl.DataFrame(schema=PIECES_SCHEMA)
+    bwd = _backward_ends(trace)
+    starts = _starts(acc)
+    rows: list[dict[str, Any]] = []
+    for a in acc.iter_rows(named=True):
+        base = {k: a[k] for k in ("rank", "file", "compile_id", "occurrence", "label")}
+        still_open = a["status"] in OPEN
+        fwd_open = still_open and a["open_part"] == "forward"
+        if a["start"] is not None and (a["forward_s"] is not None or fwd_open):
+            end = a["end"] if fwd_open else _dt((_ts(a["start"]) or 0.0) + (a["forward_s"] or 0.0))
+            rows.append({**base, "piece": "forward", "index": 0, "start": a["start"], "end": end,
+                         "seconds": a["seconds"] if fwd_open else a["forward_s"],
+                         "status": a["status"] if fwd_open else ("failed" if a["status"] == "failed" else "finished"),
+                         "phase": a["phase"] if fwd_open else None})
+        mine = _backward_of(bwd, starts, a["file"], a["compile_id"], _ts(a["start"]))
+        for i, (b, e) in enumerate(mine):
+            rows.append({**base, "piece": "backward", "index": i, "start": _dt(b), "end": _dt(e), "seconds": round(e - b, 6),
+                         "status": "finished", "phase": None})
+        if still_open and not fwd_open:
+            since = a["open_since"]
+            secs = (_ts(a["end"]) - _ts(since)) if a["end"] is not None and since is not None else None  # type: ignore[operator]
+            rows.append({**base, "piece": a["open_part"] or "backward", "index": len(mine), "start": since, "end": a["end"],
+                         "seconds": secs, "status": a["status"], "phase": a["phase"]})
+    return pl.DataFrame(rows, schema=PIECES_SCHEMA) if rows else pl.DataFrame(schema=PIECES_SCHEMA)
