@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 import traceview
+from tests.conftest import GPU, needs_shared
 from traceview.analyze.accounts.compiles import compile_account
 from traceview.analyze.accounts.ranks import rank_account
 from traceview.output.report import build_report
@@ -25,8 +26,9 @@ HANG = ROOT / "fixtures" / "stop_hang_behind_rank"
 CAUSE = ROOT / "fixtures" / "corpus" / "rank_cause_requires_grad_first"
 
 
-def _row(acc: pl.DataFrame, rank: int, cid: str) -> dict:
-    [row] = acc.filter((pl.col("rank") == rank) & (pl.col("compile_id") == cid)).to_dicts()
+def _row(acc: pl.DataFrame, rank: int | None, cid: str) -> dict:
+    same_rank = pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
+    [row] = acc.filter(same_rank & (pl.col("compile_id") == cid)).to_dicts()
     return row
 
 
@@ -101,3 +103,25 @@ def test_the_accounts_are_tables_in_sql() -> None:
     assert res.rows == [(0, "0/1", "requires_grad"), (1, "0/1", "requires_grad"), (1, "0/2", "size")]
     res = run_query(traceview.load(HANG), "SELECT rank, state, compile_id, behind FROM rank_account ORDER BY rank", engine="polars")
     assert res.rows == [(0, "waiting", None, [1]), (1, "compiling", "4/1", None)]
+
+
+@needs_shared
+def test_a_graph_benchmarking_its_kernels_at_its_first_call_is_running_not_compiling(tmp_path: Path) -> None:
+    """The real GPU run `big`, cut (by this test) right after a `CachingAutotuner.benchmark_all_configs`
+    begin of [1/0]: a job killed while its compiled graph's first call benchmarks a Triton kernel's
+    configs. Its log ends in a span under [1/0] left open, after [1/0]'s compilation_metrics: run
+    time, not a compile left open (issue 44, item 1: rank 0 was read as "inside [4/1]")."""
+    src = GPU / "big" / "trace"
+    [log] = sorted(src.iterdir())
+    lines = log.read_text().splitlines(keepends=True)
+    begin = next(i for i, line in enumerate(lines) if '"name": "CachingAutotuner.benchmark_all_configs"' in line)
+    end = next(i for i in range(begin, len(lines)) if lines[i].rstrip("\n") == "\t}")  # the record's last line
+    (tmp_path / log.name).write_text("".join(lines[: end + 1]))
+    t = traceview.load(tmp_path)
+    acc = compile_account(t)
+    assert acc.filter(pl.col("status").is_in(("interrupted", "never_ended"))).is_empty()
+    assert _row(acc, None, "1/0")["status"] == "finished"
+    [r] = rank_account(t)
+    assert r["state"] == "running"
+    assert r["running"]["compile_id"] == "1/0" and r["running"]["span"] == "CachingAutotuner.benchmark_all_configs"
+    assert [f for f in build_report(t)["findings"] if f["kind"] == "unfinished"] == []

@@ -439,7 +439,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
         n = sum(g["count"] for g in frameless)
         head += f", {seconds_text(sum(g['seconds'] for g in frameless))} of it in {plural(n, 'compile')} without a Dynamo frame"
     if unfinished:
-        head += f" ({plural(len(unfinished), 'unfinished compile')} not counted)"
+        head += f" ({plural(len(unfinished), 'unfinished compile')} counted up to the capture's end)"
     t.heading(head)
     _render_frameless(t, frameless, paths)
     ph = ctime["phases_s"]
@@ -451,8 +451,12 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
         t.add("slowest compiles:", "  ")
         top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
+            left = ""
+            if r.get("status") in ("interrupted", "never_ended"):  # the compile account's: still open at the end
+                where = " ".join(x for x in (r.get("open_part") if r.get("open_part") != "forward" else None, r.get("phase")) if x)
+                left = f" ({r['status'].replace('_', ' ')}{', in ' + where if where else ''})"
             t.add(
-                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {paths.compile_name(r)}",
+                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {paths.compile_name(r)}{left}",
                 "    ",
                 "              ",
             )
