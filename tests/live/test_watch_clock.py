@@ -6,7 +6,8 @@ stopped from outside (`stop_killed_in_codegen`: rank 1 SIGKILLed inside Inductor
 torchrun then stops rank 0; `stop_backward_compiling`: `timeout` while both ranks compile the
 backward; `stop_idle_torchrun`: `timeout` after every compile ended; `stop_interrupted_compile`:
 a KeyboardInterrupt inside code_gen) and jobs that crashed (`rank_crash_spawn`,
-`rank_crash_torchrun`). The oracle is `summary --json` of the same files: the watch says the
+`rank_crash_torchrun`), and a GPU run stopped while its backward autotuned
+(`gpu/stop_backward_autotuning`). The oracle is `summary --json` of the same files: the watch says the
 job ended, with the summary's words and figures, and says no compile is running. A live follow
 grows `stop_killed_in_codegen`'s own bytes piece by piece, as its job wrote them.
 """
@@ -29,7 +30,9 @@ from traceview.cli import main
 from traceview.live.watch import END_QUIET_S, QUIET_S, Watch
 
 DEAD = ["stop_killed_in_codegen", "stop_interrupted_compile", "stop_backward_compiling", "stop_idle_torchrun",
-        "rank_crash_spawn", "rank_crash_torchrun"]
+        "rank_crash_spawn", "rank_crash_torchrun",
+        # a GPU run (torch 2.11, H200): `timeout` while the backward autotunes a GEMM
+        "gpu/stop_backward_autotuning"]
 
 
 def _summary(capsys: pytest.CaptureFixture[str], *paths: str, as_json: bool = True) -> dict | str:
