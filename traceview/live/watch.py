@@ -310,15 +310,31 @@ class Watch:
         if not (everything or quiet >= END_QUIET_S or now - self._end_since >= END_WAIT_S):
             return
         self._end_since = None
-        from traceview.output.report import build_report
-
-        trace = self.tables.trace()
-        trace.inputs = self._inputs()
-        if self._ended_by(build_report(trace), say=True):
+        if self._ended_by(self._capture_report(), say=True):
             self._end_backoff = END_WAIT_S
         else:  # (a traceback the program caught and printed: the next, a while later)
             self._end_calm_until = now + self._end_backoff
             self._end_backoff = min(self._end_backoff * 2, 300.0)
+
+    def _capture_report(self) -> dict[str, Any]:
+        """`summary`'s report of the followed files as they are now: by the loading path (its
+        worker processes, the parse cache, the cached findings document: memory bounded as
+        `summary`'s), else, when a file changes under it, from the tables read so far."""
+        ends = {path: end for path, end in self.tail.backlog().items() if end > 0}
+        try:
+            opts, inputs = self._backlog_inputs(ends)
+            from traceview.output.findings_document import findings_document
+
+            data, _trace = findings_document(opts, inputs)
+            return orjson.loads(data)
+        except (InputError, OSError):
+            if debugging():
+                raise
+        from traceview.output.report import build_report
+
+        trace = self.tables.trace()
+        trace.inputs = self._inputs()
+        return build_report(trace)
 
     def _ended_by(self, report: dict[str, Any], *, say: bool, digest: bool = False) -> bool:
         """The report's findings that say the job ended (a stop, a crash), said (`say`) as the
