@@ -23,7 +23,8 @@ from traceview.output.report import build_report
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG = ROOT / "fixtures" / "stop_hang_behind_rank"
-CAUSE = ROOT / "fixtures" / "corpus" / "rank_cause_requires_grad_first"
+CORPUS = ROOT / "fixtures" / "corpus"
+CAUSE = CORPUS / "rank_cause_requires_grad_first"
 
 
 def _row(acc: pl.DataFrame, rank: int | None, cid: str) -> dict:
@@ -125,3 +126,21 @@ def test_a_graph_benchmarking_its_kernels_at_its_first_call_is_running_not_compi
     assert r["state"] == "running"
     assert r["running"]["compile_id"] == "1/0" and r["running"]["span"] == "CachingAutotuner.benchmark_all_configs"
     assert [f for f in build_report(t)["findings"] if f["kind"] == "unfinished"] == []
+
+
+def test_a_lone_recompile_the_others_wait_for_in_a_collective_is_never_nothing_to_fix() -> None:
+    """corpus/collective_wait_lone_recompile: rank 1 alone recompiles [0/1] by design (automatic
+    dynamic shapes) while rank 0 waits in the compiled graph's all_reduce of a [16] tensor
+    (issue 44, item 5: "nothing to fix" while COLLECTIVES said the others waited; cost 0.0)."""
+    rep = build_report(traceview.load(CORPUS / "collective_wait_lone_recompile"))
+    [w] = rep["collectives"]["waits"]
+    assert (w["compile_id"], w["compiling_ranks"], w["waiting_ranks"]) == ("0/1", [1], [0])
+    [storm] = [s for s in rep["recompiles"] if s["rank"] == 1]
+    assert storm["expected"] is False and storm["stall"]["section"] == "COLLECTIVES"
+    [f] = [f for f in rep["findings"] if f["kind"] == "collectives"]
+    assert f["cost"] == {"seconds": w["seconds"], "ranks_stalled": 1, "compiles_wasted": 0}
+    lines = {line["label"]: line["text"] for line in f["lines"]}
+    assert lines["cause:"] == "step recompiled on rank 1: dimension 0 of x varies (seen: 8, 6)"
+    assert lines["next:"].startswith("give every rank the same shapes so rank 1 does not compile alone")
+    # one root cause, one finding: no divergence, no expected recompile beside it
+    assert {x["kind"] for x in rep["findings"]} == {"collectives", "compile_time"}

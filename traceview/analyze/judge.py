@@ -296,10 +296,24 @@ def _collectives(report: dict[str, Any]) -> list[Finding]:
             cost=Cost(ranks_stalled=len(m.get("other_ranks") or [])), ranks=list(m.get("ranks") or []), compiles=refs,
             facet="mismatch", target=ref, key=f"collectives:{m['compile_id']}:{m['graph_index']}",
         ))
+    storms = report.get("recompiles") or []
     for w in coll.get("waits") or []:
+        waiting = list(w.get("waiting_ranks") or [])
+        # the lone recompile behind the wait is one root cause with it: its cause and fix said here
+        lines: list[tuple[str, str]] = []
+        nxt = None
+        for s in storms:
+            if s.get("stall") and s["rank"] in (w.get("compiling_ranks") or []) and w["compile_id"] in (s.get("compile_ids") or []):
+                for c in s.get("causes") or []:
+                    if w["compile_id"] in (c.get("compile_ids") or []):
+                        lines.append(("cause:", f"{s['function'] or '?'} recompiled on rank {s['rank']}: {c['text']}"))
+                nxt = nxt or s["stall"]["next_step"]
+        if nxt:
+            lines.append(("next:", nxt))
         out.append(Finding(
-            "collectives", "act", w["message"] + " (estimated from the compile times)", certainty="likely",
-            cost=Cost(seconds=float(w.get("wait_s") or 0.0)), ranks=list(w.get("ranks") or []), facet="wait",
+            "collectives", "act", w["message"] + " (estimated from the compile times)", lines, next_step=nxt, certainty="likely",
+            cost=Cost(seconds=float(w.get("seconds") or 0.0) * max(len(waiting), 1), ranks_stalled=len(waiting)),
+            ranks=list(w.get("compiling_ranks") or []), facet="wait",
             key=f"collectives:wait:{w['message']}",
         ))
     for e in coll.get("execution") or []:
@@ -623,7 +637,8 @@ def _cudagraphs(report: dict[str, Any]) -> list[Finding]:
 
 def _collective_ids(report: dict[str, Any]) -> dict[Any, set[str]]:
     """rank -> the compile ids it made alone whose collectives do not match the others'
-    (analyze.collectives): that finding says the divergence, with the only fix that works."""
+    (analyze.collectives): that finding says the divergence, with the only fix that works
+    (a wait at a collective in the lone graph says it too: see _divergence)."""
     out: dict[Any, set[str]] = {}
     for m in (report.get("collectives") or {}).get("mismatches") or []:
         if m.get("other_compile_id"):
@@ -638,6 +653,10 @@ def _divergence(report: dict[str, Any]) -> list[Finding]:
     alone = _stall_ids(report)
     for r, ids in _collective_ids(report).items():
         alone.setdefault(r, set()).update(ids)
+    for w in (report.get("collectives") or {}).get("waits") or []:  # said by the wait, with its cause
+        if w.get("waiting_ranks"):
+            for r in w.get("compiling_ranks") or []:
+                alone.setdefault(r, set()).add(w["compile_id"])
     # a rank that differs only by compiles it made alone while the others waited: the stall says it
     div = [d for d in div if not (set(d.get("extra_compile_ids") or []) | set(d.get("different") or []))
            or not (set(d.get("extra_compile_ids") or []) | set(d.get("different") or [])) <= alone.get(d["rank"], set())]

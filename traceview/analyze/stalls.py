@@ -225,22 +225,39 @@ def _next_step(kinds: set[Any], first: dict[str, Any], compiling: list[int]) -> 
     )
 
 
-def mark_lone_recompiles(storms: list[dict[str, Any]], stalls: list[dict[str, Any]]) -> None:
+def mark_lone_recompiles(
+    storms: list[dict[str, Any]], stalls: list[dict[str, Any]], *, waits: list[dict[str, Any]] | None = None
+) -> None:
     """A recompile made on some ranks only is never "nothing to fix": each storm whose
     compiles include a stall's lone compile on its rank gets `stall` (the stall finding's
     message, seconds, ranks stalled, cost) and is no longer `expected`; its causes' fixes
-    become the stall's next step (in place)."""
+    become the stall's next step (in place). `waits`: analyze.collectives' waits (a lone
+    compile whose own graph holds the collective the others wait at), taken the same way."""
     lone: dict[tuple[int, str], dict[str, Any]] = {}
     for s in stalls:
         for x in s["compiles"]:
-            lone[(x["rank"], x["compile_id"])] = s
+            lone[(x["rank"], x["compile_id"])] = {**s, "section": "RANK STALLS"}
+    for w in waits or []:
+        if not w.get("waiting_ranks"):
+            continue
+        n = len(w["waiting_ranks"])
+        for r in w["compiling_ranks"]:
+            lone.setdefault((r, w["compile_id"]), {
+                "message": w["message"], "seconds": w["seconds"], "waiting_ranks": w["waiting_ranks"],
+                "compiling_ranks": w["compiling_ranks"], "ranks_stalled": n, "cost_s": round(w["seconds"] * n, 3),
+                "section": "COLLECTIVES", "next_step": None,
+            })
     for st in storms:
         hit = next((lone[(st["rank"], cid)] for cid in st.get("compile_ids") or [] if (st["rank"], cid) in lone), None)
         if hit is None:
             continue
+        # the collective runs on a tensor of the same shape on every rank (else the collectives
+        # would not match: analyze.collectives' mismatch), so the shapes' fix holds
+        nxt = hit["next_step"] or _next_step({c.get("kind") for c in st.get("causes") or []},
+                                             {"function": st.get("function")}, hit["compiling_ranks"])
         st["stall"] = {
             "message": hit["message"], "seconds": hit["seconds"], "waiting_ranks": hit["waiting_ranks"],
-            "ranks_stalled": hit["ranks_stalled"], "cost_s": hit["cost_s"],
+            "ranks_stalled": hit["ranks_stalled"], "cost_s": hit["cost_s"], "section": hit["section"], "next_step": nxt,
         }
         if st.get("expected"):
             st["expected"] = False
@@ -249,5 +266,5 @@ def mark_lone_recompiles(storms: list[dict[str, Any]], stalls: list[dict[str, An
                     cause["expected"] = False
                     cause["fix"] = (
                         f"not free on some ranks only: {ranks_text(hit['waiting_ranks']).strip()} waited "
-                        f"~{_secs(hit['seconds'])} for it (RANK STALLS): {hit['next_step']}"
+                        f"~{_secs(hit['seconds'])} for it ({hit['section']}): {nxt}"
                     )

@@ -157,7 +157,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
     optimizer = compiled_optimizer_findings(trace, storms=storms)
     _use_optimizer_fix(storms, optimizer)
     stalls = rank_stalls(trace, collectives=collectives)
-    mark_lone_recompiles(storms, stalls)  # on some ranks only: never "nothing to fix"
+    mark_lone_recompiles(storms, stalls, waits=collectives["waits"])  # on some ranks only: never "nothing to fix"
     phases = ct.phase_totals(trace)
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
