@@ -6,13 +6,20 @@ so in the launcher's and the system's lines (parsers.stops): torchrun's `Receive
 signal` and `Sending process N closing signal SIGTERM`, a rank's `exitcode: -9` (SIGKILL),
 mp.spawn's `terminated with signal SIGKILL`, SLURM's `CANCELLED AT … DUE TO TIME LIMIT`, a
 `KeyboardInterrupt`. One finding per capture: what stopped what and when (the launcher's own
-timestamp, and which line it is), and each rank's state at that moment, read from its trace:
+timestamp, and which line it is), and each rank's state at that moment, as the rank account
+has it (analyze.accounts.ranks):
 
-* inside a compile (analyze.unfinished: which compile, forward or backward, which phase, for
-  how long): the job was stopped while compiling — one story with the unfinished compile;
+* inside a compile (which compile, forward or backward, which phase, for how long): the job
+  was stopped while compiling — one story with the unfinished compile. When the ranks that
+  finished the same compile took a fraction of that time (5x less, and 10 s less), the rank
+  hung there: the verdict says so, leads with py-spy on that rank, and names what the others
+  lost, never "raise the time limit";
+* waiting: its compiles had ended and it went quiet while another rank was still inside a
+  compile (it ran on to its next collective and waits there for that rank);
 * idle since its last record: every compile had finished N s before the stop, so the job hung
   (or ran) outside compilation: a collective a rank never reached, the input pipeline, the
-  program's own code.
+  program's own code (a compiled graph's run-time span left open, Triton benchmarking a
+  kernel at its first call, is running, not compiling).
 
 How sure: that the job was stopped is what the launcher wrote (certain). What a rank was doing
 is read from its own log: an open compile is certain; "idle since its last record" means torch
