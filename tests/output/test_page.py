@@ -617,3 +617,54 @@ def test_browser_draws_the_hang_to_the_stop(stop_pages: dict[str, str], tmp_path
     shot = tmp_path / "hang.png"
     _chromium([f"--screenshot={shot}", "--window-size=1280,1600"], f.as_uri(), tmp_path)
     assert _png_pixels_vary(shot.read_bytes())
+
+
+def _runs() -> list[Path]:
+    from tests.conftest import SHARED
+
+    corpus = FIXTURES / "corpus"
+    return sorted(
+        [p for p in FIXTURES.iterdir() if (p / "trace").is_dir()] + [p for p in corpus.iterdir() if (p / "trace").is_dir()]
+        + [p for p in (SHARED / "gpu").glob("*") if (p / "trace").is_dir()]
+        + [p for p in (SHARED / "peer-tlparse").glob("multi_rank_*") if p.is_dir()])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("path", _runs(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_page_data_is_the_compile_account_on_every_run(path: Path) -> None:
+    """On every real run: the page's compile list shows each compile with the account's status
+    and seconds, and its timeline one bar per piece of the account with the piece's status and
+    seconds, open pieces ending on the capture's-end line (one story in every view)."""
+    from traceview.analyze.accounts.compiles import OPEN, compile_account, compile_pieces
+
+    t = traceview.load(path)
+    html = page.render_page(t)
+    comps = page._compiles(t)
+    where = {r["anchor"]: (r["file"], r["compile_id"], r["occurrence"] or 1) for r in comps.rows}
+    acc = {(r["file"], r["compile_id"], r["occurrence"] or 1): r
+           for r in compile_account(t).filter(pl.col("compile_id").is_not_null()).iter_rows(named=True)}
+    listed = re.findall(r'<details class="compile[^"]*" id="([^"]+)" data-k="[^"]*" data-blobs="[^"]*" data-status="([^"]*)">\n'
+                        r'<summary class="mono">.*?<span class="st">([^<]*)</span>', html)
+    assert sorted(where[a] for a, _, _ in listed) == sorted(acc)
+    for a, status, text in listed:
+        r = acc[where[a]]
+        assert status == r["status"], (a, status, r["status"])
+        if r["seconds"] is not None and r["status"] != "unknown":
+            assert f"{r['seconds']:.3f}s" in text, (a, text)
+        if r["status"] in OPEN:
+            assert unescape(text).endswith("up to the capture's end"), (a, text)
+    if '<svg id="timeline"' not in html:
+        return
+    pieces: dict[tuple, list[tuple]] = {}
+    for r in compile_pieces(t).filter(pl.col("start").is_not_null()).iter_rows(named=True):
+        pieces.setdefault((r["file"], r["compile_id"], r["occurrence"] or 1), []).append(
+            (r["piece"], r["index"], r["status"], None if r["seconds"] is None else round(r["seconds"], 6)))
+    drawn: dict[tuple, list[tuple]] = {}
+    bars = re.findall(r'<a href="#([^"]+)"><g class="(?:bar|bwd)[^"]*" data-cid="[^"]*" data-rank="[^"]*" data-piece="([^"]*)" '
+                      r'data-index="(\d+)" data-status="([^"]*)" data-seconds="([^"]*)">', _svg(html, "timeline"))
+    for a, piece, index, status, secs in bars:
+        if not secs:  # a compile with a start and no time logged: one thin bar, no piece
+            assert acc[where[a]]["status"] == status and status in ("unknown", "failed") and where[a] not in pieces
+            continue
+        drawn.setdefault(where[a], []).append((piece, int(index), status, float(secs) if secs else None))
+    assert {k: sorted(v) for k, v in drawn.items()} == {k: sorted(v) for k, v in pieces.items()}

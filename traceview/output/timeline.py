@@ -106,8 +106,8 @@ def piece_rows(trace: Trace) -> pl.DataFrame:
     timestamp), `status` (the piece's: finished, failed, interrupted, never_ended, unknown),
     `phase` (where an open piece was), `open`, and its compile's `compile_status`,
     `compile_seconds` (the account's status and seconds) and `recompile_reason`. A compile
-    with a start but no piece (no time logged) is one `forward` row with `dur_us` null and
-    status "unknown". `process`, `process_label` and `offset_s` as `compile_rows` (offsets from
+    with a start but no piece (no time logged: unknown, or failed before its metrics timed
+    it) is one `forward` row with `dur_us` null and its compile's status. `process`, `process_label` and `offset_s` as `compile_rows` (offsets from
     the first piece's start). Sorted by start."""
     acc = compile_account(trace)
     pieces = compile_pieces(trace)
@@ -129,12 +129,12 @@ def piece_rows(trace: Trace) -> pl.DataFrame:
         pl.when(pl.col("open") | pl.col("seconds").is_null()).then(pl.col("dur_us"))
         .otherwise((pl.col("seconds") * 1e6).round().cast(pl.Int64).clip(lower_bound=0)).alias("dur_us")
     )
-    # compiles with a start and no piece: no time logged (no metrics, not open)
+    # compiles with a start and no piece: no time logged (no metrics, or failed untimed; not open)
     bare = acc.filter(pl.col("start").is_not_null()).join(pieces.select(keys).unique(), on=keys, how="anti", nulls_equal=True)
     bare = bare.select(
         "rank", "file", "compile_id", "occurrence", "label", pl.lit("forward").alias("piece"), pl.lit(0, pl.Int32).alias("index"),
         pl.col("start").dt.epoch("us").alias("start_us"), pl.lit(None, pl.Int64).alias("dur_us"),
-        pl.lit(None, pl.Float64).alias("seconds"), pl.lit("unknown").alias("status"), pl.lit(None, pl.String).alias("phase"),
+        pl.lit(None, pl.Float64).alias("seconds"), "status", pl.lit(None, pl.String).alias("phase"),
         pl.lit(False).alias("open"),
     )
     cols = ["rank", "file", "compile_id", "occurrence", "label", "piece", "index", "start_us", "dur_us", "seconds",
@@ -203,7 +203,7 @@ def piece_text(r: dict[str, Any]) -> str:
         secs = f": {r['seconds']:.3f}s to the capture's end" if r.get("seconds") is not None else ""
         return f"{name} {unfinished_text(r['status'], r.get('phase'))}{secs}"
     if r.get("dur_us") is None or r.get("seconds") is None:
-        return f"{name}: {STATUS_WORDS['unknown']}"
+        return f"{name}: {STATUS_WORDS['unknown']}" + (" (failed)" if r.get("status") == "failed" else "")
     return f"{name} {r['seconds']:.3f}s" + (" (failed)" if r.get("status") == "failed" else "")
 
 
