@@ -59,7 +59,11 @@ def test_a_compile_has_one_time_status_and_cause_everywhere(path: Path) -> None:
         assert top["status"] == a["status"]
     # a compile left open is an unfinished compile, and every unfinished compile is open
     still_open = {k for k, a in acc.items() if a["status"] in OPEN}
-    assert {_key(u) for u in rep["unfinished_compiles"]} == still_open
+    unfinished = {_key(u) for u in rep["unfinished_compiles"]}
+    # ... but for one a KeyboardInterrupt stopped (its traceback through torch.compile's frames;
+    # torch logged its metrics as if it had ended): the stop says it
+    interrupted = {_key(r) for st in rep["stops"] for r in st["ranks"] if r.get("interrupted_in") and r["state"] == "compiling"}
+    assert unfinished <= still_open and still_open - unfinished <= interrupted
     # the stop says each rank's state as the rank account has it, with the account's compile
     states = {r["file"]: r for r in rank_account(t)}
     for st in rep["stops"]:

@@ -229,35 +229,16 @@ def hung(s: dict[str, Any]) -> float | None:
     return slowest if running >= 5 * slowest and running - slowest >= 10 else None
 
 
-# the phase an interrupted compile was in, from its traceback's innermost torch frame
-_FRAME_PHASES: tuple[tuple[str, str], ...] = (
-    ("compile_to_module", "inductor code_gen"), ("codegen", "inductor code_gen"),
-    ("async_compile", "inductor waiting for kernel compiles"), ("select_algorithm", "autotuning"),
-    ("compile_fx", "inductor"), ("_aot_autograd", "AOTAutograd"), ("symbolic_convert", "dynamo tracing"),
-    ("convert_frame", "dynamo"),
-)
-_COMPILING = ("torch/_dynamo/convert_frame.py", "torch/_inductor/compile_fx.py", "torch/_functorch/_aot_autograd/")
-
-
 def _interrupted_where(trace: Trace, it: dict[str, Any], states: list[dict[str, Any]]) -> None:
-    """A KeyboardInterrupt's traceback says where the process was: inside a compile when it
-    passes through torch.compile's frames (torch then logs the compile's metrics as if it had
-    ended: there is no open span to read), else the innermost frame."""
+    """A KeyboardInterrupt's traceback says where the process was: `interrupted_in`, its
+    innermost frame. Inside a compile when it passes through torch.compile's frames: the
+    compile account has that compile as interrupted (analyze.accounts.compiles) and the rank
+    account the rank as compiling; else the process was outside compilation."""
     frames = [f.replace("\\", "/") for f in it.get("frames") or []]
     mine = [s for s in states if s.get("rank") == it.get("rank")] or states[:1]
     if not mine or not frames:
         return
-    s = mine[0]
-    if any(any(c in f for c in _COMPILING) for f in frames):
-        phase = next((label for f in reversed(frames) if "/torch/" in f for key, label in _FRAME_PHASES if key in f), None)
-        c = trace.compiles.filter(pl.col("file") == s["file"]).sort("start", nulls_last=False) if trace.compiles.height else None
-        last = c.row(-1, named=True) if c is not None and c.height else None
-        for k in ("idle_s", "compiles_done_s", "last_record_at"):
-            s.pop(k, None)
-        s.update(state="compiling", compile_id=last["compile_id"] if last else "?", occurrence=last["occurrence"] if last else None,
-                 part=None, phase=phase, running_s=round(last["compile_time_s"], 3) if last and last["compile_time_s"] is not None else None,
-                 started=last["start"].isoformat() if last and last["start"] is not None else None)
-    s["interrupted_in"] = frames[-1]
+    mine[0]["interrupted_in"] = frames[-1]
 
 
 def _ranks_words(ranks: list[Any]) -> str:

@@ -12,7 +12,9 @@ or a compile seen only by its open spans (a compiled-autograd graph). Its accoun
   `seconds` its time up to it: the forward's time plus the open backward's, when the backward
   is the part left open);
 * **status**: `finished`; `failed` (its metrics carry a failure); `interrupted` (open when
-  the capture shows the job ended: a stop from outside, a crash, an interrupt); `never_ended`
+  the capture shows the job ended: a stop from outside, a crash, an interrupt; or the last
+  compile of a process whose KeyboardInterrupt traceback passes through torch.compile's
+  frames: torch logs that compile's metrics as if it had ended); `never_ended`
   (open, and nothing in the capture says the job ended: hung, killed without a trace, or still
   running); `unknown` (no metrics, in a log whose torch writes none: the log cannot tell).
   `open_part` says which part was open (forward, backward, compiled autograd), `open_since`
@@ -119,6 +121,44 @@ def job_ended(trace: Trace) -> bool:
     return once(trace, name="job_ended", build=lambda: bool(
         stops_from_text(trace.log_records, trace.other_lines).height or uncaught(trace).height
     ))
+
+
+# the phase a compile was in, from a traceback's innermost torch frame
+_FRAME_PHASES: tuple[tuple[str, str], ...] = (
+    ("compile_to_module", "inductor code_gen"), ("codegen", "inductor code_gen"),
+    ("async_compile", "inductor waiting for kernel compiles"), ("select_algorithm", "autotuning"),
+    ("compile_fx", "inductor"), ("_aot_autograd", "AOTAutograd"), ("symbolic_convert", "dynamo tracing"),
+    ("convert_frame", "dynamo"),
+)
+_COMPILING = ("torch/_dynamo/convert_frame.py", "torch/_inductor/compile_fx.py", "torch/_functorch/_aot_autograd/")
+
+
+def interrupted_phase(frames: list[str]) -> str | None:
+    """Where a traceback (`path:line in fn` frames, outermost first) was inside torch.compile:
+    the phase of its innermost torch frame ("inductor code_gen"; "a compile" when no frame
+    names one), or None when it does not pass through torch.compile's frames."""
+    frames = [f.replace("\\", "/") for f in frames]
+    if not any(any(c in f for c in _COMPILING) for f in frames):
+        return None
+    return next((label for f in reversed(frames) if "/torch/" in f for key, label in _FRAME_PHASES if key in f), "a compile")
+
+
+def _interrupted(trace: Trace, rows: list[dict[str, Any]], end_at: Any) -> None:
+    """A compile a KeyboardInterrupt stopped (its traceback passes through torch.compile's
+    frames): torch logs its compilation_metrics without a failure, as if it had ended, and
+    leaves no span open. It is the last compile begun in that rank's trace: interrupted, in
+    the phase the traceback names (in place)."""
+    for it in uncaught(trace).filter(pl.col("exc_type").str.ends_with("KeyboardInterrupt")).iter_rows(named=True):
+        phase = interrupted_phase(it.get("frames") or [])
+        if phase is None:
+            continue
+        mine = [r for r in rows if r["rank"] == it["rank"] and r.get("start") is not None]
+        if not mine:
+            continue
+        last_file = max(mine, key=lambda r: r["start"])["file"]
+        last = max((r for r in mine if r["file"] == last_file), key=lambda r: r["start"])
+        if last["status"] in ("finished", "failed"):
+            last.update(status="interrupted", open_part="forward", open_since=last["start"], phase=phase)
 
 
 def _backward_ends(trace: Trace) -> dict[tuple[str, str], list[tuple[float, float]]]:
@@ -234,6 +274,7 @@ def _account(trace: Trace) -> pl.DataFrame:
             cause_expected=cause["expected"] if cause else None,
         )
         rows.append(row)
+    _interrupted(trace, rows, end_at)
     # compiles seen only by their open spans (a compiled-autograd graph, a compile id with no
     # dynamo_start of its own)
     for key, u in open_of.items():
