@@ -299,7 +299,8 @@ class FramesView(View):
         rows = self.model.text_log_compiles() if self.model.text_only else df.to_dicts()
         ranked = any(r["rank"] is not None for r in rows)
         # ranks that compiled differently (a divergence, or compiles made alone while others waited)
-        diverging = {r: f.claim for f in findings_of(self.model.report) if f.kind in ("divergence", "stall")
+        # each marked as its finding is titled (RANK DIVERGENCE, RANK STALL): the findings' word
+        diverging = {r: (f.tag, f.claim) for f in findings_of(self.model.report) if f.kind in ("divergence", "stall")
                      for r in f.ranks if r is not None}
         groups: dict[Any, dict[tuple, list[dict[str, Any]]]] = {}
         for r in rows:
@@ -312,7 +313,8 @@ class FramesView(View):
                 label = safe(f"rank {rank if rank is not None else '?'}", "bold")
                 label.append_text(safe(f"  {n} compiles" + (f"  {counts}" if counts else "")))
                 if rank in diverging:
-                    label.append_text(safe(f"  {mark('failed')} DIVERGES: {one_line(diverging[rank], 80)}", "bold reverse"))
+                    tag, claim = diverging[rank]
+                    label.append_text(safe(f"  {mark('failed')} {tag}: {one_line(claim, 80)}", "bold reverse"))
                 parent = tree.root.add(label, data=("rank", rank), expand=True)
             for fkey, frows in frames.items():
                 named = next((r for r in frows if r.get("function")), frows[0])
