@@ -46,6 +46,9 @@ def test_the_ui_header_says_the_summarys_head_line(trace_dir: Path) -> None:
     ui = header_text(ReportModel.of(report)).plain.splitlines()
     assert ui[1:] == head  # the line under what was read: the summary's head, word for word
     assert render_head(report, width=WIDE).splitlines()[2:] == head  # watch's digest
+    # a finding that needs action is never left out of the head: "none" only when there is none
+    acts = [f for f in report["findings"] if f["severity"] == "act"]
+    assert head[0].startswith("findings: none") == (not acts), (head[0], [f["kind"] for f in acts])
 
 
 def test_the_head_line_on_runs_where_the_ui_said_otherwise() -> None:
@@ -56,6 +59,8 @@ def test_the_head_line_on_runs_where_the_ui_said_otherwise() -> None:
         "corpus/multirank4": ["findings: ranks 0,1,3 stalled ~0.20s while rank 2 compiled alone, 1 graph break"],
         "gpu/oom_compiled": ["findings: out of device memory",
                              "expected: 1 function recompiled by design (nothing to fix)"],
+        # ranks waiting in a collective for a lone recompile: said, not "none" (the COLLECTIVES finding)
+        "corpus/collective_wait_lone_recompile": ["findings: rank 0 waited ~3.24s at a collective while rank 1 compiled alone"],
         "gpu/ddp2_buckets": ["findings: none that needs action",
                              "expected: 2 graph breaks of DDP's own wrapper (nothing of yours to avoid)"],
     }

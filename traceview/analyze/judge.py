@@ -19,7 +19,15 @@ import polars as pl
 
 from parsers.compile_ids import label as id_label
 from traceview.analyze.compile_time import compile_phases
-from traceview.analyze.finding import SECTION_OF, CompileRef, Cost, Evidence, Finding, ranked
+from traceview.analyze.finding import (
+    KIND_TITLES,
+    SECTION_OF,
+    CompileRef,
+    Cost,
+    Evidence,
+    Finding,
+    ranked,
+)
 from traceview.analyze.findings import (
     after_resets,
     break_failure,
@@ -316,6 +324,8 @@ def _collectives(report: dict[str, Any]) -> list[Finding]:
             cost=Cost(seconds=float(w.get("seconds") or 0.0) * max(len(waiting), 1), ranks_stalled=len(waiting)),
             ranks=list(w.get("compiling_ranks") or []), facet="wait",
             key=f"collectives:wait:{w['message']}",
+            short=(f"{ranks_text(waiting).strip()} waited ~{seconds_text(w.get('seconds'))} at a collective while "
+                   f"{ranks_text(list(w.get('compiling_ranks') or [])).strip()} compiled alone"),
         ))
     for e in coll.get("execution") or []:
         out.append(Finding("collectives", "act", e["message"], ranks=list(e.get("ranks") or []), facet="execution",
@@ -744,6 +754,13 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             ms = [f for f in fs if f.facet == "mismatch"]
             if ms:
                 found.append(f"collectives do not match across ranks ({ranks_text(sorted({r for f in ms for r in f.ranks if r is not None})).strip()})")
+            waits = [f for f in fs if f.facet == "wait"]
+            if waits:  # as a stall is said
+                found.append((waits[0].short or waits[0].claim) + (f" (and {len(waits) - 1} more)" if len(waits) > 1 else ""))
+            if any(f.facet == "execution" for f in fs):
+                found.append("the ranks ran different compiled graphs")
+            if not (ms or waits or any(f.facet == "execution" for f in fs)):  # never none while one needs action
+                found.append(plural(len(fs), "collectives finding"))
         elif kind == "crash":
             oom = sum(1 for f in fs if f.facet == "out_of_memory")
             if oom == len(fs):  # said as memory, not as a crash of the program's logic
@@ -775,6 +792,8 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
         elif kind == "divergence":
             ranks = [r for f in fs for r in f.ranks]
             found.append(plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
+        else:  # a kind without words of its own here: counted, never left out
+            found.append(plural(len(fs), f"{KIND_TITLES[kind].lower()} finding"))
     expected = [f for f in findings if f.severity == "expected"]
     recompiled = {f.code for f in expected if f.kind == "expected"}
     breaks = [f for f in expected if f.kind == "graph_break"]
