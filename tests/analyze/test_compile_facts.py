@@ -16,8 +16,9 @@ import traceview
 from traceview.analyze.compile_facts import compile_facts
 from traceview.cli import main
 from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
-from ..conftest import FIXTURES
+from ..conftest import FIXTURES, SHARED, needs_shared
 
 CORPUS = FIXTURES / "corpus"
 SOURCES = ("trace", "torch_logs.txt")
@@ -209,6 +210,22 @@ def test_run_time_compiles_without_a_shape_env(capsys: pytest.CaptureFixture[str
     assert line.strip() == (
         f"cache: FX graph 0 hits / {counters['inductor']['fxgraph_cache_miss']} misses (0% hits) / 4 bypassed, "
         f"AOTAutograd 0 hits / {counters['aot_autograd']['autograd_cache_miss']} misses (0% hits) / 4 bypassed")
+
+
+@needs_shared
+def test_a_cache_turned_off_is_a_setting_and_nothing_is_served() -> None:
+    """tlparse's provenance log: AOTAutograd bypassed because the FX graph cache is off; no FX
+    graph lookup was logged: the cache line says "not logged", the fact says the cache is off
+    and that every run compiles from scratch (never that the FX graph cache still serves)."""
+    report = build_report(traceview.load(SHARED / "peer-tlparse" / "inductor_provenance_jit_debug_handle_log.txt"))
+    (b,) = report["facts"]["cache_bypasses"]
+    assert (b["owner"], b["cause"], b["caches"]) == ("setting", "fx_graph_cache_off", {"aot_autograd": 1})
+    assert report["cache"]["not_logged"] == ["fx_graph"] and report["cache"]["fx_graph_misses"] == 0
+    text = " ".join(render_text(report, width=1000).split())
+    assert ("AOTAutograd cache bypassed 1 time in [0/0]: FX graph cache is not enabled: the FX graph cache is off "
+            "(torch._inductor.config.fx_graph_cache, TORCHINDUCTOR_FX_GRAPH_CACHE=0), and AOTAutograd's cache needs it. "
+            "Every run compiles these graphs from scratch") in text
+    assert "cache: FX graph not logged (Inductor ran on 1 graph, no lookup recorded" in text
 
 
 def test_a_bypass_reason_no_rule_knows_is_unknown() -> None:

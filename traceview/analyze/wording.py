@@ -254,9 +254,10 @@ BYPASS_CAUSES: dict[str, str] = {
 CACHE_NAMES: dict[str, str] = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}
 
 
-def bypass_consequence(caches: list[str]) -> str:
-    """What a bypass of `caches` costs: which part of the compile a warm cache cannot skip."""
-    if set(caches) == {"aot_autograd"}:
+def bypass_consequence(caches: list[str], cause: str | None = None) -> str:
+    """What a bypass of `caches` costs: which part of the compile a warm cache cannot skip (with
+    the FX graph cache off, `fx_graph_cache_off`, none of it)."""
+    if set(caches) == {"aot_autograd"} and cause != "fx_graph_cache_off":
         return "AOTAutograd traces these graphs again on every run (the FX graph cache can still serve Inductor's part)"
     if set(caches) == {"fx_graph"}:
         return "Inductor compiles these graphs from scratch on every run"

@@ -445,7 +445,7 @@ def _bypass_line(b: dict[str, Any]) -> str:
     if b.get("texts", 1) > 1:
         reason += f" ({b['texts']} texts that differ only in an object's address)"
     words = BYPASS_CAUSES.get(b.get("cause") or "")
-    cost = bypass_consequence(caches)
+    cost = bypass_consequence(caches, b.get("cause"))
     cost = cost[:1].upper() + cost[1:]
     if b["owner"] == "torch":
         return (f"{names} bypassed {times}{at}, by torch itself (nothing in your code causes it): {words}. {cost}. "
