@@ -38,6 +38,7 @@ from traceview.analyze.findings import (
 from traceview.analyze.wording import (
     CATEGORY_WORDS,
     Paths,
+    injection_words,
     phases_text,
     plural,
     rank_prefix,
@@ -357,6 +358,8 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
         de = c.get("distributed_error")
         if de and de["line"] not in (c.get("message") or ""):
             lines.append(("error:", de["line"]))
+        if injected := injection_words((cc or {}).get("testing_only_config")):
+            lines.append(("cause:", injected[0]))  # the run's config asked for the failure
         if c.get("certainty") != "certain":
             lines.append(("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})"))
         lines.append(("next:", c["next_step"]))
@@ -595,6 +598,8 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
         claim = (f"{ranks_text(franks)}{_failed_ids(same)} {code_label(f, paths.show)}: "
                  f"{CATEGORY_WORDS.get(f['category'], f['category'])}{ft}")
         lines: list[tuple[str, str]] = [("", f["reason"] or "")]
+        if injected := injection_words(f.get("testing_only_config")):
+            lines.append(("cause:", injected[0]))
         if f.get("occurrence") and f["occurrence"] > 1:
             lines.append(("", f"(#{f['occurrence']}: compile id {f['compile_id']} was used again in this process after "
                               "an earlier compile with that id ended: torch._dynamo.reset() restarts the ids)"))

@@ -501,13 +501,13 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
         def ratio(r: Any) -> str:
             return f" ({r * 100:.0f}% hits)" if r is not None else ""
 
-        t.label(
-            "cache:",
-            f"FX graph {cache['fx_graph_hits']} hits / {cache['fx_graph_misses']} misses{ratio(cache['fx_graph_hit_ratio'])}, "
-            f"AOTAutograd {cache['aot_autograd_hits']} hits / {cache['aot_autograd_misses']} misses"
-            f"{ratio(cache['aot_autograd_hit_ratio'])}",
-            "  ",
-        )
+        # a cache no lookup of was logged is not "0 hits / 0 misses": it is left out
+        said = [
+            f"{name} {cache[f'{k}_hits']} hits / {cache[f'{k}_misses']} misses{ratio(cache[f'{k}_hit_ratio'])}"
+            for name, k in (("FX graph", "fx_graph"), ("AOTAutograd", "aot_autograd"))
+            if cache[f"{k}_hits"] or cache[f"{k}_misses"]
+        ]
+        t.label("cache:", ", ".join(said), "  ")
 
 
 def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
