@@ -551,6 +551,13 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
             lines.append(("", f"WHOLE FRAME RAN EAGERLY: {frame}{why}"))
             if g.get("advice"):
                 lines.append(("fix:", g["advice"]))
+        elif (fx := g.get("fixed_later")) and not g.get("expected"):
+            # the run set torch's config fix itself, after a reset: said as applied, not as the fix
+            times = "once" if fx["compiles"] == 1 else f"{fx['compiles']} times"
+            lines.append(("fixed:", (
+                f"applied later in this run: after torch._dynamo.reset(), {fx['setting']} was set and "
+                f"{fx['function']} compiled {times} as [{id_label(fx['compile_id'], fx.get('occurrence'))}] with no "
+                "break at this line: the fix worked, nothing left to do")))
         elif g.get("advice") and not g.get("expected"):  # an expected break's why is in its details
             # torch's hint that names a config setting is the fix
             lines.append(("fix:" if g.get("config_fix") else "hint:", g["advice"]))
@@ -569,9 +576,12 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
         more.append(("gb id:", g.get("gb_id") or "-"))
         more.append(("compile ids:", ", ".join(ids) + (f" on {ranks_text(ranks).strip()}" if ranks_text(ranks) else "")))
         rank = ranks[0] if ranks else None
-        severity = "expected" if g.get("expected") else "act"
+        fixed = bool(g.get("fixed_later")) and not g.get("expected")
+        severity = "expected" if g.get("expected") else "fact" if fixed else "act"
+        if fixed:
+            more.append(("torch's hint:", g.get("advice") or ""))
         out.append(Finding(
-            "graph_break", severity, claim, lines, more, next_step=g.get("advice"),
+            "graph_break", severity, claim, lines, more, next_step=None if fixed else g.get("advice"),
             cost=Cost(), ranks=ranks, compiles=[CompileRef(rank, c) for c in ids], evidence=_ev(g, rank),
             count=int(g["count"]), facet="frame_skipped" if skipped else None,
             target=CompileRef(rank, ids[0]) if ids else None,

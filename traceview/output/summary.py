@@ -192,10 +192,13 @@ def headline(findings: list[Finding]) -> list[str]:
     recompiled = {f.code for f in expected if f.kind == "expected"}
     breaks = [f for f in expected if f.kind == "graph_break"]
     fixed = {f.code for f in findings if f.kind == "fixed"}
-    none = "none that needs action" if recompiled or fixed else "none (no recompiles, graph breaks or failures)"
+    fixed_breaks = [f for f in findings if f.kind == "graph_break" and f.severity == "fact"]
+    none = "none that needs action" if recompiled or fixed or fixed_breaks else "none (no recompiles, graph breaks or failures)"
     out = ["findings: " + (", ".join(found) if found else none)]
     if fixed:
         out.append(f"fixed: {plural(len(fixed), 'function')} recompiled, then compiled once after the run applied the fix")
+    if fixed_breaks:
+        out.append(f"fixed: {plural(len(fixed_breaks), 'graph break')}, gone after the run applied torch's config fix")
     if recompiled:
         out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
     if breaks:
@@ -242,6 +245,8 @@ def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[s
         total = sum(f.count for f in fs)
         if severity == "expected":
             return f"EXPECTED GRAPH BREAKS  {len(fs)} distinct, {total} in all: a wrapper's own (nothing of yours to avoid)"
+        if severity == "fact":
+            return f"GRAPH BREAKS FIXED LATER  {len(fs)} distinct, {total} in all: the run applied torch's fix after torch._dynamo.reset()"
         return f"GRAPH BREAKS  {len(fs)} distinct, {total} in all, most impact first"
     if kind == "failure":
         return f"FAILED COMPILES  {sum(f.count for f in fs)}, most serious first"
