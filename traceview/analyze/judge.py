@@ -88,6 +88,8 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
                                      f"{seconds_text(first)} or more before the log's last line"))
         if u.get("autotuning"):
             lines.append(("autotuning:", _autotune_progress(u)))
+            if tuned := _stopped_autotuning(report, [CompileRef(u["rank"], u["compile_id"], u.get("occurrence"))]):
+                lines.append(("max-autotune:", tuned))
         stop = u.get("stopped_by")
         if stop:
             ended = f" ({stop['ended_by']})" if stop.get("ended_by") else ""
@@ -114,6 +116,19 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
             target=ref, key=f"unfinished:{u['rank']}:{u['compile_id']}:{u.get('occurrence')}",
         ))
     return out
+
+
+def _stopped_autotuning(report: dict[str, Any], compiles: list[CompileRef]) -> str | None:
+    """For a compile that ended inside max-autotune's autotuning: how much of the compile time
+    autotuning took and what it bought (MAX-AUTOTUNE's words), else None."""
+    m = (report.get("compile_time") or {}).get("max_autotune") or {}
+    hit = [s for s in m.get("stopped_in") or [] for c in compiles
+           if s.get("rank") == c.rank and s.get("compile_id") == c.compile_id and s.get("occurrence") in (None, c.occurrence)]
+    if not hit:
+        return None
+    bought, step = _max_autotune_words(m)
+    return (f"it was max-autotune's autotuning: {seconds_text(m['seconds'])} of {seconds_text(m['compile_s'])} compile "
+            f"time went to it, and it bought {bought}: {step} (MAX-AUTOTUNE)")
 
 
 def _autotune_progress(u: dict[str, Any]) -> str:
@@ -199,6 +214,9 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
                 lines.append(("interrupted in:", paths.show(*_frame_place(r["interrupted_in"]))))
         if st.get("certainty") != "certain":
             lines.append(("how sure:", f"{st['certainty']} ({st.get('evidence') or 'indirect evidence'})"))
+        tuned = _stopped_autotuning(report, compiles)
+        if tuned:  # the stop landed in max-autotune's autotuning: that first, then the limit
+            lines.append(("first:", tuned))
         lines.append(("next:", st["next_step"]))
         ranks = [r.get("rank") for r in st.get("ranks") or []]
         out.append(Finding(
@@ -702,6 +720,83 @@ def _divergence(report: dict[str, Any]) -> list[Finding]:
     return out
 
 
+def _op_text(o: dict[str, Any]) -> str:
+    dt = f" {o['dtypes'].split(',')[0].replace('torch.', '')}" if o.get("dtypes") else ""
+    return f"{o['op']}({o['shape']}){dt}" if o.get("shape") else f"{o['op']}{dt}"
+
+
+def _won_text(o: dict[str, Any]) -> str:
+    """One autotuned op and what won it: `mm(512x1024, 1024x4096) float16: mm (ATen) 0.0113 ms,
+    best Triton triton_mm_58 0.0120 ms; 25.73s autotuning`."""
+    if not o.get("winner"):
+        return f"{_op_text(o)}: never finished (no winner logged); {seconds_text(o['seconds'])} logged before the end"
+    ms = f" {o['best_ms']:.4f} ms" if o.get("best_ms") is not None else ""
+    tr = (f", best Triton {o['best_triton_kernel']} {o['best_triton_ms']:.4f} ms"
+          if o.get("best_triton_kernel") and o.get("best_triton_ms") is not None and o["winner_kind"] != "Triton" else "")
+    return f"{_op_text(o)}: {o['winner']} ({o['winner_kind']}){ms}{tr}; {seconds_text(o['seconds'])} autotuning"
+
+
+def _max_autotune_words(m: dict[str, Any]) -> tuple[str, str]:
+    """(what it bought, the step) of max-autotune's autotuning (compile_time.max_autotune)."""
+    n, aten = m["finished"], m["aten_won"]
+    cg = ("; where mode=\"max-autotune\" was for its CUDA graphs, mode=\"reduce-overhead\" keeps them"
+          if m.get("triton_choices") else "")
+    if n and aten == n:
+        return (
+            f"nothing on this run: ATen's kernel won every op it finished autotuning ({aten} of {n})",
+            f"drop max-autotune (mode=\"max-autotune\" / \"max-autotune-no-cudagraphs\" / max_autotune=True): the "
+            f"default mode uses the ATen kernel without autotuning it, saving ~{seconds_text(m['seconds'])} of compile{cg}",
+        )
+    if not n:
+        return ("nothing known yet: no autotuning finished, so no winner was logged",
+                "if the time limit cut it, drop max-autotune or warm the caches before raising the limit")
+    kinds: dict[str, int] = {}
+    for o in m["ops"]:
+        if o.get("winner_kind") and o["winner_kind"] != "ATen":
+            kinds[o["winner_kind"]] = kinds.get(o["winner_kind"], 0) + 1
+    got = ", ".join(f"{k} kernels for {v}" for k, v in kinds.items())
+    rest = f" (ATen's kernel won the other {aten})" if aten else ""
+    return (
+        f"{got} of the {n} ops it finished{rest}",
+        f"keep max-autotune only if those kernels' speed-up is worth ~{seconds_text(m['seconds'])} of compile on "
+        "every cold start: reuse it from a warm cache (TORCHINDUCTOR_CACHE_DIR on shared storage, "
+        "torch.compiler.save_cache_artifacts / load_cache_artifacts)"
+        + ("; where ATen won, autotuning bought nothing" if aten else ""),
+    )
+
+
+def _max_autotune(report: dict[str, Any]) -> list[Finding]:
+    """GEMM autotuning (max-autotune) that took most of the compile time, or that a compile
+    ended inside (compile_time.max_autotune): its seconds, each op's winner, and whether it
+    bought anything."""
+    m = (report.get("compile_time") or {}).get("max_autotune")
+    if not m or not m.get("dominant"):
+        return []
+    bought, step = _max_autotune_words(m)
+    share = f" ({m['seconds'] / m['compile_s']:.0%})" if m.get("compile_s") else ""
+    claim = (f"max-autotune: {seconds_text(m['seconds'])} of {seconds_text(m['compile_s'])} compile time{share} went to "
+             f"autotuning {plural(len(m['ops']), 'GEMM')}; it bought {bought}")
+    lines: list[tuple[str, str]] = []
+    for s in m.get("stopped_in") or []:
+        part = f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else ""
+        what = f"{s['op']}({s['shapes']})" if s.get("shapes") else s["op"]
+        lines.append(("ended in:", f"{rank_prefix(s.get('rank'))}[{id_label(s['compile_id'], s.get('occurrence'))}]{part} "
+                                   f"was autotuning {what} when the log ends (see UNFINISHED COMPILES)"))
+    for o in m["ops"][:6]:
+        lines.append(("won:", f"{rank_prefix(o.get('rank'))}[{o['compile_id']}] {_won_text(o)}"))
+    if len(m["ops"]) > 6:
+        lines.append(("", f"… {len(m['ops']) - 6} more autotuned ops (--json lists all)"))
+    lines.append(("next:", step))
+    nothing = bool(m["finished"]) and m["aten_won"] == m["finished"]
+    refs = list(dict.fromkeys(CompileRef(o.get("rank"), o["compile_id"]) for o in m["ops"] if o.get("compile_id")))
+    return [Finding(
+        "autotune", "act" if nothing or m.get("stopped_in") else "fact", claim, lines, next_step=step,
+        cost=Cost(seconds=float(m["seconds"])), ranks=sorted({o.get("rank") for o in m["ops"]}, key=lambda r: -1 if r is None else r),
+        compiles=refs, target=refs[0] if refs else None, facet="nothing_bought" if nothing else None,
+        key="autotune:max-autotune", short=f"max-autotune took {seconds_text(m['seconds'])} of the compile time",
+    )]
+
+
 def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
     ct = report.get("compile_time") or {}
     out = []
@@ -737,6 +832,6 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         _compiled_nothing(report) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths)
         + _collectives(report) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
-        + _graph_breaks(report, paths) + _slow(report, paths)
+        + _graph_breaks(report, paths) + _max_autotune(report) + _slow(report, paths)
     )
     return ranked(found)  # the one order (Finding.rank_key)

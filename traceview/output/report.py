@@ -218,6 +218,8 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "problem_examples": _rows(problems.head(20)),
         },
     }
+    ctime = report["compile_time"]
+    ctime["max_autotune"] = ct.max_autotune(ctime["autotuning"], ctime["total_s"], unfinished, phases)
     for c in report["crashes"]:
         # a crash raised compiling is its compile's failure: named as the failure is
         f = compile_of_crash(c, report["failures"])

@@ -185,6 +185,8 @@ def headline(findings: list[Finding]) -> list[str]:
             found.append(plural(sum(f.count for f in fs), "failed compile"))
         elif kind == "cudagraphs":
             found.append(plural(len(fs), "CUDA-graph finding"))
+        elif kind == "autotune":
+            found.append(fs[0].short or fs[0].claim)
         elif kind == "divergence":
             ranks = [r for f in fs for r in f.ranks]
             found.append(plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
@@ -252,6 +254,8 @@ def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[s
         return f"FAILED COMPILES  {sum(f.count for f in fs)}, most serious first"
     if kind == "compile_time":
         return "SLOW COMPILES  at least 1s and 10% of their rank's compile time"
+    if kind == "autotune":
+        return "MAX-AUTOTUNE  GEMM autotuning took most of the compile time, or the compile ended in it"
     return kind.upper()
 
 
