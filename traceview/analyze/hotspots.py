@@ -352,7 +352,7 @@ def _mark_fixed_later(trace: Trace, groups: list[dict[str, Any]], rows: pl.DataF
         col = _FIX_COLUMNS.get(g.get("config_fix") or "")
         if col is None or g.get("expected") or not g.get("frame_function"):
             continue
-        mine = rows.filter((pl.col("filename") == g["filename"]) & (pl.col("line") == g["line"]))
+        mine = rows.filter(pl.coalesce("filename", "frame_filename").eq_missing(g["filename"]) & pl.col("line").eq_missing(g["line"]))
         for file in mine["file"].unique().to_list():
             seen = mine.filter(pl.col("file") == file)["lineno"].max()
             later = c.filter(
