@@ -88,7 +88,7 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
                                      f"{seconds_text(first)} or more before the log's last line"))
         if u.get("autotuning"):
             lines.append(("autotuning:", _autotune_progress(u)))
-            if tuned := _stopped_autotuning(report, [CompileRef(u["rank"], u["compile_id"], u.get("occurrence"))]):
+            if tuned := _stopped_autotuning(report, [CompileRef(u["rank"], u["compile_id"], u.get("occurrence"))], step=False):
                 lines.append(("max-autotune:", tuned))
         stop = u.get("stopped_by")
         if stop:
@@ -118,17 +118,18 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
     return out
 
 
-def _stopped_autotuning(report: dict[str, Any], compiles: list[CompileRef]) -> str | None:
+def _stopped_autotuning(report: dict[str, Any], compiles: list[CompileRef], *, step: bool = True) -> str | None:
     """For a compile that ended inside max-autotune's autotuning: how much of the compile time
-    autotuning took and what it bought (MAX-AUTOTUNE's words), else None."""
+    autotuning took and what it bought (MAX-AUTOTUNE's words), with its step unless `step` is
+    False; else None."""
     m = (report.get("compile_time") or {}).get("max_autotune") or {}
     hit = [s for s in m.get("stopped_in") or [] for c in compiles
            if s.get("rank") == c.rank and s.get("compile_id") == c.compile_id and s.get("occurrence") in (None, c.occurrence)]
     if not hit:
         return None
-    bought, step = _max_autotune_words(m)
+    bought, what_next = _max_autotune_words(m)
     return (f"it was max-autotune's autotuning: {seconds_text(m['seconds'])} of {seconds_text(m['compile_s'])} compile "
-            f"time went to it, and it bought {bought}: {step} (MAX-AUTOTUNE)")
+            f"time went to it, and it bought {bought}" + (f": {what_next}" if step else "") + " (MAX-AUTOTUNE)")
 
 
 def _autotune_progress(u: dict[str, Any]) -> str:
@@ -729,7 +730,8 @@ def _won_text(o: dict[str, Any]) -> str:
     """One autotuned op and what won it: `mm(512x1024, 1024x4096) float16: mm (ATen) 0.0113 ms,
     best Triton triton_mm_58 0.0120 ms; 25.73s autotuning`."""
     if not o.get("winner"):
-        return f"{_op_text(o)}: never finished (no winner logged); {seconds_text(o['seconds'])} logged before the end"
+        before = f"; {seconds_text(o['seconds'])} of it logged" if o.get("seconds") else ""
+        return f"{_op_text(o)}: still autotuning when the log ends, no winner logged{before}"
     ms = f" {o['best_ms']:.4f} ms" if o.get("best_ms") is not None else ""
     tr = (f", best Triton {o['best_triton_kernel']} {o['best_triton_ms']:.4f} ms"
           if o.get("best_triton_kernel") and o.get("best_triton_ms") is not None and o["winner_kind"] != "Triton" else "")
