@@ -237,6 +237,17 @@ def test_a_config_fix_applied_after_a_reset_is_said_as_applied() -> None:
     text = render_text(report, width=200)
     assert "findings: none that needs action" in text
     assert "fixed: 2 graph breaks, gone after the run applied torch's config fix" in text
+    # the resume functions' recompiles (round 1: torch counts 1 each) are that fix's too: never advised again
+    resumes = {f.code: f for f in _of(report, "expected")}
+    assert sorted(resumes) == ["torch_dynamo_resume_in_rescale_at_22 (reset_break_config_fix.py:22)",
+                               "torch_dynamo_resume_in_select_positive_at_17 (reset_break_config_fix.py:17)"]
+    [proc] = json.loads((path / "oracle.json").read_text())["processes"]
+    assert sorted((r["function"], r["recompiles"]) for r in proc["per_code"] if r["function"].startswith("torch_dynamo_resume")) == [
+        ("torch_dynamo_resume_in_rescale_at_22", 1), ("torch_dynamo_resume_in_select_positive_at_17", 1)]
+    fix = dict(resumes["torch_dynamo_resume_in_rescale_at_22 (reset_break_config_fix.py:22)"].lines)["fix:  "]
+    assert fix == ("this is the resume function of the graph break at line 22 of rescale, whose fix the run applied later "
+                   "(torch._dynamo.config.capture_scalar_outputs = True, after torch._dynamo.reset()): see GRAPH BREAKS "
+                   "FIXED LATER; nothing left to do")
 
 
 def test_a_break_whose_fix_was_never_applied_keeps_its_fix() -> None:

@@ -495,6 +495,22 @@ def _storm_target(s: dict[str, Any], recompiles: pl.DataFrame | None) -> tuple[C
     return target, None
 
 
+def _resume_of_fixed_break(s: dict[str, Any], report: dict[str, Any]) -> str | None:
+    """A recompile of the resume function of a graph break the run fixed later (its config fix
+    applied after a reset: hotspots' `fixed_later`): its fix is that one, already applied."""
+    m = re.match(r"^torch_dynamo_resume_in_(\w+?)_at_(\d+)$", s.get("function") or "")
+    if not m:
+        return None
+    for g in report.get("graph_breaks") or []:
+        fx = g.get("fixed_later")
+        if (fx and g.get("function") == m.group(1) and str(g.get("line")) == m.group(2)
+                and g.get("filename") == s.get("filename") and fx.get("file") == s.get("file")):
+            return (f"this is the resume function of the graph break at line {g['line']} of {g['function']}, whose fix "
+                    f"the run applied later ({fx['setting']}, after torch._dynamo.reset()): see GRAPH BREAKS FIXED LATER; "
+                    "nothing left to do")
+    return None
+
+
 def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | None) -> list[Finding]:
     storms = report.get("recompiles") or []
     fails = report.get("failures") or []
@@ -509,6 +525,9 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
         fixed = not expected and bool(s.get("fixed_later"))  # the run applied the fix after a reset
         kind = "expected" if expected else "fixed" if fixed else ("storm" if s.get("is_storm") else "recompile")
         line, lines = _storm_lines(s, paths, optim)
+        applied = _resume_of_fixed_break(s, report)
+        if applied:  # the break that hands this value over was fixed later in the run
+            lines = [(label, applied if label.strip() == "fix:" else text) for label, text in lines]
         more: list[tuple[str, str]] = []
         if not s.get("is_storm") or expected:
             more.append(("why:", recompile_why(s)))
@@ -524,7 +543,7 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
         more += _on_ranks(ranks)
         target, compare = _storm_target(s, recompiles)
         opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
-        fix = opt["fix"] if opt else next((c["fix"] for c in s.get("causes") or []), None)
+        fix = applied or (opt["fix"] if opt else next((c["fix"] for c in s.get("causes") or []), None))
         out.append(Finding(
             kind, "expected" if expected else "fact" if fixed else "act", f"{ranks_text(ranks)}{line}", lines, more,
             next_step=nxt or fix,
