@@ -676,18 +676,21 @@ def winner_kind(kernel: str | None) -> str | None:
 
 def max_autotune(
     autotuning_rows: list[dict[str, Any]], total_s: float, unfinished: list[dict[str, Any]], phases: dict[str, float] | None = None,
+    top: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """What GEMM autotuning (max-autotune's `<op>_template_autotuning`) cost and bought, or None
     where nothing was autotuned. `autotuning_rows`: autotuning's rows (one per autotuned op);
     `total_s`: the finished compiles' seconds; `unfinished`: analyze.unfinished's entries (a
     compile cut in autotuning counts its running time and its open autotuning); `phases`:
-    phase_totals (the finished compiles' autotuning, as COMPILE TIME counts it).
+    phase_totals (the finished compiles' autotuning, as COMPILE TIME counts it); `top`:
+    top_compiles' rows (a compile of at least 1 s that autotuning took at least
+    AUTOTUNE_DOMINANT_SHARE of is `dominated`).
 
     Returns `seconds` (the finished compiles' autotuning seconds of `phases`, else each op's
     precompiling and benchmarking; plus, of each unfinished compile, its ended autotunings and
     the open one's precompiling and time up to the capture's last timestamp), `compile_s` (the compiles' seconds, unfinished ones up to the
-    last timestamp), `dominant` (autotuning took at least AUTOTUNE_DOMINANT_SHARE of it, or a
-    compile ended inside autotuning), `ops` (each op: rank, compile id, op, shape, dtypes,
+    last timestamp), `dominant` (autotuning took at least AUTOTUNE_DOMINANT_SHARE of it, or of a
+    compile (`dominated`), or a compile ended inside autotuning), `ops` (each op: rank, compile id, op, shape, dtypes,
     choices, seconds, winner, winner_kind, best_ms, best_triton_kernel, best_triton_ms; winner
     None while it never ended), `finished` / `open` (ops with and without a winner), `aten_won`
     (the finished ops ATen's kernel won), `triton_choices` (whether Triton templates competed:
@@ -720,10 +723,17 @@ def max_autotune(
     seconds = (done if done is not None else sum(o["seconds"] for o in ops)) + cut
     compile_s = float(total_s or 0.0) + sum(float(u.get("running_s") or 0.0) for u in unfinished)
     finished = [o for o in ops if o["winner"]]
+    dominated = [
+        {"rank": t.get("rank"), "compile_id": t.get("compile_id"), "occurrence": t.get("occurrence"),
+         "seconds": t.get("seconds"), "autotuning_s": t.get("autotuning_s")}
+        for t in top or []
+        if (t.get("seconds") or 0) >= 1.0 and (t.get("autotuning_s") or 0) >= AUTOTUNE_DOMINANT_SHARE * t["seconds"]
+    ]
     return {
         "seconds": round(seconds, 3),
         "compile_s": round(compile_s, 3),
-        "dominant": bool(stopped_in) or (compile_s > 0 and seconds >= AUTOTUNE_DOMINANT_SHARE * compile_s),
+        "dominant": bool(stopped_in) or bool(dominated) or (compile_s > 0 and seconds >= AUTOTUNE_DOMINANT_SHARE * compile_s),
+        "dominated": dominated,
         "ops": ops,
         "finished": len(finished),
         "open": len(ops) - len(finished),
