@@ -187,7 +187,12 @@ def test_torch_test_only_fault_injection_is_the_cause_not_a_torch_bug() -> None:
 
 def test_an_inductor_failure_without_injection_keeps_the_minifier() -> None:
     """The control: fixtures/corpus/inductor_only_failure (no C++ compiler) logs the same
-    setting as None: no injection, the minifier step stays."""
+    setting as None: no injection, the minifier step stays; nor do the other Inductor and
+    backend failures of the fixtures turn any test-only setting on."""
+    for path in (CORPUS / "inductor_only_failure", FIXTURES / "inductor_error", FIXTURES / "backend_error"):
+        configs = [json.loads(m["inductor_config"]) for m in _records(path, "compilation_metrics")]
+        assert configs and all(c["cpp.inject_relu_bug_TESTING_ONLY"] is None for c in configs)
+        assert traceview.load(path / "trace").compiles["testing_only_config"].null_count() == len(configs)
     report = _report(CORPUS / "inductor_only_failure")
     [fail] = report["failures"]
     assert fail["testing_only_config"] is None
