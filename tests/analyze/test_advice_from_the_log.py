@@ -83,8 +83,9 @@ def test_max_autotune_says_what_each_op_won_and_its_seconds() -> None:
         ("triton_mm_12", "Triton"), ("triton_mm_28", "Triton"), ("mm", "ATen"), ("mm", "ATen"), ("mm", "ATen")]
     [f] = _of(report, "autotune")
     assert f.severity == "fact" and f.cost.seconds == pytest.approx(53.33, abs=0.01)
-    assert f.claim == ("max-autotune: 53.33s of 73.02s compile time (73%) went to autotuning 5 GEMMs; it bought "
-                       "Triton kernels for 2 of the 5 ops it finished (ATen's kernel won the other 3)")
+    assert f.claim == ('max-autotune (mode="max-autotune-no-cudagraphs"): 53.33s of 73.02s compile time (73%) went to '
+                       "autotuning 5 GEMMs; it bought Triton kernels for 2 of the 5 ops it finished (ATen's kernel won "
+                       "the other 3)")
     won = [t for label, t in f.lines if label == "won:"]
     assert won[2] == ("[0/0] mm(512x1024, 1024x4096) float16: mm (ATen) 0.0115 ms, best Triton triton_mm_58 "
                       "0.0115 ms; 25.73s autotuning")
@@ -125,12 +126,13 @@ def test_max_autotune_that_bought_nothing_says_drop_it() -> None:
     assert (m["finished"], m["aten_won"], m["open"]) == (4, 4, 0)
     [f] = _of(report, "autotune")
     assert f.severity == "act" and f.facet == "nothing_bought"
-    assert f.claim == ("max-autotune: 21.76s of 36.03s compile time (60%) went to autotuning 4 GEMMs; it bought nothing "
-                       "on this run: ATen's kernel won every op it finished autotuning (4 of 4)")
-    assert f.next_step == (
-        'drop max-autotune (mode="max-autotune" / "max-autotune-no-cudagraphs" / max_autotune=True): the default mode '
-        'uses the ATen kernel without autotuning it, saving ~21.76s of compile; where mode="max-autotune" was for its '
-        'CUDA graphs, mode="reduce-overhead" keeps them')
+    # the mode, as the FX graph cache key lists Inductor's config (max_autotune, coordinate descent, no CUDA graphs)
+    assert (m["mode"], m["config"]["triton.cudagraphs"]) == ("max-autotune-no-cudagraphs", False)
+    assert f.claim == ('max-autotune (mode="max-autotune-no-cudagraphs"): 21.76s of 36.03s compile time (60%) went to '
+                       "autotuning 4 GEMMs; it bought nothing on this run: ATen's kernel won every op it finished "
+                       "autotuning (4 of 4)")
+    assert f.next_step == ('drop mode="max-autotune-no-cudagraphs": the default mode uses the ATen kernel without '
+                           "autotuning it, saving ~21.76s of compile")
     assert "findings: max-autotune took 21.76s of the compile time" in render_text(report, width=200)
 
 
@@ -162,6 +164,7 @@ def test_cpu_max_autotune_autotunes_bmm_against_the_cpp_template() -> None:
     assert [o["winner"] for o in m["ops"]] == winners
     assert [o["winner_kind"] for o in m["ops"]] == ["ATen" if w == "bmm" else "C++ template" for w in winners]
     assert not m["triton_choices"] and m["aten_won"] == winners.count("bmm")
+    assert m["mode"] == "max-autotune"  # the program's torch.compile(model, mode="max-autotune")
 
 
 # ------------------------------------------------------------------ test-only fault injection

@@ -663,6 +663,42 @@ _TEMPLATE_KINDS = (("triton_", "Triton"), ("cpp_", "C++ template"), ("cuda_", "C
 AUTOTUNE_DOMINANT_SHARE = 0.5
 
 
+_CACHE_KEY_ARTIFACTS = ("fx_graph_cache_miss", "fx_graph_cache_hit", "aotautograd_cache_miss", "aotautograd_cache_hit")
+_KEY_CONFIG = re.compile(r"inductor_config\[(max_autotune|max_autotune_gemm|triton\.cudagraphs|coordinate_descent_tuning)\]: (True|False)")
+
+
+def autotune_config(trace: Trace) -> dict[str, bool] | None:
+    """The max-autotune settings Inductor compiled with, as its cache keys list them (the
+    components of the first FX graph / AOTAutograd cache record: `inductor_config[max_autotune]:
+    True`, with torch.compile's mode applied, which compilation_metrics' `inductor_config` is
+    not): `max_autotune`, `max_autotune_gemm`, `triton.cudagraphs`, `coordinate_descent_tuning`;
+    None where no such record was logged."""
+    events = trace.index_events()
+    if events.is_empty() or "name" not in events.columns:
+        return None
+    for name in _CACHE_KEY_ARTIFACTS:  # FX graph keys list Inductor's config; AOTAutograd's may not
+        first = events.filter(pl.col("name") == name).sort("file", "lineno").head(1)
+        if first.is_empty():
+            continue
+        if "payload_start" in first.columns:  # a lazy parse: read this one payload
+            from parsers.torch_trace import hydrate
+
+            first, _ = hydrate(first)
+        found = dict(_KEY_CONFIG.findall(first["payload"][0] or ""))
+        if found:
+            return {k: v == "True" for k, v in found.items()}
+    return None
+
+
+def autotune_mode(config: dict[str, bool] | None) -> str | None:
+    """torch.compile's mode the settings are (torch._inductor.list_mode_options): "max-autotune"
+    (with CUDA graphs), "max-autotune-no-cudagraphs", or None (options set one by one, or not
+    known)."""
+    if not config or not config.get("max_autotune") or not config.get("coordinate_descent_tuning"):
+        return None
+    return "max-autotune" if config.get("triton.cudagraphs") else "max-autotune-no-cudagraphs"
+
+
 def winner_kind(kernel: str | None) -> str | None:
     """Which backend an autotuning's winning choice is (`ATen` for an extern kernel); None
     while no winner was logged (the autotuning never ended)."""
@@ -676,7 +712,7 @@ def winner_kind(kernel: str | None) -> str | None:
 
 def max_autotune(
     autotuning_rows: list[dict[str, Any]], total_s: float, unfinished: list[dict[str, Any]], phases: dict[str, float] | None = None,
-    top: list[dict[str, Any]] | None = None,
+    top: list[dict[str, Any]] | None = None, config: dict[str, bool] | None = None,
 ) -> dict[str, Any] | None:
     """What GEMM autotuning (max-autotune's `<op>_template_autotuning`) cost and bought, or None
     where nothing was autotuned. `autotuning_rows`: autotuning's rows (one per autotuned op);
@@ -684,7 +720,7 @@ def max_autotune(
     compile cut in autotuning counts its running time and its open autotuning); `phases`:
     phase_totals (the finished compiles' autotuning, as COMPILE TIME counts it); `top`:
     top_compiles' rows (a compile of at least 1 s that autotuning took at least
-    AUTOTUNE_DOMINANT_SHARE of is `dominated`).
+    AUTOTUNE_DOMINANT_SHARE of is `dominated`); `config`: autotune_config.
 
     Returns `seconds` (the finished compiles' autotuning seconds of `phases`, else each op's
     precompiling and benchmarking; plus, of each unfinished compile, its ended autotunings and
@@ -694,8 +730,8 @@ def max_autotune(
     choices, seconds, winner, winner_kind, best_ms, best_triton_kernel, best_triton_ms; winner
     None while it never ended), `finished` / `open` (ops with and without a winner), `aten_won`
     (the finished ops ATen's kernel won), `triton_choices` (whether Triton templates competed:
-    a GPU) and `stopped_in` (the unfinished compiles cut inside autotuning: rank, compile id,
-    part, op, shapes)."""
+    a GPU), `stopped_in` (the unfinished compiles cut inside autotuning: rank, compile id,
+    part, op, shapes), `config` and `mode` (autotune_config, autotune_mode)."""
     if not autotuning_rows:
         return None
     ops = []
@@ -740,4 +776,6 @@ def max_autotune(
         "aten_won": sum(1 for o in finished if o["winner_kind"] == "ATen"),
         "triton_choices": any(o["best_triton_kernel"] or (o["winner_kind"] == "Triton") for o in ops),
         "stopped_in": stopped_in,
+        "config": config,
+        "mode": autotune_mode(config),
     }

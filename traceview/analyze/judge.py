@@ -760,13 +760,22 @@ def _won_text(o: dict[str, Any]) -> str:
 def _max_autotune_words(m: dict[str, Any]) -> tuple[str, str]:
     """(what it bought, the step) of max-autotune's autotuning (compile_time.max_autotune)."""
     n, aten = m["finished"], m["aten_won"]
-    cg = ("; where mode=\"max-autotune\" was for its CUDA graphs, mode=\"reduce-overhead\" keeps them"
-          if m.get("triton_choices") else "")
+    mode, config = m.get("mode"), m.get("config")
+    if mode:  # the mode its cache keys show (compile_time.autotune_mode)
+        what = f'mode="{mode}"'
+        cg = ('; mode="reduce-overhead" keeps the CUDA graphs mode="max-autotune" adds'
+              if mode == "max-autotune" and m.get("triton_choices") else "")
+    else:
+        what = ("max_autotune=True" if (config or {}).get("max_autotune") else "max_autotune_gemm=True"
+                if (config or {}).get("max_autotune_gemm") else
+                'max-autotune (mode="max-autotune" / "max-autotune-no-cudagraphs" / max_autotune=True)')
+        cg = ('; where mode="max-autotune" was for its CUDA graphs, mode="reduce-overhead" keeps them'
+              if config is None and m.get("triton_choices") else "")
     if n and aten == n:
         return (
             f"nothing on this run: ATen's kernel won every op it finished autotuning ({aten} of {n})",
-            f"drop max-autotune (mode=\"max-autotune\" / \"max-autotune-no-cudagraphs\" / max_autotune=True): the "
-            f"default mode uses the ATen kernel without autotuning it, saving ~{seconds_text(m['seconds'])} of compile{cg}",
+            f"drop {what}: the default mode uses the ATen kernel without autotuning it, saving "
+            f"~{seconds_text(m['seconds'])} of compile{cg}",
         )
     if not n:
         return ("nothing known yet: no autotuning finished, so no winner was logged",
@@ -795,7 +804,8 @@ def _max_autotune(report: dict[str, Any]) -> list[Finding]:
         return []
     bought, step = _max_autotune_words(m)
     share = f" ({m['seconds'] / m['compile_s']:.0%})" if m.get("compile_s") else ""
-    claim = (f"max-autotune: {seconds_text(m['seconds'])} of {seconds_text(m['compile_s'])} compile time{share} went to "
+    how = f' (mode="{m["mode"]}")' if m.get("mode") else ""
+    claim = (f"max-autotune{how}: {seconds_text(m['seconds'])} of {seconds_text(m['compile_s'])} compile time{share} went to "
              f"autotuning {plural(len(m['ops']), 'GEMM')}; it bought {bought}")
     lines: list[tuple[str, str]] = []
     for s in m.get("stopped_in") or []:

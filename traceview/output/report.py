@@ -219,7 +219,8 @@ def build_report(trace: Trace) -> dict[str, Any]:
         },
     }
     ctime = report["compile_time"]
-    ctime["max_autotune"] = ct.max_autotune(ctime["autotuning"], ctime["total_s"], unfinished, phases, ctime["top"])
+    ctime["max_autotune"] = ct.max_autotune(ctime["autotuning"], ctime["total_s"], unfinished, phases, ctime["top"],
+                                            ct.autotune_config(trace) if ctime["autotuning"] else None)
     for c in report["crashes"]:
         # a crash raised compiling is its compile's failure: named as the failure is
         f = compile_of_crash(c, report["failures"])
