@@ -716,19 +716,20 @@ def max_autotune(
 ) -> dict[str, Any] | None:
     """What GEMM autotuning (max-autotune's `<op>_template_autotuning`) cost and bought, or None
     where nothing was autotuned. `autotuning_rows`: autotuning's rows (one per autotuned op);
-    `total_s`: the finished compiles' seconds; `unfinished`: analyze.unfinished's entries (a
-    compile cut in autotuning counts its running time and its open autotuning); `phases`:
+    `total_s`: the compiles' seconds (COMPILE TIME's, from the compile account: an open compile
+    up to the capture's last timestamp); `unfinished`: analyze.unfinished's entries (a compile
+    cut in autotuning: its open autotuning); `phases`:
     phase_totals (the finished compiles' autotuning, as COMPILE TIME counts it); `top`:
     top_compiles' rows (a compile of at least 1 s that autotuning took at least
     AUTOTUNE_DOMINANT_SHARE of is `dominated`); `config`: autotune_config.
 
     Returns `seconds` (the finished compiles' autotuning seconds of `phases`, else each op's
     precompiling and benchmarking; plus, of each unfinished compile, its ended autotunings and
-    the open one's precompiling and time up to the capture's last timestamp), `compile_s` (the compiles' seconds, unfinished ones up to the
-    last timestamp), `dominant` (autotuning took at least AUTOTUNE_DOMINANT_SHARE of it, or of a
-    compile (`dominated`), or a compile ended inside autotuning), `ops` (each op: rank, compile id, op, shape, dtypes,
-    choices, seconds, winner, winner_kind, best_ms, best_triton_kernel, best_triton_ms; winner
-    None while it never ended), `finished` / `open` (ops with and without a winner), `aten_won`
+    the open one's precompiling and time up to the capture's last timestamp), `compile_s`
+    (`total_s`), `dominant` (autotuning took at least AUTOTUNE_DOMINANT_SHARE of it, or of a
+    compile (`dominated`), or a compile ended inside autotuning), `ops` (each op: rank, compile
+    id, op, shape, dtypes, choices, seconds, winner, winner_kind, best_ms, best_triton_kernel,
+    best_triton_ms; winner None while it never ended), `finished` / `open` (ops with and without a winner), `aten_won`
     (the finished ops ATen's kernel won), `triton_choices` (whether Triton templates competed:
     a GPU), `stopped_in` (the unfinished compiles cut inside autotuning: rank, compile id,
     part, op, shapes), `config` and `mode` (autotune_config, autotune_mode)."""
@@ -757,7 +758,7 @@ def max_autotune(
         for u in unfinished if u.get("autotuning")
     )
     seconds = (done if done is not None else sum(o["seconds"] for o in ops)) + cut
-    compile_s = float(total_s or 0.0) + sum(float(u.get("running_s") or 0.0) for u in unfinished)
+    compile_s = float(total_s or 0.0)  # the compile account's: an open compile counted to the capture's end
     finished = [o for o in ops if o["winner"]]
     dominated = [
         {"rank": t.get("rank"), "compile_id": t.get("compile_id"), "occurrence": t.get("occurrence"),
