@@ -7,6 +7,8 @@ vectorized JSON reader and B/E pairs are matched with window expressions, not a 
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import polars as pl
 
@@ -86,6 +88,9 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "suppress_errors": pl.Boolean,
     "automatic_dynamic_shapes": pl.Boolean,
     "assume_static_by_default": pl.Boolean,
+    "capture_scalar_outputs": pl.Boolean,
+    "capture_dynamic_output_shape_ops": pl.Boolean,
+    "testing_only_config": pl.String,
     "cudagraph_skip_reason": pl.String,
     "fx_cache_hits": pl.Int32,
     "fx_cache_misses": pl.Int32,
@@ -174,6 +179,31 @@ def _with_callers(start: list[str], callers: list[str] | None) -> list[str]:
     if not start or not callers or len(callers) <= len(start) - 1 or callers[: len(start) - 1] != start[:-1]:
         return start
     return [*callers, start[-1]]
+
+
+# a `*_TESTING_ONLY` setting of a config JSON turned on: a string, true or a non-zero number
+_TESTING_ONLY = re.compile(r'"([\w.]*_TESTING_ONLY)": ("(?:[^"\\]|\\.)*"|true|-?[1-9][\d.]*)')
+
+
+def testing_only_settings(dynamo_config: object, inductor_config: object) -> str | None:
+    """torch's test-only settings a compile's config turned on, as assignments joined by "; "
+    (`torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'compile_error'`): torch's own
+    fault injection (a relu written as a compile error, a runtime error or a wrong result),
+    sleeps and switches meant for its tests. Read from the JSON text of compilation_metrics'
+    `dynamo_config` / `inductor_config` without decoding it (most compiles have none set)."""
+    out = []
+    for module, cfg in (("torch._dynamo.config", dynamo_config), ("torch._inductor.config", inductor_config)):
+        if isinstance(cfg, dict):
+            cfg = orjson.dumps(cfg).decode()
+        if not isinstance(cfg, str) or "TESTING_ONLY" not in cfg:
+            continue
+        for name, value in _TESTING_ONLY.findall(cfg):
+            if value.startswith('"'):
+                value = repr(orjson.loads(value))
+            elif value == "true":
+                value = "True"
+            out.append(f"{module}.{name} = {value}")
+    return "; ".join(out) or None
 
 
 def _call_columns(stack: list[str] | None) -> dict[str, object]:
@@ -328,6 +358,11 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 # torch.compile(dynamic=False) turns automatic dynamic shapes off
                 "automatic_dynamic_shapes": bool_of(cfg.get("automatic_dynamic_shapes")),
                 "assume_static_by_default": bool_of(cfg.get("assume_static_by_default")),
+                # the settings torch's graph-break hints name as the fix of .item() / nonzero
+                "capture_scalar_outputs": bool_of(cfg.get("capture_scalar_outputs")),
+                "capture_dynamic_output_shape_ops": bool_of(cfg.get("capture_dynamic_output_shape_ops")),
+                # torch's test-only settings the run turned on (fault injection: a failure asked for)
+                "testing_only_config": testing_only_settings(m.get("dynamo_config"), m.get("inductor_config")),
                 # set at compile time when CUDA graphs were refused (graph partition off)
                 "cudagraph_skip_reason": m.get("cudagraph_skip_reason") if isinstance(m.get("cudagraph_skip_reason"), str) else None,
                 "user_stack": r.get("user_stack", []),
@@ -372,6 +407,9 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "suppress_errors",
                 "automatic_dynamic_shapes",
                 "assume_static_by_default",
+                "capture_scalar_outputs",
+                "capture_dynamic_output_shape_ops",
+                "testing_only_config",
                 "cudagraph_skip_reason",
                 "user_stack",
                 "call_filename",

@@ -662,3 +662,132 @@ def frameless_groups(trace: Trace) -> list[dict[str, Any]]:
         g["parent_function"], g["parent_filename"], g["parent_line"] = fn or (None, None, None)
         out.append(g)
     return sorted(out, key=lambda g: (-g["seconds"], g["rank"] if g["rank"] is not None else -1))
+
+
+# ------------------------------------------------------------------ max-autotune: cost, winners
+# The winner of an autotuning, by its choice's name: Inductor's templates are named for their
+# backend (`triton_mm_16`, `cpp_CppMicroGemmFP32Vec_0`, `cuda_cutlass_gemm_3`, `decompose_k_mm`);
+# an extern (ATen) kernel has the op's own name (`mm`, `addmm`, `bias_addmm`, `bmm`, `_int_mm`).
+_TEMPLATE_KINDS = (("triton_", "Triton"), ("cpp_", "C++ template"), ("cuda_", "CUTLASS"), ("cutlass", "CUTLASS"),
+                   ("rocm_", "CK"), ("ck_", "CK"), ("decompose_k", "decompose-K"), ("contiguous_", "contiguous mm"))
+# an autotuning dominates when it took at least this share of the compile time
+AUTOTUNE_DOMINANT_SHARE = 0.5
+
+
+_CACHE_KEY_ARTIFACTS = ("fx_graph_cache_miss", "fx_graph_cache_hit", "aotautograd_cache_miss", "aotautograd_cache_hit")
+_KEY_CONFIG = re.compile(r"inductor_config\[(max_autotune|max_autotune_gemm|triton\.cudagraphs|coordinate_descent_tuning)\]: (True|False)")
+
+
+def autotune_config(trace: Trace) -> dict[str, bool] | None:
+    """The max-autotune settings Inductor compiled with, as its cache keys list them (the
+    components of the first FX graph / AOTAutograd cache record: `inductor_config[max_autotune]:
+    True`, with torch.compile's mode applied, which compilation_metrics' `inductor_config` is
+    not): `max_autotune`, `max_autotune_gemm`, `triton.cudagraphs`, `coordinate_descent_tuning`;
+    None where no such record was logged."""
+    events = trace.index_events()
+    if events.is_empty() or "name" not in events.columns:
+        return None
+    for name in _CACHE_KEY_ARTIFACTS:  # FX graph keys list Inductor's config; AOTAutograd's may not
+        first = events.filter(pl.col("name") == name).sort("file", "lineno").head(1)
+        if first.is_empty():
+            continue
+        if "payload_start" in first.columns:  # a lazy parse: read this one payload
+            from parsers.torch_trace import hydrate
+
+            first, _ = hydrate(first)
+        found = dict(_KEY_CONFIG.findall(first["payload"][0] or ""))
+        if found:
+            return {k: v == "True" for k, v in found.items()}
+    return None
+
+
+def autotune_mode(config: dict[str, bool] | None) -> str | None:
+    """torch.compile's mode the settings are (torch._inductor.list_mode_options): "max-autotune"
+    (with CUDA graphs), "max-autotune-no-cudagraphs", or None (options set one by one, or not
+    known)."""
+    if not config or not config.get("max_autotune") or not config.get("coordinate_descent_tuning"):
+        return None
+    return "max-autotune" if config.get("triton.cudagraphs") else "max-autotune-no-cudagraphs"
+
+
+def winner_kind(kernel: str | None) -> str | None:
+    """Which backend an autotuning's winning choice is (`ATen` for an extern kernel); None
+    while no winner was logged (the autotuning never ended)."""
+    if not kernel:
+        return None
+    for prefix, kind in _TEMPLATE_KINDS:
+        if kernel.startswith(prefix):
+            return kind
+    return "ATen"
+
+
+def max_autotune(
+    autotuning_rows: list[dict[str, Any]], total_s: float, unfinished: list[dict[str, Any]], phases: dict[str, float] | None = None,
+    top: list[dict[str, Any]] | None = None, config: dict[str, bool] | None = None,
+) -> dict[str, Any] | None:
+    """What GEMM autotuning (max-autotune's `<op>_template_autotuning`) cost and bought, or None
+    where nothing was autotuned. `autotuning_rows`: autotuning's rows (one per autotuned op);
+    `total_s`: the compiles' seconds (COMPILE TIME's, from the compile account: an open compile
+    up to the capture's last timestamp); `unfinished`: analyze.unfinished's entries (a compile
+    cut in autotuning: its open autotuning); `phases`:
+    phase_totals (the finished compiles' autotuning, as COMPILE TIME counts it); `top`:
+    top_compiles' rows (a compile of at least 1 s that autotuning took at least
+    AUTOTUNE_DOMINANT_SHARE of is `dominated`); `config`: autotune_config.
+
+    Returns `seconds` (the finished compiles' autotuning seconds of `phases`, else each op's
+    precompiling and benchmarking; plus, of each unfinished compile, its ended autotunings and
+    the open one's precompiling and time up to the capture's last timestamp), `compile_s`
+    (`total_s`), `dominant` (autotuning took at least AUTOTUNE_DOMINANT_SHARE of it, or of a
+    compile (`dominated`), or a compile ended inside autotuning), `ops` (each op: rank, compile
+    id, op, shape, dtypes, choices, seconds, winner, winner_kind, best_ms, best_triton_kernel,
+    best_triton_ms; winner None while it never ended), `finished` / `open` (ops with and without a winner), `aten_won`
+    (the finished ops ATen's kernel won), `triton_choices` (whether Triton templates competed:
+    a GPU), `stopped_in` (the unfinished compiles cut inside autotuning: rank, compile id,
+    part, op, shapes), `config` and `mode` (autotune_config, autotune_mode)."""
+    if not autotuning_rows:
+        return None
+    ops = []
+    for r in autotuning_rows:
+        secs = float(r.get("precompile_s") or 0.0) + float(r.get("benchmark_s") or 0.0)
+        kind = winner_kind(r.get("best_kernel"))
+        ops.append({
+            "rank": r.get("rank"), "compile_id": r.get("compile_id"), "op": r.get("op"), "shape": r.get("shape"),
+            "dtypes": r.get("dtypes"), "choices": r.get("choices"), "seconds": round(secs, 3),
+            "winner": r.get("best_kernel"), "winner_kind": kind, "best_ms": r.get("best_ms"),
+            "best_triton_kernel": r.get("best_triton_kernel"), "best_triton_ms": r.get("best_triton_ms"),
+        })
+    stopped_in = [
+        {"rank": u.get("rank"), "compile_id": u.get("compile_id"), "occurrence": u.get("occurrence"), "part": u.get("part"),
+         "op": u["autotuning"]["op"], "shapes": u["autotuning"].get("shapes"),
+         "running_s": u.get("running_s")}
+        for u in unfinished if u.get("autotuning")
+    ]
+    done = (float(phases.get("autotuning") or 0.0) + float(phases.get("backward_autotuning") or 0.0)) if phases else None
+    cut = sum(
+        sum(float(d.get("seconds") or 0.0) for d in u["autotuning"].get("done") or [])
+        + max(float(u["autotuning"].get("precompile_s") or 0.0), 0.0) + max(float(u["autotuning"].get("open_s") or 0.0), 0.0)
+        for u in unfinished if u.get("autotuning")
+    )
+    seconds = (done if done is not None else sum(o["seconds"] for o in ops)) + cut
+    compile_s = float(total_s or 0.0)  # the compile account's: an open compile counted to the capture's end
+    finished = [o for o in ops if o["winner"]]
+    dominated = [
+        {"rank": t.get("rank"), "compile_id": t.get("compile_id"), "occurrence": t.get("occurrence"),
+         "seconds": t.get("seconds"), "autotuning_s": t.get("autotuning_s")}
+        for t in top or []
+        if (t.get("seconds") or 0) >= 1.0 and (t.get("autotuning_s") or 0) >= AUTOTUNE_DOMINANT_SHARE * t["seconds"]
+    ]
+    return {
+        "seconds": round(seconds, 3),
+        "compile_s": round(compile_s, 3),
+        "dominant": bool(stopped_in) or bool(dominated) or (compile_s > 0 and seconds >= AUTOTUNE_DOMINANT_SHARE * compile_s),
+        "dominated": dominated,
+        "ops": ops,
+        "finished": len(finished),
+        "open": len(ops) - len(finished),
+        "aten_won": sum(1 for o in finished if o["winner_kind"] == "ATen"),
+        "triton_choices": any(o["best_triton_kernel"] or (o["winner_kind"] == "Triton") for o in ops),
+        "stopped_in": stopped_in,
+        "config": config,
+        "mode": autotune_mode(config),
+    }

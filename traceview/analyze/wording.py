@@ -290,3 +290,46 @@ def asserts_text(symbols: list[str], asserts: list[str]) -> str | None:
     return ", ".join(asserts[:3]) + more
 
 
+
+
+# torch's test-only fault injection: what each setting makes Inductor (or Dynamo) do
+_INJECTED = {
+    "compile_error": "writes every relu as `compile error!`, so the kernel does not compile",
+    "runtime_error": "makes every relu fail when the kernel runs",
+    "accuracy": "makes every relu return x + 1: wrong results on purpose",
+}
+
+
+def injected_settings(settings: str | None) -> list[str]:
+    """The fault-injection settings among a compile's test-only ones (parsers.compiles
+    `testing_only_config`: `torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY =
+    'compile_error'`, ...)."""
+    return [s.strip() for s in (settings or "").split(";") if "inject_" in s]
+
+
+def injection_words(settings: str | None) -> tuple[str, str] | None:
+    """(cause, next step) of a failure the run's own config asked for (injected_settings),
+    or None: torch's test-only fault injection is the cause, not a bug of torch's or of the
+    model, and the minifier would only reproduce the injected bug."""
+    found = injected_settings(settings)
+    if not found:
+        return None
+    what = []
+    for s in found:
+        name, _, value = s.partition(" = ")
+        op = re.search(r"inject_(\w+?)_bug", name)
+        effect = _INJECTED.get(value.strip("'\""))
+        if op and effect:
+            effect = effect.replace("relu", op.group(1))
+        what.append(f"{s} ({effect})" if effect else s)
+    them = "it" if len(found) == 1 else "them"
+    cause = (
+        f"the run's own config asked for this failure: {'; '.join(what)}: torch's test-only fault injection, "
+        "not a bug in torch or in your model"
+    )
+    step = (
+        f"remove {'; '.join(s.partition(' = ')[0] for s in found)} (or set {them} to None): "
+        "the setting exists for torch's tests and the minifier's documentation; minifying or reporting this "
+        "failure would only reproduce the injected bug"
+    )
+    return cause, step

@@ -188,6 +188,8 @@ def headline(findings: list[Finding]) -> list[str]:
             found.append(plural(sum(f.count for f in fs), "failed compile"))
         elif kind == "cudagraphs":
             found.append(plural(len(fs), "CUDA-graph finding"))
+        elif kind == "autotune":
+            found.append(fs[0].short or fs[0].claim)
         elif kind == "divergence":
             ranks = [r for f in fs for r in f.ranks]
             found.append(plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
@@ -195,10 +197,13 @@ def headline(findings: list[Finding]) -> list[str]:
     recompiled = {f.code for f in expected if f.kind == "expected"}
     breaks = [f for f in expected if f.kind == "graph_break"]
     fixed = {f.code for f in findings if f.kind == "fixed"}
-    none = "none that needs action" if recompiled or fixed else "none (no recompiles, graph breaks or failures)"
+    fixed_breaks = [f for f in findings if f.kind == "graph_break" and f.severity == "fact"]
+    none = "none that needs action" if recompiled or fixed or fixed_breaks else "none (no recompiles, graph breaks or failures)"
     out = ["findings: " + (", ".join(found) if found else none)]
     if fixed:
         out.append(f"fixed: {plural(len(fixed), 'function')} recompiled, then compiled once after the run applied the fix")
+    if fixed_breaks:
+        out.append(f"fixed: {plural(len(fixed_breaks), 'graph break')}, gone after the run applied torch's config fix")
     if recompiled:
         out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
     if breaks:
@@ -245,11 +250,15 @@ def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[s
         total = sum(f.count for f in fs)
         if severity == "expected":
             return f"EXPECTED GRAPH BREAKS  {len(fs)} distinct, {total} in all: a wrapper's own (nothing of yours to avoid)"
+        if severity == "fact":
+            return f"GRAPH BREAKS FIXED LATER  {len(fs)} distinct, {total} in all: the run applied torch's fix after torch._dynamo.reset()"
         return f"GRAPH BREAKS  {len(fs)} distinct, {total} in all, most impact first"
     if kind == "failure":
         return f"FAILED COMPILES  {sum(f.count for f in fs)}, most serious first"
     if kind == "compile_time":
         return "SLOW COMPILES  at least 1s and 10% of their rank's compile time"
+    if kind == "autotune":
+        return "MAX-AUTOTUNE  GEMM autotuning took most of the compile time, or the compile ended in it"
     return kind.upper()
 
 
