@@ -74,6 +74,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "inductor_compile_time_s": pl.Float64,
     "code_gen_time_s": pl.Float64,
     "bwd_compile_time_s": pl.Float64,
+    "bwd_pieces": pl.Int32,
     "total_time_s": pl.Float64,
     "guard_count": pl.Int64,
     "shape_env_guard_count": pl.Int64,
@@ -247,7 +248,9 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
             row["metrics_lineno"] = lineno
             row["at_run_time"] = kind in RUNTIME_METRICS
         elif kind == "bwd_compilation_metrics":
-            row["bwd"] = meta
+            # one per backward piece: DDPOptimizer compiles each gradient bucket's backward
+            # on its own and torch writes one record per piece under the same compile id
+            row.setdefault("bwd", []).append(meta)
     for at, stack in _frameless_stacks(with_id, set(kinds), str_tables).items():
         r = info.setdefault(at, {})
         came = called_from(stack)
@@ -266,16 +269,15 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     rows = []
     for (file, cid, occ), r in info.items():
         m = r.get("metrics", {})
-        bwd = r.get("bwd", {})
+        pieces = r.get("bwd", [])
         entire = float_of(m.get("entire_frame_compile_time_s"))
         kind = kinds.get(cid, "dynamo")
         if entire is None and kind != "dynamo" and float_of(m.get("end_time_us")) is not None and float_of(m.get("start_time_us")) is not None:
             # a frameless compile's metrics time it by its span only (compile_fx_aot)
             entire = ((float_of(m.get("end_time_us")) or 0.0) - (float_of(m.get("start_time_us")) or 0.0)) / 1e6
         backend = float_of(m.get("backend_compile_time_s"))
-        bwd_t = float_of(bwd.get("inductor_compile_time_s"))
-        if bwd_t is None and bwd.get("duration_us") is not None:
-            bwd_t = (float_of(bwd.get("duration_us")) or 0.0) / 1e6
+        piece_s = [_backward_piece_s(b) for b in pieces]
+        bwd_t = sum(s for s in piece_s if s is not None) if any(s is not None for s in piece_s) else None
         restarts = m.get("restart_reasons") or []
         if not isinstance(restarts, list):
             restarts = [restarts]
@@ -315,6 +317,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "inductor_compile_time_s": float_of(m.get("inductor_compile_time_s")),
                 "code_gen_time_s": float_of(m.get("code_gen_time_s")),
                 "bwd_compile_time_s": bwd_t,
+                "bwd_pieces": len(pieces),
                 "guard_count": int_of(m.get("guard_count")),
                 "shape_env_guard_count": int_of(m.get("shape_env_guard_count")),
                 "graph_op_count": int_of(m.get("graph_op_count")),
@@ -361,6 +364,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "inductor_compile_time_s",
                 "code_gen_time_s",
                 "bwd_compile_time_s",
+                "bwd_pieces",
                 "guard_count",
                 "shape_env_guard_count",
                 "graph_op_count",
@@ -439,6 +443,21 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     return out.select([pl.col(c).cast(t) for c, t in COMPILES_SCHEMA.items()]).sort(
         "rank", "file", "frame_id", "frame_compile_id", "compiled_autograd_id", "occurrence", nulls_last=True
     )
+
+
+def _backward_piece_s(meta: dict) -> float | None:
+    """One backward piece's seconds from its `bwd_compilation_metrics`: `duration_us`, the
+    whole lazy backward compile (torch's `entire_backward_compile` span, `dynamo_timed`'s outer
+    event; the same figure as `backward_cumulative_compile_time_us`); a torch that does not
+    write it: `inductor_compile_time_s` (Inductor's part), else `end_time_us - start_time_us`."""
+    us = float_of(meta.get("duration_us"))
+    if us is not None:
+        return us / 1e6
+    ind = float_of(meta.get("inductor_compile_time_s"))
+    if ind is not None:
+        return ind
+    start, end = float_of(meta.get("start_time_us")), float_of(meta.get("end_time_us"))
+    return (end - start) / 1e6 if start is not None and end is not None else None
 
 
 def _stack_texts(frames: list) -> list[str]:

@@ -212,6 +212,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
             "inductor_compile_time_s",
             "code_gen_time_s",
             "bwd_compile_time_s",
+            *[c for c in ("bwd_pieces",) if c in c_cols],
             "autotuning_s",
             "file",
             "lineno",

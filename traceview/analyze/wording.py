@@ -75,11 +75,13 @@ def _of_which(ph: dict[str, Any]) -> str:
     return f" (of which {', '.join(inner)})" if inner else ""
 
 
-def phases_text(ph: dict[str, Any]) -> str:
+def phases_text(ph: dict[str, Any], *, backward_pieces: int | None = None) -> str:
     """Phase seconds (analyze.compile_time.compile_phases of one compile, phase_totals of
     many) in one line: the parts of the compile time, nested ones in parentheses as parts of
     their phase: "dynamo 0.64s, aot 1.87s, inductor 123s (of which codegen 118s, 111s of it
-    autotuning), backward 1.22s"."""
+    autotuning), backward 1.22s". `backward_pieces`: how many backward graphs one compile's
+    backward is (the compiles table's `bwd_pieces`; DDPOptimizer compiles one per gradient
+    bucket), said when more than one: "backward 10.3s in 4 pieces"."""
     parts = [f"dynamo {seconds_text(ph.get('dynamo') or 0)}"]
     if ph.get("inductor"):
         parts.append(f"aot {seconds_text(ph.get('aot') or 0)}")
@@ -88,7 +90,8 @@ def phases_text(ph: dict[str, Any]) -> str:
         parts.append(f"backend {seconds_text(ph.get('aot+backend') or 0)}")
     if ph.get("backward"):
         bwd_at = ph.get("backward_autotuning") or 0
-        parts.append(f"backward {seconds_text(ph['backward'])}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
+        pieces = f" in {backward_pieces} pieces" if backward_pieces and backward_pieces > 1 else ""
+        parts.append(f"backward {seconds_text(ph['backward'])}{pieces}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
     return ", ".join(parts)
 
 

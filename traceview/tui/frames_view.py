@@ -154,7 +154,7 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
     if row.get("total_time_s"):  # the summary's split and words (analyze.compile_time, output.report)
         from traceview.analyze.wording import phases_text
 
-        _label(t, "phases", phases_text(compile_phases(row)))
+        _label(t, "phases", phases_text(compile_phases(row), backward_pieces=row.get("bwd_pieces")))
     inside = model.backward_inside(row) if row.get("bwd_compile_time_s") is None else None
     if inside:
         # AOTAutograd compiled the backward with the forward (not lazily at the first backward):
