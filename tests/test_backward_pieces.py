@@ -22,6 +22,7 @@ import traceview
 from traceview.output.report import build_report
 from traceview.output.sql import run_query
 from traceview.output.summary import render_text
+from traceview.output.timeline import timeline_events
 
 from .conftest import FIXTURES
 
@@ -106,3 +107,18 @@ def test_summary_json_and_sql_say_the_same_totals(trace: traceview.Trace, report
     assert [(r, n) for r, n, _ in rows] == [(r, 4) for r in range(4)]
     assert [s for _, _, s in rows] == pytest.approx([torch_times[r]["4/0"][1] for r in range(4)], abs=1e-9)
 
+
+def test_chrome_timeline_draws_each_piece_with_the_compiles_figure(trace: traceview.Trace, torch_times: dict) -> None:
+    events = [e for e in timeline_events(trace) if e["ph"] != "M" and e.get("cat") == "compile"]
+    bwd = _records("bwd_compilation_metrics")
+    for rank in range(4):
+        mine = [e for e in events if e["args"]["rank"] == rank and e["args"]["compile_id"] == "4/0"]
+        pieces = sorted((e for e in mine if e["name"].startswith("backward ")), key=lambda e: e["ts"])
+        assert [e["name"] for e in pieces] == [f"backward 4/0 forward (piece {i} of 4)" for i in (1, 2, 3, 4)]
+        # each bar is one piece where torch compiled it: its record's start and duration
+        recs = sorted(bwd[(rank, "4/0")], key=lambda m: m["start_time_us"])
+        assert [e["dur"] for e in pieces] == pytest.approx([m["duration_us"] for m in recs], abs=2)
+        assert [e["ts"] for e in pieces] == pytest.approx([m["start_time_us"] for m in recs], abs=1000)
+        fwd, b, _ = torch_times[rank]["4/0"]
+        assert [e["args"]["seconds"] for e in mine] == pytest.approx([fwd + b] * 5, abs=1e-9)
+        assert {e["args"]["backward_pieces"] for e in mine} == {4}

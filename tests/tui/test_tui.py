@@ -20,6 +20,7 @@ pytest.importorskip("textual")
 
 import traceview
 from tests.conftest import FIXTURES, ROOT
+from traceview.analyze.wording import seconds_text
 from traceview.ingest.loading import LoadOptions
 from traceview.output.report import build_report
 from traceview.tui import code_view
@@ -872,7 +873,10 @@ async def test_timeline_shows_when_each_rank_compiled(size: tuple[int, int]) -> 
         assert "Timeline: 13 compiles + 5 backward on 4 ranks" in text
         bars = [line for line in text.splitlines() if line.lstrip().startswith("rank ") and "│" in line]
         assert [b.split("│")[0].strip() for b in bars] == ["rank 0", "rank 1", "rank 2", "rank 3"]
-        assert "6 compiles" in bars[2] and all("4 compiles" in bars[r] for r in (0, 1, 3))
+        # compiles, not bars: a lazily compiled backward is a part of its compile (issue 44.2)
+        per_rank = c.group_by("rank").len()
+        assert dict(per_rank.iter_rows()) == {0: 3, 1: 3, 2: 4, 3: 3}
+        assert "4 compiles" in bars[2] and all("3 compiles" in bars[r] for r in (0, 1, 3))
         table = view.query_one("#timeline-list", LazyTable)
         starts = [table.row(i)["start_us"] for i in range(table.row_count)]
         assert starts == sorted(starts)
@@ -905,6 +909,33 @@ async def test_timeline_shows_when_each_rank_compiled(size: tuple[int, int]) -> 
         assert main.query_one(FramesView).compile_ref() == (2, "0/1")
         await press(pilot, "6")
         assert (table.current["rank"], table.current["compile_id"]) == (2, "0/1")
+
+
+@sync
+async def test_timeline_totals_are_the_summarys_with_every_backward_piece() -> None:
+    # issue 44.2: DDPOptimizer split [4/0] into 4 buckets, each with a backward compiled
+    # lazily (4 bwd_compilation_metrics per rank under one id). The Timeline draws a bar per
+    # piece; its totals (title and each rank's line) are the compiles' own figures, the same
+    # the summary prints, not the bars added up.
+    trace = traceview.load("fixtures/corpus/ddp_rank_recompile")
+    report = build_report(trace)
+    app = build_app(open_args("fixtures/corpus/ddp_rank_recompile"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await tables(pilot)
+        await press(pilot, "6")
+        view = app.screen.query_one(TimelineView)
+        text = screen_text(app)
+        total = report["compile_time"]["total_s"]
+        assert f"Timeline: 22 compiles + 16 backward on 4 ranks, {seconds_text(total)} compiling" in text
+        bars = [line for line in text.splitlines() if line.lstrip().startswith("rank ") and "│" in line]
+        per_rank = {r["rank"]: r["compile_time_s"] for r in report["per_rank"]}
+        for rank, line in enumerate(bars):
+            n = 7 if rank == 3 else 5
+            assert line.rstrip().endswith(f"{seconds_text(per_rank[rank])}, {n} compiles")
+        table = view.query_one("#timeline-list", LazyTable)
+        rows = [table.row(i) for i in range(table.row_count)]
+        pieces = [r for r in rows if r["rank"] == 0 and r["part"] == "backward"]
+        assert [(r["compile_id"], r["piece"], r["bwd_pieces"]) for r in pieces] == [("4/0", i, 4) for i in (1, 2, 3, 4)]
 
 
 # ------------------------------------------------------------------- compare across ranks

@@ -241,8 +241,11 @@ def _timeline(trace: Trace, comps: _Compiles, width: int = 1000) -> dict[str, An
         status = r["status"] or ""
         recompile = bool(r["recompile_reason"])
         who = f"rank {r['rank']} " if r["rank"] is not None else ""
-        tip = f"{who}[{r['compile_id']}] {compile_name(c or r)}: {r['part']} {dur:.3f}s"
-        tip += f" (total {r['total_time_s'] or 0:.3f}s)" if r["part"] == "forward" else ""
+        part = r["part"]
+        if part == "backward" and (r.get("bwd_pieces") or 0) > 1 and r.get("piece"):
+            part = f"backward piece {r['piece']} of {r['bwd_pieces']}"  # DDPOptimizer: one per bucket
+        tip = f"{who}[{r['compile_id']}] {compile_name(c or r)}: {part} {dur:.3f}s"
+        tip += f" (total {r['total_time_s'] or 0:.3f}s)"  # the compile's own figure, every view's
         if segs and r["part"] == "forward":
             tip += "; " + ", ".join(f"{n} {s:.3f}s" for n, s in segs)
         if status not in ("ok", ""):

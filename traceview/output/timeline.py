@@ -3,8 +3,11 @@
 Chrome Trace Event format (JSON object form), for Perfetto (ui.perfetto.dev) and
 chrome://tracing: one process per rank (per input file when a rank has several, e.g. two runs),
 named by metadata events. Each compile is a complete ("X") event from its
-`compilation_metrics` (start, forward compile time) on the process's "compiles" track; the
-compile phases of its `chromium_event`s (`dynamo`, `inductor_compile`, autotuning, ...) are
+`compilation_metrics` (start, forward compile time) on the process's "compiles" track, and so
+is each piece of its lazily compiled backward (one per `entire_backward_compile` span:
+DDPOptimizer compiles one per gradient bucket), named `backward <id> <function> (piece i of
+n)`; their args carry the compile's own figure (`seconds`: forward and every backward piece,
+the summary's) and `backward_pieces`. The compile phases of its `chromium_event`s (`dynamo`, `inductor_compile`, autotuning, ...) are
 "X" events on the "phases" tracks. Every event's args carry the compile id and the compiled
 function. A phase whose end was never logged (the process died while compiling) is an instant
 ("i") event: its length is not known, and is not made up.
@@ -38,12 +41,15 @@ def compile_rows(trace: Trace) -> pl.DataFrame:
     compiles without a start time are left out. `process` and `process_label` name the rank
     (a rank with several input files has one process per file); `offset_s` counts from the
     first compile of the whole run. `total_time_s` is the compile's own figure (forward and
-    backward, as the summary and the UI's findings count it) on both of its rows: a bar shows
-    one part of it."""
+    every backward piece, as the summary and the UI's findings count it) on all of its rows: a
+    bar shows one part of it. `bwd_pieces` is how many backward graphs the compile has
+    (DDPOptimizer compiles one per gradient bucket: one `backward` row each), `piece` the
+    backward row's place among them in start order (null on a forward row)."""
     compiles = trace.compiles.select(
         "file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status",
         "fail_type", "fail_reason", "recompile_reason",
         pl.col("start").dt.epoch("us").alias("start_us"), "compile_time_s", "total_time_s",
+        *([pl.col("bwd_pieces")] if "bwd_pieces" in trace.compiles.columns else [pl.lit(None, dtype=pl.Int32).alias("bwd_pieces")]),
     )
     spans = _spans_with_function(trace.spans, compiles)
     processes = _processes(compiles, spans)
@@ -54,15 +60,17 @@ def compile_rows(trace: Trace) -> pl.DataFrame:
     )
     bwd_spans = spans.filter((pl.col("name") == BACKWARD_SPAN) & pl.col("start_us").is_not_null())
     meta = compiles.select("file", "rank", "compile_id", "occurrence", "filename", "line", "status", "fail_type",
-                           "fail_reason", "recompile_reason", "total_time_s")
+                           "fail_reason", "recompile_reason", "total_time_s", "bwd_pieces")
     # the compile the span's end falls in (spans.occurrence: a compile id used again after a
     # torch._dynamo.reset() is another compile)
     bwd = bwd_spans.join(meta, on=["file", "rank", "compile_id", "occurrence"], how="left", nulls_equal=True).with_columns(
         pl.lit("backward").alias("part"),
         (pl.col("duration_s") * 1e6).round().cast(pl.Int64).clip(lower_bound=0).alias("dur_us"),
+        (pl.col("start_us").rank("ordinal").over("file", "compile_id", "occurrence").cast(pl.Int32)).alias("piece"),
     )
+    fwd = fwd.with_columns(pl.lit(None, dtype=pl.Int32).alias("piece"))
     cols = ["file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status", "fail_type",
-            "fail_reason", "recompile_reason", "part", "start_us", "dur_us", "total_time_s"]
+            "fail_reason", "recompile_reason", "part", "start_us", "dur_us", "total_time_s", "bwd_pieces", "piece"]
     rows = pl.concat([fwd.select(cols), bwd.select(cols)], how="vertical_relaxed").with_columns(
         pl.col("start_us").cast(pl.Int64)
     )
@@ -88,18 +96,27 @@ def timeline_events(trace: Trace) -> list[dict[str, Any]]:
     # per process and track kind: each track's stack of open events' ends
     lanes: dict[tuple[int, str], list[list[int]]] = {}
     body: list[dict[str, Any]] = []
-    forward = compile_rows(trace).filter(pl.col("part") == "forward")
-    for row in forward.iter_rows(named=True):
+    for row in compile_rows(trace).iter_rows(named=True):
         pid = row["process"]
         args = _args(row)
-        args.update(status=row["status"], occurrence=row["occurrence"])
+        # the compile's own figure (the summary's): forward and every backward piece, each
+        # drawn at the time it was compiled
+        args.update(status=row["status"], occurrence=row["occurrence"], seconds=row["total_time_s"],
+                    backward_pieces=row["bwd_pieces"])
         if row["filename"]:
             args["source"] = f"{row['filename']}:{row['line']}"
         dur = row["dur_us"]
-        name = f"compile {row['compile_id']} {row['function'] or '?'}"
-        if dur is None:  # no metrics: the compile's length is unknown
+        if row["part"] == "backward":
+            n = row["bwd_pieces"] or 0
+            args["piece"] = row["piece"]
+            name = f"backward {row['compile_id']} {row['function'] or '?'}" + (f" (piece {row['piece']} of {n})" if n > 1 else "")
+            missing = " (no end logged)"
+        else:
+            name = f"compile {row['compile_id']} {row['function'] or '?'}"
+            missing = " (no compilation_metrics)"
+        if dur is None:  # no metrics, or no end: the length is unknown
             lanes.setdefault((pid, "compiles"), [])
-            body.append(_instant(name + " (no compilation_metrics)", "compile", row["start_us"], pid, 0, args))
+            body.append(_instant(name + missing, "compile", row["start_us"], pid, 0, args))
             continue
         tid = _lane(lanes.setdefault((pid, "compiles"), []), row["start_us"], dur, base=0)
         body.append(_complete(name, "compile", row["start_us"], dur, pid, tid, args))
