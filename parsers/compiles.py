@@ -96,6 +96,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "aot_cache_bypasses": pl.Int32,
     "at_run_time": pl.Boolean,
     "parent_compile_id": pl.String,
+    "parent_candidates": pl.List(pl.String),
     "graph_piece": pl.String,
     "user_stack": pl.List(pl.String),
     "call_filename": pl.String,
@@ -501,30 +502,40 @@ def _frameless_call_columns(came) -> dict[str, object]:
 
 
 def _with_parents(out: pl.DataFrame) -> pl.DataFrame:
-    """`parent_compile_id` of each compile without a Dynamo frame called from the code a Dynamo
-    compile produced: the latest compile of that code object (function, file, first line) in
-    the same file before it."""
-    parents: dict[tuple, str] = {}
+    """`parent_candidates` and `parent_compile_id` of each compile without a Dynamo frame whose
+    record stack shows Dynamo's compiled code running (parsers.frameless.called_from: the
+    function, file and line of that frame). The candidates: the compiles of that code object in
+    the same file (process) that ended before this one began, not failed (a failed compile
+    made no code); the code object is the function and file of the frame, at the frame's line
+    (its first line: Dynamo's code reports it) or else the one of that name whose first line is
+    the nearest before the frame's. `parent_compile_id` is the candidate when there is exactly
+    one; with several, which of them ran is not in the log, and none is picked."""
+    found: dict[tuple, list[str]] = {}
     todo = out.filter(pl.col("_cf_function").is_not_null())
     if todo.height:
-        dyn = out.filter(pl.col("compile_kind") == "dynamo").sort("lineno")
+        ended = pl.coalesce("metrics_lineno", "lineno")
+        dyn = out.filter((pl.col("compile_kind") == "dynamo") & ~pl.col("status").is_in(["failed", "no_metrics"])).sort("lineno")
         for r in todo.iter_rows(named=True):
             same = dyn.filter(
                 (pl.col("file") == r["file"]) & (pl.col("function") == r["_cf_function"])
-                & (pl.col("filename") == r["_cf_filename"]) & (pl.col("lineno") < r["lineno"])
+                & (pl.col("filename") == r["_cf_filename"]) & (ended < r["lineno"])
             )
-            exact = same.filter(pl.col("line") == r["_cf_line"])
-            pick = exact if exact.height else same
-            if pick.height:
-                parents[(r["file"], r["compile_id"], r["occurrence"])] = pick["compile_id"][-1]
+            line = r["_cf_line"]
+            pick = same.filter(pl.col("line") == line)
+            if not pick.height and line is not None:
+                before = same.filter(pl.col("line") <= line)
+                pick = before.filter(pl.col("line") == before["line"].max()) if before.height else before
+            found[(r["file"], r["compile_id"], r["occurrence"])] = pick["compile_id"].unique(maintain_order=True).to_list()
     keys = pl.DataFrame(
-        [{"file": f, "compile_id": c, "occurrence": o, "parent_compile_id": p} for (f, c, o), p in parents.items()],
-        schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "parent_compile_id": pl.String},
+        [{"file": f, "compile_id": c, "occurrence": o, "parent_candidates": ids, "parent_compile_id": ids[0] if len(ids) == 1 else None}
+         for (f, c, o), ids in found.items()],
+        schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "parent_candidates": pl.List(pl.String),
+                "parent_compile_id": pl.String},
     )
-    out = out.join(keys, on=["file", "compile_id", "occurrence"], how="left") if parents else out.with_columns(
-        pl.lit(None, dtype=pl.String).alias("parent_compile_id")
+    out = out.join(keys, on=["file", "compile_id", "occurrence"], how="left")
+    return out.with_columns(pl.col("parent_candidates").fill_null(pl.lit([], dtype=pl.List(pl.String)))).drop(
+        "_cf_function", "_cf_filename", "_cf_line"
     )
-    return out.drop("_cf_function", "_cf_filename", "_cf_line")
 
 
 _FRAMELESS_PHASES = ("inductor_compile", "GraphLowering.compile_to_fn")
