@@ -1344,6 +1344,36 @@ async def test_frames_after_a_reset_are_two_code_objects() -> None:
 
 
 @sync
+async def test_frames_show_run_time_pieces_under_their_compile_never_as_recompiles() -> None:
+    # issue 44.7, fixtures/corpus/piecewise_resume: forward [0/0], [0/1] and its resume function
+    # [1/0], [1/1]; the backend compiled 4 graphs with Inductor at run time. Each is a piece of
+    # the compile whose code made it (under its leaf), or, where two compiles of the code
+    # object had run, under the code object with both named: never a code object of its own,
+    # never counted as recompiles.
+    app = build_app(open_args("fixtures/corpus/piecewise_resume/trace"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2")
+        frames = main.query_one(FramesView)
+        tree = frames.query_one("#frames-tree")
+        nodes = {n.label.plain.split("  ")[0]: n for n in tree.root.children}
+        assert set(nodes) == {"Net.forward", "Net.torch_dynamo_resume_in_forward_at_49"}
+        fwd = nodes["Net.forward"]
+        assert fwd.label.plain.startswith("Net.forward  2 compiles (1 recompile) + 2 run-time Inductor compiles (")
+        leaves = [c.label.plain for c in fwd.children]
+        assert len(leaves) == 3 and "0/0" in leaves[0] and "+ 1 run-time Inductor compile" in leaves[0]
+        (under_0_0,) = [c.label.plain for c in fwd.children[0].children]
+        assert "unknown_" in under_0_0 and "run-time Inductor compile" in under_0_0
+        assert leaves[2].endswith("run-time Inductor compile of [0/0] or [0/1] (which one: not in the log)")
+        assert "recompile" not in " ".join(c.label.plain for c in fwd.children[0].children)
+        # the piece's detail names the compile that made it
+        tree.move_cursor(fwd.children[0].children[0])
+        await pilot.pause()
+        detail = static_text(frames.query_one("#compile-detail"))
+        assert "made by      [0/0]'s graph: a piece of that compile, run at run time (not a recompile)" in detail
+
+
+@sync
 async def test_guards_and_graph_of_the_second_compile_with_an_id() -> None:
     # fixtures/corpus/reset_between_models: selecting scale_b's 0/1 (after the reset, the second
     # compile with that id) shows scale_b's guards (`m`) compared with scale_b's own 0/0, and

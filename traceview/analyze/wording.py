@@ -152,9 +152,11 @@ class Paths:
         it came from (the piece of a Dynamo compile's graph, or the line that called Inductor)."""
         if r.get("compile_kind") not in (None, "dynamo") and not r.get("function"):
             name = kind_label(r["compile_kind"]) + (" at run time" if r.get("at_run_time") else "")
+            piece = f"{r['graph_piece']} of " if r.get("graph_piece") else ""
             if r.get("parent_compile_id"):
-                piece = f"{r['graph_piece']} of " if r.get("graph_piece") else ""
                 return f"{name} ({piece}[{r['parent_compile_id']}]'s graph)"
+            if len(r.get("parent_candidates") or []) > 1:  # which compile's code ran is not in the log
+                return f"{name} ({piece}{' or '.join(f'[{c}]' for c in r['parent_candidates'])}'s graph)"
             if r.get("call_filename"):
                 return f"{name} (called at {self.show(r['call_filename'], r.get('call_line'))})"
             return name
