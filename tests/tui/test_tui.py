@@ -1374,6 +1374,24 @@ async def test_frames_show_run_time_pieces_under_their_compile_never_as_recompil
 
 
 @sync
+async def test_frames_of_a_piecewise_backend_one_compile_and_its_pieces() -> None:
+    # issue 44.7, fixtures/corpus/piecewise_backend: Block.forward [0/0] and 6 run-time Inductor
+    # compiles its backend made, plus one torch._inductor.compile called directly. Before, every
+    # compile without a Dynamo frame grouped as one code object: "7 compiles (6 recompiles)".
+    app = build_app(open_args("fixtures/corpus/piecewise_backend/trace"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2")
+        tree = main.query_one(FramesView).query_one("#frames-tree")
+        labels = [n.label.plain for n in tree.root.children]
+        assert len(labels) == 2 and not any("recompile" in lb for lb in labels)
+        assert labels[0].startswith("Block.forward  1 compile + 6 run-time Inductor compiles (")
+        assert labels[1].startswith("Inductor compile without a Dynamo frame  1 compile  ")
+        (leaf,) = tree.root.children[0].children
+        assert [c.label.plain.split("  run-time Inductor compile of ")[-1] for c in leaf.children] == ["submod_0", "submod_2"] * 3
+
+
+@sync
 async def test_guards_and_graph_of_the_second_compile_with_an_id() -> None:
     # fixtures/corpus/reset_between_models: selecting scale_b's 0/1 (after the reset, the second
     # compile with that id) shows scale_b's guards (`m`) compared with scale_b's own 0/0, and

@@ -336,7 +336,8 @@ class FramesView(View):
         diverging = {r: f.claim for f in findings_of(self.model.report) if f.kind in ("divergence", "stall")
                      for r in f.ranks if r is not None}
         groups: dict[Any, dict[tuple, list[dict[str, Any]]]] = {}
-        pieces = [r for r in rows if is_piece(r)] if not self.model.text_only else []
+        # (in log order: `unknown_<line>` ids do not sort as numbers)
+        pieces = sorted((r for r in rows if is_piece(r)), key=lambda r: (r.get("file") or "", r.get("lineno") or 0)) if not self.model.text_only else []
         for r in rows:
             if not pieces or not is_piece(r):
                 groups.setdefault(r["rank"], {}).setdefault(_frame_key(r), []).append(r)
