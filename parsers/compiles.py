@@ -447,18 +447,19 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
 
 
 def _backward_piece_s(meta: dict) -> float | None:
-    """One backward piece's seconds from its `bwd_compilation_metrics`: `duration_us`, the
-    whole lazy backward compile (torch's `entire_backward_compile` span, `dynamo_timed`'s outer
-    event; the same figure as `backward_cumulative_compile_time_us`); a torch that does not
-    write it: `inductor_compile_time_s` (Inductor's part), else `end_time_us - start_time_us`."""
+    """One backward piece's seconds from its `bwd_compilation_metrics`: `end_time_us -
+    start_time_us`, the window torch timed it in (its metrics context, around the whole lazy
+    backward compile: the `entire_backward_compile` span, `duration_us`, and the record's own
+    bookkeeping, well under a millisecond), the figure the compile account draws each piece
+    with; a torch that writes no such times: `duration_us`, else `inductor_compile_time_s`
+    (Inductor's part)."""
+    start, end = float_of(meta.get("start_time_us")), float_of(meta.get("end_time_us"))
+    if start is not None and end is not None and end >= start:
+        return (end - start) / 1e6
     us = float_of(meta.get("duration_us"))
     if us is not None:
         return us / 1e6
-    ind = float_of(meta.get("inductor_compile_time_s"))
-    if ind is not None:
-        return ind
-    start, end = float_of(meta.get("start_time_us")), float_of(meta.get("end_time_us"))
-    return (end - start) / 1e6 if start is not None and end is not None else None
+    return float_of(meta.get("inductor_compile_time_s"))
 
 
 def _stack_texts(frames: list) -> list[str]:

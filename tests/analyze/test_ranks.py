@@ -171,14 +171,22 @@ def test_the_rank_that_recompiled_alone_is_tied_to_the_collective_sizes() -> Non
     _valid(rep)
     [m] = rep["collectives"]["mismatches"]
     assert (m["kind"], m["ranks"], m["other_ranks"], m["compile_id"], m["other_compile_id"]) == ("size", [1], [0, 2, 3], "0/1", "0/0")
-    # torch's own recompile reason (the trace's and the text log's `Recompiling function step`)
-    assert m["recompile_reason"] == "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 6"
+    # the recompile's one cause (the compile account's: torch's `tensor 'x' size mismatch at index 0.
+    # expected 8, actual 6`), said as every finding says it
+    assert m["recompile_reason"] == "dimension 0 of x varies (seen: 8, 6)"
     assert m["message"].startswith(
         "collective sizes do not match: rank 1 compiled [0/1] step (collective_size_mismatch.py:29) alone "
-        "(recompiled: 0/0: tensor 'x' size mismatch at index 0. expected 8, actual 6); there its first all_reduce "
+        "(recompiled: dimension 0 of x varies (seen: 8, 6)); there its first all_reduce "
         "takes float32[6, 16], ranks 0,2,3 in [0/0] take float32[8, 16]: expect an abort on the size mismatch"
     )
-    assert "drop_last=True" in m["next_step"]
+    # the all_reduce runs on an activation: a dynamic graph would still send [6, 16] against [8, 16]
+    # (issue 44, item 6): equal shapes are the fix, mark_dynamic is not offered as one
+    assert m["next_step"].startswith("give every rank the same shapes (drop_last=True in the DataLoader, or pad the last batch)")
+    assert "would spare rank 1 the recompile but still send float32[6, 16] against float32[8, 16]" in m["next_step"]
+    assert "torch._dynamo.mark_dynamic" not in m["next_step"]
+    # one root cause, one finding: no RANK DIVERGENCE offering mark_dynamic for the same compile
+    kinds = [f["kind"] for f in rep["findings"]]
+    assert "divergence" not in kinds and kinds.count("collectives") == 2  # the mismatch and the others' wait
 
 
 def test_collectives_come_first_in_the_text_summary() -> None:
@@ -204,16 +212,15 @@ def test_a_schedule_missing_after_an_fx_cache_hit_is_unknown_not_none() -> None:
     from traceview.analyze.collectives import collective_mismatches
 
     t = traceview.load(EXTRA / "trace")
+    # rank 3's graph as if it came from the FX graph cache: torch logs no schedule then
+    collectives, compiles = t.collectives, t.compiles
+    t.provide("collectives", collectives.filter(pl.col("rank") != 3))
+    t.provide("compiles", compiles.with_columns(
+        pl.when(pl.col("rank") == 3).then(1).otherwise(pl.col("fx_cache_hits")).alias("fx_cache_hits"),
+        pl.when(pl.col("rank") == 3).then(0).otherwise(pl.col("fx_cache_misses")).alias("fx_cache_misses"),
+    ))
 
-    class Hit:  # rank 3's graph as if it came from the FX graph cache: torch logs no schedule then
-        collectives = t.collectives.filter(pl.col("rank") != 3)
-        graph_execution = t.graph_execution
-        compiles = t.compiles.with_columns(
-            pl.when(pl.col("rank") == 3).then(1).otherwise(pl.col("fx_cache_hits")).alias("fx_cache_hits"),
-            pl.when(pl.col("rank") == 3).then(0).otherwise(pl.col("fx_cache_misses")).alias("fx_cache_misses"),
-        )
-
-    res = collective_mismatches(Hit())  # type: ignore[arg-type]
+    res = collective_mismatches(t)
     assert res["unknown"] == [{"rank": 3, "compile_id": "0/0", "graph_index": 0,
                                "why": "the graph came from the FX graph cache (torch logs no schedule then)"}]
     [m] = res["mismatches"]

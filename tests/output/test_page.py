@@ -340,7 +340,7 @@ def test_grid_rows_are_named_compiles_and_columns_ranks() -> None:
     # [0/1] only on rank 1: rank 0's cell is white, rank 1's links to its compile and is outlined
     row = grid[grid.index('data-cid="0/1"') :]
     row = row[: row.index("</g>")]
-    assert re.findall(r'class="cell st-(\w+)( odd)?"', row) == [("missing", ""), ("ok", " odd")]
+    assert re.findall(r'class="cell st-(\w+)( odd)?"', row) == [("missing", ""), ("finished", " odd")]
     assert 'href="#c1-0-1-1"' in row and 'href="#q=%5B0/1%5D"' in row
     cell = re.search(r'<rect class="cell[^>]*width="(\d+)" height="(\d+)"', grid)
     assert int(cell.group(1)) >= 14 and int(cell.group(2)) >= 14  # big enough to see and to click
@@ -421,3 +421,250 @@ def test_browser_labels_are_not_cut(tmp_path: Path) -> None:
     assert {b[0] for b in boxes} == {"timeline", "functions", "grid"}
     for svg_id, x0, x1, col in boxes:
         assert x0 >= 0 and x1 <= col, (svg_id, x0, x1, col)
+
+
+# ------------------------------------------------------------------ unfinished compiles: pictures that show the stop
+STOPS = {
+    "stop_hang_behind_rank": FIXTURES / "stop_hang_behind_rank",
+    "stop_backward_compiling": FIXTURES / "stop_backward_compiling",
+    "stop_killed_in_codegen": FIXTURES / "stop_killed_in_codegen",
+    "ddp_rank_recompile": FIXTURES / "corpus" / "ddp_rank_recompile",
+}
+_STAMP = re.compile(r"^[VIWEF](\d{4} \d\d:\d\d:\d\d\.\d{6}) ", re.M)
+
+
+def _torch_records(run: Path, kind: str) -> dict[tuple[int, str], list[dict]]:
+    """(rank, "frame/compile") -> the `kind` records (compilation_metrics,
+    bwd_compilation_metrics) torch wrote, in log order, read from the raw trace files."""
+    import gzip
+    import json
+
+    out: dict[tuple[int, str], list[dict]] = {}
+    for f in sorted((run / "trace").iterdir()):
+        with (gzip.open(f, "rt") if f.suffix == ".gz" else f.open()) as fh:
+            for line in fh:
+                if f'] {{"{kind}": ' in line:
+                    rec = json.loads(line[line.index("] {") + 2 :])
+                    out.setdefault((rec["rank"], f"{rec['frame_id']}/{rec['frame_compile_id']}"), []).append(rec[kind])
+    return out
+
+
+def _last_stamp(run: Path) -> str:
+    """The capture's last timestamp as torch's glog prefix writes it ("1128 12:15:57.005000"),
+    over the text log and every trace file."""
+    import gzip
+
+    texts = [(run / "torch_logs.txt").read_text(errors="replace")]
+    for f in (run / "trace").iterdir():
+        with (gzip.open(f, "rt") if f.suffix == ".gz" else f.open()) as fh:
+            texts.append(fh.read())
+    return max(s for t in texts for s in _STAMP.findall(t))
+
+
+_BAR = re.compile(
+    r'<g class="(bar|bwd)([^"]*)" data-cid="([^"]*)" data-rank="([^"]*)" data-piece="([^"]*)" data-index="(\d+)" '
+    r'data-status="([^"]*)" data-seconds="([^"]*)"><title>([^<]*)</title>(.*?)</g>', re.S)
+
+
+def _timeline_bars(html: str) -> list[dict]:
+    """Each bar of the page's timeline: its piece, status, seconds, tooltip and where it ends (px)."""
+    out = []
+    for kind, cls, cid, rank, piece, index, status, secs, tip, body in _BAR.findall(_svg(html, "timeline")):
+        rects = [(float(x), float(w)) for x, w in re.findall(r'<rect class="ph-[^"]*" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', body)]
+        mark = re.search(r'<text class="open-mark"[^>]*>([^<]*)</text>', body)
+        out.append({"kind": kind, "classes": cls.split(), "cid": cid, "rank": int(rank), "piece": piece, "index": int(index),
+                    "status": status, "seconds": float(secs) if secs else None, "tip": unescape(tip),
+                    "x0": min(x for x, _ in rects), "x1": max(x + w for x, w in rects), "mark": unescape(mark.group(1)) if mark else None})
+    return out
+
+
+def _end_line(html: str) -> tuple[str, float]:
+    m = re.search(r'<line class="(end-line[^"]*)" x1="([\d.]+)"', _svg(html, "timeline"))
+    return m.group(1), float(m.group(2))
+
+
+def _states(html: str) -> list[str]:
+    return [unescape(x) for x in re.findall(r'<text class="state"[^>]*><title>[^<]*</title>([^<]*)</text>', _svg(html, "timeline"))]
+
+
+@pytest.fixture(scope="module")
+def stop_pages() -> dict[str, str]:
+    return {name: page.render_page(traceview.load(run)) for name, run in STOPS.items()}
+
+
+@pytest.mark.parametrize("name", list(STOPS))
+def test_timeline_draws_every_piece_as_torch_timed_it(stop_pages: dict[str, str], name: str) -> None:
+    """Every piece of every compile is a bar with the status and seconds torch's own records
+    give: a finished forward its compilation_metrics' entire_frame_compile_time_s, each
+    backward piece its bwd_compilation_metrics' end - start (DDPOptimizer: one per bucket); a
+    piece left open is marked and ends on the line of the capture's end."""
+    html = stop_pages[name]
+    run = STOPS[name]
+    fwd, bwd = _torch_records(run, "compilation_metrics"), _torch_records(run, "bwd_compilation_metrics")
+    bars = _timeline_bars(html)
+    cls, end_x = _end_line(html)
+    assert cls == ("end-line" if name == "ddp_rank_recompile" else "end-line ended")
+    assert max(b["x1"] for b in bars) <= end_x + 0.2
+    seen: dict[tuple[int, str], list[dict]] = {}
+    for b in bars:
+        seen.setdefault((b["rank"], b["cid"]), []).append(b)
+        if b["status"] in ("interrupted", "never_ended"):
+            assert "open" in b["classes"] and abs(b["x1"] - end_x) <= 0.2, b
+            assert "interrupted when the job ended" in b["tip"] and "s to the capture's end" in b["tip"]
+            continue
+        assert b["status"] == "finished" and "open" not in b["classes"], b
+        if b["piece"] == "forward":
+            [m] = fwd[(b["rank"], b["cid"])]
+            assert b["seconds"] == pytest.approx(m["entire_frame_compile_time_s"], abs=1e-6), b
+        else:
+            p = bwd[(b["rank"], b["cid"])][b["index"]]
+            assert b["seconds"] == pytest.approx((p["end_time_us"] - p["start_time_us"]) / 1e6, abs=1e-6), b
+    # no piece torch logged is missing, and each compile's backward pieces are all drawn
+    for key, recs in bwd.items():
+        assert sorted(b["index"] for b in seen[key] if b["piece"] == "backward" and b["status"] == "finished") == list(range(len(recs)))
+    assert {k for k in fwd} <= set(seen)
+
+
+def test_hung_rank_runs_to_the_stop_and_the_waiting_rank_says_so(stop_pages: dict[str, str]) -> None:
+    """fixtures/stop_hang_behind_rank: rank 1 hangs in [4/1]'s code_gen until timeout's SIGTERM;
+    rank 0 finished [4/1] (forward and backward) and waits. Rank 1's bar runs from its
+    dynamo_start to the capture's last timestamp (58.389 s), marked; the rows end with each
+    rank's state then; nothing about [4/1] on rank 1 says finished or ok."""
+    html = stop_pages["stop_hang_behind_rank"]
+    bars = _timeline_bars(html)
+    [hung] = [b for b in bars if b["rank"] == 1 and b["cid"] == "4/1"]
+    assert (hung["piece"], hung["status"], hung["seconds"]) == ("forward", "interrupted", 58.389)
+    assert hung["mark"] == "interrupted when the job ended (in inductor code_gen)"
+    assert hung["tip"].startswith("rank 1 [4/1] MLP.forward (hang_behind_rank.py:42): forward interrupted when the job ended (in inductor code_gen): "
+                                  "58.389s to the capture's end")
+    assert "Sending process 29353 closing signal SIGTERM" in hung["tip"]
+    # the hung bar is the last thing on the axis: it ends where the job did
+    assert hung["x1"] == pytest.approx(_end_line(html)[1], abs=0.2) and hung["x1"] == max(b["x1"] for b in bars)
+    # rank 0 finished [4/1] in 1.18 s and its backward in 1.66 s
+    assert [(b["piece"], b["status"], b["seconds"]) for b in bars if b["rank"] == 0 and b["cid"] == "4/1"] == [
+        ("forward", "finished", 1.180718), ("backward", "finished", 1.659482)]
+    assert _states(html) == ["waiting for rank 1 (likely)", "compiling [4/1] (in inductor code_gen)"]
+    # 58.389 s is torch's own clock: from rank 1's dynamo_start of [4/1] to the launcher's last line
+    assert _last_stamp(STOPS["stop_hang_behind_rank"]) == "1128 12:15:57.005000"
+    summary = re.search(r'id="c1-4-1-1"[^>]*>\n<summary class="mono">(.*?)</summary>', html).group(1)
+    assert re.sub(r"<[^>]+>", "", unescape(summary)).endswith(
+        "— interrupted when the job ended (in inductor code_gen), 58.389s up to the capture's end")
+    grid = _svg(html, "grid")
+    row = grid[grid.index('data-cid="4/1"') :]
+    assert re.findall(r'class="cell st-(\w+)', row[: row.index("</g>")]) == ["finished", "interrupted"]
+
+
+def test_interrupted_backward_is_drawn_and_never_ok(stop_pages: dict[str, str]) -> None:
+    """fixtures/stop_backward_compiling: both ranks' forward finished (78.8 s), their backward
+    was stopped in code_gen by timeout's SIGTERM. The backward is a bar from its first record to
+    the stop (not "backward 0.000s"), the compile's line says interrupted with the account's
+    seconds (forward and the open backward), the grid's cells are unfinished, not ok."""
+    html = stop_pages["stop_backward_compiling"]
+    bars = _timeline_bars(html)
+    assert [(b["rank"], b["piece"], b["status"]) for b in sorted(bars, key=lambda b: (b["rank"], b["x0"]))] == [
+        (0, "forward", "finished"), (0, "backward", "interrupted"), (1, "forward", "finished"), (1, "backward", "interrupted")]
+    back = {b["rank"]: b for b in bars if b["piece"] == "backward"}
+    assert back[0]["seconds"] == 38.426328 and back[1]["seconds"] == 38.625526  # to the SIGTERM line, 23:36:41.994
+    assert back[0]["mark"].startswith("interrupted") and "inductor code_gen" in back[0]["mark"]
+    assert back[0]["tip"].startswith("rank 0 [0/0] MLP.forward (stops_torchrun.py:54): backward interrupted when the job ended "
+                                     "(in inductor code_gen): 38.426s to the capture's end (the compile: 117.193s up to")
+    lines = [re.sub(r"<[^>]+>", "", unescape(x)) for x in re.findall(r'<summary class="mono">(.*?)</summary>', html)]
+    assert [x.split(" — ")[1] for x in lines] == [
+        "interrupted when the job ended (backward, in inductor code_gen), 117.193s up to the capture's end",
+        "interrupted when the job ended (backward, in inductor code_gen), 117.231s up to the capture's end",
+    ]
+    assert re.findall(r'class="cell st-(\w+)', _svg(html, "grid")) == ["interrupted", "interrupted"]
+    assert _states(html) == ["compiling [0/0] (backward, in inductor code_gen)"] * 2
+
+
+def test_nothing_unfinished_is_labelled_ok(stop_pages: dict[str, str]) -> None:
+    for name, html in stop_pages.items():
+        assert "st-ok" not in html and " — <span class=\"st\">ok" not in html, name
+        for cls, status, text in re.findall(
+                r'<details class="compile([^"]*)" id="[^"]+" data-k="[^"]*" data-blobs="[^"]*" data-status="([^"]*)">\n'
+                r'<summary class="mono">.*?<span class="st">([^<]*)</span>', html):
+            if status in ("interrupted", "never_ended"):
+                assert "open" in cls and unescape(text).startswith("interrupted when the job ended"), (name, text)
+            else:
+                assert status == "finished" and unescape(text).startswith("finished"), (name, status, text)
+
+
+@pytest.mark.e2e
+def test_browser_draws_the_hang_to_the_stop(stop_pages: dict[str, str], tmp_path: Path) -> None:
+    """In Chromium, fixtures/stop_hang_behind_rank: the hung bar's box ends on the stop's line,
+    its words sit inside it, and each rank's state after its row is inside the picture."""
+    probe = """<script>
+    var svg = document.getElementById("timeline"), out = {};
+    var line = svg.querySelector("line.end-line"), bar = svg.querySelector("g.open");
+    var b = bar.getBBox(), m = bar.querySelector("text.open-mark").getBBox();
+    out.line = parseFloat(line.getAttribute("x1")); out.bar = [b.x, b.x + b.width]; out.mark = [m.x, m.x + m.width];
+    out.width = parseFloat(svg.getAttribute("width"));
+    out.states = Array.prototype.map.call(svg.querySelectorAll("text.state"), function (t) { var s = t.getBBox(); return [s.x, s.x + s.width]; });
+    var pre = document.createElement("pre"); pre.id = "probe"; pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+    </script></body>"""
+    f = tmp_path / "hang.html"
+    f.write_text(stop_pages["stop_hang_behind_rank"].replace("</body>", probe))
+    r = _chromium(["--dump-dom"], f.as_uri(), tmp_path)
+    assert not _console_errors(r.stderr), r.stderr[-2000:]
+    import json
+
+    got = json.loads(unescape(re.search(r'<pre id="probe">(.*?)</pre>', r.stdout, re.S).group(1)))
+    # the bar's box takes in its dashed outline (1.5 px): its right edge is on the line
+    assert abs(got["bar"][1] - got["line"]) <= 1.5
+    assert got["bar"][0] <= got["mark"][0] and got["mark"][1] <= got["bar"][1]
+    assert len(got["states"]) == 2 and all(got["line"] < x0 and x1 <= got["width"] for x0, x1 in got["states"])
+    shot = tmp_path / "hang.png"
+    _chromium([f"--screenshot={shot}", "--window-size=1280,1600"], f.as_uri(), tmp_path)
+    assert _png_pixels_vary(shot.read_bytes())
+
+
+def _runs() -> list[Path]:
+    from tests.conftest import SHARED
+
+    corpus = FIXTURES / "corpus"
+    return sorted(
+        [p for p in FIXTURES.iterdir() if (p / "trace").is_dir()] + [p for p in corpus.iterdir() if (p / "trace").is_dir()]
+        + [p for p in (SHARED / "gpu").glob("*") if (p / "trace").is_dir()]
+        + [p for p in (SHARED / "peer-tlparse").glob("multi_rank_*") if p.is_dir()])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("path", _runs(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_page_data_is_the_compile_account_on_every_run(path: Path) -> None:
+    """On every real run: the page's compile list shows each compile with the account's status
+    and seconds, and its timeline one bar per piece of the account with the piece's status and
+    seconds, open pieces ending on the capture's-end line (one story in every view)."""
+    from traceview.analyze.accounts.compiles import OPEN, compile_account, compile_pieces
+
+    t = traceview.load(path)
+    html = page.render_page(t)
+    comps = page._compiles(t)
+    where = {r["anchor"]: (r["file"], r["compile_id"], r["occurrence"] or 1) for r in comps.rows}
+    acc = {(r["file"], r["compile_id"], r["occurrence"] or 1): r
+           for r in compile_account(t).filter(pl.col("compile_id").is_not_null()).iter_rows(named=True)}
+    listed = re.findall(r'<details class="compile[^"]*" id="([^"]+)" data-k="[^"]*" data-blobs="[^"]*" data-status="([^"]*)">\n'
+                        r'<summary class="mono">.*?<span class="st">([^<]*)</span>', html)
+    assert sorted(where[a] for a, _, _ in listed) == sorted(acc)
+    for a, status, text in listed:
+        r = acc[where[a]]
+        assert status == r["status"], (a, status, r["status"])
+        if r["seconds"] is not None and r["status"] != "unknown":
+            assert f"{r['seconds']:.3f}s" in text, (a, text)
+        if r["status"] in OPEN:
+            assert unescape(text).endswith("up to the capture's end"), (a, text)
+    if '<svg id="timeline"' not in html:
+        return
+    pieces: dict[tuple, list[tuple]] = {}
+    for r in compile_pieces(t).filter(pl.col("start").is_not_null()).iter_rows(named=True):
+        pieces.setdefault((r["file"], r["compile_id"], r["occurrence"] or 1), []).append(
+            (r["piece"], r["index"], r["status"], None if r["seconds"] is None else round(r["seconds"], 6)))
+    drawn: dict[tuple, list[tuple]] = {}
+    bars = re.findall(r'<a href="#([^"]+)"><g class="(?:bar|bwd)[^"]*" data-cid="[^"]*" data-rank="[^"]*" data-piece="([^"]*)" '
+                      r'data-index="(\d+)" data-status="([^"]*)" data-seconds="([^"]*)">', _svg(html, "timeline"))
+    for a, piece, index, status, secs in bars:
+        if not secs:  # a compile with a start and no time logged: one thin bar, no piece
+            assert acc[where[a]]["status"] == status and status in ("unknown", "failed") and where[a] not in pieces
+            continue
+        drawn.setdefault(where[a], []).append((piece, int(index), status, float(secs) if secs else None))
+    assert {k: sorted(v) for k, v in drawn.items()} == {k: sorted(v) for k, v in pieces.items()}

@@ -70,12 +70,12 @@ def test_one_process_per_rank_with_compile_ids_and_functions(tmp_path: Path, cap
     names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert sorted(names.values()) == ["rank 0", "rank 1"]
     trace = traceview.load(MULTIRANK / "trace")
-    compiles = [e for e in events if e["ph"] == "X" and e["cat"] == "compile" and e["name"].startswith("compile ")]
+    compiles = [e for e in events if e["ph"] == "X" and e["cat"] == "compile" and e["args"]["piece"] == "forward"]
     got = sorted((names[e["pid"]], e["args"]["compile_id"], e["args"]["function"]) for e in compiles)
     want = sorted((f"rank {r}", c, f) for r, c, f in trace.compiles.select("rank", "compile_id", "function").rows())
     assert got == want
     # and on the same track, each lazily compiled backward where it ran (issue 44.2)
-    backward = [e for e in events if e.get("cat") == "compile" and e["name"].startswith("backward ")]
+    backward = [e for e in events if e.get("cat") == "compile" and (e.get("args") or {}).get("piece") == "backward"]
     lazy = trace.spans.filter(pl.col("name") == "entire_backward_compile")
     assert sorted((names[e["pid"]], e["args"]["compile_id"]) for e in backward) == sorted(
         (f"rank {r}", c) for r, c in lazy.select("rank", "compile_id").rows()
@@ -86,7 +86,7 @@ def test_one_process_per_rank_with_compile_ids_and_functions(tmp_path: Path, cap
     row = trace.compiles.filter(compile_id="0/1")
     assert extra["dur"] == round(row["compile_time_s"][0] * 1e6)
     # every chromium phase of the trace is an event, with its compile's function
-    phases = [e for e in events if e["ph"] in ("X", "i") and e["cat"] != "compile"]
+    phases = [e for e in events if e["ph"] in ("X", "i") and e["cat"] not in ("compile", "end")]
     assert len(phases) == trace.spans.height > 0
     assert {e["args"]["function"] for e in phases if e["args"]["compile_id"] == "0/1"} == {"forward"}
     assert [p.name for p in out.parent.iterdir()] == ["compile_trace.json"]  # no temporary left
@@ -137,3 +137,55 @@ def test_bars_carry_the_compiles_own_figure() -> None:
         fwd = rows.filter((rows["part"] == "forward") & (rows["compile_id"] == r["compile_id"])).row(0, named=True)
         # the two bars are the parts of one compile's figure
         assert abs(fwd["dur_us"] / 1e6 + r["dur_us"] / 1e6 - r["total_time_s"]) < 0.05
+
+
+def test_an_open_piece_runs_to_the_capture_end_with_its_status_and_phase() -> None:
+    """fixtures/stop_hang_behind_rank: rank 1's [4/1] hung in code_gen until timeout's SIGTERM.
+    Its piece is a complete event from its dynamo_start to the capture's last timestamp (the
+    launcher's "Sending process 29353 closing signal SIGTERM", 12:15:57.005), its args saying
+    interrupted and where; each rank's state at that end is an instant on its process."""
+    import datetime
+
+    from traceview.output.timeline import timeline_events
+
+    events = check_trace_events({"traceEvents": timeline_events(traceview.load(FIXTURES / "stop_hang_behind_rank"))})
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    [hung] = [e for e in events if e["ph"] == "X" and e["cat"] == "compile" and e["args"]["status"] != "finished"]
+    assert names[hung["pid"]] == "rank 1" and hung["name"] == "compile 4/1 forward (interrupted when the job ended)"
+    args = hung["args"]
+    assert (args["compile_id"], args["unfinished"], args["phase"], args["seconds"]) == (
+        "4/1", "interrupted when the job ended", "inductor code_gen", 58.389)
+    assert args["to"] == "the capture's last timestamp (the text log: Sending process 29353 closing signal SIGTERM)"
+
+    def clock(us: int) -> str:
+        return datetime.datetime.fromtimestamp(us / 1e6, datetime.timezone.utc).strftime("%H:%M:%S.%f")
+
+    assert (clock(hung["ts"]), clock(hung["ts"] + hung["dur"])) == ("12:14:58.616000", "12:15:57.005000")
+    ends = {names[e["pid"]]: e for e in events if e.get("cat") == "end"}
+    assert {k: (e["ph"], clock(e["ts"]), e["name"]) for k, e in ends.items()} == {
+        "rank 0": ("i", "12:15:57.005000", "capture ends: waiting for rank 1 (likely)"),
+        "rank 1": ("i", "12:15:57.005000", "capture ends: compiling [4/1] (in inductor code_gen)"),
+    }
+    assert ends["rank 0"]["args"]["behind"] == [1] and ends["rank 0"]["args"]["state"] == "waiting"
+
+
+def test_every_backward_piece_is_an_event_as_torch_timed_it() -> None:
+    """fixtures/corpus/ddp_rank_recompile: DDPOptimizer compiles [4/0]'s backward in 4 pieces
+    (one per bucket) on each of 4 ranks; each is an event at its bwd_compilation_metrics'
+    start_time_us, ending at its end_time_us, as torch wrote them."""
+    import gzip
+
+    from traceview.output.timeline import timeline_events
+
+    run = FIXTURES / "corpus" / "ddp_rank_recompile"
+    events = check_trace_events({"traceEvents": timeline_events(traceview.load(run))})
+    got = sorted((e["args"]["rank"], e["args"]["index"], e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
+                 if e["ph"] == "X" and e["cat"] == "compile" and e["args"]["piece"] == "backward")
+    want = []
+    for f in sorted((run / "trace").glob("*.gz")):
+        with gzip.open(f, "rt") as fh:
+            recs = [json.loads(line[line.index("] {") + 2 :]) for line in fh if '] {"bwd_compilation_metrics": ' in line]
+        for i, r in enumerate(recs):
+            m = r["bwd_compilation_metrics"]
+            want.append((r["rank"], i, m["start_time_us"], m["end_time_us"], "compile 4/0 forward backward " f"{i + 1} of 4"))
+    assert len(want) == 16 and got == sorted(want)

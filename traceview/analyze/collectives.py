@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from parsers.compile_ids import frame_group, sort_key
+from traceview.analyze.accounts.compiles import compile_account
 from traceview.analyze.findings import ranks_text
 
 if TYPE_CHECKING:
@@ -88,6 +89,9 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
     info: dict[tuple[int, str], dict[str, Any]] = {}
     for r in compiles.filter(pl.col("rank").is_not_null()).iter_rows(named=True):
         info[(r["rank"], r["compile_id"])] = r  # the latest compile of the id (after a reset)
+    account = compile_account(trace)
+    causes = {(r, cid): why for r, cid, why in account.filter(pl.col("cause").is_not_null()).select(
+        "rank", "compile_id", "cause").iter_rows()}
     sched: dict[tuple[str, int], dict[int, list[tuple]]] = defaultdict(dict)
     # the user's line of each collective, where the graph's node names it (not compared)
     lines: dict[tuple[str, int, int], list[str | None]] = defaultdict(list)
@@ -151,7 +155,7 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
                         if rs_alone and list(s) != other_s:
                             out["mismatches"].append(
                                 _differ(cid, gi, where, list(s), rs_alone, other_s, sorted(missing), other_cid=other_cid,
-                                        recompile=_recompile(info, rs_alone[0], cid),
+                                        recompile=_recompile(info, causes, rs_alone[0], cid),
                                         at=(lines[(cid, gi, rs_alone[0])], lines[(other_cid, gi, min(missing))]))
                             )
     out["waits"] = _waits(ids_with, ranks, info, {cid for cid, _ in sched})
@@ -252,7 +256,10 @@ def _where(row: dict[str, Any] | None) -> dict[str, Any]:
     return {"function": row.get("function"), "filename": row.get("filename"), "line": row.get("line")}
 
 
-def _recompile(info: dict, rank: int, cid: str) -> str | None:
+def _recompile(info: dict, causes: dict[tuple[int, str], str], rank: int, cid: str) -> str | None:
+    """Why `rank` compiled `cid`: its one cause (the compile account's), else what torch logged."""
+    if (rank, cid) in causes:
+        return causes[(rank, cid)]
     row = info.get((rank, cid))
     return (row or {}).get("recompile_reason")
 
@@ -319,12 +326,20 @@ def _differ(
         what = (f"{lead} {_ordinal(k)} {op}{f' ({mine_at})' if mine_at else ''} takes {_tensor(mine[n][1], mine[n][2])}, "
                 f"{ref_take} {_tensor(ref[n][1], ref[n][2])}")
         consequence = SIZE_CONSEQUENCE
-        if other_cid:
+        if other_cid and kind == "size":
+            # the collective runs on a tensor whose size follows the input's (an activation, a
+            # loss): a dynamic graph would still send another size. Parameters' gradients have
+            # the same shape on every rank whatever the batch: that wait (analyze.stalls) is the
+            # one mark_dynamic fixes, not this mismatch.
             nxt = (
-                f"give every rank the same shapes (drop_last=True in the DataLoader, or pad the last batch), or mark the "
-                f"dimension dynamic (torch._dynamo.mark_dynamic on the input, or drop dynamic=False) so {rank_word} does not "
-                f"recompile alone"
+                f"give every rank the same shapes (drop_last=True in the DataLoader, or pad the last batch): the "
+                f"{op} runs on a tensor whose size follows the input, so marking the dimension dynamic (or dropping "
+                f"dynamic=False) would spare {rank_word} the recompile but still send {_tensor(mine[n][1], mine[n][2])} "
+                f"against {_tensor(ref[n][1], ref[n][2])}; only equal shapes make the collectives match"
             )
+        elif other_cid:
+            nxt = f"give every rank tensors of the same dtype in {fn} ({loc}): {rank_word} compiled [{cid}] alone for another"
+            nxt += " input, and its collective sends another dtype than the others'"
         else:
             nxt = f"make every rank pass tensors of the same size and dtype to the collectives of {fn} ({loc})"
     elif n < len(mine) and n < len(ref):

@@ -19,6 +19,7 @@ import polars as pl
 
 from parsers.coerce import float_of, int_of, json_object, text_of
 from parsers.compile_ids import without_attempt_expr
+from traceview.analyze.accounts.compiles import compile_account
 from traceview.trace import Trace
 
 AUTOTUNE_SPAN = (
@@ -184,7 +185,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
     slowest distinct ones (seconds, compile id, function, place), each with every rank on
     which it took exactly as long, so that ranks that compiled alike are all listed rather
     than as many as fit in `n` rows."""
-    c, spans = trace.compiles, trace.spans
+    c, spans = _accounted(trace), trace.spans
     if spans.height:
         c = c.join(_autotune_by_compile(spans, c), on=["file", "compile_id", "occurrence"], how="left")
     else:
@@ -214,9 +215,30 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
             "bwd_compile_time_s",
             *[c for c in ("bwd_pieces",) if c in c_cols],
             "autotuning_s",
+            "status",
+            "open_part",
+            "phase",
             "file",
             "lineno",
         )
+    )
+
+
+def _accounted(trace: Trace) -> pl.DataFrame:
+    """The compiles table with each compile's seconds and status from its account
+    (analyze.accounts.compiles): `total_time_s` is the account's `seconds` (every backward
+    piece; a compile still open up to the capture's last timestamp), `status` the account's
+    (finished, failed, interrupted, never_ended, unknown), with the open part and its phase."""
+    c = trace.compiles
+    acc = compile_account(trace)
+    if c.is_empty() or acc.is_empty():
+        return c.with_columns(pl.lit(None, dtype=pl.String).alias(n) for n in ("status", "open_part", "phase"))
+    keys = ["file", "compile_id", "occurrence"]
+    a = acc.select(*keys, pl.col("seconds").alias("_seconds"), pl.col("status").alias("_status"), "open_part", "phase")
+    return (
+        c.join(a, on=keys, how="left", nulls_equal=True)
+        .with_columns(pl.coalesce("_seconds", "total_time_s").alias("total_time_s"), pl.col("_status").alias("status"))
+        .drop("_seconds", "_status")
     )
 
 
@@ -229,7 +251,7 @@ def by_function(trace: Trace, *, frames_only: bool = False) -> pl.DataFrame:
     without a Dynamo frame have no code object and are left out. `frames_only`: only the
     compiles of a Dynamo frame outside compiled autograd (frame id set, no `!N`), the ones
     `traceview diff` matches by code object."""
-    compiles = trace.compiles
+    compiles = _accounted(trace)
     if frames_only:
         compiles = compiles.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
     return _by_function(compiles)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from parsers.compile_ids import sort_key
+from traceview.analyze.accounts.compiles import OPEN, compile_account
 from traceview.analyze.findings import ADDRESS
 from traceview.trace import Trace
 
@@ -59,15 +60,40 @@ def _breaks(graph_breaks: pl.DataFrame | None, source: str, by: tuple[str, ...] 
     )
 
 
-def _signatures_from_compiles(compiles: pl.DataFrame, graph_breaks: pl.DataFrame | None) -> pl.DataFrame:
+def _signatures_from_compiles(
+    compiles: pl.DataFrame, graph_breaks: pl.DataFrame | None, account: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """One signature per compile. With the compile account (analyze.accounts.compiles): the
+    recompile's reason is its one primary cause, and a compile still open when the capture
+    ended (a rank stuck inside it) has no signature: its status, breaks and cache are only
+    partly logged, and the stop and the unfinished compile say it."""
     c = compiles.filter(pl.col("rank").is_not_null())
     # each compile its own breaks (the second 0/0, after a torch._dynamo.reset(), is another)
     br = _breaks(graph_breaks, "trace", ("rank", "compile_id", "occurrence"))
     c = c.join(br, on=["rank", "compile_id", "occurrence"], how="left")
+    if account is not None and account.height:
+        acc = account.select(
+            "rank", "compile_id", pl.col("occurrence").fill_null(1).alias("_occ"),
+            pl.col("status").alias("_account_status"),
+            # the cause by what it is, not its words (they quote the values each rank saw)
+            pl.when(pl.col("cause_kind").is_not_null()).then(pl.concat_str(
+                pl.col("cause_kind"), pl.lit(" of "), pl.col("cause_source").fill_null("?"),
+                pl.lit(" dim "), pl.col("cause_dim").cast(pl.String).fill_null("-"))).alias("_cause_key"),
+            pl.col("cause").alias("_cause"),
+        ).unique(subset=["rank", "compile_id", "_occ"], keep="first")
+        c = (
+            c.with_columns(pl.col("occurrence").fill_null(1).alias("_occ"))
+            .join(acc, on=["rank", "compile_id", "_occ"], how="left")
+            .with_columns(pl.coalesce("_cause_key", "recompile_reason").alias("_reason_key"),
+                          pl.coalesce("_cause", "recompile_reason").alias("recompile_reason"))
+        )
+        still_open = pl.col("_account_status").is_in(OPEN).fill_null(False)
+    else:
+        still_open = pl.lit(False)
     return c.select(
         "rank",
         "compile_id",
-        pl.concat_str(
+        pl.when(still_open).then(None).otherwise(pl.concat_str(
             pl.col("function").fill_null("?"),
             pl.lit(" | status="),
             pl.col("status"),
@@ -80,8 +106,8 @@ def _signatures_from_compiles(compiles: pl.DataFrame, graph_breaks: pl.DataFrame
             pl.lit("/"),
             (pl.col("aot_cache_hits") > 0).cast(pl.String),
             pl.lit(" | reason="),
-            _normalise(pl.col("recompile_reason")),
-        ).alias("sig"),
+            _normalise(pl.col("_reason_key") if "_reason_key" in c.columns else pl.col("recompile_reason")),
+        )).alias("sig"),
         pl.col("function"),
         pl.col("recompile_reason").str.split("\n").list.first().alias("why"),
         "file",
@@ -128,7 +154,8 @@ def _signatures_from_text(
 
 def rank_divergence(trace: Trace) -> pl.DataFrame:
     """One row per rank that differs from the majority (SCHEMA); empty with fewer than two ranks."""
-    return _divergence_rows(trace.compiles, trace.graph_break_records, log_records=trace.log_records, recompiles=trace.recompiles)
+    return _divergence_rows(trace.compiles, trace.graph_break_records, log_records=trace.log_records, recompiles=trace.recompiles,
+                            account=compile_account(trace))
 
 
 def _divergence_rows(
@@ -137,10 +164,11 @@ def _divergence_rows(
     *,
     log_records: pl.DataFrame | None = None,
     recompiles: pl.DataFrame | None = None,
+    account: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """`rank_divergence` over the tables."""
     source = "trace"
-    sig = _signatures_from_compiles(compiles, graph_breaks)
+    sig = _signatures_from_compiles(compiles, graph_breaks, account)
     if sig["rank"].n_unique() < 2 and log_records is not None and log_records.height:
         source = "text"
         sig = _signatures_from_text(log_records, graph_breaks, recompiles)
@@ -159,7 +187,8 @@ def _divergence_rows(
         ].to_list()
     )
     sig_major = (
-        sig.group_by("compile_id", "sig")
+        sig.filter(pl.col("sig").is_not_null())  # a compile left open compares with none
+        .group_by("compile_id", "sig")
         .agg(pl.len().alias("votes"), pl.col("rank").min().alias("first"))
         .sort(["votes", "first"], descending=[True, False])
         .group_by("compile_id", maintain_order=True)

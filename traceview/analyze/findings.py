@@ -184,7 +184,9 @@ def slow_compiles(report: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any
     total = ct.get("total_s") or 0.0
     rows = [
         t for t in ct.get("top") or []
-        if t["seconds"] >= SLOW_COMPILE_MIN_S and t["seconds"] >= SLOW_COMPILE_SHARE * per_rank.get(t["rank"], total)
+        # a compile still open at the end is the stop's and the unfinished compile's to say
+        if t.get("status") not in ("interrupted", "never_ended")
+        and t["seconds"] >= SLOW_COMPILE_MIN_S and t["seconds"] >= SLOW_COMPILE_SHARE * per_rank.get(t["rank"], total)
         and compiles.get(t["rank"], report.get("compiles") or 0) > 1
     ]
     rows.sort(key=lambda t: -t["seconds"])

@@ -162,6 +162,7 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
         if src:
             lines.append(("when:", f"{name}:{src.get('lineno')}: {one_line(src.get('what') or '', 120)}"))
         seconds = 0.0
+        waited, stalled = 0.0, 0  # what the ranks waiting for a stuck one lost
         compiles = []
         for r in st.get("ranks") or []:
             who = f"rank {r['rank']}" if r.get("rank") is not None else "process"
@@ -176,10 +177,19 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
                 seconds = max(seconds, float(r.get("running_s") or 0.0))
                 if r.get("compile_id"):
                     compiles.append(CompileRef(r.get("rank"), r["compile_id"], r.get("occurrence")))
-            elif r.get("state") == "idle":
+            elif r.get("state") == "waiting":
+                behind = ", ".join(f"rank {b}" for b in r.get("behind") or [])
+                what = (f"waiting for {behind}: its compiles had ended, no record for {seconds_text(r['idle_s'])} "
+                        "before the stop (it ran on to its next collective and waits there)")
+                waited += float(r.get("idle_s") or 0.0)
+                stalled += 1
+            elif r.get("state") in ("idle", "running"):
                 done = (f", its last compile ended {seconds_text(r['compiles_done_s'])} before"
                         if r.get("compiles_done_s") is not None else "")
-                what = f"idle: no record for {seconds_text(r['idle_s'])} before the stop{done}"
+                run = r.get("running") or {}
+                doing = (f", last seen running [{run['compile_id']}] ({run['span']} left open: benchmarking a kernel's "
+                         "configs at its first call, not compiling)" if run else "")
+                what = f"idle: no record for {seconds_text(r['idle_s'])} before the stop{done}{doing}"
                 seconds = max(seconds, float(r.get("idle_s") or 0.0))
             else:
                 what = "no record of its own in the capture"
@@ -192,7 +202,8 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
         ranks = [r.get("rank") for r in st.get("ranks") or []]
         out.append(Finding(
             "stop", "act", st["message"].split("; at the stop ", 1)[0], lines, next_step=st["next_step"],
-            certainty=st.get("certainty") or "certain", cost=Cost(seconds=seconds), ranks=ranks, compiles=compiles,
+            certainty=st.get("certainty") or "certain", cost=Cost(seconds=max(seconds, waited), ranks_stalled=stalled),
+            ranks=ranks, compiles=compiles,
             evidence=[Evidence(st.get("file"), st.get("lineno"))] if st.get("file") else [],
             facet=st["kind"], target=compiles[0] if compiles else None,
             key=f"stop:{st['kind']}:{st.get('signal')}:{st.get('target')}",
@@ -285,10 +296,24 @@ def _collectives(report: dict[str, Any]) -> list[Finding]:
             cost=Cost(ranks_stalled=len(m.get("other_ranks") or [])), ranks=list(m.get("ranks") or []), compiles=refs,
             facet="mismatch", target=ref, key=f"collectives:{m['compile_id']}:{m['graph_index']}",
         ))
+    storms = report.get("recompiles") or []
     for w in coll.get("waits") or []:
+        waiting = list(w.get("waiting_ranks") or [])
+        # the lone recompile behind the wait is one root cause with it: its cause and fix said here
+        lines: list[tuple[str, str]] = []
+        nxt = None
+        for s in storms:
+            if s.get("stall") and s["rank"] in (w.get("compiling_ranks") or []) and w["compile_id"] in (s.get("compile_ids") or []):
+                for c in s.get("causes") or []:
+                    if w["compile_id"] in (c.get("compile_ids") or []):
+                        lines.append(("cause:", f"{s['function'] or '?'} recompiled on rank {s['rank']}: {c['text']}"))
+                nxt = nxt or s["stall"]["next_step"]
+        if nxt:
+            lines.append(("next:", nxt))
         out.append(Finding(
-            "collectives", "act", w["message"] + " (estimated from the compile times)", certainty="likely",
-            cost=Cost(seconds=float(w.get("wait_s") or 0.0)), ranks=list(w.get("ranks") or []), facet="wait",
+            "collectives", "act", w["message"] + " (estimated from the compile times)", lines, next_step=nxt, certainty="likely",
+            cost=Cost(seconds=float(w.get("seconds") or 0.0) * max(len(waiting), 1), ranks_stalled=len(waiting)),
+            ranks=list(w.get("compiling_ranks") or []), facet="wait",
             key=f"collectives:wait:{w['message']}",
         ))
     for e in coll.get("execution") or []:
@@ -610,10 +635,28 @@ def _cudagraphs(report: dict[str, Any]) -> list[Finding]:
     return out
 
 
+def _collective_ids(report: dict[str, Any]) -> dict[Any, set[str]]:
+    """rank -> the compile ids it made alone whose collectives do not match the others'
+    (analyze.collectives): that finding says the divergence, with the only fix that works
+    (a wait at a collective in the lone graph says it too: see _divergence)."""
+    out: dict[Any, set[str]] = {}
+    for m in (report.get("collectives") or {}).get("mismatches") or []:
+        if m.get("other_compile_id"):
+            for r in m.get("ranks") or []:
+                out.setdefault(r, set()).add(m["compile_id"])
+    return out
+
+
 def _divergence(report: dict[str, Any]) -> list[Finding]:
     div = report.get("rank_divergence") or []
     storms = report.get("recompiles") or []
     alone = _stall_ids(report)
+    for r, ids in _collective_ids(report).items():
+        alone.setdefault(r, set()).update(ids)
+    for w in (report.get("collectives") or {}).get("waits") or []:  # said by the wait, with its cause
+        if w.get("waiting_ranks"):
+            for r in w.get("compiling_ranks") or []:
+                alone.setdefault(r, set()).add(w["compile_id"])
     # a rank that differs only by compiles it made alone while the others waited: the stall says it
     div = [d for d in div if not (set(d.get("extra_compile_ids") or []) | set(d.get("different") or []))
            or not (set(d.get("extra_compile_ids") or []) | set(d.get("different") or [])) <= alone.get(d["rank"], set())]

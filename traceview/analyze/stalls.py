@@ -41,9 +41,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from parsers.compile_ids import compile_number, sort_key
+from parsers.facts import user_name
 from traceview.analyze.code_objects import describe
 from traceview.analyze.ddp import ddp_evidence
 from traceview.analyze.findings import ranks_text
+from traceview.analyze.storms import primary_causes
 
 if TYPE_CHECKING:
     from traceview.trace import Trace
@@ -53,9 +55,16 @@ def _ranks(rs: list[int]) -> str:
     return ranks_text(rs).strip()
 
 
-def _cause(rows: list[dict[str, Any]]) -> str | None:
+def _cause(rows: list[dict[str, Any]], primary: dict[str, Any] | None = None) -> str | None:
     """The recompile's primary failed guard in words: `for another size (dim 0 of x: 6, not 8)`,
-    else `(failed guard: n == 2)`."""
+    else `(failed guard: n == 2)`. `primary`: the recompile's one cause (the compile account's,
+    analyze.storms.primary_causes): its guard is the row said, not the first torch lists."""
+    if primary is not None:
+        def same(r: dict[str, Any]) -> bool:
+            if primary.get("kind") in ("size", "stride") and r.get("kind") == primary["kind"]:
+                return user_name(r.get("guard_source")) == primary.get("source") and r.get("dim") == primary.get("dim")
+            return bool(primary.get("guard")) and (r.get("guard") or "") == primary["guard"]
+        rows = [r for r in rows if same(r)] or rows
     for r in sorted(rows, key=lambda r: (r.get("reason_index") or 0)):
         if r.get("kind") == "size" and r.get("guard_source") is not None and r.get("dim") is not None:
             return f"for another size (dim {r['dim']} of {r['guard_source']}: {r['actual']}, not {r['expected']})"
@@ -95,6 +104,7 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
     for r in rec.iter_rows(named=True):
         reasons[(r["rank"], r["compile_id"])].append(r)
 
+    primary = primary_causes(trace)
     groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[dict[str, Any]]] = defaultdict(list)
     for (cid, _occ), on in by_id.items():
         if len(on) == len(ranks) or cid in covered:
@@ -111,7 +121,7 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
                 "rank": rank, "compile_id": cid, "function": row["function"], "filename": row["filename"],
                 "line": row["line"], "seconds": round(fwd + bwd, 3), "forward_s": round(fwd, 3),
                 "backward_s": round(bwd, 3) if row.get("bwd_compile_time_s") is not None else None,
-                "start": row["start"], "cause": _cause(reasons.get((rank, cid), [])),
+                "start": row["start"], "cause": _cause(reasons.get((rank, cid), []), primary.get((rank, cid, _occ or 1))),
                 "file": row["file"], "lineno": row["lineno"],
             })
     if not groups:
@@ -215,22 +225,39 @@ def _next_step(kinds: set[Any], first: dict[str, Any], compiling: list[int]) -> 
     )
 
 
-def mark_lone_recompiles(storms: list[dict[str, Any]], stalls: list[dict[str, Any]]) -> None:
+def mark_lone_recompiles(
+    storms: list[dict[str, Any]], stalls: list[dict[str, Any]], *, waits: list[dict[str, Any]] | None = None
+) -> None:
     """A recompile made on some ranks only is never "nothing to fix": each storm whose
     compiles include a stall's lone compile on its rank gets `stall` (the stall finding's
     message, seconds, ranks stalled, cost) and is no longer `expected`; its causes' fixes
-    become the stall's next step (in place)."""
+    become the stall's next step (in place). `waits`: analyze.collectives' waits (a lone
+    compile whose own graph holds the collective the others wait at), taken the same way."""
     lone: dict[tuple[int, str], dict[str, Any]] = {}
     for s in stalls:
         for x in s["compiles"]:
-            lone[(x["rank"], x["compile_id"])] = s
+            lone[(x["rank"], x["compile_id"])] = {**s, "section": "RANK STALLS"}
+    for w in waits or []:
+        if not w.get("waiting_ranks"):
+            continue
+        n = len(w["waiting_ranks"])
+        for r in w["compiling_ranks"]:
+            lone.setdefault((r, w["compile_id"]), {
+                "message": w["message"], "seconds": w["seconds"], "waiting_ranks": w["waiting_ranks"],
+                "compiling_ranks": w["compiling_ranks"], "ranks_stalled": n, "cost_s": round(w["seconds"] * n, 3),
+                "section": "COLLECTIVES", "next_step": None,
+            })
     for st in storms:
         hit = next((lone[(st["rank"], cid)] for cid in st.get("compile_ids") or [] if (st["rank"], cid) in lone), None)
         if hit is None:
             continue
+        # the collective runs on a tensor of the same shape on every rank (else the collectives
+        # would not match: analyze.collectives' mismatch), so the shapes' fix holds
+        nxt = hit["next_step"] or _next_step({c.get("kind") for c in st.get("causes") or []},
+                                             {"function": st.get("function")}, hit["compiling_ranks"])
         st["stall"] = {
             "message": hit["message"], "seconds": hit["seconds"], "waiting_ranks": hit["waiting_ranks"],
-            "ranks_stalled": hit["ranks_stalled"], "cost_s": hit["cost_s"],
+            "ranks_stalled": hit["ranks_stalled"], "cost_s": hit["cost_s"], "section": hit["section"], "next_step": nxt,
         }
         if st.get("expected"):
             st["expected"] = False
@@ -239,5 +266,5 @@ def mark_lone_recompiles(storms: list[dict[str, Any]], stalls: list[dict[str, An
                     cause["expected"] = False
                     cause["fix"] = (
                         f"not free on some ranks only: {ranks_text(hit['waiting_ranks']).strip()} waited "
-                        f"~{_secs(hit['seconds'])} for it (RANK STALLS): {hit['next_step']}"
+                        f"~{_secs(hit['seconds'])} for it ({hit['section']}): {nxt}"
                     )

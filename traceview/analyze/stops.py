@@ -6,13 +6,20 @@ so in the launcher's and the system's lines (parsers.stops): torchrun's `Receive
 signal` and `Sending process N closing signal SIGTERM`, a rank's `exitcode: -9` (SIGKILL),
 mp.spawn's `terminated with signal SIGKILL`, SLURM's `CANCELLED AT … DUE TO TIME LIMIT`, a
 `KeyboardInterrupt`. One finding per capture: what stopped what and when (the launcher's own
-timestamp, and which line it is), and each rank's state at that moment, read from its trace:
+timestamp, and which line it is), and each rank's state at that moment, as the rank account
+has it (analyze.accounts.ranks):
 
-* inside a compile (analyze.unfinished: which compile, forward or backward, which phase, for
-  how long): the job was stopped while compiling — one story with the unfinished compile;
+* inside a compile (which compile, forward or backward, which phase, for how long): the job
+  was stopped while compiling — one story with the unfinished compile. When the ranks that
+  finished the same compile took a fraction of that time (5x less, and 10 s less), the rank
+  hung there: the verdict says so, leads with py-spy on that rank, and names what the others
+  lost, never "raise the time limit";
+* waiting: its compiles had ended and it went quiet while another rank was still inside a
+  compile (it ran on to its next collective and waits there for that rank);
 * idle since its last record: every compile had finished N s before the stop, so the job hung
   (or ran) outside compilation: a collective a rank never reached, the input pipeline, the
-  program's own code.
+  program's own code (a compiled graph's run-time span left open, Triton benchmarking a
+  kernel at its first call, is running, not compiling).
 
 How sure: that the job was stopped is what the launcher wrote (certain). What a rank was doing
 is read from its own log: an open compile is certain; "idle since its last record" means torch
@@ -28,6 +35,7 @@ from typing import Any
 import polars as pl
 
 from parsers.stops import OUTSIDE_SIGNALS, stops_from_text
+from traceview.analyze.accounts.ranks import rank_account
 from traceview.analyze.unfinished import capture_end, unfinished_compiles
 from traceview.trace import Trace
 
@@ -60,7 +68,7 @@ def stop_findings(
         return []
     if unfinished is None:
         unfinished = unfinished_compiles(trace)
-    ranks = _rank_files(trace)
+    ranks = rank_account(trace)
     out = []
     for file in sorted(set(stops["file"].to_list()) | {r["file"] for r in interrupts}):
         mine = stops.filter(pl.col("file") == file)
@@ -68,22 +76,6 @@ def stop_findings(
         if found is not None:
             out.append(found)
     return out
-
-
-def _rank_files(trace: Trace) -> list[dict[str, Any]]:
-    """Each trace file: rank, pid, its last record's time, when its last compile span ended."""
-    ev = trace.index_events()
-    if ev.is_empty():
-        return []
-    per = ev.group_by("file").agg(
-        pl.col("rank").drop_nulls().first(), pl.col("pid").drop_nulls().first(), pl.col("ts").max().alias("last_ts"),
-    )
-    sp = trace.spans.filter(pl.col("duration_s").is_not_null() & pl.col("start").is_not_null())
-    ends = sp.group_by("file").agg(
-        (pl.col("start") + pl.duration(microseconds=(pl.col("duration_s") * 1e6).cast(pl.Int64))).max().alias("compiles_done")
-    )
-    per = per.join(ends, on="file", how="left").sort("rank", "file", nulls_last=True)
-    return per.to_dicts()
 
 
 def _where(file: str, lineno: int | None, what: str) -> dict[str, Any]:
@@ -153,7 +145,13 @@ def _one(
         _interrupted_where(trace, interrupts[0], states)
     message, step, certainty = _verdict(kind, sig, target, by, states, at)
     evidence = f"{name}:{key['lineno']}: {key['text']}"
-    if certainty != "certain":
+    stuck = [x for x in states if x.get("state") == "compiling" and hung(x) is not None]
+    if certainty != "certain" and stuck:
+        evidence += (
+            f"; that {_rank_words(stuck[0])} hung is read from the same compile's time on the other ranks, and that "
+            "a rank waited from its silence after its last record (a waiting rank writes nothing)"
+        )
+    elif certainty != "certain":
         evidence += (
             "; a rank's last record is the last thing torch logged: it may have been running (not hung) "
             "outside compilation until the stop"
@@ -182,7 +180,8 @@ def _states(
     ranks: list[dict[str, Any]], unfinished: list[dict[str, Any]], closing: dict[int, dict[str, Any]],
     exits: list[dict[str, Any]], at: Any, killed: dict[str, Any] | None,
 ) -> list[dict[str, Any]]:
-    """Each rank's state at the stop (see stop_findings)."""
+    """Each rank's state at the stop (see stop_findings), as the rank account has it
+    (analyze.accounts.ranks), with how it ended from the launcher's lines."""
     out = []
     for rf in ranks:
         rank, pid = rf["rank"], rf["pid"]
@@ -195,52 +194,58 @@ def _states(
             code = next((e for e in exits if e["pid"] == pid and e["signal"]), None)
             if code is not None:
                 ended = f"exit code {code['exit_code']} ({code['signal']})"
-        u = next((u for u in unfinished if u["file"] == rf["file"]), None)
         s: dict[str, Any] = {"rank": rank, "pid": pid, "ended_by": ended, "file": rf["file"]}
-        if u is not None:
-            # the running time is the unfinished compile's: to the capture's last timestamp
-            s.update(state="compiling", compile_id=u["compile_id"], occurrence=u.get("occurrence"), part=u.get("part"),
-                     phase=u.get("phase"), running_s=u.get("running_s"), started=u.get("started"))
-        elif at is not None and rf["last_ts"] is not None:
-            done = rf.get("compiles_done")
-            s.update(state="idle", idle_s=round((at - rf["last_ts"]).total_seconds(), 3),
+        state = rf.get("state")
+        if state == "compiling":
+            c = rf["compile"]
+            s.update(state="compiling", compile_id=c["compile_id"], occurrence=c.get("occurrence"),
+                     part=None if c.get("part") == "forward" else c.get("part"), phase=c.get("phase"),
+                     running_s=c.get("running_s"), started=c["started"].isoformat() if c.get("started") else None,
+                     others_s=c.get("others_s") or [])
+        elif state in ("waiting", "running", "idle") and at is not None and rf["last_at"] is not None:
+            done = rf.get("compiles_done_at")
+            s.update(state=state, idle_s=round((at - rf["last_at"]).total_seconds(), 3),
                      compiles_done_s=round((at - done).total_seconds(), 3) if done is not None else None,
-                     last_record_at=rf["last_ts"].isoformat())
+                     last_record_at=rf["last_at"].isoformat())
+            if state == "waiting":
+                s["behind"] = rf["behind"]
+            if state == "running":
+                s["running"] = {**rf["running"], "started": None}
         else:
             s.update(state="unknown")
         out.append(s)
     return out
 
 
-# the phase an interrupted compile was in, from its traceback's innermost torch frame
-_FRAME_PHASES: tuple[tuple[str, str], ...] = (
-    ("compile_to_module", "inductor code_gen"), ("codegen", "inductor code_gen"),
-    ("async_compile", "inductor waiting for kernel compiles"), ("select_algorithm", "autotuning"),
-    ("compile_fx", "inductor"), ("_aot_autograd", "AOTAutograd"), ("symbolic_convert", "dynamo tracing"),
-    ("convert_frame", "dynamo"),
-)
-_COMPILING = ("torch/_dynamo/convert_frame.py", "torch/_inductor/compile_fx.py", "torch/_functorch/_aot_autograd/")
+def hung(s: dict[str, Any]) -> float | None:
+    """For a rank state "compiling": the longest time another rank took for the same compile
+    (and part) when this rank has been inside it far longer (5x, and 10 s more): a hang, not a
+    slow compile; else None."""
+    others = [o["seconds"] for o in s.get("others_s") or [] if o.get("seconds") is not None]
+    running = s.get("running_s")
+    if not others or running is None:
+        return None
+    slowest = max(others)
+    return slowest if running >= 5 * slowest and running - slowest >= 10 else None
 
 
 def _interrupted_where(trace: Trace, it: dict[str, Any], states: list[dict[str, Any]]) -> None:
-    """A KeyboardInterrupt's traceback says where the process was: inside a compile when it
-    passes through torch.compile's frames (torch then logs the compile's metrics as if it had
-    ended: there is no open span to read), else the innermost frame."""
+    """A KeyboardInterrupt's traceback says where the process was: `interrupted_in`, its
+    innermost frame. Inside a compile when it passes through torch.compile's frames: the
+    compile account has that compile as interrupted (analyze.accounts.compiles) and the rank
+    account the rank as compiling; else the process was outside compilation."""
     frames = [f.replace("\\", "/") for f in it.get("frames") or []]
     mine = [s for s in states if s.get("rank") == it.get("rank")] or states[:1]
     if not mine or not frames:
         return
-    s = mine[0]
-    if any(any(c in f for c in _COMPILING) for f in frames):
-        phase = next((label for f in reversed(frames) if "/torch/" in f for key, label in _FRAME_PHASES if key in f), None)
-        c = trace.compiles.filter(pl.col("file") == s["file"]).sort("start", nulls_last=False) if trace.compiles.height else None
-        last = c.row(-1, named=True) if c is not None and c.height else None
-        for k in ("idle_s", "compiles_done_s", "last_record_at"):
-            s.pop(k, None)
-        s.update(state="compiling", compile_id=last["compile_id"] if last else "?", occurrence=last["occurrence"] if last else None,
-                 part=None, phase=phase, running_s=round(last["compile_time_s"], 3) if last and last["compile_time_s"] is not None else None,
-                 started=last["start"].isoformat() if last and last["start"] is not None else None)
-    s["interrupted_in"] = frames[-1]
+    mine[0]["interrupted_in"] = frames[-1]
+
+
+def _ranks_words(ranks: list[Any]) -> str:
+    rs = [r for r in ranks if r is not None]
+    if not rs:
+        return "another rank"
+    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(str(r) for r in rs)
 
 
 def _rank_words(s: dict[str, Any]) -> str:
@@ -259,7 +264,7 @@ def _verdict(
 ) -> tuple[str, str, str]:
     """(message, next step, certainty)."""
     compiling = [s for s in states if s.get("state") == "compiling"]
-    idle = [s for s in states if s.get("state") == "idle"]
+    idle = [s for s in states if s.get("state") in ("idle", "running")]
     when = f" at {at.strftime('%H:%M:%S.%f')[:-3]}" if at is not None else ""
     if kind == "rank_killed":
         head = f"{target} was killed by {sig}{when}" + (f" ({by})" if sig == "SIGKILL" else f": {by}")
@@ -274,13 +279,38 @@ def _verdict(
     for s in states:
         if s.get("state") == "compiling":
             parts.append(f"{_rank_words(s)} was {_compile_words(s)}")
-        elif s.get("state") == "idle":
+        elif s.get("state") == "waiting":
+            parts.append(f"{_rank_words(s)} was waiting for {_ranks_words(s['behind'])} ({s['idle_s']:.1f}s since its last record)")
+        elif s.get("state") in ("idle", "running"):
             parts.append(f"{_rank_words(s)} was idle for {s['idle_s']:.1f}s since its last record")
     doing = ("; at the stop " + ", ".join(parts)) if parts else ""
     if compiling:
         s = max(compiling, key=lambda x: x.get("running_s") or 0)
         who = _rank_words(s)
         pid = f"<{who}'s pid>" if s.get("pid") is None else str(s["pid"])
+        stuck = [(c, hung(c)) for c in compiling if hung(c) is not None]
+        waiting = [w for w in states if w.get("state") == "waiting"]
+        if stuck and not (kind == "rank_killed" and sig == "SIGKILL"):
+            c, took = max(stuck, key=lambda x: x[0].get("running_s") or 0)
+            who = _rank_words(c)
+            pid = f"<{who}'s pid>" if c.get("pid") is None else str(c["pid"])
+            fast = ", ".join(f"rank {o['rank']} in {o['seconds']:.1f}s" for o in c.get("others_s") or [])
+            part = f" {c['part']}" if c.get("part") in ("backward", "compiled autograd") else ""
+            lost = sum(w.get("idle_s") or 0.0 for w in waiting)
+            head += (f"; {who} hung inside [{c['compile_id']}]{part}"
+                     + (f" ({c['phase']})" if c.get("phase") else "")
+                     + f" for {c.get('running_s') or 0:.1f}s, a compile done elsewhere in {took:.1f}s ({fast})")
+            if waiting:
+                head += (f"; {_ranks_words([w['rank'] for w in waiting])} waited ~{max(w.get('idle_s') or 0 for w in waiting):.1f}s "
+                         f"for it ({lost:.1f}s lost in all)")
+            step = (
+                f"A hang, not a slow compile: the same compile took {took:.1f}s on the other ranks. While it hangs, "
+                f"`py-spy dump --pid {pid}` (with --native for C++ frames) names where {who} is stuck inside "
+                f"[{c['compile_id']}]{part}; TORCH_COMPILE_DEBUG=1 on a rerun keeps the compile's inputs and "
+                "backend='aot_eager' tells whether Inductor is the part that hangs. The ranks that finished it wait "
+                "for it at their next collective: nothing to change on them, and a longer time limit would not help."
+            )
+            return head + doing, step, "likely"
         if kind == "rank_killed" and sig == "SIGKILL":
             step = (
                 f"A SIGKILLed process writes no traceback: there is none to read. Look for who killed it: the kernel's OOM "

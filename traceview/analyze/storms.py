@@ -28,6 +28,7 @@ the same rank, epoch and frame id.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import re
 from collections.abc import Callable
@@ -51,6 +52,7 @@ from parsers.sources import prefer_trace
 from parsers.torch_trace import InputChanged, hydrate
 from traceview.analyze.code_objects import describe
 from traceview.analyze.findings import same_text
+from traceview.analyze.per_trace import once
 from traceview.trace import Trace
 
 STORM_SCHEMA_KEYS = (
@@ -512,7 +514,19 @@ def _new_frame(rank: Any, proc: str, epoch: int = 1) -> dict[str, Any]:
 
 def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
     """Code objects that compiled more than once, per rank, most costly first: frames that hit
-    the recompile limit, then by compiles, then by compile seconds."""
+    the recompile limit, then by compiles, then by compile seconds. Computed once per Trace
+    (each caller gets its own copy to change)."""
+    return copy.deepcopy(once(trace, name="recompile_storms", build=lambda: _recompile_storms(trace))[0])
+
+
+def primary_causes(trace: Trace) -> dict[tuple[Any, str, int], dict[str, Any]]:
+    """(rank, compile_id, occurrence) -> the primary cause of that recompile, as the storms
+    found it (kind, text, expected, guard, source, dim, certainty): one cause per recompile,
+    the one every finding and table says. Do not change what it returns."""
+    return once(trace, name="recompile_storms", build=lambda: _recompile_storms(trace))[1]
+
+
+def _recompile_storms(trace: Trace) -> tuple[list[dict[str, Any]], dict[tuple[Any, str, int], dict[str, Any]]]:
     starts = _epoch_starts(trace)
     comp = _with_epoch(trace.compiles, starts)
     rec = _with_epoch(prefer_trace(trace.recompiles, ["rank", "compile_id"]), starts)  # logged twice: counted once
@@ -581,6 +595,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         f["line"] = f["line"] or r.get("line")
 
     user_exceptions = _user_exceptions_from_graph_breaks(trace, starts)  # once, not per frame
+    by_compile: dict[tuple[Any, str, int], dict[str, Any]] = {}
     storms = []
     frame_of_storm: list[dict[str, Any]] = []  # the frame of each storm, in order
     for f in frames.values():
@@ -627,6 +642,11 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
         if outside:
             for c in causes:
                 c["fix"] = outside_code_advice(f["function"], f["line"], code, c)
+        for c in causes:
+            for cid in c["compile_ids"]:
+                by_compile[(f["rank"], cid, f["occurrences"].get(cid) or 1)] = {
+                    k: c[k] for k in ("kind", "text", "expected", "guard", "source", "dim", "certainty")
+                }
         recompiles = n - 1
         first = guards[0] if guards else None
         if first is None:
@@ -672,7 +692,7 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
             not s["hit_recompile_limit"], -s["compiles"], -s["compile_seconds"], str(s["function"]), s["rank"] or -1, s["epoch"]
         )
     )
-    return storms
+    return storms, by_compile
 
 
 def _mark_fixed_later(

@@ -45,6 +45,10 @@ _PHASES: tuple[tuple[str, str], ...] = (
 )
 
 
+# spans a compiled graph opens when it runs, under its compile id (torch/_inductor/runtime/
+# triton_heuristics.py: the first call of a kernel benchmarks its configs): run time, not a compile
+RUN_TIME_SPANS: tuple[str, ...] = ("CachingAutotuner.",)
+
 # the top span of a compile that has no dynamo_start of its own, and what it compiles
 _SPAN_PARTS: tuple[tuple[str, str], ...] = (
     ("entire_backward_compile", "backward"),
@@ -128,6 +132,10 @@ def unfinished_compiles(trace: Trace) -> list[dict[str, Any]]:
             part = "compiled autograd" if str(cid).startswith("!") else "spans"
         fwd = c.filter((pl.col("file") == file) & (pl.col("compile_id") == cid)) if c.height else c
         fwd = fwd.filter(pl.col("occurrence").fill_null(1) == occ) if fwd.height > 1 else fwd
+        if part == "spans" and all(n.startswith(RUN_TIME_SPANS) for n in names):
+            # a compiled graph's first call benchmarking its kernels' configs (Triton's
+            # CachingAutotuner, at run time): the rank was running the compile, not compiling
+            continue
         base = fwd.row(0, named=True) if fwd.height else {
             "rank": rank, "compile_id": cid, "occurrence": occ, "function": None, "filename": None, "line": None,
             "pid": None, "file": file, "lineno": None,

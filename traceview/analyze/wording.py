@@ -4,7 +4,9 @@
 `Paths` names a report's files (module-relative for torch's and libraries' code, the shortest
 unambiguous suffix for the user's) and compiled code objects as their user knows them;
 `seconds_text`, `plural`, `rank_prefix` and `phases_text` write numbers, counts, ranks and a
-compile's phases one way; `CATEGORY_WORDS` names failure and crash categories.
+compile's phases one way; `CATEGORY_WORDS` names failure and crash categories;
+`STATUS_WORDS`, `unfinished_text` and `rank_end_text` say a compile's status (the compile
+account's) and a rank's state when the capture ends (the rank account's) in the pictures.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from parsers.code_location import whose
 from parsers.compile_ids import kind_label
+from parsers.compile_ids import label as id_label
 from traceview.analyze.findings import code_label
 
 CRASH_CATEGORY_WORDS = {
@@ -43,6 +46,48 @@ CATEGORY_WORDS = {
     "other": "other failure",
     **CRASH_CATEGORY_WORDS,
 }
+
+
+# a compile's status (traceview.analyze.accounts.compiles.STATUSES) as the pictures and the
+# compile list say it
+STATUS_WORDS = {
+    "finished": "finished",
+    "failed": "failed",
+    "interrupted": "interrupted when the job ended",
+    "never_ended": "never ended",
+    "unknown": "no time logged",
+}
+
+
+def unfinished_text(status: str | None, phase: str | None = None, part: str | None = None) -> str:
+    """An unfinished piece or compile as the pictures say it: "interrupted when the job ended
+    (backward, in inductor code_gen)", "never ended (in AOTAutograd)"; `status` is the compile
+    account's ("interrupted", "never_ended")."""
+    where = ", ".join(x for x in (part if part and part != "forward" else None, f"in {phase}" if phase else None) if x)
+    words = STATUS_WORDS.get(status or "", status or "unfinished")
+    return f"{words} ({where})" if where else words
+
+
+def rank_end_text(entry: dict[str, Any]) -> str:
+    """A rank's state when the capture ends, short, for the end of its row in a timeline: one
+    entry of traceview.analyze.accounts.ranks.rank_account ("compiling [4/1] (in inductor
+    code_gen)", "waiting for rank 1 (likely)", "running [4/1]", "idle 5.17s"); "" when unknown. A
+    waiting rank is read from its silence: likely, not certain, and said so."""
+    state = entry.get("state")
+    if state == "compiling":
+        c = entry.get("compile") or {}
+        part = c.get("part") if c.get("part") not in (None, "forward") else None
+        where = ", ".join(x for x in (part, f"in {c['phase']}" if c.get("phase") else None) if x)
+        return f"compiling [{id_label(c.get('compile_id'), c.get('occurrence'))}]" + (f" ({where})" if where else "")
+    if state == "waiting":
+        behind = entry.get("behind") or []
+        return f"waiting for {'rank' if len(behind) == 1 else 'ranks'} {', '.join(str(b) for b in behind)} (likely)"
+    if state == "running":
+        run = entry.get("running") or {}
+        return f"running [{id_label(run.get('compile_id'))}]" if run.get("compile_id") else "running"
+    if state == "idle":
+        return f"idle {seconds_text(entry.get('idle_s'))}"
+    return ""
 
 
 def seconds_text(seconds: float | None) -> str:

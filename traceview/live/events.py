@@ -1,6 +1,8 @@
 """What the records that just landed mean: one event per compile started or finished,
 recompile (with its cause), graph break (with the user's line), failure (with its category)
-and crash, in the analyzers' words; and what each busy rank is compiling now.
+and crash, in the analyzers' words; what each busy rank is compiling now, at the log's figure
+(busy_line, quiet_line: traceview.live.watch adds its own clock only while the job is alive);
+and whether what landed may end the job (Deriver.end_seen: the watch then judges it).
 
 The events of a chunk are derived from a Trace over the compiles it touched (each frame's every
 compile: traceview.live.tables), by the analyzers every other view uses (the compiles table,
@@ -14,9 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import polars as pl
+
 from parsers.code_location import brief
 from parsers.compile_ids import compile_number, sort_key
 from parsers.compile_ids import label as id_label
+from parsers.stops import stops_from_text
 from traceview.analyze.code_objects import describe
 from traceview.analyze.crashes import crash_findings
 from traceview.analyze.failures import categorize, failures, headline, next_step
@@ -28,7 +33,14 @@ from traceview.analyze.wording import seconds_text
 from traceview.output.summary import clean_line
 from traceview.trace import Trace
 
-KINDS = ("compile_start", "compile_end", "backward_end", "recompile", "graph_break", "failure", "crash", "busy")
+KINDS = ("compile_start", "compile_end", "backward_end", "recompile", "graph_break", "failure", "crash", "busy", "quiet", "ended")
+
+# what in a text log may end the job (with parsers.stops' launcher and scheduler lines): a fatal
+# signal, a KeyboardInterrupt, a launcher's SignalException; an uncaught traceback (one the
+# program caught and printed ends nothing). traceview.live.watch then judges the whole capture
+# as `summary` does
+_STOP_MARKS = ("Fatal Python error: ", "KeyboardInterrupt", "SignalException")
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 @dataclass
@@ -80,17 +92,29 @@ class Deriver:
 
     seen: set[tuple] = field(default_factory=set)
     open_compiles: set[tuple] = field(default_factory=set)  # (file, compile id, occurrence) begun, not ended
+    # (file, compile id) with a chromium span begun and not ended: a part compiled without a
+    # dynamo_start of its own (a backward compiled lazily) is open while its spans are
+    open_spans: set[tuple] = field(default_factory=set)
+    # lines that may end the job landed: "stop" (a launcher's or scheduler's stop lines, a
+    # crash), "traceback" (a traceback, a fatal signal: maybe one the program caught); the
+    # watch judges the whole capture and clears it
+    end_seen: str | None = None
     _pending_keys: list[tuple] = field(default_factory=list)  # said by the events being derived
 
     def events(self, trace: Trace, *, quiet: bool = False) -> list[Event]:
         """The events `trace` holds that were not said yet (`quiet`: mark them said, return none:
         what was there before the watch began)."""
         out: list[Event] = []
+        self._spans(trace)
         out += self._compiles(trace, quiet=quiet)
         out += self._recompiles(trace)
         out += self._graph_breaks(trace)
         out += self._failures(trace)
         out += self._crashes(trace)
+        if not quiet:
+            seen = "stop" if any(e.kind == "crash" for e in out) else _may_end(trace)
+            if seen is not None and self.end_seen != "stop":
+                self.end_seen = seen
         # in the order they were logged (per file: a chunk's ranks each in turn)
         order = {k: i for i, k in enumerate(KINDS)}
         out.sort(key=lambda e: (e.file or "", e.lineno if e.lineno is not None else 0, order[e.kind]))
@@ -104,6 +128,34 @@ class Deriver:
         """A log that starts over (the job started again): its events may be said again."""
         self.seen = {k for k in self.seen if k[1] != file and not (k[0] in ("recompile", "break", "failure") and k[1] == rank)}
         self.open_compiles = {k for k in self.open_compiles if k[0] != file}
+        self.open_spans = {k for k in self.open_spans if k[0] != file}
+
+    def open_ids(self) -> set[str | None]:
+        """The compile ids begun and not ended (a Dynamo compile, or a part of one)."""
+        return {cid for _file, cid, _occ in self.open_compiles} | {cid for _file, cid in self.open_spans}
+
+    def _spans(self, trace: Trace) -> None:
+        """Which compiles `trace` touched have spans open (a Trace over a chunk holds each
+        touched compile's every record: what it says of them is the whole story)."""
+        sp = trace.spans
+        if sp.is_empty():
+            return
+        sp = sp.filter(pl.col("compile_id").is_not_null())
+        for k in sp.select("file", "compile_id").unique().iter_rows():
+            self.open_spans.discard(k)
+        opened = sp.filter(pl.col("duration_s").is_null() & (pl.col("ph") == "B"))
+        if opened.is_empty():
+            return
+        # torch logs a compile's compilation_metrics inside its outermost `dynamo` span, which
+        # ends just after: a look between the two finds the compile ended, not open
+        c = trace.compiles
+        ended = c.filter(pl.col("status") != "no_metrics").select("file", "compile_id") if c.height else None
+        per = opened.group_by("file", "compile_id").agg((pl.col("name") != "dynamo").any().alias("inner"))
+        if ended is not None and ended.height:
+            done = ended.unique().with_columns(pl.lit(True).alias("ended"))
+            per = per.join(done, on=["file", "compile_id"], how="left")
+            per = per.filter(pl.col("inner") | pl.col("ended").is_null())
+        self.open_spans.update(per.select("file", "compile_id").iter_rows())
 
     def _new(self, key: tuple) -> bool:
         if key in self.seen or key in self._pending_keys:
@@ -271,9 +323,26 @@ class Deriver:
         return Event(kind, r["rank"], r["compile_id"], text, r["file"], lineno, {"_key": key, **data})
 
 
+def _may_end(trace: Trace) -> str | None:
+    """Whether what landed holds a line that may end the job: "stop" (a launcher's or a
+    scheduler's stop lines: parsers.stops), "traceback" (a traceback, a fatal signal, a
+    KeyboardInterrupt: uncaught, or caught and printed by the program), else None."""
+    recs, other = trace.log_records, trace.other_lines
+    if recs.is_empty() and other.is_empty():
+        return None
+    if not stops_from_text(recs, other).is_empty():
+        return "stop"
+    if other.is_empty():
+        return None
+    if other["text"].str.contains_any(list(_STOP_MARKS)).any():
+        return "stop"
+    return "traceback" if other["text"].str.contains(_TRACEBACK, literal=True).any() else None
+
+
 def busy(trace: Trace) -> list[Event]:
     """What each rank with a compile running is doing and for how long (analyze.unfinished on
-    the open compiles: the time up to the job's newest line; busy_line says it at a later time)."""
+    the open compiles: `seconds`, the time up to the capture's last timestamp, the summary's
+    figure); busy_line and quiet_line say it at a later time."""
     out = []
     for u in unfinished_compiles(trace):
         where = f" in {u['phase']}" if u.get("phase") else ""
@@ -282,12 +351,14 @@ def busy(trace: Trace) -> list[Event]:
         done = [o for o in u.get("others") or [] if o.get("finished_before_s") is not None]
         if u.get("behind") and done:
             behind = f"; {ranks_text([o['rank'] for o in done]).strip()} finished it: likely behind the others"
-        running = u.get("running_s") or 0.0
+        seconds = u.get("running_s") or 0.0
+        part = f"{u['part']} of " if u.get("part") in ("backward", "compiled autograd") else ""
         e = Event("busy", u["rank"], u["compile_id"], "", u["file"], u["lineno"],
-                  {"phase": u.get("phase"), "innermost_span": u.get("innermost_span"), "running_s": round(running, 3),
-                   "behind": u.get("behind"), "_head": f"[{id_label(u['compile_id'], u.get('occurrence'))}] busy ",
-                   "_tail": f"{where}{inner}: {_code(u)}{behind}"})
-        e.text = busy_line(e, running)
+                  {"part": u.get("part"), "phase": u.get("phase"), "innermost_span": u.get("innermost_span"), "running_s": round(seconds, 3),
+                   "seconds": round(seconds, 3), "behind": u.get("behind"),
+                   "_cid": f"[{id_label(u['compile_id'], u.get('occurrence'))}]", "_where": f"{where}{inner}",
+                   "_what": f": {part}{_code(u)}{behind}", "_end": u.get("last_line_at")})
+        e.text = busy_line(e, seconds)
         out.append(e)
     out.sort(key=lambda e: (e.rank if e.rank is not None else -1, sort_key(e.compile_id)))
     return out
@@ -295,4 +366,25 @@ def busy(trace: Trace) -> list[Event]:
 
 def busy_line(e: Event, running_s: float) -> str:
     """A busy event's line for a compile that has been running `running_s`."""
-    return f"{e.data['_head']}{seconds_text(running_s)}{e.data['_tail']}"
+    d = e.data
+    return f"{d['_cid']} busy {seconds_text(running_s)}{d['_where']}{d['_what']}"
+
+
+def quiet_line(e: Event, no_record_s: float) -> str:
+    """A busy event's line once no followed file has grown for `no_record_s`: the compile's
+    time up to the last record (its `seconds`), and how long nothing was written since; not
+    called running (the job may compile silently, hang or be dead: the log cannot tell)."""
+    d = e.data
+    where = d["_where"] or " compiling"
+    return (f"{d['_cid']}{where} for {seconds_text(d['seconds'])} up to the last record, then no record for "
+            f"{wall_text(no_record_s)}{d['_what']}")
+
+
+def wall_text(seconds: float) -> str:
+    """A time on the watcher's own clock (how long nothing was written): whole seconds, minutes
+    or hours; never a log's figure (those are seconds_text's)."""
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -87,6 +87,8 @@ class LiveTables:
     bytes_parsed: int = 0
     parse_s: float = 0.0
     last_chunk: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = field(default_factory=dict)  # text log -> its last chunk's records, other lines
+    # text log -> its records at its newest timestamp (the capture's last timestamp may be one)
+    newest: dict[str, pl.DataFrame] = field(default_factory=dict)
 
     def add(self, chunks: list[Chunk]) -> Touched:
         """Parse the chunks into the tables; which compiles (and text logs) they touched. The
@@ -179,6 +181,8 @@ class LiveTables:
             for (path,), part in getattr(trace, name).group_by("file", maintain_order=True):
                 if path in self.texts:
                     getattr(self.texts[path], attr).append(part)
+                    if name == "log_records":
+                        self._newest(path, part)
         self.parse_s += time.perf_counter() - t0
 
     def _decode(self, wanted: list[tuple[_TraceLog, str | None]]) -> None:
@@ -203,11 +207,23 @@ class LiveTables:
         log.other_lines.append(parsed.other_lines)
         log.stats.append(parsed.stats)
         self.last_chunk[c.path] = (parsed.records, parsed.other_lines)
+        self._newest(c.path, parsed.records)
+
+    def _newest(self, path: str, records: pl.DataFrame) -> None:
+        """Keep the text log's records at its newest timestamp, with `records` added."""
+        rows = records.filter(pl.col("ts").is_not_null())
+        if rows.is_empty():
+            return
+        old = self.newest.get(path)
+        rows = rows if old is None else pl.concat([old, rows], how="vertical_relaxed")
+        self.newest[path] = rows.filter(pl.col("ts") == pl.col("ts").max())
 
     # ------------------------------------------------------------------ Traces over the tables
-    def trace(self, touched: Touched | None = None) -> Trace:
+    def trace(self, touched: Touched | None = None, *, newest_text: bool = False) -> Trace:
         """A Trace over everything read so far, or (`touched`) over the frames of the compiles
-        a chunk touched (each frame's every compile) and the text logs' last chunks."""
+        a chunk touched (each frame's every compile) and the text logs' last chunks
+        (`newest_text`: every text log's records at its newest timestamp instead, which is all
+        the capture's last timestamp needs: analyze.unfinished.capture_end)."""
         ev, chrom, strings, stats, problems = [], [], [], [], []
         records, other, text_stats = [], [], []
         chosen: list[tuple[str, _TraceLog, list[str | None]]] = []
@@ -242,7 +258,10 @@ class LiveTables:
             stats.extend(log.stats)
             problems.extend(log.problems)
         for path, tlog in self.texts.items():
-            if touched is not None:
+            if touched is not None and newest_text:
+                if path in self.newest:
+                    records.append(self.newest[path])
+            elif touched is not None:
                 if path not in touched:
                     continue
                 r, o = self.last_chunk.get(path, (None, None))

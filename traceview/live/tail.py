@@ -71,7 +71,9 @@ class _File:
     offset: int = 0  # bytes handed on
     lines: int = 0  # lines handed on
     seen_size: int = -1  # size at the previous poll
-    grew_at: float = 0.0  # when the size last changed
+    grew_at: float = 0.0  # when the size last changed (as the polls saw it: when a wait for more began)
+    # when it was last written (time.monotonic): a growth a poll saw, else its mtime when found
+    written_at: float = 0.0
     deferred_at: float | None = None  # since when complete records wait (Tail.wanted)
     compressed: bool = False
     done: bool = False  # a compressed log, read
@@ -91,7 +93,7 @@ class Tail:
     files: dict[str, _File] = field(default_factory=dict)
     stray: dict[str, str] = field(default_factory=dict)  # not a torch log (checked again if it grows)
     _stray_size: dict[str, int] = field(default_factory=dict)
-    _measured: dict[str, tuple[int, int]] = field(default_factory=dict)  # by `backlog`: (inode, size)
+    _measured: dict[str, tuple[int, int, float]] = field(default_factory=dict)  # by `backlog`: (inode, size, mtime)
 
     def scan(self) -> list[str]:
         """Look for files not followed yet; returns the paths of the new ones."""
@@ -100,9 +102,10 @@ class Tail:
             if path in self.files:
                 continue
             try:
-                size = os.stat(path).st_size
+                st = os.stat(path)
             except OSError:
                 continue
+            size = st.st_size
             if path in self.stray and self._stray_size.get(path) == size:
                 continue  # not a log, and unchanged
             named = path in self.extra_logs or path in self.roots
@@ -119,7 +122,7 @@ class Tail:
             rank = trace_rank(path) if kind == "trace" else None
             with open(path, "rb") as fh:
                 compressed = is_gzip(fh)
-            self.files[path] = _File(path, kind, rank, compressed=compressed)
+            self.files[path] = _File(path, kind, rank, written_at=_monotonic_of(st.st_mtime), compressed=compressed)
             new.append(path)
         return new
 
@@ -172,7 +175,7 @@ class Tail:
                 continue
             settled = f.compressed or wall_now - st.st_mtime >= self.settle_s
             ends[f.path] = st.st_size if settled else self._complete_end(f, st.st_size)
-            self._measured[f.path] = (st.st_ino, st.st_size)
+            self._measured[f.path] = (st.st_ino, st.st_size, st.st_mtime)
         return ends
 
     def _complete_end(self, f: _File, size: int) -> int:
@@ -205,10 +208,16 @@ class Tail:
         elsewhere (its backlog). The file is the one `backlog` measured: one replaced since
         starts over at the next poll."""
         f = self.files[path]
-        f.inode, f.seen_size = self._measured.get(path, (-1, -1))
+        f.inode, f.seen_size, mtime = self._measured.get(path, (-1, -1, time.time()))
         f.offset, f.lines = offset, lines
         f.grew_at = time.monotonic()
+        f.written_at = _monotonic_of(mtime)
         f.done = f.compressed
+
+    def last_growth(self) -> float | None:
+        """When a followed file last grew (time.monotonic; a file there when the watch began:
+        its modification time), as seen by the polls; None while no file is followed."""
+        return max((f.written_at for f in self.files.values()), default=None)
 
     def seek_end(self) -> None:
         """Follow from here on: every file as read up to its present size, without reading it
@@ -237,6 +246,8 @@ class Tail:
             restarted = True
         f.inode = st.st_ino
         if st.st_size != f.seen_size:
+            if f.seen_size >= 0 or restarted:  # (the first look at a file: its mtime says when)
+                f.written_at = now
             f.seen_size = st.st_size
             f.grew_at = now
         if st.st_size == f.offset and not restarted:
@@ -287,6 +298,12 @@ class Tail:
         # a text log: every record but the last (a record that another one follows is whole);
         # the last once the file stopped growing for settle_s (above)
         return _text_complete(data, cut)
+
+
+def _monotonic_of(wall: float) -> float:
+    """A wall-clock time (a file's mtime) on the monotonic clock: that many seconds before now
+    (a time in the future, a clock skew, is now)."""
+    return time.monotonic() - max(0.0, time.time() - wall)
 
 
 def _text_complete(data: bytes, cut: int) -> int:

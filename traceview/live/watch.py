@@ -10,6 +10,13 @@ compile runs longer than `busy_after_s`, what each busy rank is compiling and fo
 a terminal one status line kept at the bottom and rewritten, elsewhere a `busy` line every
 `busy_every_s`. `--json`: one JSON object per line (the digest as `{"event": "digest", …}`).
 
+A compile's time is the log's (the summary's: up to the capture's last timestamp); the
+watcher's clock adds to it only while a followed file grew within QUIET_S. Silent longer, a
+compile is a `quiet` line ("no record for N s"), never running; once the capture shows the job
+ended (a stop from outside, a crash: judged as `summary` judges them), an `ended` event says
+how, with the summary's own findings, and no compile is called running (docs/watch.md,
+"Whose clock").
+
 Files are watched with watchfiles (inotify and its peers) and, on a network file system
 (NFS, Lustre, GPFS, CIFS, sshfs: another host's writes raise no local events) or when asked
 (`poll=True`), by polling: the followed files' sizes are looked at every 0.3 s (not
@@ -39,6 +46,7 @@ from traceview.live.tail import Tail
 from traceview.printable import printable
 
 if TYPE_CHECKING:  # (imported when used: polars comes after the backlog's parse workers start)
+    from traceview.analyze.finding import Finding
     from traceview.ingest.loading import LoadOptions
     from traceview.live.events import Deriver, Event
     from traceview.live.tables import LiveTables
@@ -46,6 +54,16 @@ if TYPE_CHECKING:  # (imported when used: polars comes after the backlog's parse
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "fuse.sshfs", "9p", "ceph", "fuse.glusterfs")
 BUSY_AFTER_S = 5.0
 BUSY_EVERY_S = 15.0
+# the job is demonstrably alive while a followed file grew within this long: only then does the
+# watcher's clock add to a compile's time from the log's clock (docs/watch.md, "Whose clock")
+QUIET_S = 10.0
+# lines that may end the job (a launcher's stop lines, an uncaught traceback) are judged once
+# the logs were quiet this long (the launcher's last lines in), or this long after they landed
+END_QUIET_S = 2.0
+END_WAIT_S = 5.0
+# the findings that say how a job ended, and those said with them (what each rank was inside)
+ENDING_KINDS = ("stop", "crash")
+ENDED_WITH = ("stop", "crash", "unfinished")
 POLL_S = 0.4  # how often the files are looked at when polling
 # the least time between two looks: writes of many ranks coalesce into one parse (each look
 # pays a fixed cost; 48 ranks each writing a record a second would wake it ~50 times a second)
@@ -102,10 +120,19 @@ class Watch:
     _busy: list[Event] = field(default_factory=list)
     _busy_said: float = 0.0
     _busy_stale: bool = True
-    _busy_at: float = 0.0  # when _busy was derived
     stepped_at: float = 0.0  # monotonic time of the last step
     _status_shown: bool = False
     _said_digest: bool = False
+    ended: list[Finding] | None = None  # the findings that say the job ended (stop, crash), once it did
+    _ended_keys: set[str] = field(default_factory=set)  # those said
+    _end_since: float | None = None  # lines that may end the job landed then: judged soon (_check_end)
+    _end_calm_until: float = 0.0  # a traceback that ended nothing: the next are judged after this
+    _end_backoff: float = END_WAIT_S
+    _ended_line: str = ""
+    _sections: bool = True  # an `ended` event's text form: the summary's sections under its line
+    # the capture's last timestamp (ISO) and when it landed (time.monotonic): where the log's
+    # clock hands over to the watcher's
+    _clock: tuple[str | None, float] = (None, 0.0)
 
     def __post_init__(self) -> None:
         self.tail = Tail(list(self.paths), list(self.extra_logs), settle_s=self.settle_s, wanted=makes_events)
@@ -133,7 +160,9 @@ class Watch:
     def start(self, *, digest: bool = True) -> None:
         """Read what is there (the backlog, with the loading path) and print the digest
         (`digest`): the summary's head first, then, once the backlog's events are known (said
-        already: they were there), the files watched and the compiles running."""
+        already: they were there), the files watched and the compiles running. Without the
+        digest (`traceview run`: its summary follows), an `ended` event is its line alone."""
+        self._sections = digest
         self.tail.scan()
         ends = {path: end for path, end in self.tail.backlog().items() if end > 0}
         if ends:
@@ -142,8 +171,9 @@ class Watch:
                 from traceview.output.findings_document import findings_document
 
                 data, trace = findings_document(opts, inputs)
+                report = orjson.loads(data)
                 if digest:
-                    self._digest(orjson.loads(data), files=len(ends))
+                    self._digest(report, files=len(ends))
                 if trace is None:  # the findings were cached: the tables are too (memory-mapped)
                     from traceview.ingest.loading import load_trace
 
@@ -158,31 +188,37 @@ class Watch:
             lines = dict(trace.stats.select("file", "lines").iter_rows())
             for path, end in ends.items():
                 self.tail.take(path, end, lines.get(path) or 0)
-            self.last_line_at = time.monotonic()
+            # the newest records landed when the files were last written, not when the watch began
+            self.last_line_at = self.tail.last_growth() or time.monotonic()
             self.deriver.events(trace, quiet=True)
+            self._ended_by(report, say=digest, digest=True)
         elif digest:
             self._digest(None, files=0)
         if digest and ends and not self.json_lines:
-            self._watching()
+            self._watching(report)
 
     def _start_by_chunks(self, *, digest: bool) -> None:
         """Read what is there chunk by chunk, as what lands later is read (when the loading
         path could not read it: a log rewritten meanwhile)."""
         for chunks in self.tail.drain():
             self.tables.add(chunks)
-            if chunks:
-                self.last_line_at = time.monotonic()
+        self.last_line_at = self.tail.last_growth() or time.monotonic()
         trace = self.tables.trace()
         self.deriver.events(trace, quiet=True)
         if digest:
             files = len(self.tables.files())
-            if not self._said_digest:  # (said already when the tables could not be opened after it)
+            report = None
+            if files:
                 from traceview.output.report import build_report
 
                 trace.inputs = self._inputs()
-                self._digest(build_report(trace) if files else None, files=files)
+                report = build_report(trace)
+            if not self._said_digest:  # (said already when the tables could not be opened after it)
+                self._digest(report, files=files)
+            if report is not None:
+                self._ended_by(report, say=True, digest=True)
             if files and not self.json_lines:
-                self._watching()
+                self._watching(report)
 
     def _backlog_inputs(self, ends: dict[str, int]) -> tuple[LoadOptions, Inputs]:
         """The loading path's options and inputs for the backlog: the followed files, each up
@@ -235,6 +271,19 @@ class Watch:
             self._busy_stale = True
             for e in events:
                 self._say(e)
+            seen, self.deriver.end_seen = self.deriver.end_seen, None
+            if seen == "stop" or (seen is not None and now >= self._end_calm_until):
+                self._end_since = now if self._end_since is None else self._end_since
+            if self.ended is not None and any(e.kind == "compile_start" for e in events):
+                self.ended = None  # a compile began after the end: the job (or a restart of it) runs again
+                self._note("a compile began after the job ended: following it as running again")
+        try:
+            self._check_end(now, everything=everything)
+        except Exception as exc:
+            if debugging():
+                raise
+            self._end_since = None
+            self._note(f"could not judge how the job ended ({type(exc).__name__}: {exc})")
         try:
             self._show_busy(now)
         except Exception as exc:
@@ -243,6 +292,81 @@ class Watch:
             self._busy, self._busy_stale = [], False
             self._note(f"could not tell what the busy ranks do ({type(exc).__name__}: {exc})")
         return events
+
+    def quiet_s(self, now: float | None = None) -> float | None:
+        """How long no followed file has grown (the watcher's clock; None: no file yet)."""
+        grew = self.tail.last_growth()
+        if grew is None:
+            return None
+        return max(0.0, (time.monotonic() if now is None else now) - grew)
+
+    def _check_end(self, now: float, *, everything: bool = False) -> None:
+        """Lines that may end the job landed: once the logs were quiet END_QUIET_S (the
+        launcher's last lines in), END_WAIT_S after they landed, or at the end (`everything`),
+        judge the whole capture as `summary` does and say how the job ended, if it did."""
+        if self._end_since is None:
+            return
+        quiet = self.quiet_s(now) or 0.0
+        if not (everything or quiet >= END_QUIET_S or now - self._end_since >= END_WAIT_S):
+            return
+        self._end_since = None
+        if self._ended_by(self._capture_report(), say=True):
+            self._end_backoff = END_WAIT_S
+        else:  # (a traceback the program caught and printed: the next, a while later)
+            self._end_calm_until = now + self._end_backoff
+            self._end_backoff = min(self._end_backoff * 2, 300.0)
+
+    def _capture_report(self) -> dict[str, Any]:
+        """`summary`'s report of the followed files as they are now: by the loading path (its
+        worker processes, the parse cache, the cached findings document: memory bounded as
+        `summary`'s), else, when a file changes under it, from the tables read so far."""
+        ends = {path: end for path, end in self.tail.backlog().items() if end > 0}
+        try:
+            opts, inputs = self._backlog_inputs(ends)
+            from traceview.output.findings_document import findings_document
+
+            data, _trace = findings_document(opts, inputs)
+            return orjson.loads(data)
+        except (InputError, OSError):
+            if debugging():
+                raise
+        from traceview.output.report import build_report
+
+        trace = self.tables.trace()
+        trace.inputs = self._inputs()
+        return build_report(trace)
+
+    def _ended_by(self, report: dict[str, Any], *, say: bool, digest: bool = False) -> bool:
+        """The report's findings that say the job ended (a stop, a crash), said (`say`) as the
+        summary says them, with what each rank was inside: an `ended` event (each once; with
+        the `digest`: the backlog's, said without a time of its own). Whether it ended."""
+        from traceview.analyze.finding import findings_of
+
+        findings = findings_of(report)
+        ends = [f for f in findings if f.kind in ENDING_KINDS]
+        if not ends:
+            return False
+        self.ended = ends
+        new = [f for f in ends if f.key not in self._ended_keys]
+        self._ended_keys.update(f.key for f in ends)
+        if not new or not say:
+            return True
+        from traceview.live.events import Event
+        from traceview.output.summary import headline, render_sections
+
+        shown = [f for f in findings if f.kind in ENDED_WITH]
+        words = headline(shown)[0].removeprefix("findings: ")
+        first = next((e for f in ends for e in f.evidence), None)
+        stops = [{k: st.get(k) for k in ("kind", "signal", "target", "by", "at", "ranks")} for st in report.get("stops") or []]
+        for st in stops:
+            st["ranks"] = [{k: v for k, v in r.items() if k != "file"} for r in st["ranks"] or []]
+        self._ended_line = f"the job ended: {words}"
+        e = Event("ended", None, None, self._ended_line, first.file if first else None, first.lineno if first else None,
+                  {"stops": stops, "findings": [f.to_json() for f in shown],
+                   "_block": render_sections(report, shown, width=_width(self.out)) if self._sections else None,
+                   "_untimed": digest})
+        self._say(e)
+        return True
 
     def finish(self) -> None:
         """The last line: what was seen."""
@@ -274,21 +398,45 @@ class Watch:
             counts: dict[str, int] = {}
             for f in findings:
                 counts[f.kind] = counts.get(f.kind, 0) + 1
+            quiet = self.quiet_s()
+            ended = any(f.kind in ENDING_KINDS for f in findings)
             self._write(orjson.dumps({
                 "event": "digest", "files": files, "compiles": report["compiles"], "ranks": report["ranks"],
                 "findings": [{"kind": f.kind, "severity": f.severity, "claim": f.claim, "key": f.key} for f in findings],
                 "finding_counts": counts, "text": head,
+                # the job: "ended" (a stop or a crash: an `ended` line follows), "quiet" (no file
+                # grew for QUIET_S), "alive"; and its compiles begun, not ended
+                "state": "ended" if ended else "quiet" if quiet is not None and quiet >= QUIET_S else "alive",
+                "unfinished": len(report.get("unfinished_compiles") or []),
             }, default=str).decode())
             return
         self._write(head)
 
-    def _watching(self) -> None:
-        """The digest's last line: the files watched, the compiles running."""
+    def _watching(self, report: dict[str, Any] | None) -> None:
+        """The digest's last line: the files watched, and the job's state: ended (said above),
+        its compiles running, or not ended with no record for a while (docs/watch.md)."""
         files = len(self.tables.files())
-        running = len(self.deriver.open_compiles)
-        self._write(f"watching {files} log file{'s' if files != 1 else ''}"
-                    + (f"; {running} compile{'s' if running != 1 else ''} running" if running else "")
-                    + "; Ctrl-C ends")
+        line = f"watching {files} log file{'s' if files != 1 else ''}"
+        opened = len((report or {}).get("unfinished_compiles") or []) or len(self.deriver.open_ids())
+        state, quiet = self._state()
+        if state == "ended":
+            line = f"{self._ended_line}; {line}"
+        elif opened:
+            n = f"{opened} compile{'s' if opened != 1 else ''}"
+            if state == "quiet":
+                from traceview.live.events import wall_text
+
+                line += f"; {n} not ended, no record for {wall_text(quiet or 0.0)}"
+            else:
+                line += f"; {n} running"
+        self._write(line + "; Ctrl-C ends")
+
+    def _state(self, now: float | None = None) -> tuple[str, float | None]:
+        """("ended" | "quiet" | "alive", seconds since a followed file grew)."""
+        quiet = self.quiet_s(now)
+        if self.ended is not None:
+            return "ended", quiet
+        return ("quiet" if quiet is not None and quiet >= QUIET_S else "alive"), quiet
 
     def _inputs(self, only: dict[str, int] | None = None) -> Inputs:
         """What is followed (`only`: these files), as discovery would list it (the digest's
@@ -315,41 +463,59 @@ class Watch:
     def _say(self, e: Event) -> None:
         self.counts[e.kind] += 1
         self._clear_status()
+        block = e.data.pop("_block", None)  # the summary's sections, after the line (text only)
+        # said with the digest: its sections under the summary's head, its line the digest's last
+        untimed = e.data.pop("_untimed", False)
         if self.json_lines:
             self._write(orjson.dumps(e.json(), default=str).decode())
+        elif untimed:
+            self._write(block.rstrip("\n") if block else e.line())
         else:
             self._write(f"{time.strftime('%H:%M:%S')} {e.line()}")
+            if block:
+                self._write(block.rstrip("\n"))
 
     def _show_busy(self, now: float) -> None:
-        if not self.deriver.open_compiles:
+        """The open compiles: while the job is alive (a followed file grew within QUIET_S),
+        each compile's time from the log's clock (the summary's: its first record to the
+        capture's last timestamp) plus the watcher's since the newest records landed; once
+        nothing grew for QUIET_S, the log's figure and how long nothing was written ("no record
+        for N s"), never "running"; after the job ended (or while lines that may end it are
+        judged), nothing: the `ended` event said what each rank was inside."""
+        ids = self.deriver.open_ids()
+        if not ids or self.ended is not None or self._end_since is not None:
             self._busy = []
             self._clear_status()
             return
         if self._busy_stale:
             # the open compiles' ids on every rank: the ranks that finished them (a rank behind
-            # the others) and the job's newest line, as `summary` sees them
-            ids: set[str | None] = {cid for _file, cid, _occ in self.deriver.open_compiles}
+            # the others), and every text log's newest records: the capture's last timestamp
+            # is the one `summary` ends an open compile's time at
             opened = {path: set(ids) for path in self.tables.traces}
             from traceview.live.events import busy
 
-            self._busy = busy(self.tables.trace(opened))
-            self._busy_at = now
+            self._busy = busy(self.tables.trace(opened, newest_text=True))
             self._busy_stale = False
-        since = now - self.last_line_at
-        rows = [b for b in self._busy if (b.data["running_s"] or 0.0) + (now - self._busy_at) >= self.busy_after_s]
-        if not rows:
+            end = next((b.data["_end"] for b in self._busy if b.data.get("_end")), None)
+            if end != self._clock[0]:  # the capture's last timestamp moved: it landed with the newest records
+                self._clock = (end, self.last_line_at)
+        state, quiet = self._state(now)
+        since = max(0.0, now - self.last_line_at)
+        if state == "quiet":
+            self._show_quiet(now, quiet or 0.0)
+            return
+        # the log's figure, and the watcher's clock from when the log's last timestamp landed
+        # (records without one, a program's own output, keep the job alive, not the log's clock)
+        lines = [(b, b.data["seconds"] + max(0.0, now - self._clock[1])) for b in self._busy]
+        lines = [(b, running) for b, running in lines if running >= self.busy_after_s]
+        if not lines:
             self._clear_status()
             return
-        lines = [(b, b.data["running_s"] + (now - self._busy_at)) for b in rows]
         if self.status_line:
             status = " | ".join(f"{'rank ' + str(b.rank) + ' ' if b.rank is not None else ''}[{b.compile_id}] "
                                 f"{'in ' + b.data['phase'] if b.data.get('phase') else 'compiling'} for {running:.0f}s"
                                 for b, running in lines)
-            width = _columns(self.out)
-            status = printable(f"busy: {status}")[: max(20, width - 1)]
-            self.out.write("\r\x1b[2K" + status)
-            self.out.flush()
-            self._status_shown = True
+            self._status(f"busy: {status}")
             return
         if now - self._busy_said < self.busy_every_s:
             return
@@ -362,6 +528,34 @@ class Watch:
                        "since_last_line_s": round(since, 1)})
             self._say(e)
 
+    def _show_quiet(self, now: float, quiet: float) -> None:
+        """The open compiles once nothing was written for QUIET_S: `quiet` lines."""
+        from traceview.live.events import Event, quiet_line, wall_text
+
+        if not self._busy:
+            self._clear_status()
+            return
+        if self.status_line:
+            status = " | ".join(f"{'rank ' + str(b.rank) + ' ' if b.rank is not None else ''}[{b.compile_id}] "
+                                f"{'in ' + b.data['phase'] if b.data.get('phase') else 'compiling'} "
+                                f"{b.data['seconds']:.0f}s up to it" for b in self._busy)
+            self._status(f"no record for {wall_text(quiet)}: {status}")
+            return
+        if now - self._busy_said < self.busy_every_s:
+            return
+        self._busy_said = now
+        for b in self._busy:
+            data = {k: v for k, v in b.data.items() if not k.startswith("_") and k != "running_s"}
+            self._say(Event("quiet", b.rank, b.compile_id, quiet_line(b, quiet), b.file, b.lineno,
+                            {**data, "no_record_s": round(quiet, 1)}))
+
+    def _status(self, text: str) -> None:
+        """The status line at the bottom of a terminal, rewritten."""
+        width = _columns(self.out)
+        self.out.write("\r\x1b[2K" + printable(text)[: max(20, width - 1)])
+        self.out.flush()
+        self._status_shown = True
+
     def _clear_status(self) -> None:
         if self._status_shown:
             self.out.write("\r\x1b[2K")
@@ -373,6 +567,11 @@ class Watch:
         self.out.write(line + "\n")
         self.out.flush()
 
+
+
+def _width(out: TextIO) -> int:
+    """The width the summary's sections are wrapped to: the terminal's, else the summary's 80."""
+    return _columns(out) if bool(getattr(out, "isatty", lambda: False)()) else 80
 
 
 def _columns(out: TextIO) -> int:

@@ -28,13 +28,22 @@ from markupsafe import Markup, escape
 
 from parsers.code_location import brief
 from parsers.compile_ids import ID_PATTERN, compile_name, sort_key
+from parsers.compile_ids import label as id_label
 from parsers.compile_ids import parse as parse_compile_id
 from traceview.analyze import compile_time as ct
+from traceview.analyze.accounts.compiles import compile_account
 from traceview.analyze.finding import findings_of
 from traceview.analyze.findings import code_label, ranks_text
+from traceview.analyze.wording import STATUS_WORDS, unfinished_text
 from traceview.output.report import build_report
 from traceview.output.summary import clean_line, head_lines, render_figures, title_line
-from traceview.output.timeline import compile_rows, write_atomically
+from traceview.output.timeline import (
+    piece_rows,
+    piece_text,
+    processes_of,
+    timeline_end,
+    write_atomically,
+)
 from traceview.trace import Trace
 
 TEMPLATE = Path(__file__).with_name("page.html.j2")
@@ -60,6 +69,8 @@ PAYLOAD_KINDS = {
     "inductor_output_code": "output code",
 }
 PHASES = ("dynamo", "aot", "backend", "inductor", "autotuning", "other", "backward")  # ct.disjoint_phases' parts
+TIMELINE_PX = 1240  # the timeline's labels, bars and rank states together, at most (the page is 1280 px wide)
+STATE_MAX_PX = 320  # a rank's state after its row, at most (all of it in the tooltip)
 LABEL_MAX_PX = 560  # a picture's label column at most; a longer label is cut in its middle (all of it in the tooltip)
 SCHEDULES_DRAWN = 12  # collective mismatches drawn at most; the rest: traceview summary / open (Ranks)
 SCHEDULE_CONTEXT = 3  # collectives drawn before and after the first one that differs
@@ -94,8 +105,18 @@ def _anchor_name(rank: Any, cid: str, occ: int, n: int) -> str:
 
 
 def _compiles(trace: Trace) -> _Compiles:
+    """Every compile of the compile account (traceview.analyze.accounts.compiles): the compiles
+    table's rows with the account's `account_status`, `account_seconds`, `open_part` and
+    `phase`, and the compiles seen only by their open spans (a compiled-autograd graph) as
+    rows of their own."""
     c = trace.compiles.filter(pl.col("compile_id").is_not_null())
-    rows = c.to_dicts()
+    keys = ["file", "compile_id", "occurrence"]
+    acc = compile_account(trace).filter(pl.col("compile_id").is_not_null()).select(
+        *keys, "rank", "label", "function", "filename", "line", "start", "lineno", pl.col("status").alias("account_status"),
+        pl.col("seconds").alias("account_seconds"), "open_part", "phase")
+    rows = c.join(acc.drop("rank", "label", "function", "filename", "line", "start", "lineno"), on=keys, how="left",
+                  nulls_equal=True, maintain_order="left").to_dicts()
+    rows += [{**dict.fromkeys(c.columns), **r} for r in acc.join(c.select(keys), on=keys, how="anti", nulls_equal=True).to_dicts()]
     rows.sort(key=lambda r: (r["rank"] is not None, r["rank"] or 0, r["file"], sort_key(r["compile_id"]), r["occurrence"] or 1))
     out = _Compiles(rows)
     used: set[str] = set()
@@ -109,6 +130,27 @@ def _compiles(trace: Trace) -> _Compiles:
         out.by_rank_id.setdefault((r["rank"], r["compile_id"]), []).append(a)
         out.by_id.setdefault(r["compile_id"], []).append(a)
     return out
+
+
+def _status(r: dict[str, Any]) -> str:
+    """A compile's status as the grid colours it: the account's (finished, failed,
+    interrupted, never_ended, unknown), a finished compile's kind kept where the compiles
+    table says more (graph_break_restarts, empty_graph)."""
+    st = r.get("account_status") or "unknown"
+    return r["status"] if st == "finished" and r.get("status") in ("graph_break_restarts", "empty_graph") else st
+
+
+def _status_text(r: dict[str, Any]) -> str:
+    """A compile's status and seconds as its line in the compile list says them (the account's)."""
+    st = r.get("account_status") or "unknown"
+    if st in ("interrupted", "never_ended"):
+        words = unfinished_text(st, r.get("phase"), r.get("open_part"))
+        secs = r.get("account_seconds")
+        return words + (f", {secs:.3f}s up to the capture's end" if secs is not None else "")
+    words = STATUS_WORDS.get(st, st) + (f" ({r['status'].replace('_', ' ')})" if _status(r) != st else "")
+    if st == "unknown":
+        return words
+    return words + (f", {r['account_seconds']:.3f}s" if r.get("account_seconds") is not None else ", no time logged")
 
 
 # ---------------------------------------------------------------------------- findings
@@ -208,28 +250,47 @@ def _phases(r: dict[str, Any], autotuning: dict[str, float] | None) -> list[tupl
     return [*parts, ("other", rest)] if rest > 1e-9 else parts
 
 
-def _timeline(trace: Trace, comps: _Compiles, width: int = 1000) -> dict[str, Any] | None:
-    rows = compile_rows(trace)
+def _timeline(trace: Trace, comps: _Compiles, code_name: Any, width: int = 1000) -> dict[str, Any] | None:
+    """Every piece of every compile (timeline.piece_rows: the compile account's pieces) as
+    bars, one row per rank (per file): a finished forward split into its phases, each
+    backward piece its own bar, a piece left open drawn to the capture's last timestamp and
+    marked (hatched, its status and phase on it as far as the bar holds them, all of it in its
+    tooltip). The time axis runs to the capture's end (timeline.timeline_end; a stop's line),
+    a dashed line marks it, and each rank's state then (the rank account: compiling, waiting
+    for rank N, running, idle) is written after it."""
+    rows = piece_rows(trace)
     if not rows.height:
         return None
     at = ct.autotuning_by_phase(trace)
     by_key = {(r["file"], r["rank"], r["compile_id"], r["occurrence"] or 1): r for r in comps.rows}
+    first = int(rows["start_us"].min())
     ends = (rows["offset_s"] + rows["dur_us"].fill_null(0) / 1e6).max() or 0.0
-    span = max(float(ends), 1e-3)
+    end = timeline_end(trace)
+    end_s = (end["at_us"] - first) / 1e6 if end is not None else None
+    span = max(float(ends), end_s or 0.0, 1e-3)
     lanes: dict[int, dict[str, Any]] = {}
     lane_h, gap = 14, 6
-    label_w = _label_width([str(x) for x in rows["process_label"].unique().to_list()], 60)
+    processes = processes_of(trace)
+    label_w = _label_width([label for _, label in processes.values()], 60)
+    # each rank's state at the capture's end, after its row; the bars give way to it
+    states = {pid: fit_label(_state(end, file), STATE_MAX_PX) for (_, file), (pid, _) in processes.items()} if end else {}
+    state_w = max([text_px(x) + 12 for x in states.values() if x] or [0.0])
+    width = max(min(width, TIMELINE_PX - round(label_w) - round(state_w)), 400)
+    for (_, file), (pid, label) in processes.items():
+        lanes.setdefault(pid, {"label": label, "bars": [], "state": states.get(pid) or "",
+                               "state_tip": _state_tip(end, file) if states.get(pid) else ""})
     for r in rows.iter_rows(named=True):
-        pid = r["process"]
-        lane = lanes.setdefault(pid, {"label": r["process_label"], "bars": []})
+        lane = lanes[r["process"]]
         key = (r["file"], r["rank"], r["compile_id"], r["occurrence"] or 1)
         c = by_key.get(key, {})
         x = label_w + r["offset_s"] / span * width
         dur = (r["dur_us"] or 0) / 1e6
-        segs = []
-        if r["part"] == "backward":
+        segs: list[tuple[str, float]] = []
+        if r["open"]:
+            segs = [("open", dur)]
+        elif r["piece"] == "backward":
             segs = [("backward", dur)]
-        elif c:
+        elif c and r["dur_us"] is not None:
             segs = _phases(c, at.get((r["file"], r["compile_id"], r["occurrence"])))
         w_total = max(dur / span * width, 1.0)
         pos, pieces = x, []
@@ -238,23 +299,25 @@ def _timeline(trace: Trace, comps: _Compiles, width: int = 1000) -> dict[str, An
             w = w_total * (s / tot)
             pieces.append({"phase": name, "x": round(pos, 1), "w": round(max(w, 0.3), 1)})
             pos += w
-        status = r["status"] or ""
-        recompile = bool(r["recompile_reason"])
+        recompile = bool(r["recompile_reason"]) and r["piece"] == "forward"
         who = f"rank {r['rank']} " if r["rank"] is not None else ""
-        part = r["part"]
-        if part == "backward" and (r.get("bwd_pieces") or 0) > 1 and r.get("piece"):
-            part = f"backward piece {r['piece']} of {r['bwd_pieces']}"  # DDPOptimizer: one per bucket
-        tip = f"{who}[{r['compile_id']}] {compile_name(c or r)}: {part} {dur:.3f}s"
-        tip += f" (total {r['total_time_s'] or 0:.3f}s)"  # the compile's own figure, every view's
-        if segs and r["part"] == "forward":
+        tip = f"{who}[{r['label']}] {code_name(c or r)}: {piece_text(r)}"
+        if r["compile_seconds"] is not None and (r["piece"] != "forward" or (r["pieces"] or 0) > 0) and not r["open"]:
+            tip += f" (the compile: {r['compile_seconds']:.3f}s, {STATUS_WORDS.get(r['compile_status'], r['compile_status'])})"
+        elif r["open"] and r["piece"] != "forward" and r["compile_seconds"] is not None:
+            tip += f" (the compile: {r['compile_seconds']:.3f}s up to the capture's end)"
+        if segs and r["piece"] == "forward" and not r["open"]:
             tip += "; " + ", ".join(f"{n} {s:.3f}s" for n, s in segs)
-        if status not in ("ok", ""):
-            tip += f"; {status}"
+        if r["open"] and end is not None:
+            tip += f"; the capture's last timestamp: {end['what']}"
         if recompile:
             tip += f"; recompile: {r['recompile_reason'][:200]}"
+        mark = _open_mark(r, w_total - 6) if r["open"] else ""
         lane["bars"].append({
-            "part": r["part"], "pieces": pieces, "x": round(x, 1), "w": round(w_total, 1), "tip": tip,
-            "failed": status == "failed", "recompile": recompile, "anchor": c.get("anchor"), "cid": r["compile_id"],
+            "part": r["piece"], "index": r["index"], "rank": "" if r["rank"] is None else r["rank"],
+            "seconds": "" if r["seconds"] is None else repr(round(r["seconds"], 6)), "pieces": pieces, "x": round(x, 1), "w": round(w_total, 1), "tip": tip, "status": r["status"],
+            "failed": r["status"] == "failed", "open": bool(r["open"]), "recompile": recompile, "anchor": c.get("anchor"),
+            "cid": r["compile_id"], "mark": mark,
         })
     out_lanes = []
     for i, pid in enumerate(sorted(lanes)):
@@ -272,10 +335,51 @@ def _timeline(trace: Trace, comps: _Compiles, width: int = 1000) -> dict[str, An
     note = (f"The compiles are too short to see at this scale: {_tick_label(span, _tick_step(span))} from the first compile's "
             "start to the last one's end. traceview timeline PATH -o trace.json writes them for Perfetto, which zooms."
             if widest < 2 else None)
+    height = 30 + len(out_lanes) * (lane_h + gap)
+    stop = None
+    if end_s is not None and end is not None and end_s >= 0:
+        stop = {"x": round(label_w + end_s / span * width, 1), "ended": end["ended"],
+                "tip": ("the job ended" if end["ended"] else "the capture ends") + f" here: {end['what']}"}
     return {
-        "note": note, "lanes": out_lanes, "width": label_w + width + 40, "height": 30 + len(out_lanes) * (lane_h + gap),
-        "lane_h": lane_h, "ticks": ticks, "label_w": label_w, "span": span,
+        "note": note, "lanes": out_lanes, "width": round(label_w + width + max(state_w, 40.0)), "height": height,
+        "lane_h": lane_h, "ticks": ticks, "label_w": label_w, "span": span, "end": stop,
+        "state_x": round(label_w + width + 6, 1), "opened": any(b["open"] for lane in out_lanes for b in lane["bars"]),
     }
+
+
+def _open_mark(r: dict[str, Any], px: float) -> str:
+    """The words on an unfinished piece's bar: the longest of its status with the part and
+    phase, its status and phase, its status alone, that fits in `px`; "" when none does."""
+    short = {"interrupted": "interrupted", "never_ended": "never ended"}.get(r["status"], r["status"] or "")
+    for text in (unfinished_text(r["status"], r["phase"], r["piece"]), unfinished_text(r["status"], r["phase"]),
+                 f"{short}: {r['phase']}" if r["phase"] else short, short):
+        if text_px(text, 10.0) <= px:
+            return text
+    return ""
+
+
+def _state(end: dict[str, Any], file: str) -> str:
+    """A rank's state at the capture's end as its row ends (the rank account's, `rank_end_text`):
+    nothing for a rank idle for less than 0.01 s then (its log ends with the capture)."""
+    e = end["ranks"].get(file) or {}
+    if e.get("state") == "idle" and (e.get("idle_s") or 0.0) < 0.01:
+        return ""
+    return e.get("text") or ""
+
+
+def _state_tip(end: dict[str, Any] | None, file: str) -> str:
+    """A rank's state at the capture's end, as its tooltip says it (the rank account's)."""
+    e = (end or {}).get("ranks", {}).get(file) or {}
+    if not e.get("text"):
+        return ""
+    who = f"rank {e['rank']}" if e.get("rank") is not None else "the process"
+    tip = f"{who} at the capture's end: {e['text']}"
+    if e.get("state") == "waiting":
+        tip += (f": its compiles had ended and it wrote nothing for {e['idle_s']:.2f}s while "
+                f"{', '.join(f'rank {b}' for b in e.get('behind') or [])} compiled (no record shows the wait itself)")
+    elif e.get("state") in ("idle", "running") and e.get("idle_s") is not None:
+        tip += f": no record for {e['idle_s']:.2f}s before the capture's end"
+    return tip
 
 
 def _tick_step(span: float) -> float:
@@ -353,8 +457,8 @@ def _grid(report: dict[str, Any], comps: _Compiles, name: Any) -> dict[str, Any]
         if r["rank"] is None:
             continue
         k = (r["rank"], r["compile_id"])
-        s = r["status"] or "ok"
-        status[k] = s if k not in status or status[k] == "ok" else status[k]
+        s = _status(r)
+        status[k] = s if k not in status or status[k] == "finished" else status[k]
         anchors.setdefault(k, r["anchor"])
         ranks_of = names.setdefault(r["compile_id"], {}).setdefault(name(r), [])
         if r["rank"] not in ranks_of:
@@ -381,7 +485,7 @@ def _grid(report: dict[str, Any], comps: _Compiles, name: Any) -> dict[str, Any]
             extra = row["cid"] in set((div.get(rank) or {}).get("extra_compile_ids") or [])
             row["cells"].append({
                 "x": label_w + j * pitch, "status": st or "missing", "odd": extra, "anchor": anchors.get((rank, row["cid"])),
-                "tip": f"rank {rank} [{row['cid']}]: {st or 'not compiled on this rank'}",
+                "tip": f"rank {rank} [{row['cid']}]: {STATUS_WORDS.get(st, st.replace('_', ' ')) if st else 'not compiled on this rank'}",
             })
     cols = [{"rank": rank, "x": label_w + j * pitch, "mid": label_w + j * pitch + cell / 2,
              "divergent": rank in div, "detail": div[rank]["detail"] if rank in div else ""} for j, rank in enumerate(ranks)]
@@ -618,7 +722,7 @@ def _details(trace: Trace, comps: _Compiles, blobs: _Blobs) -> list[dict[str, An
         fail = ": ".join(x for x in (r.get("fail_type"), r.get("fail_reason")) if x) or None
         breaks = gbs.get((r["file"], cid, r["occurrence"]), [])
         search = " ".join(str(x) for x in (
-            f"[{cid}]", cid, f"rank {r['rank']}" if r["rank"] is not None else "", compile_name(r), where, r.get("status"),
+            f"[{cid}]", cid, f"[{r['label']}]" if r.get("label") else None, f"rank {r['rank']}" if r["rank"] is not None else "", compile_name(r), where, _status_text(r),
             fail, r.get("recompile_reason"), call, *breaks,
         ) if x)
         blob_ids = [p["blob"] for p in payloads.get(r["anchor"], [])]
@@ -626,8 +730,8 @@ def _details(trace: Trace, comps: _Compiles, blobs: _Blobs) -> list[dict[str, An
         kern = kernels.get(r["anchor"])
         out.append({
             "anchor": r["anchor"], "cid": cid, "rank": r["rank"], "occurrence": r["occurrence"] or 1,
-            "function": compile_name(r), "where": where, "status": r.get("status") or "",
-            "seconds": f"{r['total_time_s']:.3f}s" if r.get("total_time_s") is not None else "no time logged",
+            "label": r.get("label") or id_label(cid, r["occurrence"]),
+            "function": compile_name(r), "where": where, "status": r.get("account_status") or "unknown", "status_text": _status_text(r),
             "fail": fail, "recompile": r.get("recompile_reason"), "call": call, "stack_blob": stack_blob,
             "breaks": breaks, "cache": cache, "pred": pred, "payloads": payloads.get(r["anchor"], []),
             "kernels": kern, "search": search.lower(),
@@ -647,12 +751,13 @@ def render_page(trace: Trace, report: dict[str, Any] | None = None) -> str:
     head, findings, figures = _findings(report, comps)
     blobs = _Blobs()
     details = _details(trace, comps, blobs)
+    names = _code_names(trace)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     template = env.from_string(TEMPLATE.read_text(encoding="utf-8"))
     return template.render(
         title=f"traceview: {report['compiles']} compiles" + (f" on {len(report['ranks'])} ranks" if report["ranks"] else ""),
-        head=head, findings=findings, figures=figures, timeline=_timeline(trace, comps), functions=_by_function(report),
-        grid=_grid(report, comps, _code_names(trace)), schedules=_schedules(report, comps), compiles=details,
+        head=head, findings=findings, figures=figures, timeline=_timeline(trace, comps, names), functions=_by_function(report),
+        grid=_grid(report, comps, names), schedules=_schedules(report, comps), compiles=details,
         blobs=list(blobs.texts.values()), phases=PHASES,
         payload_chars=PAYLOAD_CHARS,
         kernels_note=(

@@ -14,8 +14,9 @@ import polars as pl
 
 from parsers.compile_ids import kind_label, text_occurrence_expr
 from parsers.compiles import STATUSES
-from parsers.tracebacks import uncaught_from_text
 from traceview.analyze import compile_time as ct
+from traceview.analyze.accounts.compiles import OPEN, compile_account
+from traceview.analyze.accounts.compiles import uncaught as uncaught_of
 from traceview.analyze.code_objects import describe, of_compile
 from traceview.analyze.collectives import collective_mismatches
 from traceview.analyze.compile_facts import compile_facts
@@ -119,19 +120,28 @@ def _frameless_compiles(compiles: pl.DataFrame) -> list[dict[str, Any]]:
 def build_report(trace: Trace) -> dict[str, Any]:
     """The whole summary as plain data (see docs/report.md for the schema)."""
     compiles = trace.compiles
-    uncaught = uncaught_from_text(trace.other_lines, trace.log_records)  # read by both: once
+    uncaught = uncaught_of(trace)  # read by the failures, the crashes, the stops and the accounts: once
     collectives = collective_mismatches(trace)
     fails = failures(trace, uncaught=uncaught)
     crashes = crash_findings(trace, uncaught=uncaught, collectives=collectives)
     unfinished = unfinished_compiles(trace)
     stops = stop_findings(trace, uncaught=uncaught, unfinished=unfinished)
     tie_unfinished(stops, unfinished)
+    # each compile's status and seconds from its account: a compile left open is counted as
+    # interrupted / never ended (not "no metrics") and its time runs to the capture's end
+    account = compile_account(trace)
+    open_status = account.filter(pl.col("status").is_in(OPEN)).select("file", "compile_id", "occurrence", pl.col("status").alias("_open"))
+    accounted = compiles.join(open_status, on=["file", "compile_id", "occurrence"], how="left", nulls_equal=True).join(
+        account.select("file", "compile_id", "occurrence", pl.col("seconds").alias("_seconds")),
+        on=["file", "compile_id", "occurrence"], how="left", nulls_equal=True,
+    )
     per_rank = (
-        compiles.group_by("rank")
+        accounted.group_by("rank")
         .agg(
             pl.len().alias("compiles"),
-            *[(pl.col("status") == s).sum().alias(s) for s in STATUSES],
-            pl.col("total_time_s").sum().round(3).alias("compile_time_s"),
+            *[((pl.col("status") == s) & pl.col("_open").is_null()).sum().alias(s) for s in STATUSES],
+            *[(pl.col("_open") == s).sum().alias(s) for s in OPEN],
+            pl.coalesce("_seconds", "total_time_s").sum().round(3).alias("compile_time_s"),
         )
         .sort("rank", nulls_last=False)
     )
@@ -149,7 +159,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
     optimizer = compiled_optimizer_findings(trace, storms=storms)
     _use_optimizer_fix(storms, optimizer)
     stalls = rank_stalls(trace, collectives=collectives)
-    mark_lone_recompiles(storms, stalls)  # on some ranks only: never "nothing to fix"
+    mark_lone_recompiles(storms, stalls, waits=collectives["waits"])  # on some ranks only: never "nothing to fix"
     phases = ct.phase_totals(trace)
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -169,7 +179,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "stops": stops,
         "unfinished_compiles": unfinished,
         "compile_time": {
-            "total_s": round(float(compiles["total_time_s"].fill_null(0).sum()), 3),
+            "total_s": round(float(account["seconds"].fill_null(0).sum()), 3) if account.height else 0.0,
             "phases_s": phases,
             "phases": ct.phase_rows(phases),
             "top": codes.add(_rows(_round(ct.top_compiles(trace)))),

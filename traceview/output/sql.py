@@ -1,7 +1,8 @@
 """`traceview sql PATH "SELECT ..."`: SQL over a Trace's tables, with polars' own SQL engine
 (always installed) or DuckDB (when installed: `pip install traceview[sql]`).
 
-Every table of `traceview.trace.TABLES` is a table of the same name: registered from Arrow in
+Every table of `traceview.trace.TABLES` is a table of the same name, and so are the accounts
+(`compile_account`, `rank_account`: traceview.analyze.accounts, docs/tables.md), registered from Arrow in
 DuckDB (it scans the Arrow buffers polars holds; nothing is copied) or given to polars'
 SQLContext as the DataFrame itself. A table is only built when the query names it (`compiles`
 does not need `graph_nodes`). The engine: `--engine duckdb|polars`; by default DuckDB when it is
@@ -18,8 +19,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from traceview.analyze.accounts.compiles import compile_account
+from traceview.analyze.accounts.ranks import rank_table
 from traceview.errors import UserError
 from traceview.trace import TABLES, Trace
+
+# the accounts every finding reads (one row per compile; per rank), queryable beside the tables
+ACCOUNTS = {"compile_account": compile_account, "rank_account": rank_table}
+NAMES = TABLES + tuple(ACCOUNTS)
 
 FORMATS = ("table", "csv", "json")
 ENGINES = ("duckdb", "polars")
@@ -61,7 +68,12 @@ def check_available(engine: str | None = None) -> str:
 def tables_named(query: str) -> list[str]:
     """The traceview tables `query` mentions (as whole words), in TABLES order."""
     words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query)}
-    return [name for name in TABLES if name in words]
+    return [name for name in NAMES if name in words]
+
+
+def _table(trace: Trace, name: str) -> Any:
+    """Table or account `name` of the trace, as a polars DataFrame."""
+    return ACCOUNTS[name](trace) if name in ACCOUNTS else trace.table(name)
 
 
 def run_query(trace: Trace, query: str, *, engine: str | None = None) -> QueryResult:
@@ -82,7 +94,7 @@ def _run_duckdb(trace: Trace, query: str, names: list[str]) -> QueryResult:
     con = duckdb.connect(":memory:")
     try:
         for name in names:
-            con.register(name, trace.table(name).to_arrow())
+            con.register(name, _table(trace, name).to_arrow())
         cur = con.execute(query)
         if cur.description is None:  # a statement without a result (e.g. SET)
             return QueryResult([], [])
@@ -95,7 +107,7 @@ def _run_duckdb(trace: Trace, query: str, names: list[str]) -> QueryResult:
 def _run_polars(trace: Trace, query: str, names: list[str]) -> QueryResult:
     import polars as pl
 
-    ctx = pl.SQLContext(frames={name: trace.table(name) for name in names})
+    ctx = pl.SQLContext(frames={name: _table(trace, name) for name in names})
     out = ctx.execute(query, eager=True)
     return QueryResult(list(out.columns), out.rows())
 
@@ -114,11 +126,11 @@ def _explain(trace: Trace, names: list[str], message: str) -> str:
     """The engine's message as one line; for a missing table or column, what exists."""
     m = _NO_TABLE.search(message)
     if m:
-        return f"query failed: no table {m.group(1)}; the tables are: {', '.join(TABLES)}"
+        return f"query failed: no table {m.group(1)}; the tables are: {', '.join(NAMES)}"
     m = _NO_COLUMN.search(message)
     if m:
         col = next(g for g in m.groups() if g)
-        have = "; ".join(f"{n}: {', '.join(trace.table(n).columns)}" for n in names) or "none named"
+        have = "; ".join(f"{n}: {', '.join(_table(trace, n).columns)}" for n in names) or "none named"
         return f"query failed: no column {col}; the columns of the tables named are {have}"
     return f"query failed: {message}"
 

@@ -250,9 +250,18 @@ def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[s
     return kind.upper()
 
 
-def _render_findings(t: _Text, report: dict[str, Any], findings: list[Finding]) -> None:
+def render_sections(report: dict[str, Any], findings: list[Finding], *, width: int = 80) -> str:
+    """The summary's sections of `findings` (some of the report's list, in its order) as the
+    summary prints them: `watch` says with them how a job ended."""
+    t = _Text(max(width, 60))
+    _render_findings(t, report, findings, cudagraphs=False)
+    return "\n".join(t.lines)
+
+
+def _render_findings(t: _Text, report: dict[str, Any], findings: list[Finding], *, cudagraphs: bool = True) -> None:
     """The findings, in their one order: a section per kind (where its most costly finding
-    ranks), each finding its claim then its lines."""
+    ranks), each finding its claim then its lines (`cudagraphs`: and the CUDA-graph counts
+    where no finding of theirs shows them)."""
     sections: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
         sections.setdefault((_SECTION_OF.get(f.kind, f.kind), f.severity), []).append(f)
@@ -273,7 +282,7 @@ def _render_findings(t: _Text, report: dict[str, Any], findings: list[Finding]) 
                     t.add(text, "    ", "      ")
         if len(fs) > shown:
             t.add(f"… {len(fs) - shown} more (--json lists all)", "  ")
-    if not cg_shown and report.get("cudagraphs", {}).get("cudagraphified_compiles"):
+    if cudagraphs and not cg_shown and report.get("cudagraphs", {}).get("cudagraphified_compiles"):
         _render_cudagraphs(t, report["cudagraphs"], [])
 
 
@@ -443,7 +452,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
         n = sum(g["count"] for g in frameless)
         head += f", {seconds_text(sum(g['seconds'] for g in frameless))} of it in {plural(n, 'compile')} without a Dynamo frame"
     if unfinished:
-        head += f" ({plural(len(unfinished), 'unfinished compile')} not counted)"
+        head += f" ({plural(len(unfinished), 'unfinished compile')} counted up to the capture's end)"
     t.heading(head)
     _render_frameless(t, frameless, paths)
     ph = ctime["phases_s"]
@@ -455,8 +464,12 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
         t.add("slowest compiles:", "  ")
         top = group_ranks(ctime["top"], slow_compile_key)
         for r, rks in top[:5]:
+            left = ""
+            if r.get("status") in ("interrupted", "never_ended"):  # the compile account's: still open at the end
+                where = " ".join(x for x in (r.get("open_part") if r.get("open_part") != "forward" else None, r.get("phase")) if x)
+                left = f" ({r['status'].replace('_', ' ')}{', in ' + where if where else ''})"
             t.add(
-                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {paths.compile_name(r)}",
+                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {paths.compile_name(r)}{left}",
                 "    ",
                 "              ",
             )

@@ -2,15 +2,17 @@
 
 Chrome Trace Event format (JSON object form), for Perfetto (ui.perfetto.dev) and
 chrome://tracing: one process per rank (per input file when a rank has several, e.g. two runs),
-named by metadata events. Each compile is a complete ("X") event from its
-`compilation_metrics` (start, forward compile time) on the process's "compiles" track, and so
-is each piece of its lazily compiled backward (one per `entire_backward_compile` span:
-DDPOptimizer compiles one per gradient bucket), named `backward <id> <function> (piece i of
-n)`; their args carry the compile's own figure (`seconds`: forward and every backward piece,
-the summary's) and `backward_pieces`. The compile phases of its `chromium_event`s (`dynamo`, `inductor_compile`, autotuning, ...) are
-"X" events on the "phases" tracks. Every event's args carry the compile id and the compiled
-function. A phase whose end was never logged (the process died while compiling) is an instant
-("i") event: its length is not known, and is not made up.
+named by metadata events. Each piece of each compile (the compile account's pieces,
+`piece_rows`: the forward, every backward piece, the part left open) is a complete ("X") event
+on the process's "compiles" track; a piece left open (the job ended, or the capture does,
+while it compiled) runs to the capture's last timestamp, its args saying so (`unfinished`:
+"interrupted when the job ended" / "never ended", `phase`, `to`: what that timestamp is). A
+compile with no time logged (no metrics, not open) is an instant ("i") event. The compile phases
+of its `chromium_event`s (`dynamo`, `inductor_compile`, autotuning, ...) are "X" events on the
+"phases" tracks. Every event's args carry the compile id and the compiled function. A phase
+whose end was never logged (the process died while compiling) is an instant ("i") event: its
+length is not known, and is not made up. The capture's end is an instant on each process, its
+args the rank's state then (the rank account: compiling, waiting, running, idle).
 
 Events that overlap without nesting (a backward compile logged inside another compile's
 span, clocks of different records) go to another track of the process, so that every track
@@ -19,6 +21,7 @@ nests properly, as the format requires.
 
 from __future__ import annotations
 
+import datetime
 import os
 import tempfile
 from pathlib import Path
@@ -27,6 +30,10 @@ from typing import Any
 import orjson
 import polars as pl
 
+from traceview.analyze.accounts.compiles import OPEN, compile_account, compile_pieces, job_ended
+from traceview.analyze.accounts.ranks import rank_account
+from traceview.analyze.unfinished import capture_end
+from traceview.analyze.wording import STATUS_WORDS, rank_end_text, unfinished_text
 from traceview.trace import Trace
 
 BACKWARD_SPAN = "entire_backward_compile"  # torch/_functorch/_aot_autograd: the lazy backward compile
@@ -84,39 +91,158 @@ def compile_rows(trace: Trace) -> pl.DataFrame:
     )
 
 
-def timeline_events(trace: Trace) -> list[dict[str, Any]]:
-    """The trace's compiles and compile phases as Chrome Trace Events (metadata first)."""
-    compiles = trace.compiles.select(
-        "file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status",
-        pl.col("start").dt.epoch("us").alias("start_us"), "compile_time_s",
+PIECE_ROWS_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.String, "rank": pl.Int32, "compile_id": pl.String, "occurrence": pl.Int32, "label": pl.String,
+    "function": pl.String, "filename": pl.String, "line": pl.Int32, "piece": pl.String, "index": pl.Int32,
+    "pieces": pl.Int32, "start_us": pl.Int64, "dur_us": pl.Int64, "seconds": pl.Float64, "status": pl.String,
+    "phase": pl.String, "open": pl.Boolean, "compile_status": pl.String, "compile_seconds": pl.Float64,
+    "forward_s": pl.Float64, "recompile_reason": pl.String, "process": pl.Int64, "process_label": pl.String,
+    "offset_s": pl.Float64,
+}
+
+
+def piece_rows(trace: Trace) -> pl.DataFrame:
+    """Every piece of every compile on the run's time axis, for the pictures (the page's
+    timeline, the Chrome trace): the compile account's pieces
+    (traceview.analyze.accounts.compiles.compile_pieces), each with its compile's name and
+    place, `piece` ("forward", "backward", "compiled autograd", ...), `index` (which backward
+    piece, in log order) of `pieces` (the compile's backward pieces), `start_us`, `dur_us`
+    (`seconds`, the account's, in us; a piece left open runs to the capture's last
+    timestamp), `status` (the piece's: finished, failed, interrupted, never_ended, unknown),
+    `phase` (where an open piece was), `open`, and its compile's `compile_status`,
+    `compile_seconds` (the account's status and seconds) and `recompile_reason`. A compile
+    with a start but no piece (no time logged: unknown, or failed before its metrics timed
+    it) is one `forward` row with `dur_us` null and its compile's status. `process`, `process_label` and `offset_s` as `compile_rows` (offsets from
+    the first piece's start). Sorted by start."""
+    acc = compile_account(trace)
+    pieces = compile_pieces(trace)
+    if acc.is_empty():
+        return pl.DataFrame(schema=PIECE_ROWS_SCHEMA)
+    keys = ["file", "compile_id", "occurrence"]
+    meta = acc.select(
+        *keys, "function", "filename", "line", pl.col("backward_pieces").alias("pieces"),
+        pl.col("status").alias("compile_status"), pl.col("seconds").alias("compile_seconds"), "forward_s",
     )
+    reasons = trace.compiles.select(*keys, "recompile_reason") if trace.compiles.height else None
+    drawn = pieces.with_columns(
+        pl.col("start").dt.epoch("us").alias("start_us"),
+        (pl.col("end").dt.epoch("us") - pl.col("start").dt.epoch("us")).clip(lower_bound=0).alias("dur_us"),
+        pl.col("status").is_in(OPEN).alias("open"),
+    ).filter(pl.col("start_us").is_not_null())
+    # a finished piece is as long as the account says (a forward: its metrics' compile time)
+    drawn = drawn.with_columns(
+        pl.when(pl.col("open") | pl.col("seconds").is_null()).then(pl.col("dur_us"))
+        .otherwise((pl.col("seconds") * 1e6).round().cast(pl.Int64).clip(lower_bound=0)).alias("dur_us")
+    )
+    # compiles with a start and no piece: no time logged (no metrics, or failed untimed; not open)
+    bare = acc.filter(pl.col("start").is_not_null()).join(pieces.select(keys).unique(), on=keys, how="anti", nulls_equal=True)
+    bare = bare.select(
+        "rank", "file", "compile_id", "occurrence", "label", pl.lit("forward").alias("piece"), pl.lit(0, pl.Int32).alias("index"),
+        pl.col("start").dt.epoch("us").alias("start_us"), pl.lit(None, pl.Int64).alias("dur_us"),
+        pl.lit(None, pl.Float64).alias("seconds"), "status", pl.lit(None, pl.String).alias("phase"),
+        pl.lit(False).alias("open"),
+    )
+    cols = ["rank", "file", "compile_id", "occurrence", "label", "piece", "index", "start_us", "dur_us", "seconds",
+            "status", "phase", "open"]
+    rows = pl.concat([drawn.select(cols), bare.select(cols)], how="vertical_relaxed")
+    rows = rows.join(meta, on=keys, how="left", nulls_equal=True, maintain_order="left")
+    if reasons is not None:
+        rows = rows.join(reasons.unique(keys, keep="first"), on=keys, how="left", nulls_equal=True, maintain_order="left")
+    else:
+        rows = rows.with_columns(pl.lit(None, pl.String).alias("recompile_reason"))
+    rows = rows.sort("start_us", pl.col("piece") != "forward", "index", maintain_order=True)
+    processes = processes_of(trace)
+    pid = [processes[(r, f)][0] for r, f in zip(rows["rank"].to_list(), rows["file"].to_list(), strict=True)]
+    first = rows["start_us"].min() if rows.height else 0
+    rows = rows.with_columns(
+        pl.Series("process", pid, dtype=pl.Int64),
+        pl.Series("process_label", [processes[(r, f)][1] for r, f in zip(rows["rank"].to_list(), rows["file"].to_list(), strict=True)],
+                  dtype=pl.String),
+        ((pl.col("start_us") - first) / 1e6).alias("offset_s"),
+    )
+    return rows.select([pl.col(k).cast(v) for k, v in PIECE_ROWS_SCHEMA.items()])
+
+
+def processes_of(trace: Trace) -> dict[tuple[int | None, str], tuple[int, str]]:
+    """(rank, file) -> (process id, label) for every file with a compile, a phase or a record
+    of its own (the rank account's files: a rank that compiled nothing still has a row)."""
+    ranks = pl.DataFrame([{"rank": e["rank"], "file": e["file"]} for e in rank_account(trace)],
+                         schema={"rank": pl.Int32, "file": pl.String})
+    others = pl.concat([trace.spans.select("rank", "file"), compile_account(trace).select("rank", "file"), ranks],
+                       how="vertical_relaxed")
+    processes = _processes(trace.compiles, others)
+    labels = _process_labels(processes)
+    return {k: (pid, labels[pid]) for k, pid in processes.items()}
+
+
+def timeline_end(trace: Trace) -> dict[str, Any] | None:
+    """Where the pictures' time axis ends and what is said there: {"at_us" (the capture's
+    last timestamp, epoch us: a piece left open is drawn to it), "what" (its record), "ended"
+    (whether the capture shows the job ending: a stop, a crash), "ranks" (file -> the rank's
+    state then, the rank account's entry, with "text": `rank_end_text`)}; None for a capture
+    without a timestamp."""
+    end = capture_end(trace)
+    if end is None or end.get("at") is None:
+        return None
+    ranks = {e["file"]: {**e, "text": rank_end_text(e)} for e in rank_account(trace)}
+    return {
+        "at_us": round(end["at"].replace(tzinfo=datetime.timezone.utc).timestamp() * 1e6),
+        "what": end.get("what") or "", "ended": job_ended(trace), "ranks": ranks,
+    }
+
+
+def piece_name(r: dict[str, Any]) -> str:
+    """Which piece a row of `piece_rows` is: "forward", "backward", "backward 2 of 4" (one of
+    the compile's finished backward pieces), "compiled autograd"."""
+    if r["piece"] == "backward" and (r.get("pieces") or 0) > 1 and not r.get("open"):
+        return f"backward {(r.get('index') or 0) + 1} of {r['pieces']}"
+    return str(r["piece"])
+
+
+def piece_text(r: dict[str, Any]) -> str:
+    """A piece as a tooltip or an event's name says it: "forward 1.181s", "backward 2 of 4
+    0.022s", "forward interrupted when the job ended (in inductor code_gen): 58.39s to the
+    capture's end", "forward: no time logged"."""
+    name = piece_name(r)
+    if r.get("open"):
+        secs = f": {r['seconds']:.3f}s to the capture's end" if r.get("seconds") is not None else ""
+        return f"{name} {unfinished_text(r['status'], r.get('phase'))}{secs}"
+    if r.get("dur_us") is None or r.get("seconds") is None:
+        return f"{name}: {STATUS_WORDS['unknown']}" + (" (failed)" if r.get("status") == "failed" else "")
+    return f"{name} {r['seconds']:.3f}s" + (" (failed)" if r.get("status") == "failed" else "")
+
+
+def timeline_events(trace: Trace) -> list[dict[str, Any]]:
+    """The trace's compiles (each piece of each, `piece_rows`), compile phases and the
+    capture's end as Chrome Trace Events (metadata first)."""
+    compiles = trace.compiles.select("file", "rank", "compile_id", "occurrence", "function")
     spans = _spans_with_function(trace.spans, compiles)
-    processes = _processes(compiles, spans)
+    procs = processes_of(trace)
+    processes = {k: pid for k, (pid, _) in procs.items()}
     events: list[dict[str, Any]] = []
     # per process and track kind: each track's stack of open events' ends
     lanes: dict[tuple[int, str], list[list[int]]] = {}
     body: list[dict[str, Any]] = []
-    for row in compile_rows(trace).iter_rows(named=True):
+    end = timeline_end(trace)
+    for row in piece_rows(trace).iter_rows(named=True):
         pid = row["process"]
         args = _args(row)
-        # the compile's own figure (the summary's): forward and every backward piece, each
-        # drawn at the time it was compiled
-        args.update(status=row["status"], occurrence=row["occurrence"], seconds=row["total_time_s"],
-                    backward_pieces=row["bwd_pieces"])
+        args.update(status=row["status"], compile_status=row["compile_status"], piece=row["piece"],
+                    compile_seconds=row["compile_seconds"])
+        if row["piece"] == "backward":
+            args.update(index=row["index"], pieces=row["pieces"])
         if row["filename"]:
             args["source"] = f"{row['filename']}:{row['line']}"
+        name = f"compile {row['label']} {row['function'] or '?'}"
+        name += "" if row["piece"] == "forward" else f" {piece_name(row)}"
+        if row["open"]:
+            args.update(unfinished=unfinished_text(row["status"]), phase=row["phase"], seconds=row["seconds"],
+                        to=f"the capture's last timestamp ({end['what']})" if end else "the capture's last timestamp")
+            name += f" ({unfinished_text(row['status'])})"
         dur = row["dur_us"]
-        if row["part"] == "backward":
-            n = row["bwd_pieces"] or 0
-            args["piece"] = row["piece"]
-            name = f"backward {row['compile_id']} {row['function'] or '?'}" + (f" (piece {row['piece']} of {n})" if n > 1 else "")
-            missing = " (no end logged)"
-        else:
-            name = f"compile {row['compile_id']} {row['function'] or '?'}"
-            missing = " (no compilation_metrics)"
-        if dur is None:  # no metrics, or no end: the length is unknown
+        if dur is None:  # no metrics: the compile's length is unknown
             lanes.setdefault((pid, "compiles"), [])
-            body.append(_instant(name + missing, "compile", row["start_us"], pid, 0, args))
+            body.append(_instant(name + " (no compilation_metrics)", "compile", row["start_us"], pid, 0, args))
             continue
         tid = _lane(lanes.setdefault((pid, "compiles"), []), row["start_us"], dur, base=0)
         body.append(_complete(name, "compile", row["start_us"], dur, pid, tid, args))
@@ -130,9 +256,19 @@ def timeline_events(trace: Trace) -> list[dict[str, Any]]:
             continue
         tid = _lane(lanes.setdefault((pid, "phases"), []), row["start_us"], _us(row["duration_s"]), base=100)
         body.append(_complete(row["name"], row["cat"] or "phase", row["start_us"], _us(row["duration_s"]), pid, tid, args))
-    labels = _process_labels(processes)
-    for pid in processes.values():
-        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": labels[pid]}})
+    if end is not None:
+        # the capture's end on each rank's compiles track, with the rank's state then
+        for (rank, file), pid in processes.items():
+            state = end["ranks"].get(file) or {}
+            args = {"rank": rank, "file": file, "what": end["what"], "state": state.get("state"), "text": state.get("text") or None}
+            if state.get("behind"):
+                args["behind"] = state["behind"]
+            if state.get("idle_s") is not None:
+                args["idle_s"] = state["idle_s"]
+            lanes.setdefault((pid, "compiles"), [])
+            body.append(_instant("capture ends" + (f": {state['text']}" if state.get("text") else ""), "end", end["at_us"], pid, 0, args))
+    for (_, _), (pid, label) in procs.items():
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
     for (pid, kind), stacks in sorted(lanes.items()):
         base = 0 if kind == "compiles" else 100

@@ -60,7 +60,9 @@ def compiling_s(rows: pl.DataFrame) -> float:
     if rows.height == 0:
         return 0.0
     once = rows.unique(["file", "compile_id", "occurrence"], keep="first")
-    return float(once["total_time_s"].fill_null(0).sum() or 0.0)
+    # to the ms, as the report keeps per_rank's and total_s (else 27.4447 says 27.44s here
+    # where the summary's 27.445 says 27.45s)
+    return round(float(once["total_time_s"].fill_null(0).sum() or 0.0), 3)
 
 
 def bar_lines(rows: pl.DataFrame, width: int, selected: dict[str, Any] | None = None) -> Text:
@@ -202,7 +204,7 @@ class TimelineView(View):
         fwd = rows.filter(pl.col("part") == "forward").height
         # every compile's own figure (the compiles table's total_time_s), as the summary adds
         # them up: not the bars' lengths, which show where the parts ran
-        total = float(self.model.compiles["total_time_s"].fill_null(0).sum() or 0.0)
+        total = round(float(self.model.compiles["total_time_s"].fill_null(0).sum() or 0.0), 3)
         bwd = rows.height - fwd
         unit = "rank" if rows["rank"].drop_nulls().len() else "process"
         ranks = f"{nprocs} {unit}{'s' if nprocs != 1 and unit == 'rank' else 'es' if nprocs != 1 else ''}"
