@@ -670,7 +670,11 @@ def build_spans(events: pl.DataFrame, chromium: pl.DataFrame | None = None) -> p
         pl.from_epoch(pl.col("start_us").cast(pl.Int64, strict=False), time_unit="us").alias("start")
     )
     # which compile of that id (after torch._dynamo.reset() two compiles share it): the one
-    # the span ends in (its B is logged just before the compile's dynamo_start)
-    at = out.select("file", "compile_id", pl.coalesce("end_lineno", "lineno").alias("at"))
+    # the span ends in (its B is logged just before the compile's dynamo_start); a span never
+    # ended is open at the end of its log: the id's last compile there
+    at = out.select(
+        "file", "compile_id",
+        pl.coalesce("end_lineno", pl.when(pl.col("ph") == "B").then(pl.lit(2**40)), "lineno").alias("at"),
+    )
     out = out.with_columns(occurrence_at(at, events, at="at").alias("occurrence"))
     return out.select([pl.col(c).cast(t) for c, t in SPANS_SCHEMA.items()]).sort("file", "lineno")

@@ -55,5 +55,6 @@ def test_gpu_fixture_loads(scenario: Path) -> None:
     assert t.problems.height == 0, t.problems.head(5)
     assert t.compiles.height > 0
     t.spans  # noqa: B018  (derived tables build without an exception)
-    multi = driver().SCENARIOS[scenario.name].group == "multi"
+    sc = driver().SCENARIOS[scenario.name]
+    multi = sc.group == "multi" or sc.nproc > 1
     assert t.ranks == ([0, 1] if multi else [])

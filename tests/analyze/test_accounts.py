@@ -144,3 +144,24 @@ def test_a_lone_recompile_the_others_wait_for_in_a_collective_is_never_nothing_t
     assert lines["next:"].startswith("give every rank the same shapes so rank 1 does not compile alone")
     # one root cause, one finding: no divergence, no expected recompile beside it
     assert {x["kind"] for x in rep["findings"]} == {"collectives", "compile_time"}
+
+
+def test_a_log_cut_inside_the_compile_after_a_reset_has_one_compile_open(tmp_path: Path) -> None:
+    """corpus/reset_same_id cut (by this test) inside its second compile, after
+    torch._dynamo.reset(): both compiles are [0/0]. The spans the second one opened before its
+    dynamo_start (`dynamo`, `entire_frame_compile`) are its own, open at the end of the log; the
+    first [0/0], which failed and logged its metrics, is not open (it was listed as unfinished)."""
+    import re
+
+    src = CORPUS / "reset_same_id"
+    (log,) = (src / "trace").glob("*.log")
+    data = log.read_bytes()
+    second = data.index(b'"dynamo_start"', data.index(b'"dynamo_start"') + 1)
+    cut = next(m.start() for m in re.finditer(rb"(?m)^[VIWE]\d{4} ", data) if m.start() > second + 10000)
+    (tmp_path / log.name).write_bytes(data[:cut])
+    t = traceview.load(tmp_path)
+    acc = compile_account(t).sort("occurrence")
+    assert acc.select("compile_id", "occurrence", "status").rows() == [("0/0", 1, "failed"), ("0/0", 2, "never_ended")]
+    [u] = build_report(t)["unfinished_compiles"]
+    assert (u["compile_id"], u["occurrence"], u["part"]) == ("0/0", 2, None)
+    assert u["open_spans"][:2] == ["dynamo", "entire_frame_compile"]

@@ -631,13 +631,22 @@ def cache_summary(trace: Trace) -> dict[str, Any]:
     """FX graph cache and AOTAutograd cache hits, misses and bypasses (cache_counts: the
     trace's, a text log's where the trace has none), with hit ratios; `from_text_log`: how
     many of them a text log gave, `text_log_by_compile` those per compile (rank, compile_id,
-    cache, event, count)."""
+    cache, event, count). `inductor_graphs`: the graphs Inductor compiled where both caches are
+    looked up (its `inductor_compile` spans, less AOTInductor's `compile_fx_aot`: torch 2.13
+    compile_fx uses no cache in aot_mode); `not_logged`: the caches with no lookup recorded
+    although there were such graphs: a cache turned off, a torch that does not log lookups, or
+    compiles that ended before torch wrote theirs; the trace alone cannot tell which."""
     counts = cache_counts(trace)
     s = {col: 0 for col in CACHE_COLUMNS.values()}
     for cache, event, n in counts.group_by("cache", "event").agg(pl.col("count").sum()).iter_rows():
         s[CACHE_COLUMNS[(cache, event)]] += int(n)
     fx_total = s["fx_cache_hits"] + s["fx_cache_misses"]
     aot_total = s["aot_cache_hits"] + s["aot_cache_misses"]
+    spans = trace.spans
+    graphs = 0
+    if spans.height:
+        graphs = max(spans.filter(pl.col("name") == "inductor_compile").height - spans.filter(pl.col("name") == "compile_fx_aot").height, 0)
+    logged = {"fx_graph": fx_total + s["fx_cache_bypasses"], "aot_autograd": aot_total + s["aot_cache_bypasses"]}
     return {
         "fx_graph_hits": s["fx_cache_hits"],
         "fx_graph_misses": s["fx_cache_misses"],
@@ -649,6 +658,8 @@ def cache_summary(trace: Trace) -> dict[str, Any]:
         "aot_autograd_hit_ratio": round(s["aot_cache_hits"] / aot_total, 4) if aot_total else None,
         "from_text_log": int(counts.filter(pl.col("source") == "text")["count"].sum()),
         "text_log_by_compile": counts.filter(pl.col("source") == "text").drop("source").to_dicts(),
+        "inductor_graphs": graphs,
+        "not_logged": [c for c, n in logged.items() if graphs and not n],
     }
 
 

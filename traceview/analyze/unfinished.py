@@ -132,6 +132,14 @@ def unfinished_compiles(trace: Trace) -> list[dict[str, Any]]:
             part = "compiled autograd" if str(cid).startswith("!") else "spans"
         fwd = c.filter((pl.col("file") == file) & (pl.col("compile_id") == cid)) if c.height else c
         fwd = fwd.filter(pl.col("occurrence").fill_null(1) == occ) if fwd.height > 1 else fwd
+        if fwd.height and fwd["metrics_lineno"][0] is not None:
+            # spans begun before the compile's metrics are its own wrappers (torch logs the
+            # metrics inside its outermost span, which ends just after): the compile ended
+            opened = opened.filter(pl.col("lineno") > fwd["metrics_lineno"][0])
+            if opened.is_empty():
+                continue
+            names = opened["name"].to_list()
+            part = next((label for span, label in _SPAN_PARTS if span in names), part)
         if part == "spans" and all(n.startswith(RUN_TIME_SPANS) for n in names):
             # a compiled graph's first call benchmarking its kernels' configs (Triton's
             # CachingAutotuner, at run time): the rank was running the compile, not compiling

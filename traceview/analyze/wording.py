@@ -223,6 +223,52 @@ def stop_words(kind: str, target: str, signal: str) -> str:
     return f"the job was stopped from outside ({signal})"
 
 
+# The words of a cache bypass's cause (analyze.compile_facts.BYPASS_RULES: torch's reason text
+# -> owner and cause): what makes the graph uncacheable and, for the user's own, how to make it
+# cacheable.
+BYPASS_CAUSES: dict[str, str] = {
+    "ddp_optimizer": "DDPOptimizer (torch.compile of a DDP model) compiles each gradient bucket's piece of the graph "
+                     "with fakify_first_call, which AOTAutograd's cache refuses",
+    "no_shape_env": "Inductor was called on a graph outside a Dynamo compile (torch._inductor.compile, e.g. by a "
+                    "backend compiling pieces of its graph at run time), with no shape env, which the FX graph cache "
+                    "needs to keep a graph's guards: torch._inductor.standalone_compile(gm, inputs, "
+                    "dynamic_shapes=\"from_example_inputs\") makes one and looks the cache up",
+    "dtensor_from_local": "Dynamo puts DTensor.from_local into the graph as a function it makes anew for each "
+                          "compile (`prim from_local`), which AOTAutograd's cache cannot hash",
+    "torch_function": "the graph calls a function of torch's that AOTAutograd's cache has no rule for",
+    "higher_order_op": "the graph holds a higher-order operator that torch marks uncacheable",
+    "backward_state": "the graph holds compiled autograd's backward state (BackwardState), which the cache cannot keep",
+    "custom_pass": "a custom Inductor pass that is not a CustomGraphPass with a uuid() "
+                   "(torch._inductor.custom_graph_pass): give it one to make the graph cacheable",
+    "custom_scheduler_pass": "a custom scheduler pass that is not a CustomSchedulerPass: make it one to make the "
+                             "graph cacheable",
+    "sac_context_fn": "selective activation checkpointing's context_fn has no cache_hash attribute: set one to make "
+                      "the graph cacheable",
+    "memory_budget_callable": "a custom activation-memory-budget estimator or solver without a uuid(): "
+                              "CustomRuntimeEstimator / CustomKnapsackSolver with a uuid() make the graph cacheable",
+    "user_function": "the graph calls a function outside torch that AOTAutograd's cache cannot hash (as a custom op, "
+                     "torch.library.custom_op, it would be cacheable)",
+    "fx_graph_cache_off": "the FX graph cache is off (torch._inductor.config.fx_graph_cache, "
+                          "TORCHINDUCTOR_FX_GRAPH_CACHE=0), and AOTAutograd's cache needs it",
+    "freezing": "freezing (torch._inductor.config.freezing) puts the parameters into the graph as constants, which "
+                "the cache does not keep",
+    "bisector": "the compiler bisector is running, which turns caching off",
+    "constant_folding": "AOTInductor's run-time constant folding (aot_inductor.use_runtime_constant_folding) turns "
+                        "caching off",
+}
+CACHE_NAMES: dict[str, str] = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}
+
+
+def bypass_consequence(caches: list[str], cause: str | None = None) -> str:
+    """What a bypass of `caches` costs: which part of the compile a warm cache cannot skip (with
+    the FX graph cache off, `fx_graph_cache_off`, none of it)."""
+    if set(caches) == {"aot_autograd"} and cause != "fx_graph_cache_off":
+        return "AOTAutograd traces these graphs again on every run (the FX graph cache can still serve Inductor's part)"
+    if set(caches) == {"fx_graph"}:
+        return "Inductor compiles these graphs from scratch on every run"
+    return "every run compiles these graphs from scratch"
+
+
 _BOUND = re.compile(r"^(?P<sym>[a-z]+\d+) (?P<op>>=|<=) (?P<v>-?\d+)$")
 
 
