@@ -76,6 +76,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "inductor_compile_time_s": pl.Float64,
     "code_gen_time_s": pl.Float64,
     "bwd_compile_time_s": pl.Float64,
+    "bwd_pieces": pl.Int32,
     "total_time_s": pl.Float64,
     "guard_count": pl.Int64,
     "shape_env_guard_count": pl.Int64,
@@ -100,6 +101,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "aot_cache_bypasses": pl.Int32,
     "at_run_time": pl.Boolean,
     "parent_compile_id": pl.String,
+    "parent_candidates": pl.List(pl.String),
     "graph_piece": pl.String,
     "user_stack": pl.List(pl.String),
     "call_filename": pl.String,
@@ -277,7 +279,9 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
             row["metrics_lineno"] = lineno
             row["at_run_time"] = kind in RUNTIME_METRICS
         elif kind == "bwd_compilation_metrics":
-            row["bwd"] = meta
+            # one per backward piece: DDPOptimizer compiles each gradient bucket's backward
+            # on its own and torch writes one record per piece under the same compile id
+            row.setdefault("bwd", []).append(meta)
     for at, stack in _frameless_stacks(with_id, set(kinds), str_tables).items():
         r = info.setdefault(at, {})
         came = called_from(stack)
@@ -296,16 +300,15 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     rows = []
     for (file, cid, occ), r in info.items():
         m = r.get("metrics", {})
-        bwd = r.get("bwd", {})
+        pieces = r.get("bwd", [])
         entire = float_of(m.get("entire_frame_compile_time_s"))
         kind = kinds.get(cid, "dynamo")
         if entire is None and kind != "dynamo" and float_of(m.get("end_time_us")) is not None and float_of(m.get("start_time_us")) is not None:
             # a frameless compile's metrics time it by its span only (compile_fx_aot)
             entire = ((float_of(m.get("end_time_us")) or 0.0) - (float_of(m.get("start_time_us")) or 0.0)) / 1e6
         backend = float_of(m.get("backend_compile_time_s"))
-        bwd_t = float_of(bwd.get("inductor_compile_time_s"))
-        if bwd_t is None and bwd.get("duration_us") is not None:
-            bwd_t = (float_of(bwd.get("duration_us")) or 0.0) / 1e6
+        piece_s = [_backward_piece_s(b) for b in pieces]
+        bwd_t = sum(s for s in piece_s if s is not None) if any(s is not None for s in piece_s) else None
         restarts = m.get("restart_reasons") or []
         if not isinstance(restarts, list):
             restarts = [restarts]
@@ -345,6 +348,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "inductor_compile_time_s": float_of(m.get("inductor_compile_time_s")),
                 "code_gen_time_s": float_of(m.get("code_gen_time_s")),
                 "bwd_compile_time_s": bwd_t,
+                "bwd_pieces": len(pieces),
                 "guard_count": int_of(m.get("guard_count")),
                 "shape_env_guard_count": int_of(m.get("shape_env_guard_count")),
                 "graph_op_count": int_of(m.get("graph_op_count")),
@@ -396,6 +400,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "inductor_compile_time_s",
                 "code_gen_time_s",
                 "bwd_compile_time_s",
+                "bwd_pieces",
                 "guard_count",
                 "shape_env_guard_count",
                 "graph_op_count",
@@ -479,6 +484,22 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     )
 
 
+def _backward_piece_s(meta: dict) -> float | None:
+    """One backward piece's seconds from its `bwd_compilation_metrics`: `end_time_us -
+    start_time_us`, the window torch timed it in (its metrics context, around the whole lazy
+    backward compile: the `entire_backward_compile` span, `duration_us`, and the record's own
+    bookkeeping, well under a millisecond), the figure the compile account draws each piece
+    with; a torch that writes no such times: `duration_us`, else `inductor_compile_time_s`
+    (Inductor's part)."""
+    start, end = float_of(meta.get("start_time_us")), float_of(meta.get("end_time_us"))
+    if start is not None and end is not None and end >= start:
+        return (end - start) / 1e6
+    us = float_of(meta.get("duration_us"))
+    if us is not None:
+        return us / 1e6
+    return float_of(meta.get("inductor_compile_time_s"))
+
+
 def _stack_texts(frames: list) -> list[str]:
     out = []
     for fr in frames:
@@ -520,30 +541,40 @@ def _frameless_call_columns(came) -> dict[str, object]:
 
 
 def _with_parents(out: pl.DataFrame) -> pl.DataFrame:
-    """`parent_compile_id` of each compile without a Dynamo frame called from the code a Dynamo
-    compile produced: the latest compile of that code object (function, file, first line) in
-    the same file before it."""
-    parents: dict[tuple, str] = {}
+    """`parent_candidates` and `parent_compile_id` of each compile without a Dynamo frame whose
+    record stack shows Dynamo's compiled code running (parsers.frameless.called_from: the
+    function, file and line of that frame). The candidates: the compiles of that code object in
+    the same file (process) that ended before this one began, not failed (a failed compile
+    made no code); the code object is the function and file of the frame, at the frame's line
+    (its first line: Dynamo's code reports it) or else the one of that name whose first line is
+    the nearest before the frame's. `parent_compile_id` is the candidate when there is exactly
+    one; with several, which of them ran is not in the log, and none is picked."""
+    found: dict[tuple, list[str]] = {}
     todo = out.filter(pl.col("_cf_function").is_not_null())
     if todo.height:
-        dyn = out.filter(pl.col("compile_kind") == "dynamo").sort("lineno")
+        ended = pl.coalesce("metrics_lineno", "lineno")
+        dyn = out.filter((pl.col("compile_kind") == "dynamo") & ~pl.col("status").is_in(["failed", "no_metrics"])).sort("lineno")
         for r in todo.iter_rows(named=True):
             same = dyn.filter(
                 (pl.col("file") == r["file"]) & (pl.col("function") == r["_cf_function"])
-                & (pl.col("filename") == r["_cf_filename"]) & (pl.col("lineno") < r["lineno"])
+                & (pl.col("filename") == r["_cf_filename"]) & (ended < r["lineno"])
             )
-            exact = same.filter(pl.col("line") == r["_cf_line"])
-            pick = exact if exact.height else same
-            if pick.height:
-                parents[(r["file"], r["compile_id"], r["occurrence"])] = pick["compile_id"][-1]
+            line = r["_cf_line"]
+            pick = same.filter(pl.col("line") == line)
+            if not pick.height and line is not None:
+                before = same.filter(pl.col("line") <= line)
+                pick = before.filter(pl.col("line") == before["line"].max()) if before.height else before
+            found[(r["file"], r["compile_id"], r["occurrence"])] = pick["compile_id"].unique(maintain_order=True).to_list()
     keys = pl.DataFrame(
-        [{"file": f, "compile_id": c, "occurrence": o, "parent_compile_id": p} for (f, c, o), p in parents.items()],
-        schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "parent_compile_id": pl.String},
+        [{"file": f, "compile_id": c, "occurrence": o, "parent_candidates": ids, "parent_compile_id": ids[0] if len(ids) == 1 else None}
+         for (f, c, o), ids in found.items()],
+        schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "parent_candidates": pl.List(pl.String),
+                "parent_compile_id": pl.String},
     )
-    out = out.join(keys, on=["file", "compile_id", "occurrence"], how="left") if parents else out.with_columns(
-        pl.lit(None, dtype=pl.String).alias("parent_compile_id")
+    out = out.join(keys, on=["file", "compile_id", "occurrence"], how="left")
+    return out.with_columns(pl.col("parent_candidates").fill_null(pl.lit([], dtype=pl.List(pl.String)))).drop(
+        "_cf_function", "_cf_filename", "_cf_line"
     )
-    return out.drop("_cf_function", "_cf_filename", "_cf_line")
 
 
 _FRAMELESS_PHASES = ("inductor_compile", "GraphLowering.compile_to_fn")

@@ -206,13 +206,14 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
             "function",
             "filename",
             "line",
-            *[c for c in ("at_run_time", "parent_compile_id", "graph_piece", "call_filename", "call_line") if c in c_cols],
+            *[c for c in ("at_run_time", "parent_compile_id", "parent_candidates", "graph_piece", "call_filename", "call_line") if c in c_cols],
             pl.col("total_time_s").alias("seconds"),
             "dynamo_time_s",
             "backend_compile_time_s",
             "inductor_compile_time_s",
             "code_gen_time_s",
             "bwd_compile_time_s",
+            *[c for c in ("bwd_pieces",) if c in c_cols],
             "autotuning_s",
             "status",
             "open_part",
@@ -243,24 +244,66 @@ def _accounted(trace: Trace) -> pl.DataFrame:
 
 def by_function(trace: Trace, *, frames_only: bool = False) -> pl.DataFrame:
     """Compile seconds per code object and rank, most first. Compiled-autograd graphs (`!N`,
-    no code object of their own) are not functions: they are left out. `frames_only`: only
-    the compiles of a Dynamo frame outside compiled autograd (frame id set, no `!N`), the
-    ones `traceview diff` matches by code object."""
+    no code object of their own) are not functions: they are left out. A compile without a
+    Dynamo frame that Dynamo's compiled code of a code object made at run time (a piecewise
+    backend's piece: `parent_candidates`) counts under that code object: its seconds in
+    `seconds`, counted in `pieces`, never in `compiles` (it is not a recompile); other compiles
+    without a Dynamo frame have no code object and are left out. `frames_only`: only the
+    compiles of a Dynamo frame outside compiled autograd (frame id set, no `!N`), the ones
+    `traceview diff` matches by code object."""
     compiles = _accounted(trace)
     if frames_only:
         compiles = compiles.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
     return _by_function(compiles)
 
 
+_BY_FUNCTION = ["rank", "function", "filename", "line"]
+
+
+def _pieces_by_code(compiles: pl.DataFrame, dynamo: pl.DataFrame) -> pl.DataFrame:
+    """The run-time pieces (compiles without a Dynamo frame whose parent candidates are known)
+    with the code object of their candidates (all compiles of one code object, the one whose
+    compiled code ran: parsers.compiles `_with_parents`): the latest compile of the first
+    candidate's id in the same file before the piece."""
+    empty = pl.DataFrame(schema={"rank": pl.Int32, "function": pl.String, "filename": pl.String, "line": pl.Int32,
+                                 "seconds": pl.Float64})
+    if "parent_candidates" not in compiles.columns:
+        return empty
+    pieces = compiles.filter(
+        (pl.col("compile_kind").fill_null("dynamo") != "dynamo") & (pl.col("parent_candidates").list.len() > 0)
+    )
+    if pieces.height == 0:
+        return empty
+    dyn = dynamo.select("file", "compile_id", "lineno", *_BY_FUNCTION).sort("lineno")
+    rows = []
+    for r in pieces.iter_rows(named=True):
+        cand = dyn.filter((pl.col("file") == r["file"]) & (pl.col("compile_id") == r["parent_candidates"][0])
+                          & (pl.col("lineno") < r["lineno"]))
+        if cand.height:
+            c = cand.row(-1, named=True)
+            rows.append({**{k: c[k] for k in _BY_FUNCTION}, "seconds": r["total_time_s"] or 0.0})
+    return pl.DataFrame(rows, schema=empty.schema) if rows else empty
+
+
 def _by_function(compiles: pl.DataFrame) -> pl.DataFrame:
     if "compiled_autograd_id" in compiles.columns:
         ca_graph = pl.col("compiled_autograd_id").is_not_null() & pl.col("frame_id").is_null()
         compiles = compiles.filter(~ca_graph.fill_null(False))
+    dynamo = compiles
     if "compile_kind" in compiles.columns:  # a compile without a Dynamo frame has no code object
-        compiles = compiles.filter(pl.col("compile_kind").fill_null("dynamo") == "dynamo")
+        dynamo = compiles.filter(pl.col("compile_kind").fill_null("dynamo") == "dynamo")
+    own = dynamo.group_by(*_BY_FUNCTION).agg(pl.len().alias("compiles"), pl.col("total_time_s").sum().alias("seconds"))
+    made = _pieces_by_code(compiles, dynamo).group_by(*_BY_FUNCTION).agg(
+        pl.len().cast(pl.UInt32).alias("pieces"), pl.col("seconds").sum().alias("pieces_s")
+    )
     return (
-        compiles.group_by("rank", "function", "filename", "line")
-        .agg(pl.len().alias("compiles"), pl.col("total_time_s").sum().alias("seconds"))
+        own.join(made, on=_BY_FUNCTION, how="left", nulls_equal=True)
+        .with_columns(
+            (pl.col("seconds").fill_null(0.0) + pl.col("pieces_s").fill_null(0.0)).alias("seconds"),
+            pl.col("pieces").fill_null(0),
+        )
+        .drop("pieces_s")
+        .select(*_BY_FUNCTION, "compiles", "pieces", "seconds")
         # ties (ranks that compiled alike) in rank order: the same summary every time
         .sort(
             ["seconds", "compiles", "function", "filename", "line", "rank"],
@@ -625,7 +668,9 @@ def frameless_groups(trace: Trace) -> list[dict[str, Any]]:
     """The compiles without a Dynamo frame (parsers.frameless), grouped by where they came from:
     per rank, the Dynamo compile whose compiled code called Inductor (`parent_compile_id`, from
     the records' Python stack: its backend made them, e.g. a piecewise backend's pieces
-    compiled on first use) or, without one, the line that called Inductor; and whether they ran
+    compiled on first use), or the compiles of one code object one of which did
+    (`parent_candidates`: which one is not in the log; one candidate where the parent is
+    known), or, without either, the line that called Inductor; and whether they ran
     at run time. Each group: how many, their seconds (counted in COMPILE TIME), the pieces of the
     backend's graph with their counts, the compile ids, the evidence (first compile's file and
     metrics line). Most seconds first."""
@@ -636,13 +681,16 @@ def frameless_groups(trace: Trace) -> list[dict[str, Any]]:
     groups: dict[tuple, dict[str, Any]] = {}
     for r in c.iter_rows(named=True):
         parent = r.get("parent_compile_id")
-        where = None if parent else (r.get("call_filename"), r.get("call_line"))
-        k = (r["rank"], r["compile_kind"], bool(r.get("at_run_time")), parent, where)
+        # several candidates: the compiled code of one code object ran, which compile's is unknown
+        cands = list(r.get("parent_candidates") or []) if not parent else [parent]
+        where = None if cands else (r.get("call_filename"), r.get("call_line"))
+        k = (r["rank"], r["compile_kind"], bool(r.get("at_run_time")), parent, tuple(cands), where)
         g = groups.get(k)
         if g is None:
             g = groups[k] = {
                 "rank": r["rank"], "compile_kind": r["compile_kind"], "at_run_time": bool(r.get("at_run_time")),
-                "parent_compile_id": parent, "call_filename": r.get("call_filename"), "call_line": r.get("call_line"),
+                "parent_compile_id": parent, "parent_candidates": cands,
+                "call_filename": r.get("call_filename"), "call_line": r.get("call_line"),
                 "call_code": r.get("call_code"), "count": 0, "seconds": 0.0, "pieces": {}, "compile_ids": [],
                 "file": r["file"], "lineno": r.get("metrics_lineno") or r["lineno"],
             }
@@ -658,7 +706,7 @@ def frameless_groups(trace: Trace) -> list[dict[str, Any]]:
     out = []
     for g in groups.values():
         g["seconds"] = round(g["seconds"], 3)
-        fn = names.get((g["file"], g["parent_compile_id"])) if g["parent_compile_id"] else None
+        fn = names.get((g["file"], g["parent_candidates"][0])) if g["parent_candidates"] else None
         g["parent_function"], g["parent_filename"], g["parent_line"] = fn or (None, None, None)
         out.append(g)
     return sorted(out, key=lambda g: (-g["seconds"], g["rank"] if g["rank"] is not None else -1))

@@ -838,7 +838,7 @@ def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
         span = f"{lo.rstrip('s')}-{hi}" if lo != hi else seconds_text(t["seconds"])
         ref = CompileRef(t["rank"], t["compile_id"], t.get("occurrence"), t.get("attempts"))
         claim = f"{span} {ranks_text(ranks)}[{ref.label()}] {paths.compile_name(t)}"
-        lines = [("phases:", phases_text(compile_phases(t)))]
+        lines = [("phases:", phases_text(compile_phases(t), backward_pieces=t.get("bwd_pieces")))]
         more = [("all compiles:", f"{seconds_text(ct.get('total_s', 0))} in all"), *_on_ranks(ranks)]
         out.append(Finding(
             "compile_time", "fact", claim, lines, more, cost=Cost(seconds=float(t["seconds"])), ranks=ranks,

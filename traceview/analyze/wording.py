@@ -120,11 +120,13 @@ def _of_which(ph: dict[str, Any]) -> str:
     return f" (of which {', '.join(inner)})" if inner else ""
 
 
-def phases_text(ph: dict[str, Any]) -> str:
+def phases_text(ph: dict[str, Any], *, backward_pieces: int | None = None) -> str:
     """Phase seconds (analyze.compile_time.compile_phases of one compile, phase_totals of
     many) in one line: the parts of the compile time, nested ones in parentheses as parts of
     their phase: "dynamo 0.64s, aot 1.87s, inductor 123s (of which codegen 118s, 111s of it
-    autotuning), backward 1.22s"."""
+    autotuning), backward 1.22s". `backward_pieces`: how many backward graphs one compile's
+    backward is (the compiles table's `bwd_pieces`; DDPOptimizer compiles one per gradient
+    bucket), said when more than one: "backward 10.3s in 4 pieces"."""
     parts = [f"dynamo {seconds_text(ph.get('dynamo') or 0)}"]
     if ph.get("inductor"):
         parts.append(f"aot {seconds_text(ph.get('aot') or 0)}")
@@ -133,7 +135,8 @@ def phases_text(ph: dict[str, Any]) -> str:
         parts.append(f"backend {seconds_text(ph.get('aot+backend') or 0)}")
     if ph.get("backward"):
         bwd_at = ph.get("backward_autotuning") or 0
-        parts.append(f"backward {seconds_text(ph['backward'])}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
+        pieces = f" in {backward_pieces} pieces" if backward_pieces and backward_pieces > 1 else ""
+        parts.append(f"backward {seconds_text(ph['backward'])}{pieces}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
     return ", ".join(parts)
 
 
@@ -194,9 +197,11 @@ class Paths:
         it came from (the piece of a Dynamo compile's graph, or the line that called Inductor)."""
         if r.get("compile_kind") not in (None, "dynamo") and not r.get("function"):
             name = kind_label(r["compile_kind"]) + (" at run time" if r.get("at_run_time") else "")
+            piece = f"{r['graph_piece']} of " if r.get("graph_piece") else ""
             if r.get("parent_compile_id"):
-                piece = f"{r['graph_piece']} of " if r.get("graph_piece") else ""
                 return f"{name} ({piece}[{r['parent_compile_id']}]'s graph)"
+            if len(r.get("parent_candidates") or []) > 1:  # which compile's code ran is not in the log
+                return f"{name} ({piece}{' or '.join(f'[{c}]' for c in r['parent_candidates'])}'s graph)"
             if r.get("call_filename"):
                 return f"{name} (called at {self.show(r['call_filename'], r.get('call_line'))})"
             return name

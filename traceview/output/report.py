@@ -111,7 +111,9 @@ def _frameless_compiles(compiles: pl.DataFrame) -> list[dict[str, Any]]:
     rows = compiles.filter(pl.col("compile_kind").fill_null("dynamo") != "dynamo").select(
         "rank", "compile_id", "compile_kind", pl.col("compile_kind").map_elements(kind_label, return_dtype=pl.String).alias("what"),
         "status", pl.col("total_time_s").round(3).alias("seconds"), "inductor_compile_time_s", "code_gen_time_s",
-        "at_run_time", "parent_compile_id", "graph_piece", "call_filename", "call_line", "call_code", "file", "metrics_lineno",
+        "at_run_time", "parent_compile_id",
+        *(["parent_candidates"] if "parent_candidates" in compiles.columns else []),
+        "graph_piece", "call_filename", "call_line", "call_code", "file", "metrics_lineno",
     )
     return _rows(_round(rows))
 

@@ -474,6 +474,10 @@ def _render_frameless(t: _Text, groups: list[dict[str, Any]], paths: Paths) -> N
             text += f" made by the backend of {rank_prefix(g['rank'])}[{g['parent_compile_id']}] {fn}".rstrip()
             if g["pieces"]:
                 text += " (" + ", ".join(f"{p} x{n}" for p, n in g["pieces"].items()) + ")"
+        elif len(g.get("parent_candidates") or []) > 1:
+            fn = paths.code({"function": g["parent_function"], "filename": g["parent_filename"], "line": g["parent_line"], "rank": g["rank"]}) if g.get("parent_function") else ""
+            ids = " or ".join(f"[{c}]" for c in g["parent_candidates"])
+            text += f" made by the backend of {rank_prefix(g['rank'])}{ids} {fn} (which of them: not in the log)".replace("  ", " ")
         elif g.get("call_filename"):
             text += f" called at {rank_prefix(g['rank'])}{paths.show(g['call_filename'], g.get('call_line'))}"
         t.label("no Dynamo frame:", text, "  ")
@@ -518,7 +522,8 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
         t.add("functions compiled more than once:", "  ")
         for b in multi:
             t.add(
-                f"{seconds_text(b['seconds']):>7}  {rank_prefix(b['rank'])}{paths.code(b)} in {b['compiles']} compiles",
+                f"{seconds_text(b['seconds']):>7}  {rank_prefix(b['rank'])}{paths.code(b)} in {b['compiles']} compiles"
+                + (f" and {plural(b['pieces'], 'run-time Inductor compile')} its code made" if b.get("pieces") else ""),
                 "    ",
                 "              ",
             )
