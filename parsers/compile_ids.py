@@ -407,10 +407,13 @@ def compile_number(text: str | None) -> int | None:
 
 def frame_group(text: str | None) -> str:
     """What the UI groups a compile under: its frame id, or `!N` for the compiles of
-    compiled-autograd graph N ("3/1" -> "3", "!0/3/1" -> "!0")."""
+    compiled-autograd graph N ("3/1" -> "3", "!0/3/1" -> "!0"); a compile without a Dynamo
+    frame has no code object to share with another: its own id ("unknown_2515")."""
     c = parse(text)
     if c is None:
         return text or ""
+    if c.frameless:
+        return c.frameless
     if c.compiled_autograd is not None:
         return f"!{c.compiled_autograd}"
     return str(c.frame)

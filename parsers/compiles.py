@@ -7,6 +7,8 @@ vectorized JSON reader and B/E pairs are matched with window expressions, not a 
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import polars as pl
 
@@ -74,6 +76,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "inductor_compile_time_s": pl.Float64,
     "code_gen_time_s": pl.Float64,
     "bwd_compile_time_s": pl.Float64,
+    "bwd_pieces": pl.Int32,
     "total_time_s": pl.Float64,
     "guard_count": pl.Int64,
     "shape_env_guard_count": pl.Int64,
@@ -86,6 +89,9 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "suppress_errors": pl.Boolean,
     "automatic_dynamic_shapes": pl.Boolean,
     "assume_static_by_default": pl.Boolean,
+    "capture_scalar_outputs": pl.Boolean,
+    "capture_dynamic_output_shape_ops": pl.Boolean,
+    "testing_only_config": pl.String,
     "cudagraph_skip_reason": pl.String,
     "fx_cache_hits": pl.Int32,
     "fx_cache_misses": pl.Int32,
@@ -95,6 +101,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "aot_cache_bypasses": pl.Int32,
     "at_run_time": pl.Boolean,
     "parent_compile_id": pl.String,
+    "parent_candidates": pl.List(pl.String),
     "graph_piece": pl.String,
     "user_stack": pl.List(pl.String),
     "call_filename": pl.String,
@@ -176,6 +183,31 @@ def _with_callers(start: list[str], callers: list[str] | None) -> list[str]:
     return [*callers, start[-1]]
 
 
+# a `*_TESTING_ONLY` setting of a config JSON turned on: a string, true or a non-zero number
+_TESTING_ONLY = re.compile(r'"([\w.]*_TESTING_ONLY)": ("(?:[^"\\]|\\.)*"|true|-?[1-9][\d.]*)')
+
+
+def testing_only_settings(dynamo_config: object, inductor_config: object) -> str | None:
+    """torch's test-only settings a compile's config turned on, as assignments joined by "; "
+    (`torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'compile_error'`): torch's own
+    fault injection (a relu written as a compile error, a runtime error or a wrong result),
+    sleeps and switches meant for its tests. Read from the JSON text of compilation_metrics'
+    `dynamo_config` / `inductor_config` without decoding it (most compiles have none set)."""
+    out = []
+    for module, cfg in (("torch._dynamo.config", dynamo_config), ("torch._inductor.config", inductor_config)):
+        if isinstance(cfg, dict):
+            cfg = orjson.dumps(cfg).decode()
+        if not isinstance(cfg, str) or "TESTING_ONLY" not in cfg:
+            continue
+        for name, value in _TESTING_ONLY.findall(cfg):
+            if value.startswith('"'):
+                value = repr(orjson.loads(value))
+            elif value == "true":
+                value = "True"
+            out.append(f"{module}.{name} = {value}")
+    return "; ".join(out) or None
+
+
 def _call_columns(stack: list[str] | None) -> dict[str, object]:
     """The user's line that entered the compiled frame (parsers.code_location.call_site)."""
     site = call_site(stack)
@@ -247,7 +279,9 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
             row["metrics_lineno"] = lineno
             row["at_run_time"] = kind in RUNTIME_METRICS
         elif kind == "bwd_compilation_metrics":
-            row["bwd"] = meta
+            # one per backward piece: DDPOptimizer compiles each gradient bucket's backward
+            # on its own and torch writes one record per piece under the same compile id
+            row.setdefault("bwd", []).append(meta)
     for at, stack in _frameless_stacks(with_id, set(kinds), str_tables).items():
         r = info.setdefault(at, {})
         came = called_from(stack)
@@ -266,16 +300,15 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     rows = []
     for (file, cid, occ), r in info.items():
         m = r.get("metrics", {})
-        bwd = r.get("bwd", {})
+        pieces = r.get("bwd", [])
         entire = float_of(m.get("entire_frame_compile_time_s"))
         kind = kinds.get(cid, "dynamo")
         if entire is None and kind != "dynamo" and float_of(m.get("end_time_us")) is not None and float_of(m.get("start_time_us")) is not None:
             # a frameless compile's metrics time it by its span only (compile_fx_aot)
             entire = ((float_of(m.get("end_time_us")) or 0.0) - (float_of(m.get("start_time_us")) or 0.0)) / 1e6
         backend = float_of(m.get("backend_compile_time_s"))
-        bwd_t = float_of(bwd.get("inductor_compile_time_s"))
-        if bwd_t is None and bwd.get("duration_us") is not None:
-            bwd_t = (float_of(bwd.get("duration_us")) or 0.0) / 1e6
+        piece_s = [_backward_piece_s(b) for b in pieces]
+        bwd_t = sum(s for s in piece_s if s is not None) if any(s is not None for s in piece_s) else None
         restarts = m.get("restart_reasons") or []
         if not isinstance(restarts, list):
             restarts = [restarts]
@@ -315,6 +348,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "inductor_compile_time_s": float_of(m.get("inductor_compile_time_s")),
                 "code_gen_time_s": float_of(m.get("code_gen_time_s")),
                 "bwd_compile_time_s": bwd_t,
+                "bwd_pieces": len(pieces),
                 "guard_count": int_of(m.get("guard_count")),
                 "shape_env_guard_count": int_of(m.get("shape_env_guard_count")),
                 "graph_op_count": int_of(m.get("graph_op_count")),
@@ -328,6 +362,11 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 # torch.compile(dynamic=False) turns automatic dynamic shapes off
                 "automatic_dynamic_shapes": bool_of(cfg.get("automatic_dynamic_shapes")),
                 "assume_static_by_default": bool_of(cfg.get("assume_static_by_default")),
+                # the settings torch's graph-break hints name as the fix of .item() / nonzero
+                "capture_scalar_outputs": bool_of(cfg.get("capture_scalar_outputs")),
+                "capture_dynamic_output_shape_ops": bool_of(cfg.get("capture_dynamic_output_shape_ops")),
+                # torch's test-only settings the run turned on (fault injection: a failure asked for)
+                "testing_only_config": testing_only_settings(m.get("dynamo_config"), m.get("inductor_config")),
                 # set at compile time when CUDA graphs were refused (graph partition off)
                 "cudagraph_skip_reason": m.get("cudagraph_skip_reason") if isinstance(m.get("cudagraph_skip_reason"), str) else None,
                 "user_stack": r.get("user_stack", []),
@@ -361,6 +400,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "inductor_compile_time_s",
                 "code_gen_time_s",
                 "bwd_compile_time_s",
+                "bwd_pieces",
                 "guard_count",
                 "shape_env_guard_count",
                 "graph_op_count",
@@ -372,6 +412,9 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "suppress_errors",
                 "automatic_dynamic_shapes",
                 "assume_static_by_default",
+                "capture_scalar_outputs",
+                "capture_dynamic_output_shape_ops",
+                "testing_only_config",
                 "cudagraph_skip_reason",
                 "user_stack",
                 "call_filename",
@@ -441,6 +484,22 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
     )
 
 
+def _backward_piece_s(meta: dict) -> float | None:
+    """One backward piece's seconds from its `bwd_compilation_metrics`: `end_time_us -
+    start_time_us`, the window torch timed it in (its metrics context, around the whole lazy
+    backward compile: the `entire_backward_compile` span, `duration_us`, and the record's own
+    bookkeeping, well under a millisecond), the figure the compile account draws each piece
+    with; a torch that writes no such times: `duration_us`, else `inductor_compile_time_s`
+    (Inductor's part)."""
+    start, end = float_of(meta.get("start_time_us")), float_of(meta.get("end_time_us"))
+    if start is not None and end is not None and end >= start:
+        return (end - start) / 1e6
+    us = float_of(meta.get("duration_us"))
+    if us is not None:
+        return us / 1e6
+    return float_of(meta.get("inductor_compile_time_s"))
+
+
 def _stack_texts(frames: list) -> list[str]:
     out = []
     for fr in frames:
@@ -482,30 +541,40 @@ def _frameless_call_columns(came) -> dict[str, object]:
 
 
 def _with_parents(out: pl.DataFrame) -> pl.DataFrame:
-    """`parent_compile_id` of each compile without a Dynamo frame called from the code a Dynamo
-    compile produced: the latest compile of that code object (function, file, first line) in
-    the same file before it."""
-    parents: dict[tuple, str] = {}
+    """`parent_candidates` and `parent_compile_id` of each compile without a Dynamo frame whose
+    record stack shows Dynamo's compiled code running (parsers.frameless.called_from: the
+    function, file and line of that frame). The candidates: the compiles of that code object in
+    the same file (process) that ended before this one began, not failed (a failed compile
+    made no code); the code object is the function and file of the frame, at the frame's line
+    (its first line: Dynamo's code reports it) or else the one of that name whose first line is
+    the nearest before the frame's. `parent_compile_id` is the candidate when there is exactly
+    one; with several, which of them ran is not in the log, and none is picked."""
+    found: dict[tuple, list[str]] = {}
     todo = out.filter(pl.col("_cf_function").is_not_null())
     if todo.height:
-        dyn = out.filter(pl.col("compile_kind") == "dynamo").sort("lineno")
+        ended = pl.coalesce("metrics_lineno", "lineno")
+        dyn = out.filter((pl.col("compile_kind") == "dynamo") & ~pl.col("status").is_in(["failed", "no_metrics"])).sort("lineno")
         for r in todo.iter_rows(named=True):
             same = dyn.filter(
                 (pl.col("file") == r["file"]) & (pl.col("function") == r["_cf_function"])
-                & (pl.col("filename") == r["_cf_filename"]) & (pl.col("lineno") < r["lineno"])
+                & (pl.col("filename") == r["_cf_filename"]) & (ended < r["lineno"])
             )
-            exact = same.filter(pl.col("line") == r["_cf_line"])
-            pick = exact if exact.height else same
-            if pick.height:
-                parents[(r["file"], r["compile_id"], r["occurrence"])] = pick["compile_id"][-1]
+            line = r["_cf_line"]
+            pick = same.filter(pl.col("line") == line)
+            if not pick.height and line is not None:
+                before = same.filter(pl.col("line") <= line)
+                pick = before.filter(pl.col("line") == before["line"].max()) if before.height else before
+            found[(r["file"], r["compile_id"], r["occurrence"])] = pick["compile_id"].unique(maintain_order=True).to_list()
     keys = pl.DataFrame(
-        [{"file": f, "compile_id": c, "occurrence": o, "parent_compile_id": p} for (f, c, o), p in parents.items()],
-        schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "parent_compile_id": pl.String},
+        [{"file": f, "compile_id": c, "occurrence": o, "parent_candidates": ids, "parent_compile_id": ids[0] if len(ids) == 1 else None}
+         for (f, c, o), ids in found.items()],
+        schema={"file": pl.String, "compile_id": pl.String, "occurrence": pl.Int32, "parent_candidates": pl.List(pl.String),
+                "parent_compile_id": pl.String},
     )
-    out = out.join(keys, on=["file", "compile_id", "occurrence"], how="left") if parents else out.with_columns(
-        pl.lit(None, dtype=pl.String).alias("parent_compile_id")
+    out = out.join(keys, on=["file", "compile_id", "occurrence"], how="left")
+    return out.with_columns(pl.col("parent_candidates").fill_null(pl.lit([], dtype=pl.List(pl.String)))).drop(
+        "_cf_function", "_cf_filename", "_cf_line"
     )
-    return out.drop("_cf_function", "_cf_filename", "_cf_line")
 
 
 _FRAMELESS_PHASES = ("inductor_compile", "GraphLowering.compile_to_fn")

@@ -37,9 +37,14 @@ another frameless compile.
 Where a frameless compile came from (`called_from`), read from the Python stack torch writes on
 its records (the envelope's `stack`: no compile context): the line that called Inductor (the
 innermost frame outside torch before torch's own), and, when the call came from the code a
-Dynamo compile produced, that code object (the first frame outside torch after Dynamo's
-`compile_wrapper`) and the piece of the backend's graph that was running (`self.submod_0(` in
-the graph module's `<eval_with_key>` frame).
+Dynamo compile produced, that code object and the piece of the backend's graph that was
+running (`self.submod_0(` in the graph module's `<eval_with_key>` frame). The code object is
+the frame that called, through torch's frames alone, into the innermost backend graph on the
+stack; it does not rest on torch.compile's `compile_wrapper` being there (vLLM runs Dynamo's
+compiled code object itself, with no wrapper; torch 2.5 named the wrapper `_fn`), and a resume
+function (`torch_dynamo_resume_in_*`) called from the compiled code of the function it resumes
+is the innermost. Which compile of that code object made it is read against the compiles
+(parsers.compiles `_with_parents`): the one that had ended before it, or, with several, none.
 """
 
 from __future__ import annotations
@@ -199,19 +204,53 @@ class CalledFrom:
     graph_piece: str | None = None
 
 
+def _slashed(f: StackFrame) -> str:
+    return (f.filename or "").replace("\\", "/")
+
+
+def _enters_graph(f: StackFrame) -> bool:
+    """A frame of the way into the function Dynamo's compiled code calls (the backend's
+    output): an FX graph module's generated code (`<eval_with_key>.N`, `GraphModule.__call__`
+    in torch/fx/graph_module.py), Dynamo's `__compiled_fn_N`, or the `torch._dynamo.disable`
+    wrapper around it (`_fn` in torch/_dynamo/eval_frame.py)."""
+    path = _slashed(f)
+    return (
+        path.startswith("<eval_with_key>")
+        or path.endswith("torch/fx/graph_module.py")
+        or (f.name or "").startswith("__compiled_fn")
+        or (f.name == "_fn" and path.endswith("torch/_dynamo/eval_frame.py"))
+    )
+
+
 def called_from(stack: list[StackFrame]) -> CalledFrom:
-    """Read a frameless compile's record stack (outermost frame first)."""
+    """Read a frameless compile's record stack (outermost frame first).
+
+    The code that was running: the frame that called, through torch's frames alone, into the
+    innermost backend graph on the stack (`_enters_graph`): the frame whose code is Dynamo's
+    compiled code (a resume function's, `torch_dynamo_resume_in_*`, when the graph is one of
+    its; the same frame whether torch.compile's wrapper, `compile_wrapper`, called it or the
+    program ran the compiled code object itself, as vLLM's dispatcher does). Which compile made
+    it is decided against the compiles table (parsers.compiles `_with_parents`): a frame whose
+    code no Dynamo compile made ties nothing. No frame entering a graph: no compiled code."""
     first_torch = next(
-        (i for i, f in enumerate(stack) if is_torch(f.filename) and "/_inductor/" in (f.filename or "").replace("\\", "/")),
+        (i for i, f in enumerate(stack) if is_torch(f.filename) and "/_inductor/" in _slashed(f)),
         len(stack),
     )
     caller = next((f for f in reversed(stack[:first_torch]) if not is_torch(f.filename) and not whose(f.filename).owner == "generated"), None)
     compiled = piece = None
-    for i, f in enumerate(stack[:first_torch]):
-        if f.name == "compile_wrapper" and (f.filename or "").replace("\\", "/").endswith("torch/_dynamo/eval_frame.py"):
-            compiled = next((g for g in stack[i + 1 : first_torch] if not is_torch(g.filename)), compiled)
-        if (f.filename or "").startswith("<eval_with_key>") and f.loc and (m := _PIECE.search(f.loc)):
-            piece = m[1]
+    inner = [i for i, f in enumerate(stack[:first_torch]) if _enters_graph(f)]
+    if inner:
+        # the innermost graph entered; back from it over torch's (and generated) frames
+        i = inner[-1]
+        while i >= 0 and (is_torch(stack[i].filename) or whose(stack[i].filename).owner == "generated" or _enters_graph(stack[i])):
+            i -= 1
+        compiled = stack[i] if i >= 0 else None
+        # the piece: the innermost graph's own call (after the frame that entered it)
+        piece = next(
+            (m[1] for f in reversed(stack[i + 1 : first_torch]) if _slashed(f).startswith("<eval_with_key>") and f.loc
+             and (m := _PIECE.search(f.loc))),
+            None,
+        )
     return CalledFrom(
         filename=caller.filename if caller else None, line=caller.line if caller else None,
         function=caller.name if caller else None, code=caller.loc if caller else None,

@@ -4,6 +4,10 @@ higher-order ops, cache bypass reasons, cache hits from text logs."""
 
 from __future__ import annotations
 
+import gzip
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +16,9 @@ import traceview
 from traceview.analyze.compile_facts import compile_facts
 from traceview.cli import main
 from traceview.output.report import build_report
+from traceview.output.summary import render_text
 
-from ..conftest import FIXTURES
+from ..conftest import FIXTURES, SHARED, needs_shared
 
 CORPUS = FIXTURES / "corpus"
 SOURCES = ("trace", "torch_logs.txt")
@@ -88,15 +93,167 @@ def test_higher_order_ops(name: str, op: str, count: int, source: str) -> None:
     assert [(h["op"], h["count"], h["compile_id"]) for h in got] == [(op, count, "0/0")]
 
 
-@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("source", [*SOURCES, ""])
 def test_cache_bypass_reasons(source: str, capsys: pytest.CaptureFixture[str]) -> None:
-    got = facts("cache_bypass", source)["cache_events"]
-    assert sorted((c["cache"], c["event"], c["reason"]) for c in got) == [
-        ("aot_autograd", "bypass", "Unsupported post grad custom pass"),
-        ("fx_graph", "bypass", "Unsupported post grad custom pass"),
-    ]
+    """The user's own bypass (a plain function as post_grad_custom_post_pass) stays actionable:
+    one fact for both caches, counted as torch counted it (oracle.json: inductor
+    fxgraph_cache_bypass 1, aot_autograd autograd_cache_bypass 1), from the trace, the text log
+    or both (each lookup once)."""
+    f = facts("cache_bypass", source)
+    if source:
+        assert sorted((c["cache"], c["event"], c["reason"]) for c in f["cache_events"]) == [
+            ("aot_autograd", "bypass", "Unsupported post grad custom pass"),
+            ("fx_graph", "bypass", "Unsupported post grad custom pass"),
+        ]
+    counters = oracle_counters("cache_bypass")
+    (b,) = f["cache_bypasses"]
+    assert (b["owner"], b["cause"], b["reason"], b["compiles"]) == ("user", "custom_pass", "Unsupported post grad custom pass", ["0/0"])
+    assert b["caches"] == {"fx_graph": counters["inductor"]["fxgraph_cache_bypass"],
+                           "aot_autograd": counters["aot_autograd"]["autograd_cache_bypass"]} == {"fx_graph": 1, "aot_autograd": 1}
     out = summary("cache_bypass", source, capsys)
-    assert "FX graph cache bypassed: Unsupported post grad custom pass" in out
+    (line,) = [x for x in unwrapped(out) if "bypassed" in x and "cache:" not in x]
+    assert line.strip().startswith("FX graph and AOTAutograd caches bypassed 1 time each in [0/0]: Unsupported post grad custom pass: "
+                                   "a custom Inductor pass that is not a CustomGraphPass with a uuid()")
+    assert "give it one to make the graph cacheable" in line and "by torch itself" not in line
+
+
+def unwrapped(out: str) -> list[str]:
+    """The summary's lines with each wrapped one joined back (its continuation lines are
+    indented deeper)."""
+    lines: list[str] = []
+    for x in out.splitlines():
+        if lines and x.startswith("      ") and x.strip():
+            lines[-1] += " " + x.strip()
+        else:
+            lines.append(x)
+    return lines
+
+
+def oracle_counters(name: str) -> dict[str, dict[str, int]]:
+    """torch._dynamo.utils.counters of a corpus run (its oracle.json, one process)."""
+    (proc,) = json.loads((CORPUS / name / "oracle.json").read_text())["processes"]
+    return proc["counters"]
+
+
+def raw_bypasses(run: Path, artifact: str) -> list[tuple[int | None, str, str]]:
+    """(rank, compile id, reason) of every `artifact` record in a run's trace files, read
+    straight from the files (the record's JSON line and its payload line), not by traceview."""
+    out = []
+    for path in sorted((run / "trace").iterdir()):
+        lines = gzip.decompress(path.read_bytes()).decode().splitlines() if path.suffix == ".gz" else path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if f'"name": "{artifact}"' in line:
+                meta = json.loads(line[line.index("{"):])
+                cid = f"{meta['frame_id']}/{meta['frame_compile_id']}" if meta.get("frame_id") is not None else None
+                out.append((meta.get("rank"), cid, json.loads(lines[i + 1].lstrip("\t"))["cache_bypass_reason"]))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("run", "cause", "what"),
+    [
+        # torch 2.11, DTensor.from_local in a compiled TP block: Dynamo's closure per compile
+        ("dtensor_from_local", "dtensor_from_local", "Dynamo puts DTensor.from_local into the graph"),
+        # torch 2.11, torch.compile(DDP(model)) split by DDPOptimizer into bucket pieces
+        ("ddp2_user_module", "ddp_optimizer", "DDPOptimizer (torch.compile of a DDP model)"),
+        ("ddp2_buckets", "ddp_optimizer", "DDPOptimizer (torch.compile of a DDP model)"),
+    ],
+)
+def test_torch_made_bypasses_are_one_fact_said_as_torchs(run: str, cause: str, what: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """AOTAutograd cache bypasses that torch itself causes, logged once per compile (per bucket
+    piece under DDPOptimizer), in texts that differ only in an address (a closure made per
+    compile): one fact, torch's, with their count; never 'make it cacheable'."""
+    path = FIXTURES / "gpu" / run
+    raw = raw_bypasses(path, "aotautograd_cache_bypass")
+    assert raw and not raw_bypasses(path, "fx_graph_cache_bypass")
+    (b,) = compile_facts(traceview.load(path))["cache_bypasses"]
+    assert (b["owner"], b["cause"]) == ("torch", cause)
+    assert b["count"] == b["caches"]["aot_autograd"] == len(raw)
+    assert b["texts"] == len({r for _, _, r in raw})
+    assert b["compiles"] == sorted({c for _, c, _ in raw})
+    assert b["ranks"] == [0, 1] == sorted({rk for rk, _, _ in raw})
+    assert "0x" not in (b["reason"] or "").replace("0x…", "")
+    assert main(["summary", str(path), "--no-cache", "--width", "400"]) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in unwrapped(out) if "bypassed" in x and "cache:" not in x]
+    assert len(lines) == 1, lines
+    assert lines[0].strip().startswith(f"AOTAutograd cache bypassed {len(raw)} times in ")
+    assert f"on ranks 0-1, by torch itself (nothing in your code causes it): {what}" in lines[0]
+    assert "make it cacheable" not in lines[0]
+
+
+def test_dtensor_bypass_texts_differ_only_in_an_address() -> None:
+    """The planted situation itself: 6 bypass texts, 6 addresses, one reason without them."""
+    raw = raw_bypasses(FIXTURES / "gpu" / "dtensor_from_local", "aotautograd_cache_bypass")
+    texts = {r for _, _, r in raw}
+    assert len(raw) == len(texts) == 6
+    assert len({re.sub(r"0x[0-9a-f]+", "", t) for t in texts}) == 1
+    assert all("Function name: prim from_local" in t for t in texts)
+
+
+def test_run_time_compiles_without_a_shape_env(capsys: pytest.CaptureFixture[str]) -> None:
+    """piecewise_backend: its torch._inductor.compile pieces bypass both caches ("No shape env"),
+    its standalone_compile pieces look them up (miss): the caller's choice, said with the way
+    out, counted as torch counted it (oracle.json)."""
+    counters = oracle_counters("piecewise_backend")
+    (b,) = facts("piecewise_backend", "trace")["cache_bypasses"]
+    assert (b["owner"], b["cause"], b["reason"]) == ("user", "no_shape_env", "No shape env")
+    assert b["caches"] == {"fx_graph": counters["inductor"]["fxgraph_cache_bypass"],
+                           "aot_autograd": counters["aot_autograd"]["autograd_cache_bypass"]} == {"fx_graph": 4, "aot_autograd": 4}
+    assert b["frameless"] == 8 and b["compiles"] == []
+    out = summary("piecewise_backend", "trace", capsys)
+    (fact,) = [x for x in unwrapped(out) if "bypassed" in x and "cache:" not in x]
+    assert fact.strip().startswith("FX graph and AOTAutograd caches bypassed 4 times each in compiles without a Dynamo frame: No shape env: ")
+    assert "torch._inductor.standalone_compile(gm, inputs" in fact and "by torch itself" not in fact
+    # the cache line counts what torch counted: misses 3 and 3, bypasses 4 and 4
+    (line,) = [x for x in unwrapped(out) if x.strip().startswith("cache:")]
+    assert line.strip() == (
+        f"cache: FX graph 0 hits / {counters['inductor']['fxgraph_cache_miss']} misses (0% hits) / 4 bypassed, "
+        f"AOTAutograd 0 hits / {counters['aot_autograd']['autograd_cache_miss']} misses (0% hits) / 4 bypassed")
+
+
+@needs_shared
+def test_a_cache_turned_off_is_a_setting_and_nothing_is_served() -> None:
+    """tlparse's provenance log: AOTAutograd bypassed because the FX graph cache is off; no FX
+    graph lookup was logged: the cache line says "not logged", the fact says the cache is off
+    and that every run compiles from scratch (never that the FX graph cache still serves)."""
+    report = build_report(traceview.load(SHARED / "peer-tlparse" / "inductor_provenance_jit_debug_handle_log.txt"))
+    (b,) = report["facts"]["cache_bypasses"]
+    assert (b["owner"], b["cause"], b["caches"]) == ("setting", "fx_graph_cache_off", {"aot_autograd": 1})
+    assert report["cache"]["not_logged"] == ["fx_graph"] and report["cache"]["fx_graph_misses"] == 0
+    text = " ".join(render_text(report, width=1000).split())
+    assert ("AOTAutograd cache bypassed 1 time in [0/0]: FX graph cache is not enabled: the FX graph cache is off "
+            "(torch._inductor.config.fx_graph_cache, TORCHINDUCTOR_FX_GRAPH_CACHE=0), and AOTAutograd's cache needs it. "
+            "Every run compiles these graphs from scratch") in text
+    assert "cache: FX graph not logged (Inductor ran on 1 graph, no lookup recorded" in text
+
+
+def test_a_bypass_reason_no_rule_knows_is_unknown() -> None:
+    from traceview.analyze.compile_facts import bypass_owner
+
+    assert bypass_owner("Failed to pickle cache key") == ("unknown", None)
+    assert bypass_owner(None) == ("unknown", None)
+    # a function outside torch in the graph is the user's; torch's own module is torch's
+    assert bypass_owner("Unsupported call_function target <function f at 0x1>. \n Function module: __main__, \nFunction name: f")[0] == "user"
+    assert bypass_owner("Unsupported call_function target flex_attention. \n Function module: torch.ops.higher_order, "
+                        "\nFunction name: flex_attention") == ("torch", "torch_function")
+
+
+def test_cache_line_only_for_caches_with_a_logged_lookup(capsys: pytest.CaptureFixture[str]) -> None:
+    """No "0 hits / 0 misses": ddp_rank_recompile (aot_eager: torch counted no cache lookup) has
+    no cache line; inductor_only_failure's Inductor compile failed after its FX graph lookup
+    (torch counted fxgraph_cache_miss 1) and before the trace recorded it: "not logged", never
+    "0 misses"; its AOTAutograd miss was logged (autograd_cache_miss 1)."""
+    for proc in json.loads((CORPUS / "ddp_rank_recompile" / "oracle.json").read_text())["processes"]:  # 4 ranks
+        assert not any("cache" in k for k in proc["counters"]["aot_autograd"]) and "inductor" not in proc["counters"]
+    out = summary("ddp_rank_recompile", "trace", capsys)
+    assert not [x for x in out.splitlines() if x.strip().startswith("cache:")]
+    counters = oracle_counters("inductor_only_failure")
+    assert counters["inductor"]["fxgraph_cache_miss"] == counters["aot_autograd"]["autograd_cache_miss"] == 1
+    out = summary("inductor_only_failure", "trace", capsys)
+    (line,) = [x for x in unwrapped(out) if x.strip().startswith("cache:")]
+    assert line.strip().startswith("cache: FX graph not logged (Inductor ran on 1 graph, no lookup recorded: ")
+    assert line.strip().endswith("the trace alone cannot tell), AOTAutograd 0 hits / 1 misses (0% hits)")
 
 
 def test_cache_hits_from_the_text_log_alone(capsys: pytest.CaptureFixture[str]) -> None:

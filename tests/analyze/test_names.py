@@ -9,6 +9,10 @@ fixtures/corpus/disabled_callback_address (4 failed compiles whose reasons diffe
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+
 import pytest
 
 import traceview
@@ -52,10 +56,35 @@ def test_a_compile_is_split_alike_in_the_summary_the_page_and_the_ui() -> None:
     assert list(bar) == ["dynamo", "aot", "inductor", "autotuning"]
     assert bar["autotuning"] == ph["autotuning"] and bar["inductor"] == pytest.approx(ph["inductor"] - ph["autotuning"])
     assert sum(bar.values()) == pytest.approx(r["compile_time_s"])
-    # the run's totals are the sum of the compiles' splits
+    # the run's totals are torch's own: its compilation_metrics records, read straight from the
+    # trace file (autotuning: traceview's from the autotuning spans, torch's own counter apart)
+    metrics = raw_metrics(FIXTURES / "gpu" / "sequential_max_autotune")
+    assert [m["compile_id"] for m in metrics] == ["0/0", "0/1"] and not raw_metrics(FIXTURES / "gpu" / "sequential_max_autotune", "bwd_compilation_metrics")
+
+    def torch_s(key: str) -> float:
+        return sum(m[key] for m in metrics)
+
     totals = ct.phase_totals(trace)
-    both = [ct.compile_phases(c, at.get((c["file"], c["compile_id"], c["occurrence"]))) for c in rows.values()]
-    assert totals["autotuning"] == pytest.approx(sum(p["autotuning"] for p in both), abs=1e-5)
+    assert totals["aot+backend"] == pytest.approx(torch_s("backend_compile_time_s"), abs=1e-5)
+    assert totals["inductor"] == pytest.approx(torch_s("inductor_compile_time_s"), abs=1e-5)
+    assert totals["codegen"] == pytest.approx(torch_s("code_gen_time_s"), abs=1e-5)
+    assert totals["dynamo"] == pytest.approx(torch_s("entire_frame_compile_time_s") - torch_s("backend_compile_time_s"), abs=1e-5)
+    assert totals["aot"] == pytest.approx(torch_s("backend_compile_time_s") - torch_s("inductor_compile_time_s"), abs=1e-5)
+    assert totals["autotuning"] == pytest.approx(torch_s("compile_time_autotune_time_us") / 1e6, abs=1e-3)  # 111.38 s
+    assert totals["backward"] == 0.0
+    assert sum(v for k, v in totals.items() if k in ("dynamo", "aot+backend", "backward")) == pytest.approx(
+        torch_s("entire_frame_compile_time_s"), abs=1e-5)
+
+
+def raw_metrics(run: Path, kind: str = "compilation_metrics") -> list[dict]:
+    """torch's `kind` records of a run, straight from its trace files (the JSON on each record's
+    line), not through traceview's parse."""
+    out = []
+    for path in sorted((run / "trace").glob("*.log.gz")):
+        for line in gzip.decompress(path.read_bytes()).decode().splitlines():
+            if f'{{"{kind}": ' in line:
+                out.append(json.loads(line[line.index("{"):])[kind])
+    return out
 
 
 def test_each_compile_is_called_at_its_own_line_and_named_as_the_module() -> None:

@@ -294,7 +294,7 @@ def test_a_lazily_compiled_backward_completes_the_compile_s_total(tmp_path: Path
     _append(f, data[fwd_end:bwd_end])
     (bwd,) = [e for e in w.step(now=now + 1) if e.compile_id == "1/0"]
     assert bwd.kind == "backward_end"
-    assert bwd.text == "[1/0] backward compiled in 1.22s: Block.forward (gpt.py:19); 4.16s in all (forward 2.94s + backward 1.22s)"
+    assert bwd.text == "[1/0] backward compiled in 1.23s: Block.forward (gpt.py:19); 4.16s in all (forward 2.94s + backward 1.23s)"
     from traceview.ingest.loading import LoadOptions, load_trace
     from traceview.output.report import build_report
 

@@ -7,6 +7,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import traceview
@@ -73,6 +74,12 @@ def test_one_process_per_rank_with_compile_ids_and_functions(tmp_path: Path, cap
     got = sorted((names[e["pid"]], e["args"]["compile_id"], e["args"]["function"]) for e in compiles)
     want = sorted((f"rank {r}", c, f) for r, c, f in trace.compiles.select("rank", "compile_id", "function").rows())
     assert got == want
+    # and on the same track, each lazily compiled backward where it ran (issue 44.2)
+    backward = [e for e in events if e.get("cat") == "compile" and (e.get("args") or {}).get("piece") == "backward"]
+    lazy = trace.spans.filter(pl.col("name") == "entire_backward_compile")
+    assert sorted((names[e["pid"]], e["args"]["compile_id"]) for e in backward) == sorted(
+        (f"rank {r}", c) for r, c in lazy.select("rank", "compile_id").rows()
+    ) and backward
     # the recompile only rank 1 did is on rank 1's process, as long as its metrics say
     (extra,) = [e for e in compiles if e["args"]["compile_id"] == "0/1"]
     assert names[extra["pid"]] == "rank 1"

@@ -66,3 +66,12 @@ def test_a_compile_without_a_dynamo_frame_is_typed_as_its_name() -> None:
     c = parse("[unknown_3013]")
     assert c is not None and c.compile_id == "unknown_3013" and c.label == "unknown_3013"
     assert parse("unknown_") is None and parse("unknown_x") is None
+
+
+def test_a_compile_without_a_dynamo_frame_shares_its_group_with_no_other() -> None:
+    # issue 44.7: every unknown_<line> used to group as frame "None", so the UI's Frames counted
+    # a piecewise backend's run-time compiles as one code object's compiles and recompiles
+    from parsers.compile_ids import frame_group
+
+    assert frame_group("unknown_2515") == "unknown_2515" != frame_group("unknown_5489")
+    assert (frame_group("3/1"), frame_group("!0/3/1")) == ("3", "!0")

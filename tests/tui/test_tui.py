@@ -20,6 +20,7 @@ pytest.importorskip("textual")
 
 import traceview
 from tests.conftest import FIXTURES, ROOT
+from traceview.analyze.wording import seconds_text
 from traceview.ingest.loading import LoadOptions
 from traceview.output.report import build_report
 from traceview.tui import code_view
@@ -917,7 +918,10 @@ async def test_timeline_shows_when_each_rank_compiled(size: tuple[int, int]) -> 
         assert "Timeline: 13 compiles + 5 backward on 4 ranks" in text
         bars = [line for line in text.splitlines() if line.lstrip().startswith("rank ") and "│" in line]
         assert [b.split("│")[0].strip() for b in bars] == ["rank 0", "rank 1", "rank 2", "rank 3"]
-        assert "6 compiles" in bars[2] and all("4 compiles" in bars[r] for r in (0, 1, 3))
+        # compiles, not bars: a lazily compiled backward is a part of its compile (issue 44.2)
+        per_rank = c.group_by("rank").len()
+        assert dict(per_rank.iter_rows()) == {0: 3, 1: 3, 2: 4, 3: 3}
+        assert "4 compiles" in bars[2] and all("3 compiles" in bars[r] for r in (0, 1, 3))
         table = view.query_one("#timeline-list", LazyTable)
         starts = [table.row(i)["start_us"] for i in range(table.row_count)]
         assert starts == sorted(starts)
@@ -950,6 +954,33 @@ async def test_timeline_shows_when_each_rank_compiled(size: tuple[int, int]) -> 
         assert main.query_one(FramesView).compile_ref() == (2, "0/1")
         await press(pilot, "6")
         assert (table.current["rank"], table.current["compile_id"]) == (2, "0/1")
+
+
+@sync
+async def test_timeline_totals_are_the_summarys_with_every_backward_piece() -> None:
+    # issue 44.2: DDPOptimizer split [4/0] into 4 buckets, each with a backward compiled
+    # lazily (4 bwd_compilation_metrics per rank under one id). The Timeline draws a bar per
+    # piece; its totals (title and each rank's line) are the compiles' own figures, the same
+    # the summary prints, not the bars added up.
+    trace = traceview.load("fixtures/corpus/ddp_rank_recompile")
+    report = build_report(trace)
+    app = build_app(open_args("fixtures/corpus/ddp_rank_recompile"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await tables(pilot)
+        await press(pilot, "6")
+        view = app.screen.query_one(TimelineView)
+        text = screen_text(app)
+        total = report["compile_time"]["total_s"]
+        assert f"Timeline: 22 compiles + 16 backward on 4 ranks, {seconds_text(total)} compiling" in text
+        bars = [line for line in text.splitlines() if line.lstrip().startswith("rank ") and "│" in line]
+        per_rank = {r["rank"]: r["compile_time_s"] for r in report["per_rank"]}
+        for rank, line in enumerate(bars):
+            n = 7 if rank == 3 else 5
+            assert line.rstrip().endswith(f"{seconds_text(per_rank[rank])}, {n} compiles")
+        table = view.query_one("#timeline-list", LazyTable)
+        rows = [table.row(i) for i in range(table.row_count)]
+        pieces = [r for r in rows if r["rank"] == 0 and r["part"] == "backward"]
+        assert [(r["compile_id"], r["piece"], r["bwd_pieces"]) for r in pieces] == [("4/0", i, 4) for i in (1, 2, 3, 4)]
 
 
 # ------------------------------------------------------------------- compare across ranks
@@ -1355,6 +1386,54 @@ async def test_frames_after_a_reset_are_two_code_objects() -> None:
         await press(pilot, "down")  # scale_b's 0/0
         detail = static_text(frames.query_one("#compile-detail"))
         assert detail.startswith("[0/0 #2] scale_b")
+
+
+@sync
+async def test_frames_show_run_time_pieces_under_their_compile_never_as_recompiles() -> None:
+    # issue 44.7, fixtures/corpus/piecewise_resume: forward [0/0], [0/1] and its resume function
+    # [1/0], [1/1]; the backend compiled 4 graphs with Inductor at run time. Each is a piece of
+    # the compile whose code made it (under its leaf), or, where two compiles of the code
+    # object had run, under the code object with both named: never a code object of its own,
+    # never counted as recompiles.
+    app = build_app(open_args("fixtures/corpus/piecewise_resume/trace"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2")
+        frames = main.query_one(FramesView)
+        tree = frames.query_one("#frames-tree")
+        nodes = {n.label.plain.split("  ")[0]: n for n in tree.root.children}
+        assert set(nodes) == {"Net.forward", "Net.torch_dynamo_resume_in_forward_at_49"}
+        fwd = nodes["Net.forward"]
+        assert fwd.label.plain.startswith("Net.forward  2 compiles (1 recompile) + 2 run-time Inductor compiles (")
+        leaves = [c.label.plain for c in fwd.children]
+        assert len(leaves) == 3 and "0/0" in leaves[0] and "+ 1 run-time Inductor compile" in leaves[0]
+        (under_0_0,) = [c.label.plain for c in fwd.children[0].children]
+        assert "unknown_" in under_0_0 and "run-time Inductor compile" in under_0_0
+        assert leaves[2].endswith("run-time Inductor compile of [0/0] or [0/1] (which one: not in the log)")
+        assert "recompile" not in " ".join(c.label.plain for c in fwd.children[0].children)
+        # the piece's detail names the compile that made it
+        tree.move_cursor(fwd.children[0].children[0])
+        await pilot.pause()
+        detail = static_text(frames.query_one("#compile-detail"))
+        assert "made by      [0/0]'s graph: a piece of that compile, run at run time (not a recompile)" in detail
+
+
+@sync
+async def test_frames_of_a_piecewise_backend_one_compile_and_its_pieces() -> None:
+    # issue 44.7, fixtures/corpus/piecewise_backend: Block.forward [0/0] and 6 run-time Inductor
+    # compiles its backend made, plus one torch._inductor.compile called directly. Before, every
+    # compile without a Dynamo frame grouped as one code object: "7 compiles (6 recompiles)".
+    app = build_app(open_args("fixtures/corpus/piecewise_backend/trace"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        main = await ready(pilot)
+        await press(pilot, "2")
+        tree = main.query_one(FramesView).query_one("#frames-tree")
+        labels = [n.label.plain for n in tree.root.children]
+        assert len(labels) == 2 and not any("recompile" in lb for lb in labels)
+        assert labels[0].startswith("Block.forward  1 compile + 6 run-time Inductor compiles (")
+        assert labels[1].startswith("Inductor compile without a Dynamo frame  1 compile  ")
+        (leaf,) = tree.root.children[0].children
+        assert [c.label.plain.split("  run-time Inductor compile of ")[-1] for c in leaf.children] == ["submod_0", "submod_2"] * 3
 
 
 @sync

@@ -16,7 +16,11 @@ explain what the summary shows (issue 13 class 6):
   the runtime asserts of the compile's Dynamo graph on them and the graph breaks they caused;
 * compile caches: bypass reasons (trace `fx_graph_cache_bypass` / `aotautograd_cache_bypass`,
   text `Bypassing FX Graph Cache because '…'`, `Bypassing autograd cache due to: …`), and hits
-  and misses from text logs alone (`fx graph cache hit for key`, `AOTAutograd cache miss …`).
+  and misses from text logs alone (`fx graph cache hit for key`, `AOTAutograd cache miss …`);
+  the bypasses grouped into one fact per reason (addresses aside), with whose it is: torch's
+  own (DDPOptimizer, Dynamo's DTensor.from_local closure: nothing in the user's code causes
+  it), the user's code (a custom pass, Inductor called without a shape env), a setting, or
+  not known.
 
 Every fact carries the compile id and the `file`/`lineno` of its evidence.
 """
@@ -48,9 +52,11 @@ from parsers.facts import (
 from parsers.frameless import with_frameless_ids
 from parsers.fxgraph import split_traced_graphs
 from parsers.kinds import SUMMARY_PAYLOAD_ASSERT_MARK, SUMMARY_PAYLOAD_GRAPH_MARK
+from traceview.analyze.findings import same_text
 from traceview.trace import Trace
 
-FACT_KEYS = ("specializations", "unbacked_symbols", "export_dims", "pgo", "compiled_autograd_graphs", "higher_order_ops", "cache_events")
+FACT_KEYS = ("specializations", "unbacked_symbols", "export_dims", "pgo", "compiled_autograd_graphs", "higher_order_ops", "cache_events",
+             "cache_bypasses")
 
 _SET_REPLACEMENT = re.compile(r"^set_replacement (?P<sym>\w+) = (?P<v>\S+) \((?P<why>[^)]+)\)")
 _CREATE_SYMBOL = re.compile(r"^create_symbol (?P<sym>\w+) = \S+ for (?P<src>\S+)")
@@ -67,6 +73,42 @@ _TEXT_CACHE = (
     (re.compile(r"^Bypassing autograd cache due to: (?P<why>.*)$"), "aot_autograd", "bypass"),
 )
 _TRACE_BYPASS = {"fx_graph_cache_bypass": "fx_graph", "aotautograd_cache_bypass": "aot_autograd"}
+# Whose a cache bypass is, by the reason torch gives (torch 2.13 `_inductor/codecache.py`
+# CacheabilityValidator and `_functorch/_aot_autograd/autograd_cache.py` check_cacheable /
+# check_node_safe; torch 2.11's texts are the same): (pattern, owner, cause), first match wins.
+# `torch`: a part of torch makes the graph uncacheable, nothing in the user's code causes it or
+# can make it cacheable; `user`: the user's code or its custom passes; `setting`: a setting
+# that turns the cache off or a feature that precludes it. A reason none matches is unknown.
+# The words of each cause: traceview.analyze.wording.BYPASS_CAUSES.
+BYPASS_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # torch._dynamo.backends.distributed (DDPOptimizer) compiles each bucket's submodule with
+    # TracingContext.fakify_first_call set; check_cacheable refuses such graphs
+    (re.compile(r"^Won't cache a graph with fakify_first_call enabled"), "torch", "ddp_optimizer"),
+    # CacheabilityValidator._check_shape_env: Inductor called on a graph outside a Dynamo
+    # compile (torch._inductor.compile: a backend compiling its pieces at run time) has no shape
+    # env. The caller's choice: torch._inductor.standalone_compile makes one and looks the cache
+    # up (corpus piecewise_backend: its standalone_compile pieces miss, its
+    # torch._inductor.compile ones bypass)
+    (re.compile(r"^No shape env$"), "user", "no_shape_env"),
+    # torch 2.11 Dynamo: DTensor.from_local becomes a closure made per compile (`fn_with_prim_types`,
+    # named "prim from_local"); check_node_safe cannot hash it
+    (re.compile(r"Function name: prim from_local\b"), "torch", "dtensor_from_local"),
+    # check_node_safe: a function of torch's own that AOTAutograd's cache has no rule for
+    (re.compile(r"Function module: torch(?:\.|,|$)", re.M), "torch", "torch_function"),
+    (re.compile(r"^Can't cache HigherOrderOperator"), "torch", "higher_order_op"),
+    (re.compile(r"^Reduce unsupported$"), "torch", "backward_state"),
+    # _check_custom_passes: a custom pass that is not a CustomGraphPass with a uuid()
+    (re.compile(r"^Unsupported (?:pre grad|post grad|joint) custom pass"), "user", "custom_pass"),
+    (re.compile(r"^Unsupported _(?:pre|post)_fusion_custom_pass|^Unsupported _fuse_ddp_communication_pass"), "user", "custom_scheduler_pass"),
+    (re.compile(r"^SAC context_fn does not have a cache_hash"), "user", "sac_context_fn"),
+    (re.compile(r"uuid\(\) returned None|raw callable without uuid\(\)"), "user", "memory_budget_callable"),
+    # check_node_safe on a function that is not torch's (the user's, a library's)
+    (re.compile(r"^Unsupported call_(?:function|method) target .*Function module: (?!torch\b|None\b)", re.S), "user", "user_function"),
+    (re.compile(r"^FX graph cache is not enabled"), "setting", "fx_graph_cache_off"),
+    (re.compile(r"freezing enabled|^Skipping graph with frozen constants"), "setting", "freezing"),
+    (re.compile(r"^compiler bisector enabled"), "setting", "bisector"),
+    (re.compile(r"^Runtime constant folding"), "setting", "constant_folding"),
+)
 
 
 def _strings(events: pl.DataFrame) -> dict[str, dict[int, str]]:
@@ -384,6 +426,60 @@ def cache_events(trace: Trace) -> list[dict[str, Any]]:
     return out
 
 
+def bypass_owner(reason: str | None) -> tuple[str, str | None]:
+    """(owner, cause) of a cache bypass reason (BYPASS_RULES): ("unknown", None) where no rule
+    matches or no reason was logged."""
+    for rx, owner, cause in BYPASS_RULES:
+        if reason and rx.search(reason):
+            return owner, cause
+    return "unknown", None
+
+
+def cache_bypasses(trace: Trace, *, events: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The cache bypasses as facts: one per reason, its texts that differ only in an object's
+    address (a closure made per compile) being one reason, over every rank and cache. A lookup
+    logged both in the trace and in a text log counts once (per rank, compile id and cache the
+    trace's, as compile_time.cache_counts). Each: `owner` and `cause` (bypass_owner), `reason`
+    (the first text on one line, addresses as `0x…`), `count` (bypasses), `caches` ({cache:
+    bypasses}), `compiles` (compile ids, as labels), `frameless` (bypasses of compiles without a
+    Dynamo frame: no compile id), `ranks`, `texts` (distinct texts before the addresses were
+    left out), and the first one's evidence (`rank`, `file`, `lineno`). Torch's own first, then
+    the most frequent."""
+    from parsers.sources import TEXT
+
+    evs = [e for e in (cache_events(trace) if events is None else events) if e["event"] == "bypass"]
+    traced = {(e["rank"], e["compile_id"], e["cache"]) for e in evs if e["source"] != TEXT}
+    groups: dict[str, dict[str, Any]] = {}
+    for e in evs:
+        if e["source"] == TEXT and (e["rank"], e["compile_id"], e["cache"]) in traced:
+            continue  # the trace's record of the same lookup
+        raw = " ".join((e["reason"] or "").split())  # torch's reasons span lines ("\n Function module: …")
+        key = same_text(raw) or ""
+        g = groups.get(key)
+        if g is None:
+            owner, cause = bypass_owner(e["reason"])
+            g = groups[key] = {
+                "owner": owner, "cause": cause, "reason": key or None, "count": 0, "caches": {}, "compiles": [],
+                "frameless": 0, "ranks": [], "texts": set(), "rank": e["rank"], "file": e["file"], "lineno": e["lineno"],
+            }
+        g["count"] += 1
+        g["caches"][e["cache"]] = g["caches"].get(e["cache"], 0) + 1
+        g["texts"].add(raw)
+        if e["compile_id"] is None:
+            g["frameless"] += 1
+        elif e["compile_id"] not in g["compiles"]:
+            g["compiles"].append(e["compile_id"])
+        if e["rank"] not in g["ranks"]:
+            g["ranks"].append(e["rank"])
+    out = []
+    for g in groups.values():
+        g["texts"] = len(g["texts"])
+        g["compiles"] = sorted(g["compiles"], key=sort_key)
+        g["ranks"] = sorted(g["ranks"], key=lambda r: (r is not None, r or 0))
+        out.append(g)
+    return sorted(out, key=lambda g: (g["owner"] != "torch", -g["count"], g["reason"] or ""))
+
+
 def ddp_splits(trace: Trace) -> list[dict[str, Any]]:
     """DDPOptimizer's splits (parsers.collectives ``ddp_splits``): one entry per split of a
     compile, the ranks that split it the same way together (first rank's evidence)."""
@@ -408,6 +504,7 @@ def ddp_splits(trace: Trace) -> list[dict[str, Any]]:
 
 
 def compile_facts(trace: Trace) -> dict[str, list[dict[str, Any]]]:
+    events = cache_events(trace)
     return {
         "specializations": specializations(trace),
         "unbacked_symbols": unbacked_symbols(trace),
@@ -415,6 +512,7 @@ def compile_facts(trace: Trace) -> dict[str, list[dict[str, Any]]]:
         "pgo": pgo(trace),
         "compiled_autograd_graphs": compiled_autograd_graphs(trace),
         "higher_order_ops": higher_order_ops(trace),
-        "cache_events": cache_events(trace),
+        "cache_events": events,
+        "cache_bypasses": cache_bypasses(trace, events=events),
         "ddp_splits": ddp_splits(trace),
     }

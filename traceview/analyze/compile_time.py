@@ -206,13 +206,14 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
             "function",
             "filename",
             "line",
-            *[c for c in ("at_run_time", "parent_compile_id", "graph_piece", "call_filename", "call_line") if c in c_cols],
+            *[c for c in ("at_run_time", "parent_compile_id", "parent_candidates", "graph_piece", "call_filename", "call_line") if c in c_cols],
             pl.col("total_time_s").alias("seconds"),
             "dynamo_time_s",
             "backend_compile_time_s",
             "inductor_compile_time_s",
             "code_gen_time_s",
             "bwd_compile_time_s",
+            *[c for c in ("bwd_pieces",) if c in c_cols],
             "autotuning_s",
             "status",
             "open_part",
@@ -243,24 +244,66 @@ def _accounted(trace: Trace) -> pl.DataFrame:
 
 def by_function(trace: Trace, *, frames_only: bool = False) -> pl.DataFrame:
     """Compile seconds per code object and rank, most first. Compiled-autograd graphs (`!N`,
-    no code object of their own) are not functions: they are left out. `frames_only`: only
-    the compiles of a Dynamo frame outside compiled autograd (frame id set, no `!N`), the
-    ones `traceview diff` matches by code object."""
+    no code object of their own) are not functions: they are left out. A compile without a
+    Dynamo frame that Dynamo's compiled code of a code object made at run time (a piecewise
+    backend's piece: `parent_candidates`) counts under that code object: its seconds in
+    `seconds`, counted in `pieces`, never in `compiles` (it is not a recompile); other compiles
+    without a Dynamo frame have no code object and are left out. `frames_only`: only the
+    compiles of a Dynamo frame outside compiled autograd (frame id set, no `!N`), the ones
+    `traceview diff` matches by code object."""
     compiles = _accounted(trace)
     if frames_only:
         compiles = compiles.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
     return _by_function(compiles)
 
 
+_BY_FUNCTION = ["rank", "function", "filename", "line"]
+
+
+def _pieces_by_code(compiles: pl.DataFrame, dynamo: pl.DataFrame) -> pl.DataFrame:
+    """The run-time pieces (compiles without a Dynamo frame whose parent candidates are known)
+    with the code object of their candidates (all compiles of one code object, the one whose
+    compiled code ran: parsers.compiles `_with_parents`): the latest compile of the first
+    candidate's id in the same file before the piece."""
+    empty = pl.DataFrame(schema={"rank": pl.Int32, "function": pl.String, "filename": pl.String, "line": pl.Int32,
+                                 "seconds": pl.Float64})
+    if "parent_candidates" not in compiles.columns:
+        return empty
+    pieces = compiles.filter(
+        (pl.col("compile_kind").fill_null("dynamo") != "dynamo") & (pl.col("parent_candidates").list.len() > 0)
+    )
+    if pieces.height == 0:
+        return empty
+    dyn = dynamo.select("file", "compile_id", "lineno", *_BY_FUNCTION).sort("lineno")
+    rows = []
+    for r in pieces.iter_rows(named=True):
+        cand = dyn.filter((pl.col("file") == r["file"]) & (pl.col("compile_id") == r["parent_candidates"][0])
+                          & (pl.col("lineno") < r["lineno"]))
+        if cand.height:
+            c = cand.row(-1, named=True)
+            rows.append({**{k: c[k] for k in _BY_FUNCTION}, "seconds": r["total_time_s"] or 0.0})
+    return pl.DataFrame(rows, schema=empty.schema) if rows else empty
+
+
 def _by_function(compiles: pl.DataFrame) -> pl.DataFrame:
     if "compiled_autograd_id" in compiles.columns:
         ca_graph = pl.col("compiled_autograd_id").is_not_null() & pl.col("frame_id").is_null()
         compiles = compiles.filter(~ca_graph.fill_null(False))
+    dynamo = compiles
     if "compile_kind" in compiles.columns:  # a compile without a Dynamo frame has no code object
-        compiles = compiles.filter(pl.col("compile_kind").fill_null("dynamo") == "dynamo")
+        dynamo = compiles.filter(pl.col("compile_kind").fill_null("dynamo") == "dynamo")
+    own = dynamo.group_by(*_BY_FUNCTION).agg(pl.len().alias("compiles"), pl.col("total_time_s").sum().alias("seconds"))
+    made = _pieces_by_code(compiles, dynamo).group_by(*_BY_FUNCTION).agg(
+        pl.len().cast(pl.UInt32).alias("pieces"), pl.col("seconds").sum().alias("pieces_s")
+    )
     return (
-        compiles.group_by("rank", "function", "filename", "line")
-        .agg(pl.len().alias("compiles"), pl.col("total_time_s").sum().alias("seconds"))
+        own.join(made, on=_BY_FUNCTION, how="left", nulls_equal=True)
+        .with_columns(
+            (pl.col("seconds").fill_null(0.0) + pl.col("pieces_s").fill_null(0.0)).alias("seconds"),
+            pl.col("pieces").fill_null(0),
+        )
+        .drop("pieces_s")
+        .select(*_BY_FUNCTION, "compiles", "pieces", "seconds")
         # ties (ranks that compiled alike) in rank order: the same summary every time
         .sort(
             ["seconds", "compiles", "function", "filename", "line", "rank"],
@@ -588,13 +631,22 @@ def cache_summary(trace: Trace) -> dict[str, Any]:
     """FX graph cache and AOTAutograd cache hits, misses and bypasses (cache_counts: the
     trace's, a text log's where the trace has none), with hit ratios; `from_text_log`: how
     many of them a text log gave, `text_log_by_compile` those per compile (rank, compile_id,
-    cache, event, count)."""
+    cache, event, count). `inductor_graphs`: the graphs Inductor compiled where both caches are
+    looked up (its `inductor_compile` spans, less AOTInductor's `compile_fx_aot`: torch 2.13
+    compile_fx uses no cache in aot_mode); `not_logged`: the caches with no lookup recorded
+    although there were such graphs: a cache turned off, a torch that does not log lookups, or
+    compiles that ended before torch wrote theirs; the trace alone cannot tell which."""
     counts = cache_counts(trace)
     s = {col: 0 for col in CACHE_COLUMNS.values()}
     for cache, event, n in counts.group_by("cache", "event").agg(pl.col("count").sum()).iter_rows():
         s[CACHE_COLUMNS[(cache, event)]] += int(n)
     fx_total = s["fx_cache_hits"] + s["fx_cache_misses"]
     aot_total = s["aot_cache_hits"] + s["aot_cache_misses"]
+    spans = trace.spans
+    graphs = 0
+    if spans.height:
+        graphs = max(spans.filter(pl.col("name") == "inductor_compile").height - spans.filter(pl.col("name") == "compile_fx_aot").height, 0)
+    logged = {"fx_graph": fx_total + s["fx_cache_bypasses"], "aot_autograd": aot_total + s["aot_cache_bypasses"]}
     return {
         "fx_graph_hits": s["fx_cache_hits"],
         "fx_graph_misses": s["fx_cache_misses"],
@@ -606,6 +658,8 @@ def cache_summary(trace: Trace) -> dict[str, Any]:
         "aot_autograd_hit_ratio": round(s["aot_cache_hits"] / aot_total, 4) if aot_total else None,
         "from_text_log": int(counts.filter(pl.col("source") == "text")["count"].sum()),
         "text_log_by_compile": counts.filter(pl.col("source") == "text").drop("source").to_dicts(),
+        "inductor_graphs": graphs,
+        "not_logged": [c for c, n in logged.items() if graphs and not n],
     }
 
 
@@ -614,7 +668,9 @@ def frameless_groups(trace: Trace) -> list[dict[str, Any]]:
     """The compiles without a Dynamo frame (parsers.frameless), grouped by where they came from:
     per rank, the Dynamo compile whose compiled code called Inductor (`parent_compile_id`, from
     the records' Python stack: its backend made them, e.g. a piecewise backend's pieces
-    compiled on first use) or, without one, the line that called Inductor; and whether they ran
+    compiled on first use), or the compiles of one code object one of which did
+    (`parent_candidates`: which one is not in the log; one candidate where the parent is
+    known), or, without either, the line that called Inductor; and whether they ran
     at run time. Each group: how many, their seconds (counted in COMPILE TIME), the pieces of the
     backend's graph with their counts, the compile ids, the evidence (first compile's file and
     metrics line). Most seconds first."""
@@ -625,13 +681,16 @@ def frameless_groups(trace: Trace) -> list[dict[str, Any]]:
     groups: dict[tuple, dict[str, Any]] = {}
     for r in c.iter_rows(named=True):
         parent = r.get("parent_compile_id")
-        where = None if parent else (r.get("call_filename"), r.get("call_line"))
-        k = (r["rank"], r["compile_kind"], bool(r.get("at_run_time")), parent, where)
+        # several candidates: the compiled code of one code object ran, which compile's is unknown
+        cands = list(r.get("parent_candidates") or []) if not parent else [parent]
+        where = None if cands else (r.get("call_filename"), r.get("call_line"))
+        k = (r["rank"], r["compile_kind"], bool(r.get("at_run_time")), parent, tuple(cands), where)
         g = groups.get(k)
         if g is None:
             g = groups[k] = {
                 "rank": r["rank"], "compile_kind": r["compile_kind"], "at_run_time": bool(r.get("at_run_time")),
-                "parent_compile_id": parent, "call_filename": r.get("call_filename"), "call_line": r.get("call_line"),
+                "parent_compile_id": parent, "parent_candidates": cands,
+                "call_filename": r.get("call_filename"), "call_line": r.get("call_line"),
                 "call_code": r.get("call_code"), "count": 0, "seconds": 0.0, "pieces": {}, "compile_ids": [],
                 "file": r["file"], "lineno": r.get("metrics_lineno") or r["lineno"],
             }
@@ -647,7 +706,136 @@ def frameless_groups(trace: Trace) -> list[dict[str, Any]]:
     out = []
     for g in groups.values():
         g["seconds"] = round(g["seconds"], 3)
-        fn = names.get((g["file"], g["parent_compile_id"])) if g["parent_compile_id"] else None
+        fn = names.get((g["file"], g["parent_candidates"][0])) if g["parent_candidates"] else None
         g["parent_function"], g["parent_filename"], g["parent_line"] = fn or (None, None, None)
         out.append(g)
     return sorted(out, key=lambda g: (-g["seconds"], g["rank"] if g["rank"] is not None else -1))
+
+
+# ------------------------------------------------------------------ max-autotune: cost, winners
+# The winner of an autotuning, by its choice's name: Inductor's templates are named for their
+# backend (`triton_mm_16`, `cpp_CppMicroGemmFP32Vec_0`, `cuda_cutlass_gemm_3`, `decompose_k_mm`);
+# an extern (ATen) kernel has the op's own name (`mm`, `addmm`, `bias_addmm`, `bmm`, `_int_mm`).
+_TEMPLATE_KINDS = (("triton_", "Triton"), ("cpp_", "C++ template"), ("cuda_", "CUTLASS"), ("cutlass", "CUTLASS"),
+                   ("rocm_", "CK"), ("ck_", "CK"), ("decompose_k", "decompose-K"), ("contiguous_", "contiguous mm"))
+# an autotuning dominates when it took at least this share of the compile time
+AUTOTUNE_DOMINANT_SHARE = 0.5
+
+
+_CACHE_KEY_ARTIFACTS = ("fx_graph_cache_miss", "fx_graph_cache_hit", "aotautograd_cache_miss", "aotautograd_cache_hit")
+_KEY_CONFIG = re.compile(r"inductor_config\[(max_autotune|max_autotune_gemm|triton\.cudagraphs|coordinate_descent_tuning)\]: (True|False)")
+
+
+def autotune_config(trace: Trace) -> dict[str, bool] | None:
+    """The max-autotune settings Inductor compiled with, as its cache keys list them (the
+    components of the first FX graph / AOTAutograd cache record: `inductor_config[max_autotune]:
+    True`, with torch.compile's mode applied, which compilation_metrics' `inductor_config` is
+    not): `max_autotune`, `max_autotune_gemm`, `triton.cudagraphs`, `coordinate_descent_tuning`;
+    None where no such record was logged."""
+    events = trace.index_events()
+    if events.is_empty() or "name" not in events.columns:
+        return None
+    for name in _CACHE_KEY_ARTIFACTS:  # FX graph keys list Inductor's config; AOTAutograd's may not
+        first = events.filter(pl.col("name") == name).sort("file", "lineno").head(1)
+        if first.is_empty():
+            continue
+        if "payload_start" in first.columns:  # a lazy parse: read this one payload
+            from parsers.torch_trace import hydrate
+
+            first, _ = hydrate(first)
+        found = dict(_KEY_CONFIG.findall(first["payload"][0] or ""))
+        if found:
+            return {k: v == "True" for k, v in found.items()}
+    return None
+
+
+def autotune_mode(config: dict[str, bool] | None) -> str | None:
+    """torch.compile's mode the settings are (torch._inductor.list_mode_options): "max-autotune"
+    (with CUDA graphs), "max-autotune-no-cudagraphs", or None (options set one by one, or not
+    known)."""
+    if not config or not config.get("max_autotune") or not config.get("coordinate_descent_tuning"):
+        return None
+    return "max-autotune" if config.get("triton.cudagraphs") else "max-autotune-no-cudagraphs"
+
+
+def winner_kind(kernel: str | None) -> str | None:
+    """Which backend an autotuning's winning choice is (`ATen` for an extern kernel); None
+    while no winner was logged (the autotuning never ended)."""
+    if not kernel:
+        return None
+    for prefix, kind in _TEMPLATE_KINDS:
+        if kernel.startswith(prefix):
+            return kind
+    return "ATen"
+
+
+def max_autotune(
+    autotuning_rows: list[dict[str, Any]], total_s: float, unfinished: list[dict[str, Any]], phases: dict[str, float] | None = None,
+    top: list[dict[str, Any]] | None = None, config: dict[str, bool] | None = None,
+) -> dict[str, Any] | None:
+    """What GEMM autotuning (max-autotune's `<op>_template_autotuning`) cost and bought, or None
+    where nothing was autotuned. `autotuning_rows`: autotuning's rows (one per autotuned op);
+    `total_s`: the compiles' seconds (COMPILE TIME's, from the compile account: an open compile
+    up to the capture's last timestamp); `unfinished`: analyze.unfinished's entries (a compile
+    cut in autotuning: its open autotuning); `phases`:
+    phase_totals (the finished compiles' autotuning, as COMPILE TIME counts it); `top`:
+    top_compiles' rows (a compile of at least 1 s that autotuning took at least
+    AUTOTUNE_DOMINANT_SHARE of is `dominated`); `config`: autotune_config.
+
+    Returns `seconds` (the finished compiles' autotuning seconds of `phases`, else each op's
+    precompiling and benchmarking; plus, of each unfinished compile, its ended autotunings and
+    the open one's precompiling and time up to the capture's last timestamp), `compile_s`
+    (`total_s`), `dominant` (autotuning took at least AUTOTUNE_DOMINANT_SHARE of it, or of a
+    compile (`dominated`), or a compile ended inside autotuning), `ops` (each op: rank, compile
+    id, op, shape, dtypes, choices, seconds, winner, winner_kind, best_ms, best_triton_kernel,
+    best_triton_ms; winner None while it never ended), `finished` / `open` (ops with and without a winner), `aten_won`
+    (the finished ops ATen's kernel won), `triton_choices` (whether Triton templates competed:
+    a GPU), `stopped_in` (the unfinished compiles cut inside autotuning: rank, compile id,
+    part, op, shapes), `config` and `mode` (autotune_config, autotune_mode)."""
+    if not autotuning_rows:
+        return None
+    ops = []
+    for r in autotuning_rows:
+        secs = float(r.get("precompile_s") or 0.0) + float(r.get("benchmark_s") or 0.0)
+        kind = winner_kind(r.get("best_kernel"))
+        ops.append({
+            "rank": r.get("rank"), "compile_id": r.get("compile_id"), "op": r.get("op"), "shape": r.get("shape"),
+            "dtypes": r.get("dtypes"), "choices": r.get("choices"), "seconds": round(secs, 3),
+            "winner": r.get("best_kernel"), "winner_kind": kind, "best_ms": r.get("best_ms"),
+            "best_triton_kernel": r.get("best_triton_kernel"), "best_triton_ms": r.get("best_triton_ms"),
+        })
+    stopped_in = [
+        {"rank": u.get("rank"), "compile_id": u.get("compile_id"), "occurrence": u.get("occurrence"), "part": u.get("part"),
+         "op": u["autotuning"]["op"], "shapes": u["autotuning"].get("shapes"),
+         "running_s": u.get("running_s")}
+        for u in unfinished if u.get("autotuning")
+    ]
+    done = (float(phases.get("autotuning") or 0.0) + float(phases.get("backward_autotuning") or 0.0)) if phases else None
+    cut = sum(
+        sum(float(d.get("seconds") or 0.0) for d in u["autotuning"].get("done") or [])
+        + max(float(u["autotuning"].get("precompile_s") or 0.0), 0.0) + max(float(u["autotuning"].get("open_s") or 0.0), 0.0)
+        for u in unfinished if u.get("autotuning")
+    )
+    seconds = (done if done is not None else sum(o["seconds"] for o in ops)) + cut
+    compile_s = float(total_s or 0.0)  # the compile account's: an open compile counted to the capture's end
+    finished = [o for o in ops if o["winner"]]
+    dominated = [
+        {"rank": t.get("rank"), "compile_id": t.get("compile_id"), "occurrence": t.get("occurrence"),
+         "seconds": t.get("seconds"), "autotuning_s": t.get("autotuning_s")}
+        for t in top or []
+        if (t.get("seconds") or 0) >= 1.0 and (t.get("autotuning_s") or 0) >= AUTOTUNE_DOMINANT_SHARE * t["seconds"]
+    ]
+    return {
+        "seconds": round(seconds, 3),
+        "compile_s": round(compile_s, 3),
+        "dominant": bool(stopped_in) or bool(dominated) or (compile_s > 0 and seconds >= AUTOTUNE_DOMINANT_SHARE * compile_s),
+        "dominated": dominated,
+        "ops": ops,
+        "finished": len(finished),
+        "open": len(ops) - len(finished),
+        "aten_won": sum(1 for o in finished if o["winner_kind"] == "ATen"),
+        "triton_choices": any(o["best_triton_kernel"] or (o["winner_kind"] == "Triton") for o in ops),
+        "stopped_in": stopped_in,
+        "config": config,
+        "mode": autotune_mode(config),
+    }

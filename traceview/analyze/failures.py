@@ -74,6 +74,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "attempts": pl.Int32,
     "certainty": pl.String,
     "evidence": pl.String,
+    "testing_only_config": pl.String,  # torch's test-only settings the compile's config turned on
 }
 
 _MINIFY = (
@@ -245,15 +246,34 @@ def fullgraph_likely(fail_type: str | None, fail_reason: str | None, graph_break
     )
 
 
+_EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b.*")
+_CXX_ERROR = re.compile(r"^(?P<file>\S+?):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.+)$")
+_CXX_SOURCE = re.compile(r"^\d+ \|\s*(?P<code>.*\S)")
+_PATH = re.compile(r"(?:/[^\s/:]+)+/([^\s/:]+)")
+
+
 def headline(reason: str | None, width: int = 300) -> str:
-    """The first line of a failure reason; a first line that ends with ':' (`backend='x'
-    raised:`) takes the next line with it."""
+    """The decisive line of a failure reason: its first line; a first line that ends with ':'
+    (`backend='x' raised:`) takes the next line with it; one that only wraps the error
+    (`Failed to import <module>` then `SyntaxError: ...`, `C++ compile error` then the
+    compiler's output) takes the error that decides it: the exception line, the compiler's
+    first `error:` line with the source line it quotes. Paths in the added part are cut to
+    their file name."""
     lines = [s.strip() for s in (reason or "").strip().split("\n") if s.strip()]
     if not lines:
         return ""
     out = lines[0]
     if out.endswith(":") and len(lines) > 1:
         out = f"{out} {lines[1]}"
+    elif "Failed to import" in out and len(lines) > 1 and _EXC_LINE.match(lines[1]):
+        out = _PATH.sub(lambda m: m.group(1), out) + f": {lines[1]}"
+    elif "C++ compile error" in out:
+        for i, ln in enumerate(lines):
+            if m := _CXX_ERROR.match(ln):
+                src = next((c["code"] for x in lines[i + 1 : i + 3] if (c := _CXX_SOURCE.match(x))), None)
+                where = f"{m['file'].rsplit('/', 1)[-1]}:{m['line']}"
+                out = f"{out}: {where}: error: {m['msg']}" + (f" (`{src}`)" if src else "")
+                break
     return out if len(out) <= width else out[: width - 1] + "…"
 
 
@@ -371,6 +391,7 @@ def _failure_rows(
                 + (f" {m.group(1)}: https://meta-pytorch.github.io/compile-graph-break-site/gb/{m.group(1)}.html" if m else "")
             )
         detail = detail_of(cat, r["fail_reason"])
+        testing = r.get("testing_only_config")  # a fault injection: the judge says the config asked for it
         rows.append(
             {
                 "rank": r["rank"],
@@ -393,6 +414,7 @@ def _failure_rows(
                 "attempts": r["attempts"],
                 "certainty": certainty,
                 "evidence": evidence,
+                "testing_only_config": testing,
             }
         )
     known = {(r["rank"], r["compile_id"]) for r in compiles.select("rank", "compile_id").iter_rows(named=True)}

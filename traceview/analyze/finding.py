@@ -31,10 +31,11 @@ SEVERITIES: tuple[str, ...] = ("act", "expected", "fact")
 # alone, ranks whose
 # collectives differ (a hang or a wrong result), a crash, a rank that compiled differently, a
 # recompile storm, a failed compile (its frame runs eagerly), CUDA-graph findings (each step),
-# graph breaks, a single recompile, then what costs once (a slow compile).
+# graph breaks, a single recompile, then what costs once (max-autotune's autotuning, a slow
+# compile).
 KINDS: tuple[str, ...] = (
     "compiled_nothing", "stop", "unfinished", "collectives", "stall", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
-    "recompile", "expected", "fixed", "compile_time",
+    "recompile", "expected", "fixed", "autotune", "compile_time",
 )
 
 # One title per kind: the UI's list label and the page's tag (the summary's section headings
@@ -54,6 +55,7 @@ KIND_TITLES: dict[str, str] = {
     "recompile": "RECOMPILED ONCE",
     "expected": "EXPECTED RECOMPILES",
     "fixed": "RECOMPILES FIXED LATER",
+    "autotune": "MAX-AUTOTUNE",
     "compile_time": "SLOW COMPILE",
 }
 assert tuple(KIND_TITLES) == KINDS

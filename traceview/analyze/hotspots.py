@@ -52,6 +52,7 @@ HOTSPOT_SCHEMA_KEYS = (
     "config_fix",
     "expected",
     "wrapper_break",
+    "fixed_later",
     "origin",
     "rank",
     "compile_id",
@@ -322,6 +323,49 @@ def graph_break_hotspots(trace: Trace) -> list[dict[str, Any]]:
         r["expected"] = r["wrapper_break"] is not None
         if r["expected"]:
             r["advice"], r["config_fix"] = WRAPPER_BREAK_EXPLANATION, None
-        out.append({k: r[k] for k in HOTSPOT_SCHEMA_KEYS})
+        out.append({k: r.get(k) for k in HOTSPOT_SCHEMA_KEYS})
+    _mark_fixed_later(trace, out, rows)
     # what needs action first: the expected breaks after the others, in their own order
     return [g for g in out if not g["expected"]] + [g for g in out if g["expected"]]
+
+
+# the config settings torch's hints name as a break's fix that the compiles table records
+_FIX_COLUMNS = {
+    "torch._dynamo.config.capture_scalar_outputs = True": "capture_scalar_outputs",
+    "torch._dynamo.config.capture_dynamic_output_shape_ops = True": "capture_dynamic_output_shape_ops",
+}
+
+
+def _mark_fixed_later(trace: Trace, groups: list[dict[str, Any]], rows: pl.DataFrame) -> None:
+    """A config fix the run applied itself: the break's hint names a setting
+    (`torch._dynamo.config.capture_scalar_outputs = True`, ...), and later in the same
+    process (after torch._dynamo.reset(): Dynamo compiles a code object again only then) the
+    break's frame compiled with that setting on (its compilation_metrics' dynamo_config) and
+    with no break at the break's line from then on. Such a break gets `fixed_later`
+    {setting, compile_id, occurrence, compiles, file, lineno}: the fix worked, it is no longer
+    the user's to make."""
+    c = trace.compiles
+    if c.is_empty() or not all(col in c.columns for col in _FIX_COLUMNS.values()):
+        return
+    for g in groups:
+        g["fixed_later"] = None
+        col = _FIX_COLUMNS.get(g.get("config_fix") or "")
+        if col is None or g.get("expected") or not g.get("frame_function"):
+            continue
+        mine = rows.filter(pl.coalesce("filename", "frame_filename").eq_missing(g["filename"]) & pl.col("line").eq_missing(g["line"]))
+        for file in mine["file"].unique().to_list():
+            seen = mine.filter(pl.col("file") == file)["lineno"].max()
+            later = c.filter(
+                (pl.col("file") == file) & (pl.col("function") == g["frame_function"])
+                & (pl.col("filename") == g["frame_filename"]) & (pl.col("line") == g["frame_line"])
+                & (pl.col("lineno") > seen)
+            ).sort("lineno")
+            if later.is_empty() or not later[col].fill_null(False).all() or later["status"].is_in(["failed"]).any():
+                continue
+            first = later.row(0, named=True)
+            g["fixed_later"] = {
+                "setting": g["config_fix"], "compile_id": first["compile_id"], "occurrence": first["occurrence"],
+                "compiles": later.height, "function": first["function"], "file": file,
+                "lineno": first["metrics_lineno"] if first["metrics_lineno"] is not None else first["lineno"],
+            }
+            break

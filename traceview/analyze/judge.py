@@ -47,6 +47,7 @@ from traceview.analyze.findings import (
 from traceview.analyze.wording import (
     CATEGORY_WORDS,
     Paths,
+    injection_words,
     phases_text,
     plural,
     rank_prefix,
@@ -96,6 +97,8 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
                                      f"{seconds_text(first)} or more before the log's last line"))
         if u.get("autotuning"):
             lines.append(("autotuning:", _autotune_progress(u)))
+            if tuned := _stopped_autotuning(report, [CompileRef(u["rank"], u["compile_id"], u.get("occurrence"))], step=False):
+                lines.append(("max-autotune:", tuned))
         stop = u.get("stopped_by")
         if stop:
             ended = f" ({stop['ended_by']})" if stop.get("ended_by") else ""
@@ -122,6 +125,20 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
             target=ref, key=f"unfinished:{u['rank']}:{u['compile_id']}:{u.get('occurrence')}",
         ))
     return out
+
+
+def _stopped_autotuning(report: dict[str, Any], compiles: list[CompileRef], *, step: bool = True) -> str | None:
+    """For a compile that ended inside max-autotune's autotuning: how much of the compile time
+    autotuning took and what it bought (MAX-AUTOTUNE's words), with its step unless `step` is
+    False; else None."""
+    m = (report.get("compile_time") or {}).get("max_autotune") or {}
+    hit = [s for s in m.get("stopped_in") or [] for c in compiles
+           if s.get("rank") == c.rank and s.get("compile_id") == c.compile_id and s.get("occurrence") in (None, c.occurrence)]
+    if not hit:
+        return None
+    bought, what_next = _max_autotune_words(m)
+    return (f"it was max-autotune's autotuning: {seconds_text(m['seconds'])} of {seconds_text(m['compile_s'])} compile "
+            f"time went to it, and it bought {bought}" + (f": {what_next}" if step else "") + " (MAX-AUTOTUNE)")
 
 
 def _autotune_progress(u: dict[str, Any]) -> str:
@@ -207,6 +224,9 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
                 lines.append(("interrupted in:", paths.show(*_frame_place(r["interrupted_in"]))))
         if st.get("certainty") != "certain":
             lines.append(("how sure:", f"{st['certainty']} ({st.get('evidence') or 'indirect evidence'})"))
+        tuned = _stopped_autotuning(report, compiles)
+        if tuned:  # the stop landed in max-autotune's autotuning: that first, then the limit
+            lines.append(("first:", tuned))
         lines.append(("next:", st["next_step"]))
         ranks = [r.get("rank") for r in st.get("ranks") or []]
         out.append(Finding(
@@ -368,6 +388,8 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
         de = c.get("distributed_error")
         if de and de["line"] not in (c.get("message") or ""):
             lines.append(("error:", de["line"]))
+        if injected := injection_words((cc or {}).get("testing_only_config")):
+            lines.append(("cause:", injected[0]))  # the run's config asked for the failure
         if c.get("certainty") != "certain":
             lines.append(("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})"))
         lines.append(("next:", c["next_step"]))
@@ -484,6 +506,22 @@ def _storm_target(s: dict[str, Any], recompiles: pl.DataFrame | None) -> tuple[C
     return target, None
 
 
+def _resume_of_fixed_break(s: dict[str, Any], report: dict[str, Any]) -> str | None:
+    """A recompile of the resume function of a graph break the run fixed later (its config fix
+    applied after a reset: hotspots' `fixed_later`): its fix is that one, already applied."""
+    m = re.match(r"^torch_dynamo_resume_in_(\w+?)_at_(\d+)$", s.get("function") or "")
+    if not m:
+        return None
+    for g in report.get("graph_breaks") or []:
+        fx = g.get("fixed_later")
+        if (fx and g.get("function") == m.group(1) and str(g.get("line")) == m.group(2)
+                and g.get("filename") == s.get("filename") and fx.get("file") == s.get("file")):
+            return (f"this is the resume function of the graph break at line {g['line']} of {g['function']}, whose fix "
+                    f"the run applied later ({fx['setting']}, after torch._dynamo.reset()): see GRAPH BREAKS FIXED LATER; "
+                    "nothing left to do")
+    return None
+
+
 def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | None) -> list[Finding]:
     storms = report.get("recompiles") or []
     fails = report.get("failures") or []
@@ -498,6 +536,9 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
         fixed = not expected and bool(s.get("fixed_later"))  # the run applied the fix after a reset
         kind = "expected" if expected else "fixed" if fixed else ("storm" if s.get("is_storm") else "recompile")
         line, lines = _storm_lines(s, paths, optim)
+        applied = _resume_of_fixed_break(s, report)
+        if applied:  # the break that hands this value over was fixed later in the run
+            lines = [(label, applied if label.strip() == "fix:" else text) for label, text in lines]
         more: list[tuple[str, str]] = []
         if not s.get("is_storm") or expected:
             more.append(("why:", recompile_why(s)))
@@ -513,7 +554,7 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
         more += _on_ranks(ranks)
         target, compare = _storm_target(s, recompiles)
         opt = optim.get((s["rank"], s["function"], s["filename"], s["line"]))
-        fix = opt["fix"] if opt else next((c["fix"] for c in s.get("causes") or []), None)
+        fix = applied or (opt["fix"] if opt else next((c["fix"] for c in s.get("causes") or []), None))
         out.append(Finding(
             kind, "expected" if expected else "fact" if fixed else "act", f"{ranks_text(ranks)}{line}", lines, more,
             next_step=nxt or fix,
@@ -559,6 +600,13 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
             lines.append(("", f"WHOLE FRAME RAN EAGERLY: {frame}{why}"))
             if g.get("advice"):
                 lines.append(("fix:", g["advice"]))
+        elif (fx := g.get("fixed_later")) and not g.get("expected"):
+            # the run set torch's config fix itself, after a reset: said as applied, not as the fix
+            times = "once" if fx["compiles"] == 1 else f"{fx['compiles']} times"
+            lines.append(("fixed:", (
+                f"applied later in this run: after torch._dynamo.reset(), {fx['setting']} was set and "
+                f"{fx['function']} compiled {times} as [{id_label(fx['compile_id'], fx.get('occurrence'))}] with no "
+                "break at this line: the fix worked, nothing left to do")))
         elif g.get("advice") and not g.get("expected"):  # an expected break's why is in its details
             # torch's hint that names a config setting is the fix
             lines.append(("fix:" if g.get("config_fix") else "hint:", g["advice"]))
@@ -577,9 +625,12 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
         more.append(("gb id:", g.get("gb_id") or "-"))
         more.append(("compile ids:", ", ".join(ids) + (f" on {ranks_text(ranks).strip()}" if ranks_text(ranks) else "")))
         rank = ranks[0] if ranks else None
-        severity = "expected" if g.get("expected") else "act"
+        fixed = bool(g.get("fixed_later")) and not g.get("expected")
+        severity = "expected" if g.get("expected") else "fact" if fixed else "act"
+        if fixed:
+            more.append(("torch's hint:", g.get("advice") or ""))
         out.append(Finding(
-            "graph_break", severity, claim, lines, more, next_step=g.get("advice"),
+            "graph_break", severity, claim, lines, more, next_step=None if fixed else g.get("advice"),
             cost=Cost(), ranks=ranks, compiles=[CompileRef(rank, c) for c in ids], evidence=_ev(g, rank),
             count=int(g["count"]), facet="frame_skipped" if skipped else None,
             target=CompileRef(rank, ids[0]) if ids else None, abridged=wrapper,
@@ -606,6 +657,8 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
         claim = (f"{ranks_text(franks)}{_failed_ids(same)} {code_label(f, paths.show)}: "
                  f"{CATEGORY_WORDS.get(f['category'], f['category'])}{ft}")
         lines: list[tuple[str, str]] = [("", f["reason"] or "")]
+        if injected := injection_words(f.get("testing_only_config")):
+            lines.append(("cause:", injected[0]))
         if f.get("occurrence") and f["occurrence"] > 1:
             lines.append(("", f"(#{f['occurrence']}: compile id {f['compile_id']} was used again in this process after "
                               "an earlier compile with that id ended: torch._dynamo.reset() restarts the ids)"))
@@ -698,6 +751,94 @@ def _divergence(report: dict[str, Any]) -> list[Finding]:
     return out
 
 
+def _op_text(o: dict[str, Any]) -> str:
+    dt = f" {o['dtypes'].split(',')[0].replace('torch.', '')}" if o.get("dtypes") else ""
+    return f"{o['op']}({o['shape']}){dt}" if o.get("shape") else f"{o['op']}{dt}"
+
+
+def _won_text(o: dict[str, Any]) -> str:
+    """One autotuned op and what won it: `mm(512x1024, 1024x4096) float16: mm (ATen) 0.0113 ms,
+    best Triton triton_mm_58 0.0120 ms; 25.73s autotuning`."""
+    if not o.get("winner"):
+        before = f"; {seconds_text(o['seconds'])} of it logged" if o.get("seconds") else ""
+        return f"{_op_text(o)}: still autotuning when the log ends, no winner logged{before}"
+    ms = f" {o['best_ms']:.4f} ms" if o.get("best_ms") is not None else ""
+    tr = (f", best Triton {o['best_triton_kernel']} {o['best_triton_ms']:.4f} ms"
+          if o.get("best_triton_kernel") and o.get("best_triton_ms") is not None and o["winner_kind"] != "Triton" else "")
+    return f"{_op_text(o)}: {o['winner']} ({o['winner_kind']}){ms}{tr}; {seconds_text(o['seconds'])} autotuning"
+
+
+def _max_autotune_words(m: dict[str, Any]) -> tuple[str, str]:
+    """(what it bought, the step) of max-autotune's autotuning (compile_time.max_autotune)."""
+    n, aten = m["finished"], m["aten_won"]
+    mode, config = m.get("mode"), m.get("config")
+    if mode:  # the mode its cache keys show (compile_time.autotune_mode)
+        what = f'mode="{mode}"'
+        cg = ('; mode="reduce-overhead" keeps the CUDA graphs mode="max-autotune" adds'
+              if mode == "max-autotune" and m.get("triton_choices") else "")
+    else:
+        what = ("max_autotune=True" if (config or {}).get("max_autotune") else "max_autotune_gemm=True"
+                if (config or {}).get("max_autotune_gemm") else
+                'max-autotune (mode="max-autotune" / "max-autotune-no-cudagraphs" / max_autotune=True)')
+        cg = ('; where mode="max-autotune" was for its CUDA graphs, mode="reduce-overhead" keeps them'
+              if config is None and m.get("triton_choices") else "")
+    if n and aten == n:
+        return (
+            f"nothing on this run: ATen's kernel won every op it finished autotuning ({aten} of {n})",
+            f"drop {what}: the default mode uses the ATen kernel without autotuning it, saving "
+            f"~{seconds_text(m['seconds'])} of compile{cg}",
+        )
+    if not n:
+        return ("nothing known yet: no autotuning finished, so no winner was logged",
+                "if the time limit cut it, drop max-autotune or warm the caches before raising the limit")
+    kinds: dict[str, int] = {}
+    for o in m["ops"]:
+        if o.get("winner_kind") and o["winner_kind"] != "ATen":
+            kinds[o["winner_kind"]] = kinds.get(o["winner_kind"], 0) + 1
+    got = ", ".join(f"{k} kernels for {v}" for k, v in kinds.items())
+    rest = f" (ATen's kernel won the other {aten})" if aten else ""
+    return (
+        f"{got} of the {n} ops it finished{rest}",
+        f"keep max-autotune only if those kernels' speed-up is worth ~{seconds_text(m['seconds'])} of compile on "
+        "every cold start: reuse it from a warm cache (TORCHINDUCTOR_CACHE_DIR on shared storage, "
+        "torch.compiler.save_cache_artifacts / load_cache_artifacts)"
+        + ("; where ATen won, autotuning bought nothing" if aten else ""),
+    )
+
+
+def _max_autotune(report: dict[str, Any]) -> list[Finding]:
+    """GEMM autotuning (max-autotune) that took most of the compile time, or that a compile
+    ended inside (compile_time.max_autotune): its seconds, each op's winner, and whether it
+    bought anything."""
+    m = (report.get("compile_time") or {}).get("max_autotune")
+    if not m or not m.get("dominant"):
+        return []
+    bought, step = _max_autotune_words(m)
+    share = f" ({m['seconds'] / m['compile_s']:.0%})" if m.get("compile_s") else ""
+    how = f' (mode="{m["mode"]}")' if m.get("mode") else ""
+    claim = (f"max-autotune{how}: {seconds_text(m['seconds'])} of {seconds_text(m['compile_s'])} compile time{share} went to "
+             f"autotuning {plural(len(m['ops']), 'GEMM')}; it bought {bought}")
+    lines: list[tuple[str, str]] = []
+    for s in m.get("stopped_in") or []:
+        part = f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else ""
+        what = f"{s['op']}({s['shapes']})" if s.get("shapes") else s["op"]
+        lines.append(("ended in:", f"{rank_prefix(s.get('rank'))}[{id_label(s['compile_id'], s.get('occurrence'))}]{part} "
+                                   f"was autotuning {what} when the log ends (see UNFINISHED COMPILES)"))
+    for o in m["ops"][:6]:
+        lines.append(("won:", f"{rank_prefix(o.get('rank'))}[{o['compile_id']}] {_won_text(o)}"))
+    if len(m["ops"]) > 6:
+        lines.append(("", f"… {len(m['ops']) - 6} more autotuned ops (--json lists all)"))
+    lines.append(("next:", step))
+    nothing = bool(m["finished"]) and m["aten_won"] == m["finished"]
+    refs = list(dict.fromkeys(CompileRef(o.get("rank"), o["compile_id"]) for o in m["ops"] if o.get("compile_id")))
+    return [Finding(
+        "autotune", "act" if nothing or m.get("stopped_in") else "fact", claim, lines, next_step=step,
+        cost=Cost(seconds=float(m["seconds"])), ranks=sorted({o.get("rank") for o in m["ops"]}, key=lambda r: -1 if r is None else r),
+        compiles=refs, target=refs[0] if refs else None, facet="nothing_bought" if nothing else None,
+        key="autotune:max-autotune", short=f"max-autotune took {seconds_text(m['seconds'])} of the compile time",
+    )]
+
+
 def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
     ct = report.get("compile_time") or {}
     out = []
@@ -708,7 +849,7 @@ def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
         span = f"{lo.rstrip('s')}-{hi}" if lo != hi else seconds_text(t["seconds"])
         ref = CompileRef(t["rank"], t["compile_id"], t.get("occurrence"), t.get("attempts"))
         claim = f"{span} {ranks_text(ranks)}[{ref.label()}] {paths.compile_name(t)}"
-        lines = [("phases:", phases_text(compile_phases(t)))]
+        lines = [("phases:", phases_text(compile_phases(t), backward_pieces=t.get("bwd_pieces")))]
         more = [("all compiles:", f"{seconds_text(ct.get('total_s', 0))} in all"), *_on_ranks(ranks)]
         out.append(Finding(
             "compile_time", "fact", claim, lines, more, cost=Cost(seconds=float(t["seconds"])), ranks=ranks,
@@ -733,7 +874,7 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         _compiled_nothing(report) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths)
         + _collectives(report) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
-        + _graph_breaks(report, paths) + _slow(report, paths)
+        + _graph_breaks(report, paths) + _max_autotune(report) + _slow(report, paths)
     )
     return ranked(found)  # the one order (Finding.rank_key)
 
@@ -789,6 +930,8 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             found.append(plural(sum(f.count for f in fs), "failed compile"))
         elif kind == "cudagraphs":
             found.append(plural(len(fs), "CUDA-graph finding"))
+        elif kind == "autotune":
+            found.append(fs[0].short or fs[0].claim)
         elif kind == "divergence":
             ranks = [r for f in fs for r in f.ranks]
             found.append(plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
@@ -798,11 +941,15 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
     recompiled = {f.code for f in expected if f.kind == "expected"}
     breaks = [f for f in expected if f.kind == "graph_break"]
     fixed = {f.code for f in findings if f.kind == "fixed"}
-    # "no graph breaks" only where there is none: expected ones are said on their own line
-    none = "none that needs action" if recompiled or fixed or breaks else "none (no recompiles, graph breaks or failures)"
+    fixed_breaks = [f for f in findings if f.kind == "graph_break" and f.severity == "fact"]
+    # "no graph breaks" only where there is none: expected and fixed ones are said on their own line
+    none = ("none that needs action" if recompiled or fixed or fixed_breaks or breaks
+            else "none (no recompiles, graph breaks or failures)")
     out = ["findings: " + (", ".join(found) if found else none)]
     if fixed:
         out.append(f"fixed: {plural(len(fixed), 'function')} recompiled, then compiled once after the run applied the fix")
+    if fixed_breaks:
+        out.append(f"fixed: {plural(len(fixed_breaks), 'graph break')}, gone after the run applied torch's config fix")
     if recompiled:
         out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
     if breaks:

@@ -120,11 +120,13 @@ def _of_which(ph: dict[str, Any]) -> str:
     return f" (of which {', '.join(inner)})" if inner else ""
 
 
-def phases_text(ph: dict[str, Any]) -> str:
+def phases_text(ph: dict[str, Any], *, backward_pieces: int | None = None) -> str:
     """Phase seconds (analyze.compile_time.compile_phases of one compile, phase_totals of
     many) in one line: the parts of the compile time, nested ones in parentheses as parts of
     their phase: "dynamo 0.64s, aot 1.87s, inductor 123s (of which codegen 118s, 111s of it
-    autotuning), backward 1.22s"."""
+    autotuning), backward 1.22s". `backward_pieces`: how many backward graphs one compile's
+    backward is (the compiles table's `bwd_pieces`; DDPOptimizer compiles one per gradient
+    bucket), said when more than one: "backward 10.3s in 4 pieces"."""
     parts = [f"dynamo {seconds_text(ph.get('dynamo') or 0)}"]
     if ph.get("inductor"):
         parts.append(f"aot {seconds_text(ph.get('aot') or 0)}")
@@ -133,7 +135,8 @@ def phases_text(ph: dict[str, Any]) -> str:
         parts.append(f"backend {seconds_text(ph.get('aot+backend') or 0)}")
     if ph.get("backward"):
         bwd_at = ph.get("backward_autotuning") or 0
-        parts.append(f"backward {seconds_text(ph['backward'])}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
+        pieces = f" in {backward_pieces} pieces" if backward_pieces and backward_pieces > 1 else ""
+        parts.append(f"backward {seconds_text(ph['backward'])}{pieces}" + (f" (of which autotuning {seconds_text(bwd_at)})" if bwd_at else ""))
     return ", ".join(parts)
 
 
@@ -194,9 +197,11 @@ class Paths:
         it came from (the piece of a Dynamo compile's graph, or the line that called Inductor)."""
         if r.get("compile_kind") not in (None, "dynamo") and not r.get("function"):
             name = kind_label(r["compile_kind"]) + (" at run time" if r.get("at_run_time") else "")
+            piece = f"{r['graph_piece']} of " if r.get("graph_piece") else ""
             if r.get("parent_compile_id"):
-                piece = f"{r['graph_piece']} of " if r.get("graph_piece") else ""
                 return f"{name} ({piece}[{r['parent_compile_id']}]'s graph)"
+            if len(r.get("parent_candidates") or []) > 1:  # which compile's code ran is not in the log
+                return f"{name} ({piece}{' or '.join(f'[{c}]' for c in r['parent_candidates'])}'s graph)"
             if r.get("call_filename"):
                 return f"{name} (called at {self.show(r['call_filename'], r.get('call_line'))})"
             return name
@@ -216,6 +221,52 @@ def stop_words(kind: str, target: str, signal: str) -> str:
     if kind == "interrupt":
         return "interrupted (KeyboardInterrupt)"
     return f"the job was stopped from outside ({signal})"
+
+
+# The words of a cache bypass's cause (analyze.compile_facts.BYPASS_RULES: torch's reason text
+# -> owner and cause): what makes the graph uncacheable and, for the user's own, how to make it
+# cacheable.
+BYPASS_CAUSES: dict[str, str] = {
+    "ddp_optimizer": "DDPOptimizer (torch.compile of a DDP model) compiles each gradient bucket's piece of the graph "
+                     "with fakify_first_call, which AOTAutograd's cache refuses",
+    "no_shape_env": "Inductor was called on a graph outside a Dynamo compile (torch._inductor.compile, e.g. by a "
+                    "backend compiling pieces of its graph at run time), with no shape env, which the FX graph cache "
+                    "needs to keep a graph's guards: torch._inductor.standalone_compile(gm, inputs, "
+                    "dynamic_shapes=\"from_example_inputs\") makes one and looks the cache up",
+    "dtensor_from_local": "Dynamo puts DTensor.from_local into the graph as a function it makes anew for each "
+                          "compile (`prim from_local`), which AOTAutograd's cache cannot hash",
+    "torch_function": "the graph calls a function of torch's that AOTAutograd's cache has no rule for",
+    "higher_order_op": "the graph holds a higher-order operator that torch marks uncacheable",
+    "backward_state": "the graph holds compiled autograd's backward state (BackwardState), which the cache cannot keep",
+    "custom_pass": "a custom Inductor pass that is not a CustomGraphPass with a uuid() "
+                   "(torch._inductor.custom_graph_pass): give it one to make the graph cacheable",
+    "custom_scheduler_pass": "a custom scheduler pass that is not a CustomSchedulerPass: make it one to make the "
+                             "graph cacheable",
+    "sac_context_fn": "selective activation checkpointing's context_fn has no cache_hash attribute: set one to make "
+                      "the graph cacheable",
+    "memory_budget_callable": "a custom activation-memory-budget estimator or solver without a uuid(): "
+                              "CustomRuntimeEstimator / CustomKnapsackSolver with a uuid() make the graph cacheable",
+    "user_function": "the graph calls a function outside torch that AOTAutograd's cache cannot hash (as a custom op, "
+                     "torch.library.custom_op, it would be cacheable)",
+    "fx_graph_cache_off": "the FX graph cache is off (torch._inductor.config.fx_graph_cache, "
+                          "TORCHINDUCTOR_FX_GRAPH_CACHE=0), and AOTAutograd's cache needs it",
+    "freezing": "freezing (torch._inductor.config.freezing) puts the parameters into the graph as constants, which "
+                "the cache does not keep",
+    "bisector": "the compiler bisector is running, which turns caching off",
+    "constant_folding": "AOTInductor's run-time constant folding (aot_inductor.use_runtime_constant_folding) turns "
+                        "caching off",
+}
+CACHE_NAMES: dict[str, str] = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}
+
+
+def bypass_consequence(caches: list[str], cause: str | None = None) -> str:
+    """What a bypass of `caches` costs: which part of the compile a warm cache cannot skip (with
+    the FX graph cache off, `fx_graph_cache_off`, none of it)."""
+    if set(caches) == {"aot_autograd"} and cause != "fx_graph_cache_off":
+        return "AOTAutograd traces these graphs again on every run (the FX graph cache can still serve Inductor's part)"
+    if set(caches) == {"fx_graph"}:
+        return "Inductor compiles these graphs from scratch on every run"
+    return "every run compiles these graphs from scratch"
 
 
 _BOUND = re.compile(r"^(?P<sym>[a-z]+\d+) (?P<op>>=|<=) (?P<v>-?\d+)$")
@@ -244,3 +295,46 @@ def asserts_text(symbols: list[str], asserts: list[str]) -> str | None:
     return ", ".join(asserts[:3]) + more
 
 
+
+
+# torch's test-only fault injection: what each setting makes Inductor (or Dynamo) do
+_INJECTED = {
+    "compile_error": "writes every relu as `compile error!`, so the kernel does not compile",
+    "runtime_error": "makes every relu fail when the kernel runs",
+    "accuracy": "makes every relu return x + 1: wrong results on purpose",
+}
+
+
+def injected_settings(settings: str | None) -> list[str]:
+    """The fault-injection settings among a compile's test-only ones (parsers.compiles
+    `testing_only_config`: `torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY =
+    'compile_error'`, ...)."""
+    return [s.strip() for s in (settings or "").split(";") if "inject_" in s]
+
+
+def injection_words(settings: str | None) -> tuple[str, str] | None:
+    """(cause, next step) of a failure the run's own config asked for (injected_settings),
+    or None: torch's test-only fault injection is the cause, not a bug of torch's or of the
+    model, and the minifier would only reproduce the injected bug."""
+    found = injected_settings(settings)
+    if not found:
+        return None
+    what = []
+    for s in found:
+        name, _, value = s.partition(" = ")
+        op = re.search(r"inject_(\w+?)_bug", name)
+        effect = _INJECTED.get(value.strip("'\""))
+        if op and effect:
+            effect = effect.replace("relu", op.group(1))
+        what.append(f"{s} ({effect})" if effect else s)
+    them = "it" if len(found) == 1 else "them"
+    cause = (
+        f"the run's own config asked for this failure: {'; '.join(what)}: torch's test-only fault injection, "
+        "not a bug in torch or in your model"
+    )
+    step = (
+        f"remove {'; '.join(s.partition(' = ')[0] for s in found)} (or set {them} to None): "
+        "the setting exists for torch's tests and the minifier's documentation; minifying or reporting this "
+        "failure would only reproduce the injected bug"
+    )
+    return cause, step

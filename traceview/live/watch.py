@@ -351,11 +351,12 @@ class Watch:
         self._ended_keys.update(f.key for f in ends)
         if not new or not say:
             return True
+        from traceview.analyze.judge import head_lines
         from traceview.live.events import Event
-        from traceview.output.summary import headline, render_sections
+        from traceview.output.summary import render_sections
 
         shown = [f for f in findings if f.kind in ENDED_WITH]
-        words = headline(shown)[0].removeprefix("findings: ")
+        words = head_lines(shown, report)[0].removeprefix("findings: ")  # the head line's words for these
         first = next((e for f in ends for e in f.evidence), None)
         stops = [{k: st.get(k) for k in ("kind", "signal", "target", "by", "at", "ranks")} for st in report.get("stops") or []]
         for st in stops:

@@ -413,7 +413,8 @@ def _by_function(report: dict[str, Any], width: int = 520) -> dict[str, Any] | N
             k: v for k, v in (r.get("code") or {}).items() if k != "call_site"}}, show)
         bars.append({
             "y": 10 + i * 22, "w": round(max(float(r["seconds"] or 0) / top * width, 1), 1), "label": fit_label(label),
-            "full": label, "value": f"{float(r['seconds'] or 0):.2f}s in {r['compiles']} compile{'s' if r['compiles'] != 1 else ''}",
+            "full": label, "value": f"{float(r['seconds'] or 0):.2f}s in {r['compiles']} compile{'s' if r['compiles'] != 1 else ''}"
+            + (f" and {r['pieces']} run-time Inductor compile{'s' if r['pieces'] != 1 else ''} its code made" if r.get("pieces") else ""),
         })
     return {"bars": bars, "height": 20 + len(bars) * 22, "width": width, "label_w": _label_width([b["label"] for b in bars], 120)}
 

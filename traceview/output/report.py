@@ -36,6 +36,7 @@ from traceview.analyze.stalls import mark_lone_recompiles, rank_stalls
 from traceview.analyze.stops import stop_findings, tie_unfinished
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.unfinished import unfinished_compiles
+from traceview.analyze.wording import injection_words
 from traceview.trace import Trace
 from traceview.versions import REPORT_SCHEMA_VERSION
 
@@ -110,7 +111,9 @@ def _frameless_compiles(compiles: pl.DataFrame) -> list[dict[str, Any]]:
     rows = compiles.filter(pl.col("compile_kind").fill_null("dynamo") != "dynamo").select(
         "rank", "compile_id", "compile_kind", pl.col("compile_kind").map_elements(kind_label, return_dtype=pl.String).alias("what"),
         "status", pl.col("total_time_s").round(3).alias("seconds"), "inductor_compile_time_s", "code_gen_time_s",
-        "at_run_time", "parent_compile_id", "graph_piece", "call_filename", "call_line", "call_code", "file", "metrics_lineno",
+        "at_run_time", "parent_compile_id",
+        *(["parent_candidates"] if "parent_candidates" in compiles.columns else []),
+        "graph_piece", "call_filename", "call_line", "call_code", "file", "metrics_lineno",
     )
     return _rows(_round(rows))
 
@@ -170,7 +173,9 @@ def build_report(trace: Trace) -> dict[str, Any]:
         "compiled_optimizer": optimizer,
         "graph_breaks": _with_scheduler_advice(graph_break_hotspots(trace), trace),
         "failures": codes.add([
-            {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"]}
+            {**{k: v for k, v in r.items() if k != "headline"}, "reason": r["headline"], "reason_full": r["reason"],
+             # torch's test-only fault injection asked for it: remove the setting, not the minifier
+             **({"next_step": inj[1]} if (inj := injection_words(r.get("testing_only_config"))) else {})}
             for r in _rows(fails)
         ], place=("code_filename", "code_line")),
         "crashes": crashes,
@@ -215,11 +220,16 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "problem_examples": _rows(problems.head(20)),
         },
     }
+    ctime = report["compile_time"]
+    ctime["max_autotune"] = ct.max_autotune(ctime["autotuning"], ctime["total_s"], unfinished, phases, ctime["top"],
+                                            ct.autotune_config(trace) if ctime["autotuning"] else None)
     for c in report["crashes"]:
         # a crash raised compiling is its compile's failure: named as the failure is
         f = compile_of_crash(c, report["failures"])
         c["compile"] = None if f is None else {k: f.get(k) for k in (
-            "compile_id", "occurrence", "attempts", "function", "filename", "line", "code")}
+            "compile_id", "occurrence", "attempts", "function", "filename", "line", "code", "testing_only_config")}
+        if f is not None and injection_words(f.get("testing_only_config")):
+            c["next_step"] = f["next_step"]  # the run's config asked for the failure: its step, not the minifier
     findings = judge(trace, report=report)
     report["findings"] = [f.to_json() for f in findings]
     report["head"] = head_lines(findings, report)  # the head line, computed once: every view prints it

@@ -25,8 +25,11 @@ from traceview.analyze.findings import (
     text_log_only,
 )
 from traceview.analyze.wording import (
+    BYPASS_CAUSES,
+    CACHE_NAMES,
     Paths,
     asserts_text,
+    bypass_consequence,
     phases_text,
     plural,
     rank_prefix,
@@ -173,11 +176,15 @@ def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[s
         total = sum(f.count for f in fs)
         if severity == "expected":
             return f"EXPECTED GRAPH BREAKS  {len(fs)} distinct, {total} in all: a wrapper's own (nothing of yours to avoid)"
+        if severity == "fact":
+            return f"GRAPH BREAKS FIXED LATER  {len(fs)} distinct, {total} in all: the run applied torch's fix after torch._dynamo.reset()"
         return f"GRAPH BREAKS  {len(fs)} distinct, {total} in all, most impact first"
     if kind == "failure":
         return f"FAILED COMPILES  {sum(f.count for f in fs)}, most serious first"
     if kind == "compile_time":
         return "SLOW COMPILES  at least 1s and 10% of their rank's compile time"
+    if kind == "autotune":
+        return "MAX-AUTOTUNE  GEMM autotuning took most of the compile time, or the compile ended in it"
     return kind.upper()
 
 
@@ -325,10 +332,8 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
         lines.append(f"[{h['compile_id']}] higher-order op {h['op']}{n} in the captured graph")
     for d in f.get("ddp_splits", []):
         lines.append(ddp_split_line(d))
-    bypass = {(c["cache"], c["reason"]) for c in f.get("cache_events", []) if c["event"] == "bypass"}
-    for cache, why in sorted(bypass, key=str):
-        name = {"fx_graph": "FX graph", "aot_autograd": "AOTAutograd"}.get(cache, cache)
-        lines.append(f"{name} cache bypassed: {why or 'no reason logged'}: every run compiles this graph from scratch (make it cacheable if compile time matters)")
+    for b in f.get("cache_bypasses", []):
+        lines.append(_bypass_line(b))
     # lookups a text log gave (the trace has none of them): what COMPILE TIME cannot show
     # for a text log alone; counted once with the trace's (compile_time.cache_counts)
     by_compile = (report.get("cache") or {}).get("text_log_by_compile") or []
@@ -337,6 +342,8 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
         if not mine:
             continue
         n = {e: sum(c["count"] for c in mine if c["event"] == e) for e in ("hit", "miss", "bypass")}
+        if not n["hit"] and not n["miss"]:
+            continue  # bypasses only: the bypass facts above say them
         ids = []
         for e, word in (("hit", "hit"), ("miss", "missed"), ("bypass", "bypassed")):
             cids = sorted({c["compile_id"] or "?" for c in mine if c["event"] == e}, key=sort_key)
@@ -354,6 +361,38 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
         t.add(f"… {len(lines) - 16} more (--json lists all)", "  ")
 
 
+def _bypass_line(b: dict[str, Any]) -> str:
+    """One fact of cache bypasses (compile_facts.cache_bypasses): the caches and how often, where,
+    torch's reason, whose it is and what it costs; torch's own said as torch's, once."""
+    caches = [c for c in CACHE_NAMES if c in b["caches"]] + sorted(c for c in b["caches"] if c not in CACHE_NAMES)
+    names = " and ".join(CACHE_NAMES.get(c, c) for c in caches) + (" caches" if len(caches) > 1 else " cache")
+    counts = [b["caches"][c] for c in caches]
+    if len(set(counts)) == 1:
+        times = plural(counts[0], "time") + (" each" if len(caches) > 1 else "")
+    else:
+        times = ", ".join(f"{CACHE_NAMES.get(c, c)} {b['caches'][c]}" for c in caches) + " times"
+    where = []
+    ids = b.get("compiles") or []
+    if ids:
+        where.append(", ".join(f"[{i}]" for i in ids[:6]) + (f" … {len(ids) - 6} more" if len(ids) > 6 else ""))
+    if b.get("frameless"):
+        where.append("compiles without a Dynamo frame")
+    ranks = ranks_text(b.get("ranks") or []).strip()
+    at = (f" in {' and '.join(where)}" if where else "") + (f" on {ranks}" if ranks else "")
+    reason = one_line(b.get("reason") or "no reason logged", 160)
+    if b.get("texts", 1) > 1:
+        reason += f" ({b['texts']} texts that differ only in an object's address)"
+    words = BYPASS_CAUSES.get(b.get("cause") or "")
+    cost = bypass_consequence(caches, b.get("cause"))
+    cost = cost[:1].upper() + cost[1:]
+    if b["owner"] == "torch":
+        return (f"{names} bypassed {times}{at}, by torch itself (nothing in your code causes it): {words}. {cost}. "
+                f"torch's reason: {reason}")
+    if b["owner"] == "unknown" or not words:
+        return f"{names} bypassed {times}{at}: {reason}. {cost}; whether torch or your code causes it is not known"
+    return f"{names} bypassed {times}{at}: {reason}: {words}. {cost}"
+
+
 def _render_frameless(t: _Text, groups: list[dict[str, Any]], paths: Paths) -> None:
     """COMPILE TIME's compiles without a Dynamo frame, one line per origin."""
     for g in groups[:4]:
@@ -364,6 +403,10 @@ def _render_frameless(t: _Text, groups: list[dict[str, Any]], paths: Paths) -> N
             text += f" made by the backend of {rank_prefix(g['rank'])}[{g['parent_compile_id']}] {fn}".rstrip()
             if g["pieces"]:
                 text += " (" + ", ".join(f"{p} x{n}" for p, n in g["pieces"].items()) + ")"
+        elif len(g.get("parent_candidates") or []) > 1:
+            fn = paths.code({"function": g["parent_function"], "filename": g["parent_filename"], "line": g["parent_line"], "rank": g["rank"]}) if g.get("parent_function") else ""
+            ids = " or ".join(f"[{c}]" for c in g["parent_candidates"])
+            text += f" made by the backend of {rank_prefix(g['rank'])}{ids} {fn} (which of them: not in the log)".replace("  ", " ")
         elif g.get("call_filename"):
             text += f" called at {rank_prefix(g['rank'])}{paths.show(g['call_filename'], g.get('call_line'))}"
         t.label("no Dynamo frame:", text, "  ")
@@ -408,7 +451,8 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
         t.add("functions compiled more than once:", "  ")
         for b in multi:
             t.add(
-                f"{seconds_text(b['seconds']):>7}  {rank_prefix(b['rank'])}{paths.code(b)} in {b['compiles']} compiles",
+                f"{seconds_text(b['seconds']):>7}  {rank_prefix(b['rank'])}{paths.code(b)} in {b['compiles']} compiles"
+                + (f" and {plural(b['pieces'], 'run-time Inductor compile')} its code made" if b.get("pieces") else ""),
                 "    ",
                 "              ",
             )
@@ -430,18 +474,31 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
         t.label("autotune:", text, "  ")
     if len(ctime["autotuning"]) > 4:
         t.add(f"… {len(ctime['autotuning']) - 4} more autotuned ops (--json lists all)", "    ")
-    cache = report["cache"]
-    if any(cache[k] for k in ("fx_graph_hits", "fx_graph_misses", "aot_autograd_hits", "aot_autograd_misses")):
-        def ratio(r: Any) -> str:
-            return f" ({r * 100:.0f}% hits)" if r is not None else ""
+    cache_line = _cache_line(report["cache"])
+    if cache_line:
+        t.label("cache:", cache_line, "  ")
 
-        t.label(
-            "cache:",
-            f"FX graph {cache['fx_graph_hits']} hits / {cache['fx_graph_misses']} misses{ratio(cache['fx_graph_hit_ratio'])}, "
-            f"AOTAutograd {cache['aot_autograd_hits']} hits / {cache['aot_autograd_misses']} misses"
-            f"{ratio(cache['aot_autograd_hit_ratio'])}",
-            "  ",
-        )
+
+def _cache_line(cache: dict[str, Any]) -> str:
+    """COMPILE TIME's cache line: each cache with a logged lookup (hits, misses, bypasses), "not
+    logged" for one that Inductor compiled graphs without a lookup recorded (compile_time.
+    cache_summary `not_logged`); nothing for a cache neither applies to (no lookup, no Inductor
+    compile: a backend other than Inductor, AOTInductor)."""
+    parts = []
+    unlogged = [c for c in CACHE_NAMES if c in (cache.get("not_logged") or [])]
+    for c in CACHE_NAMES:
+        hits, misses, bypasses = cache[f"{c}_hits"], cache[f"{c}_misses"], cache[f"{c}_bypasses"]
+        if hits or misses:
+            r = cache[f"{c}_hit_ratio"]
+            parts.append(f"{CACHE_NAMES[c]} {hits} hits / {misses} misses" + (f" ({r * 100:.0f}% hits)" if r is not None else "")
+                         + (f" / {bypasses} bypassed" if bypasses else ""))
+        elif bypasses:
+            parts.append(f"{CACHE_NAMES[c]} {bypasses} bypassed")
+        elif c in unlogged:
+            why = (f" (Inductor ran on {plural(cache.get('inductor_graphs') or 0, 'graph')}, no lookup recorded: a cache "
+                   "turned off, a torch that does not log it, or compiles that ended first; the trace alone cannot tell)")
+            parts.append(f"{CACHE_NAMES[c]} not logged" + (why if c == unlogged[-1] else ""))
+    return ", ".join(parts)
 
 
 def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:

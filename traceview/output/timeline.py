@@ -48,12 +48,15 @@ def compile_rows(trace: Trace) -> pl.DataFrame:
     compiles without a start time are left out. `process` and `process_label` name the rank
     (a rank with several input files has one process per file); `offset_s` counts from the
     first compile of the whole run. `total_time_s` is the compile's own figure (forward and
-    backward, as the summary and the UI's findings count it) on both of its rows: a bar shows
-    one part of it."""
+    every backward piece, as the summary and the UI's findings count it) on all of its rows: a
+    bar shows one part of it. `bwd_pieces` is how many backward graphs the compile has
+    (DDPOptimizer compiles one per gradient bucket: one `backward` row each), `piece` the
+    backward row's place among them in start order (null on a forward row)."""
     compiles = trace.compiles.select(
         "file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status",
         "fail_type", "fail_reason", "recompile_reason",
         pl.col("start").dt.epoch("us").alias("start_us"), "compile_time_s", "total_time_s",
+        *([pl.col("bwd_pieces")] if "bwd_pieces" in trace.compiles.columns else [pl.lit(None, dtype=pl.Int32).alias("bwd_pieces")]),
     )
     spans = _spans_with_function(trace.spans, compiles)
     processes = _processes(compiles, spans)
@@ -64,15 +67,17 @@ def compile_rows(trace: Trace) -> pl.DataFrame:
     )
     bwd_spans = spans.filter((pl.col("name") == BACKWARD_SPAN) & pl.col("start_us").is_not_null())
     meta = compiles.select("file", "rank", "compile_id", "occurrence", "filename", "line", "status", "fail_type",
-                           "fail_reason", "recompile_reason", "total_time_s")
+                           "fail_reason", "recompile_reason", "total_time_s", "bwd_pieces")
     # the compile the span's end falls in (spans.occurrence: a compile id used again after a
     # torch._dynamo.reset() is another compile)
     bwd = bwd_spans.join(meta, on=["file", "rank", "compile_id", "occurrence"], how="left", nulls_equal=True).with_columns(
         pl.lit("backward").alias("part"),
         (pl.col("duration_s") * 1e6).round().cast(pl.Int64).clip(lower_bound=0).alias("dur_us"),
+        (pl.col("start_us").rank("ordinal").over("file", "compile_id", "occurrence").cast(pl.Int32)).alias("piece"),
     )
+    fwd = fwd.with_columns(pl.lit(None, dtype=pl.Int32).alias("piece"))
     cols = ["file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status", "fail_type",
-            "fail_reason", "recompile_reason", "part", "start_us", "dur_us", "total_time_s"]
+            "fail_reason", "recompile_reason", "part", "start_us", "dur_us", "total_time_s", "bwd_pieces", "piece"]
     rows = pl.concat([fwd.select(cols), bwd.select(cols)], how="vertical_relaxed").with_columns(
         pl.col("start_us").cast(pl.Int64)
     )

@@ -76,10 +76,31 @@ def compile_name(row: dict[str, Any]) -> str:
     return frameless_compile_name(row)
 
 
-def frame_label(rows: list[dict[str, Any]], code: dict[str, Any] | None = None) -> Text:
+def is_piece(row: dict[str, Any]) -> bool:
+    """A compile without a Dynamo frame that the record stack shows Dynamo's compiled code
+    made (parsers.frameless: `parent_candidates`): a piece of a Dynamo compile (a piecewise
+    backend's run-time Inductor compile), shown under it, never as a compile of a code object."""
+    return bool(row.get("parent_compile_id") or row.get("parent_candidates"))
+
+
+def piece_label(row: dict[str, Any]) -> Text:
+    """A run-time piece's leaf: its outcome, id and seconds, what it is, and whose it is when
+    the log cannot say which of several compiles made it."""
+    t = compile_label(row, True)
+    what = f"  run-time Inductor compile of {row['graph_piece']}" if row.get("graph_piece") else "  run-time Inductor compile"
+    t.append_text(safe(what, "italic"))
+    cands = row.get("parent_candidates") or []
+    if not row.get("parent_compile_id") and len(cands) > 1:
+        t.append_text(safe(f" of {' or '.join(f'[{c}]' for c in cands)} (which one: not in the log)", "italic"))
+    return t
+
+
+def frame_label(rows: list[dict[str, Any]], code: dict[str, Any] | None = None, pieces: list[dict[str, Any]] | None = None) -> Text:
     """A code object's node: its name as the findings say it (`code`, the report's description
     from analyze.code_objects: `Sequential via torch.compile(model)` for torch.compile's wrapper
-    `inner`, `Block.forward`), else the function's; where it is; its compiles."""
+    `inner`, `Block.forward`), else the function's; where it is; its compiles. `pieces`: the
+    run-time Inductor compiles its compiled code made (said apart: they are not recompiles).
+    Compiles without a Dynamo frame have no code object: never said as recompiles."""
     named = next((r for r in rows if r.get("function")), rows[0])
     fn = (code or {}).get("label") or compile_name(named)
     filename = named.get("filename")
@@ -89,8 +110,11 @@ def frame_label(rows: list[dict[str, Any]], code: dict[str, Any] | None = None) 
     t = Text(end="")
     t.append_text(safe(fn, "bold"))
     t.append_text(safe(f"  {n} compile{'s' if n != 1 else ''}"))
-    if n > 1:
+    if n > 1 and all((r.get("compile_kind") or "dynamo") == "dynamo" for r in rows):
         t.append_text(safe(f" ({n - 1} recompile{'s' if n > 2 else ''})"))
+    if pieces:
+        secs = sum(p.get("total_time_s") or 0.0 for p in pieces)
+        t.append_text(safe(f" + {len(pieces)} run-time Inductor compile{'s' if len(pieces) != 1 else ''} ({seconds(secs)})"))
     if counts:
         t.append_text(safe(f"  {counts}", "bold" if "failed" in counts or "eager" in counts else ""))
     t.append_text(safe(f"  {where}", "italic"))
@@ -133,6 +157,16 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
     t.append("\n\n")
     if compile_name(row) != (row.get("function") or "?"):
         _label(t, "what", f"{compile_name(row)} (no Dynamo frame; tlparse: {row['compile_id']}/)")
+        cands = row.get("parent_candidates") or []
+        piece = f"{row['graph_piece']} of " if row.get("graph_piece") else ""
+        if row.get("parent_compile_id"):
+            _label(t, "made by", f"{piece}[{row['parent_compile_id']}]'s graph: a piece of that compile, run at run time (not a recompile)")
+        elif len(cands) > 1:
+            _label(t, "made by", f"{piece}the graph of {' or '.join(f'[{c}]' for c in cands)}: the compiled code of that function"
+                   " ran, which of its compiles is not in the log")
+        if row.get("call_filename"):
+            src = f"  {one_line(row['call_code'], 200)}" if row.get("call_code") else ""
+            _label(t, "called at", f"{row['call_filename']}:{row.get('call_line')} in {row.get('call_function') or '?'}{src}")
     else:
         _label(t, "function", f"{row.get('function') or '?'}  {row.get('filename') or '?'}:{row.get('line')}")
         code = model.code_of(row) or {}
@@ -154,7 +188,7 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
     if row.get("total_time_s"):  # the summary's split and words (analyze.compile_time, output.report)
         from traceview.analyze.wording import phases_text
 
-        _label(t, "phases", phases_text(compile_phases(row)))
+        _label(t, "phases", phases_text(compile_phases(row), backward_pieces=row.get("bwd_pieces")))
     inside = model.backward_inside(row) if row.get("bwd_compile_time_s") is None else None
     if inside:
         # AOTAutograd compiled the backward with the forward (not lazily at the first backward):
@@ -303,8 +337,26 @@ class FramesView(View):
         diverging = {r: (f.tag, f.claim) for f in findings_of(self.model.report) if f.kind in ("divergence", "stall")
                      for r in f.ranks if r is not None}
         groups: dict[Any, dict[tuple, list[dict[str, Any]]]] = {}
+        # (in log order: `unknown_<line>` ids do not sort as numbers)
+        pieces = sorted((r for r in rows if is_piece(r)), key=lambda r: (r.get("file") or "", r.get("lineno") or 0)) if not self.model.text_only else []
         for r in rows:
-            groups.setdefault(r["rank"], {}).setdefault(_frame_key(r), []).append(r)
+            if not pieces or not is_piece(r):
+                groups.setdefault(r["rank"], {}).setdefault(_frame_key(r), []).append(r)
+        # each run-time piece under the compile that made it (a tie: parsers.frameless), or
+        # under the code object when the log says only that one of its compiles did
+        under_compile: dict[int, list[dict[str, Any]]] = {}
+        under_frame: dict[tuple, list[dict[str, Any]]] = {}
+        for p in pieces:
+            mine = groups.get(p["rank"], {})
+            cands = [p["parent_compile_id"]] if p.get("parent_compile_id") else list(p.get("parent_candidates") or [])
+            hits = [(k, r) for k, frows in mine.items() for r in frows
+                    if r["compile_id"] in cands and r.get("file") == p.get("file") and (r.get("lineno") or 0) < (p.get("lineno") or 0)]
+            if p.get("parent_compile_id") and hits:
+                under_compile.setdefault(id(hits[-1][1]), []).append(p)
+            elif hits:
+                under_frame.setdefault((p["rank"], hits[-1][0]), []).append(p)
+            else:  # its compile is not in this trace: a compile of its own
+                groups.setdefault(p["rank"], {}).setdefault(_frame_key(p), []).append(p)
         for rank, frames in groups.items():
             parent = tree.root
             if ranked:
@@ -319,12 +371,21 @@ class FramesView(View):
             for fkey, frows in frames.items():
                 named = next((r for r in frows if r.get("function")), frows[0])
                 code = self.model.code_of(named) if not self.model.text_only else None
-                fnode = parent.add(frame_label(frows, code), data=("frame", (rank, fkey)), expand=True)
+                made = [p for r in frows for p in under_compile.get(id(r), [])] + under_frame.get((rank, fkey), [])
+                fnode = parent.add(frame_label(frows, code, made), data=("frame", (rank, fkey)), expand=True)
                 for i, r in enumerate(frows):
-                    leaf = fnode.add_leaf(compile_label(r, i == 0), data=("compile", (rank, r["compile_id"])))
-                    self._compile_nodes.setdefault((rank, r["compile_id"]), leaf)  # (the first, after a reset)
-                    self._occurrence_nodes[(rank, r["compile_id"], r.get("occurrence"))] = leaf
-                    self._leaf_rows[leaf.id] = r
+                    own = under_compile.get(id(r), [])
+                    label = compile_label(r, i == 0)
+                    if own:
+                        label.append_text(safe(f"  + {len(own)} run-time Inductor compile{'s' if len(own) != 1 else ''}", "italic"))
+                        leaf = fnode.add(label, data=("compile", (rank, r["compile_id"])), expand=True)
+                    else:
+                        leaf = fnode.add_leaf(label, data=("compile", (rank, r["compile_id"])))
+                    self._remember(leaf, rank, r)
+                    for p in own:
+                        self._remember(leaf.add_leaf(piece_label(p), data=("compile", (rank, p["compile_id"]))), rank, p)
+                for p in under_frame.get((rank, fkey), []):
+                    self._remember(fnode.add_leaf(piece_label(p), data=("compile", (rank, p["compile_id"]))), rank, p)
         n = len(rows)
         nf = sum(len(v) for v in groups.values())
         title = f"{n} compiles of {nf} code objects" + (f" on {len(groups)} ranks" if ranked else "")
@@ -338,6 +399,11 @@ class FramesView(View):
         if self._compile_nodes:
             first = next(iter(self._compile_nodes.values()))
             tree.move_cursor(first)
+
+    def _remember(self, leaf: TreeNode[NodeData], rank: Any, r: dict[str, Any]) -> None:
+        self._compile_nodes.setdefault((rank, r["compile_id"]), leaf)  # (the first, after a reset)
+        self._occurrence_nodes[(rank, r["compile_id"], r.get("occurrence"))] = leaf
+        self._leaf_rows[leaf.id] = r
 
     # -- selection --------------------------------------------------------------------
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:

@@ -53,6 +53,18 @@ def timeline_columns() -> list[Column]:
     ]
 
 
+def compiling_s(rows: pl.DataFrame) -> float:
+    """The seconds of the compiles drawn by `rows` (compile_rows): each compile's own figure,
+    `total_time_s` of the compiles table (forward and every backward piece), once per compile
+    however many bars it has, so that the Timeline's totals are the summary's."""
+    if rows.height == 0:
+        return 0.0
+    once = rows.unique(["file", "compile_id", "occurrence"], keep="first")
+    # to the ms, as the report keeps per_rank's and total_s (else 27.4447 says 27.44s here
+    # where the summary's 27.445 says 27.45s)
+    return round(float(once["total_time_s"].fill_null(0).sum() or 0.0), 3)
+
+
 def bar_lines(rows: pl.DataFrame, width: int, selected: dict[str, Any] | None = None) -> Text:
     """One line per process: `label │cells│ seconds`, a cell filled where the process compiled
     (a compile shorter than a cell still fills one), then a time axis."""
@@ -86,7 +98,7 @@ def bar_lines(rows: pl.DataFrame, width: int, selected: dict[str, Any] | None = 
             sel = cell_range(selected["start_us"], selected.get("dur_us"))
             for i in sel:
                 line[i] = SELECTED
-        total = (mine["dur_us"].fill_null(0).sum() or 0) / 1e6
+        total = compiling_s(mine)
         t.append_text(safe(fit(plain(label), label_w), "bold"))
         t.append(" │" if UNICODE else " |")
         if sel is None:
@@ -96,7 +108,7 @@ def bar_lines(rows: pl.DataFrame, width: int, selected: dict[str, Any] | None = 
             t.append("".join(line[sel.start : sel.stop]), "bold reverse")
             t.append("".join(line[sel.stop :]))
         t.append("│ " if UNICODE else "| ")
-        n = mine.height
+        n = mine.unique(["file", "compile_id", "occurrence"]).height
         t.append_text(safe(fit(f"{seconds(total)}, {n} compile{'s' if n != 1 else ''}", stats_w)))
         t.append("\n")
     # the axis: 0, the middle and the end of the span
@@ -190,7 +202,9 @@ class TimelineView(View):
             return
         nprocs = rows["process"].n_unique()
         fwd = rows.filter(pl.col("part") == "forward").height
-        total = (rows["dur_us"].fill_null(0).sum() or 0) / 1e6
+        # every compile's own figure (the compiles table's total_time_s), as the summary adds
+        # them up: not the bars' lengths, which show where the parts ran
+        total = round(float(self.model.compiles["total_time_s"].fill_null(0).sum() or 0.0), 3)
         bwd = rows.height - fwd
         unit = "rank" if rows["rank"].drop_nulls().len() else "process"
         ranks = f"{nprocs} {unit}{'s' if nprocs != 1 and unit == 'rank' else 'es' if nprocs != 1 else ''}"
@@ -242,6 +256,8 @@ class TimelineView(View):
     def _detail(self, row: dict[str, Any]) -> Text:
         t = Text(end="")
         what = "backward compile" if row["part"] == "backward" else "compile"
+        if row["part"] == "backward" and (row.get("bwd_pieces") or 0) > 1 and row.get("piece"):
+            what = f"backward piece {row['piece']} of {row['bwd_pieces']}"
         t.append_text(safe(f"[{row['compile_id']}] {row.get('function') or '?'}", "bold"))
         who = f"{row['process_label']}: " if row.get("rank") is not None else ""
         t.append_text(safe(
@@ -252,6 +268,8 @@ class TimelineView(View):
         if total is not None and row.get("dur_us") is not None and abs(total - row["dur_us"] / 1e6) >= 0.005:
             # the bar is one part; the compile's own figure is the one Findings and Frames show
             part = "the backward part" if row["part"] == "backward" else "the forward part"
+            if row["part"] == "backward" and (row.get("bwd_pieces") or 0) > 1:
+                part = f"one of its {row['bwd_pieces']} backward pieces"
             t.append("\n")
             t.append_text(safe(f"this bar is {part}: the compile took {seconds(total)} in all (forward and backward)"))
         ranks = self.model.ranks()
