@@ -1,6 +1,7 @@
 """The accounts (traceview.analyze.accounts): one story of each compile and each rank, on real runs.
 
-* fixtures/stop_hang_behind_rank: DDP on 2 gloo ranks; both recompile [4/1] for batch 12; rank 1
+* fixtures/stop_hang_behind_rank (and fixtures/gpu/hang_behind_rank_nccl, the same on two H200s
+  over NCCL): DDP on 2 gloo ranks; both recompile [4/1] for batch 12; rank 1
   hangs in its code generation (a planted sleep), rank 0 finishes it, runs it and waits in DDP's
   gradient all-reduce until `timeout` stops torchrun (issue 44, item 1: a hang read as one).
 * fixtures/corpus/rank_cause_requires_grad_first: rank 1 alone recompiles [0/2]; torch's own
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import traceview
 from tests.conftest import GPU, needs_shared
@@ -23,6 +25,7 @@ from traceview.output.report import build_report
 
 ROOT = Path(__file__).resolve().parents[2]
 HANG = ROOT / "fixtures" / "stop_hang_behind_rank"
+HANG_NCCL = ROOT / "fixtures" / "gpu" / "hang_behind_rank_nccl"
 CORPUS = ROOT / "fixtures" / "corpus"
 CAUSE = CORPUS / "rank_cause_requires_grad_first"
 
@@ -52,12 +55,14 @@ def test_the_hung_rank_is_compiling_and_the_other_waits_for_it() -> None:
     assert ranks[0]["idle_s"] > 45  # the run was stopped 90 s after it started, ~30 s of it compiling
 
 
-def test_a_hang_is_said_as_one_story_with_py_spy_first() -> None:
-    rep = build_report(traceview.load(HANG))
+@pytest.mark.parametrize("path", [HANG, HANG_NCCL], ids=["gloo_cpu", "nccl_2xh200"])
+def test_a_hang_is_said_as_one_story_with_py_spy_first(path: Path) -> None:
+    """The same plant on CPU (gloo) and on two H200s (NCCL, torch 2.11; fixtures/gpu)."""
+    rep = build_report(traceview.load(path))
     [stop] = [f for f in rep["findings"] if f["kind"] == "stop"]
     claim = stop["claim"]
     assert "rank 1 hung inside [4/1] (inductor code_gen) for" in claim
-    took = _row(compile_account(traceview.load(HANG)), 0, "4/1")["forward_s"]
+    took = _row(compile_account(traceview.load(path)), 0, "4/1")["forward_s"]
     assert f"a compile done elsewhere in {took:.1f}s (rank 0 in {took:.1f}s)" in claim
     assert "rank 0 waited ~" in claim
     assert stop["next_step"].startswith("A hang, not a slow compile")

@@ -78,12 +78,13 @@ def test_max_autotune_says_what_each_op_won_and_its_seconds() -> None:
     m = report["compile_time"]["max_autotune"]
     ph = report["compile_time"]["phases_s"]
     assert m["seconds"] == pytest.approx(ph["autotuning"] + ph["backward_autotuning"], abs=1e-3) == pytest.approx(53.33, abs=0.01)
-    assert m["compile_s"] == report["compile_time"]["total_s"] == pytest.approx(73.02, abs=0.01)
+    # (every backward piece counted: 73.03 s, the compile account's total)
+    assert m["compile_s"] == report["compile_time"]["total_s"] == pytest.approx(73.03, abs=0.01)
     assert [(o["winner"], o["winner_kind"]) for o in m["ops"]] == [
         ("triton_mm_12", "Triton"), ("triton_mm_28", "Triton"), ("mm", "ATen"), ("mm", "ATen"), ("mm", "ATen")]
     [f] = _of(report, "autotune")
     assert f.severity == "fact" and f.cost.seconds == pytest.approx(53.33, abs=0.01)
-    assert f.claim == ('max-autotune (mode="max-autotune-no-cudagraphs"): 53.33s of 73.02s compile time (73%) went to '
+    assert f.claim == ('max-autotune (mode="max-autotune-no-cudagraphs"): 53.33s of 73.03s compile time (73%) went to '
                        "autotuning 5 GEMMs; it bought Triton kernels for 2 of the 5 ops it finished (ATen's kernel won "
                        "the other 3)")
     won = [t for label, t in f.lines if label == "won:"]
@@ -128,7 +129,7 @@ def test_max_autotune_that_bought_nothing_says_drop_it() -> None:
     assert f.severity == "act" and f.facet == "nothing_bought"
     # the mode, as the FX graph cache key lists Inductor's config (max_autotune, coordinate descent, no CUDA graphs)
     assert (m["mode"], m["config"]["triton.cudagraphs"]) == ("max-autotune-no-cudagraphs", False)
-    assert f.claim == ('max-autotune (mode="max-autotune-no-cudagraphs"): 21.76s of 36.03s compile time (60%) went to '
+    assert f.claim == ('max-autotune (mode="max-autotune-no-cudagraphs"): 21.76s of 36.04s compile time (60%) went to '
                        "autotuning 4 GEMMs; it bought nothing on this run: ATen's kernel won every op it finished "
                        "autotuning (4 of 4)")
     assert f.next_step == ('drop mode="max-autotune-no-cudagraphs": the default mode uses the ATen kernel without '
@@ -276,8 +277,11 @@ def test_a_cache_with_no_lookup_logged_is_not_printed_as_zero_hits_zero_misses()
     [proc] = json.loads((path / "oracle.json").read_text())["processes"]
     assert proc["counters"]["aot_autograd"]["autograd_cache_miss"] == 1
     assert not [r for r in _records(path, "artifact") if r["name"].startswith("fx_graph_cache_")]
-    lines = [ln.strip() for ln in render_text(_report(path), width=200).splitlines() if ln.strip().startswith("cache:")]
-    assert lines == ["cache: AOTAutograd 0 hits / 1 misses (0% hits)"]
+    lines = [ln.strip() for ln in render_text(_report(path), width=400).splitlines() if ln.strip().startswith("cache:")]
+    # the FX graph cache: Inductor compiled a graph, no lookup was logged: "not logged", never "0 / 0"
+    assert lines == ["cache: FX graph not logged (Inductor ran on 1 graph, no lookup recorded: a cache turned off, a torch "
+                     "that does not log it, or compiles that ended first; the trace alone cannot tell), AOTAutograd 0 hits / "
+                     "1 misses (0% hits)"]
 
 
 def test_cpu_max_autotune_stopped_in_the_backward() -> None:
