@@ -165,6 +165,12 @@ def label(compile_id: str | None, occurrence: int | None = None, attempts: int |
     return f"{text} #{occurrence}" if occurrence is not None and occurrence > 1 else text
 
 
+def bracketed(compile_id: str | None, occurrence: int | None = None, attempts: int | None = None) -> str:
+    """A compile as every sentence names it: its `label` in brackets ("[0/1]", "[0/0_1]",
+    "[0/0 #2]"); the one way a finding, a view or a live line writes a compile reference."""
+    return f"[{label(compile_id, occurrence, attempts)}]"
+
+
 def label_expr(compile_id: str = "compile_id", occurrence: str | None = "occurrence", attempts: str | None = None) -> pl.Expr:
     """`label` as a polars expression over a table's compile id, occurrence and (the compiles
     table's) attempts columns: "0/0", "0/0_1", "0/0 #2" (`occurrence`/`attempts` None: the

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from parsers.compile_ids import frame_group, sort_key
+from parsers.compile_ids import bracketed, frame_group, sort_key
 from traceview.analyze.accounts.compiles import compile_account
 from traceview.analyze.findings import ranks_text
 
@@ -239,7 +239,7 @@ def _waits(ids: list[str], ranks: list[int], info: dict, with_collectives: set[s
             "function": row.get("function"), "filename": row.get("filename"), "line": row.get("line"),
             "message": (
                 f"{_ranks(waiting)} {verb} ~{secs:.1f} s at the first collective while {_ranks(compiling)} compiled "
-                f"[{cid}] {fn} ({loc}){why}"
+                f"{bracketed(cid)} {fn} ({loc}){why}"
             ),
         })
     return out
@@ -300,8 +300,8 @@ def _differ(
     graph = "" if gi == 0 else " (backward)"
     fn = where.get("function") or "?"
     loc = f"{PurePath(where['filename']).name}:{where.get('line')}" if where.get("filename") else "?"
-    label = f"[{cid}]{graph} {fn} ({loc})"
-    theirs_label = f"[{other_cid}]" if other_cid else f"[{cid}]"
+    label = f"{bracketed(cid)}{graph} {fn} ({loc})"
+    theirs_label = bracketed(other_cid or cid)
     ops_mine = defaultdict(int)
     ops_ref = defaultdict(int)
     for op, _, _ in mine:
@@ -338,7 +338,7 @@ def _differ(
                 f"against {_tensor(ref[n][1], ref[n][2])}; only equal shapes make the collectives match"
             )
         elif other_cid:
-            nxt = f"give every rank tensors of the same dtype in {fn} ({loc}): {rank_word} compiled [{cid}] alone for another"
+            nxt = f"give every rank tensors of the same dtype in {fn} ({loc}): {rank_word} compiled {bracketed(cid)} alone for another"
             nxt += " input, and its collective sends another dtype than the others'"
         else:
             nxt = f"make every rank pass tensors of the same size and dtype to the collectives of {fn} ({loc})"

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from parsers.code_location import is_user
+from parsers.compile_ids import bracketed
 from parsers.oom import is_oom_message, oom_of
 from parsers.stops import is_stop_exception
 from parsers.tracebacks import uncaught_from_text
@@ -350,10 +351,10 @@ def _grew(ran: dict[str, Any] | None) -> str:
     buf = ran.get("buffer") or {}
     if buf.get("symbolic"):
         after = f" (recompiled after {why})" if why else ""
-        return (f" ([{ran['compile_id']}] compiled its sizes as dynamic{after}: the failing call's sizes are not "
+        return (f" ({bracketed(ran['compile_id'], ran.get('occurrence'), ran.get('attempts'))} compiled its sizes as dynamic{after}: the failing call's sizes are not "
                 f"in the log; {buf['name']} is {buf['shape']} {buf['dtype']})")
     if why:
-        return f" ([{ran['compile_id']}] is the recompile for the input that changed: {why})"
+        return f" ({bracketed(ran['compile_id'], ran.get('occurrence'), ran.get('attempts'))} is the recompile for the input that changed: {why})"
     return ""
 
 
@@ -431,7 +432,7 @@ def _desync_step(found: tuple[str, str], coll: dict[str, Any] | None, rank: int 
     unknown = (coll or {}).get("unknown") or []
     known = "" if (coll or {}).get("graphs") else " (no compiled graph logged a collective schedule: the collectives may be outside torch.compile, or the graphs came from the cache)"
     if unknown:
-        known = f" (rank {unknown[0]['rank']}'s [{unknown[0]['compile_id']}] schedule is unknown: {unknown[0]['why']})"
+        known = f" (rank {unknown[0]['rank']}'s {bracketed(unknown[0]['compile_id'], unknown[0].get('occurrence'), unknown[0].get('attempts'))} schedule is unknown: {unknown[0]['why']})"
     first = [rank] if rank is not None else []
     return (
         f"A distributed desync ({kind}): the ranks did not issue the same collectives, or one stopped issuing them. "

@@ -27,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from parsers.code_location import brief
-from parsers.compile_ids import frame_of, sort_key
+from parsers.compile_ids import bracketed, frame_of, sort_key
 from traceview.trace import Trace
 
 FINDING_KINDS = ("overwritten_output", "skipped", "not_graphed", "graph_per_shape", "rerecords")
@@ -225,7 +225,7 @@ def _not_graphed(cg: pl.DataFrame, names: _Names) -> list[dict[str, Any]]:
         out.append(_finding(
             "not_graphed", rank, name, [cid], reason=why, count=bad.height, ops=ops, where=first_user,
             fix="; ".join(fixes) if fixes else _op_fix(None, None),
-            headline=f"{name[0] or '?'} [{cid}]: {bad.height} of {total} graph partitions run outside CUDA graphs "
+            headline=f"{name[0] or '?'} {bracketed(cid)}: {bad.height} of {total} graph partitions run outside CUDA graphs "
                      f"({nodes} {'node' if nodes == 1 else 'nodes'}: {why}){_loc(first_user)}",
         ))
     return out
@@ -322,7 +322,7 @@ def _rerecords(cg: pl.DataFrame, names: _Names) -> list[dict[str, Any]]:
         out.append(_finding(
             "rerecords", rank, name, [cid], count=n, reason=why, graph_ids=[int(x) for x in gids if x is not None],
             fix=_rerecord_fix(list(reasons)),
-            headline=f"{name[0] or '?'} [{cid}] {fn}: {n} CUDA-graph re-recording{'s' if n != 1 else ''}: {why}{changed}",
+            headline=f"{name[0] or '?'} {bracketed(cid)} {fn}: {n} CUDA-graph re-recording{'s' if n != 1 else ''}: {why}{changed}",
         ))
     return out
 

@@ -85,6 +85,10 @@ class CompileRef:
         """As every view prints it: `0/1`, `0/0 #2`, `0/0_1`."""
         return id_label(self.compile_id, self.occurrence, self.attempts)
 
+    def __str__(self) -> str:
+        """In a sentence, with its brackets: `[0/1]`, `[0/0 #2]`, `[0/0_1]`."""
+        return f"[{self.label()}]"
+
 
 @dataclass(frozen=True)
 class Evidence:

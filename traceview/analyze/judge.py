@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers.compile_ids import bracketed
 from parsers.compile_ids import label as id_label
 from traceview.analyze.compile_time import compile_phases
 from traceview.analyze.finding import (
@@ -87,13 +88,13 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
                  if u.get("innermost_span") and u["innermost_span"] != u.get("phase") else "")
         running = f" for {seconds_text(u['running_s'])} up to {_end_label(u)}" if u.get("running_s") is not None else ""
         part = f" {u['part']} of" if u.get("part") in ("backward", "compiled autograd") else ""
-        claim = (f"{rank_prefix(u['rank'])}[{id_label(u['compile_id'], u.get('occurrence'))}]{part} "
+        claim = (f"{rank_prefix(u['rank'])}{bracketed(u['compile_id'], u.get('occurrence'))}{part} "
                  f"{paths.code(u)}{where}{running}{inner}")
         lines: list[tuple[str, str]] = []
         done = [o for o in u.get("others") or [] if o.get("finished_before_s") is not None]
         if done:
             first = min(o["finished_before_s"] for o in done)
-            lines.append(("others:", f"{ranks_text([o['rank'] for o in done]).strip()} finished [{u['compile_id']}], "
+            lines.append(("others:", f"{ranks_text([o['rank'] for o in done]).strip()} finished {bracketed(u['compile_id'], u.get('occurrence'), u.get('attempts'))}, "
                                      f"{seconds_text(first)} or more before the log's last line"))
         if u.get("autotuning"):
             lines.append(("autotuning:", _autotune_progress(u)))
@@ -199,7 +200,7 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
                 phase = f" in {r['phase']}" if r.get("phase") else ""
                 run = f" for {seconds_text(r['running_s'])}" if r.get("running_s") is not None else ""
                 see = "" if r.get("interrupted_in") else " (UNFINISHED COMPILES)"
-                what = f"inside [{id_label(r['compile_id'], r.get('occurrence'))}]{part}{phase}{run}{see}"
+                what = f"inside {bracketed(r['compile_id'], r.get('occurrence'))}{part}{phase}{run}{see}"
                 seconds = max(seconds, float(r.get("running_s") or 0.0))
                 if r.get("compile_id"):
                     compiles.append(CompileRef(r.get("rank"), r["compile_id"], r.get("occurrence")))
@@ -213,7 +214,7 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
                 done = (f", its last compile ended {seconds_text(r['compiles_done_s'])} before"
                         if r.get("compiles_done_s") is not None else "")
                 run = r.get("running") or {}
-                doing = (f", last seen running [{run['compile_id']}] ({run['span']} left open: benchmarking a kernel's "
+                doing = (f", last seen running {bracketed(run['compile_id'], run.get('occurrence'), run.get('attempts'))} ({run['span']} left open: benchmarking a kernel's "
                          "configs at its first call, not compiling)" if run else "")
                 what = f"idle: no record for {seconds_text(r['idle_s'])} before the stop{done}{doing}"
                 seconds = max(seconds, float(r.get("idle_s") or 0.0))
@@ -274,7 +275,7 @@ def _stalls(report: dict[str, Any]) -> list[Finding]:
     for s in report.get("rank_stalls") or []:
         lost = f": {seconds_text(s['cost_s'])} lost in all ({s['ranks_stalled']} ranks stalled)" if s["ranks_stalled"] > 1 else ""
         lines: list[tuple[str, str]] = []
-        compiled = list(dict.fromkeys(f"[{x['compile_id']}] {x.get('function') or '?'} {x['cause']}"
+        compiled = list(dict.fromkeys(f"{bracketed(x['compile_id'], x.get('occurrence'), x.get('attempts'))} {x.get('function') or '?'} {x['cause']}"
                                       for x in s.get("compiles") or [] if x.get("cause")))
         if len(compiled) > 1:  # one: the claim says it
             lines += [("compiled:", c) for c in compiled]
@@ -312,7 +313,7 @@ def _collectives(report: dict[str, Any]) -> list[Finding]:
             ids.append((m["other_compile_id"], m["graph_index"]))
         for key in ids:
             for s in (graphs.get(key) or {}).get("schedules") or []:
-                more.append((f"[{key[0]}] {ranks_text(s['ranks']).strip()}:", _schedule_words(s["collectives"])))
+                more.append((f"{bracketed(key[0])} {ranks_text(s['ranks']).strip()}:", _schedule_words(s["collectives"])))
         if m.get("recompile_reason"):
             more.append(("recompiled:", m["recompile_reason"]))
         rank = m["ranks"][0] if m.get("ranks") else None
@@ -355,7 +356,7 @@ def _collectives(report: dict[str, Any]) -> list[Finding]:
         u = unknown[0]
         more_n = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
         out.append(Finding(
-            "collectives", "act", f"rank {u['rank']}'s [{u['compile_id']}] schedule is unknown{more_n}: {u['why']}",
+            "collectives", "act", f"rank {u['rank']}'s {bracketed(u['compile_id'], u.get('occurrence'), u.get('attempts'))} schedule is unknown{more_n}: {u['why']}",
             certainty="possible", ranks=[u["rank"]], facet="unknown", key=f"collectives:unknown:{u['rank']}:{u['compile_id']}",
         ))
     return out
@@ -367,7 +368,7 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
         where = f"at {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
         cc = c.get("compile")
         if cc:  # raised compiling: the compile, named as every line names it
-            where = f"compiling [{id_label(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))}] {code_label(cc, paths.show)}"
+            where = f"compiling {bracketed(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))} {code_label(cc, paths.show)}"
         claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: "
                  f"{CATEGORY_WORDS.get(c['category'], c['category'])}" + ("" if cc else f", raised in {c['raised_in']}"))
         ran = c.get("ran") if c.get("category") == "out_of_memory" else None
@@ -405,7 +406,7 @@ def _memory_claim(c: dict[str, Any], paths: Paths) -> str:
     """An out-of-memory crash: what was asked and free, in whose code."""
     ran = c.get("ran") or {}
     if ran.get("compile_id"):
-        where = f"in the compiled code of [{id_label(ran['compile_id'], ran.get('occurrence'))}] {code_label(ran, paths.show)}"
+        where = f"in the compiled code of {bracketed(ran['compile_id'], ran.get('occurrence'))} {code_label(ran, paths.show)}"
     elif c.get("filename"):
         where = f"at {c['function'] or '?'} ({paths.show(c['filename'], c['line'])}), raised in {c['raised_in']}"
     else:
@@ -427,12 +428,12 @@ def _memory_lines(c: dict[str, Any], ran: dict[str, Any]) -> list[tuple[str, str
     """The generated code's allocation that failed, and the compile's input."""
     lines: list[tuple[str, str]] = []
     module = re.split(r"[/\\]", ran.get("module") or "?")[-1]
-    whose = f" (the generated code of [{ran['compile_id']}])" if ran.get("compile_id") else ""
+    whose = f" (the generated code of {bracketed(ran['compile_id'], ran.get('occurrence'), ran.get('attempts'))})" if ran.get("compile_id") else ""
     buf = ran.get("buffer")
     what = f"{buf['name']}, {buf['shape']} {buf['dtype']}: " if buf else ""
     lines.append(("allocation:", f"{what}{module}:{ran.get('module_line')}{whose}: {ran.get('statement') or '?'}"))
     if ran.get("compile_id") and ran.get("recompile_reason"):
-        lines.append(("input:", f"[{ran['compile_id']}] recompiled for {ran['recompile_reason'].strip()}"
+        lines.append(("input:", f"{bracketed(ran['compile_id'], ran.get('occurrence'), ran.get('attempts'))} recompiled for {ran['recompile_reason'].strip()}"
                                 + (" (its sizes dynamic since)" if buf and buf.get("symbolic") else "")))
     if not ran.get("compile_id") and ran.get("how"):
         lines.append(("compile:", ran["how"]))
@@ -449,7 +450,7 @@ def _storm_lines(s: dict[str, Any], paths: Paths, optim: dict[tuple, dict[str, A
         line += f", {seconds_text(s['compile_seconds'])}"
     if s["hit_recompile_limit"]:
         lim = f" ({s['recompile_limit']})" if s.get("recompile_limit") else ""
-        at = f" at [{s['limit_compile_id']}]" if s.get("limit_compile_id") else ""
+        at = f" at {bracketed(s['limit_compile_id'])}" if s.get("limit_compile_id") else ""
         line += f"; HIT THE RECOMPILE LIMIT{lim}{at}, runs eagerly from then on"
     if s.get("forced_dynamic_false"):
         line += "; compiled with dynamic=False"
@@ -549,7 +550,7 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
         nxt = None
         for f in fails:
             if storm_failure(s, f):
-                more.append(("limit:", f"[{f['compile_id']}] refused at the recompile limit: {one_line(f.get('reason') or '', 200)}"))
+                more.append(("limit:", f"{bracketed(f['compile_id'], f.get('occurrence'), f.get('attempts'))} refused at the recompile limit: {one_line(f.get('reason') or '', 200)}"))
                 nxt = f["next_step"]
         more += _on_ranks(ranks)
         target, compare = _storm_target(s, recompiles)
@@ -605,7 +606,7 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
             times = "once" if fx["compiles"] == 1 else f"{fx['compiles']} times"
             lines.append(("fixed:", (
                 f"applied later in this run: after torch._dynamo.reset(), {fx['setting']} was set and "
-                f"{fx['function']} compiled {times} as [{id_label(fx['compile_id'], fx.get('occurrence'))}] with no "
+                f"{fx['function']} compiled {times} as {bracketed(fx['compile_id'], fx.get('occurrence'))} with no "
                 "break at this line: the fix worked, nothing left to do")))
         elif g.get("advice") and not g.get("expected"):  # an expected break's why is in its details
             # torch's hint that names a config setting is the fix
@@ -620,7 +621,7 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
             more.append(("hint:", g["hint"]))
         for f in fails:
             if break_failure(g, f):
-                more.append(("compile:", f"[{f['compile_id']}] fell back to eager ({f.get('fail_type') or '?'})"))
+                more.append(("compile:", f"{bracketed(f['compile_id'], f.get('occurrence'), f.get('attempts'))} fell back to eager ({f.get('fail_type') or '?'})"))
         ids = g.get("compile_ids") or []
         more.append(("gb id:", g.get("gb_id") or "-"))
         more.append(("compile ids:", ", ".join(ids) + (f" on {ranks_text(ranks).strip()}" if ranks_text(ranks) else "")))
@@ -822,10 +823,10 @@ def _max_autotune(report: dict[str, Any]) -> list[Finding]:
     for s in m.get("stopped_in") or []:
         part = f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else ""
         what = f"{s['op']}({s['shapes']})" if s.get("shapes") else s["op"]
-        lines.append(("ended in:", f"{rank_prefix(s.get('rank'))}[{id_label(s['compile_id'], s.get('occurrence'))}]{part} "
+        lines.append(("ended in:", f"{rank_prefix(s.get('rank'))}{bracketed(s['compile_id'], s.get('occurrence'))}{part} "
                                    f"was autotuning {what} when the log ends (see UNFINISHED COMPILES)"))
     for o in m["ops"][:6]:
-        lines.append(("won:", f"{rank_prefix(o.get('rank'))}[{o['compile_id']}] {_won_text(o)}"))
+        lines.append(("won:", f"{rank_prefix(o.get('rank'))}{bracketed(o['compile_id'], o.get('occurrence'), o.get('attempts'))} {_won_text(o)}"))
     if len(m["ops"]) > 6:
         lines.append(("", f"… {len(m['ops']) - 6} more autotuned ops (--json lists all)"))
     lines.append(("next:", step))
@@ -848,7 +849,7 @@ def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
         lo, hi = (seconds_text(secs[0]), seconds_text(secs[-1])) if secs else ("", "")
         span = f"{lo.rstrip('s')}-{hi}" if lo != hi else seconds_text(t["seconds"])
         ref = CompileRef(t["rank"], t["compile_id"], t.get("occurrence"), t.get("attempts"))
-        claim = f"{span} {ranks_text(ranks)}[{ref.label()}] {paths.compile_name(t)}"
+        claim = f"{span} {ranks_text(ranks)}{ref} {paths.compile_name(t)}"
         lines = [("phases:", phases_text(compile_phases(t), backward_pieces=t.get("bwd_pieces")))]
         more = [("all compiles:", f"{seconds_text(ct.get('total_s', 0))} in all"), *_on_ranks(ranks)]
         out.append(Finding(

@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers.compile_ids import bracketed
 from traceview.analyze.storms import recompile_storms
 from traceview.trace import Trace
 
@@ -71,7 +72,7 @@ def compiled_optimizer_findings(trace: Trace, *, storms: list[dict[str, Any]] | 
         recompiles = max(len(s.get("compile_ids") or []) - 1, s["compiles"] - 1, 0)
         limit = ""
         if s["hit_recompile_limit"]:
-            at = f" at [{s['limit_compile_id']}]" if s.get("limit_compile_id") else ""
+            at = f" at {bracketed(s['limit_compile_id'])}" if s.get("limit_compile_id") else ""
             limit = f"; it hit the recompile limit{at} and runs eagerly from then on"
         src = sources[0] if sources else "the learning rate"
         out.append({

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from parsers.compile_ids import compile_number, sort_key
+from parsers.compile_ids import bracketed, compile_number, sort_key
 from parsers.facts import user_name
 from traceview.analyze.code_objects import describe
 from traceview.analyze.ddp import ddp_evidence
@@ -143,11 +143,11 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
         first = max(mine, key=lambda x: x["seconds"])
         fn = describe(trace, rank=lead, function=first["function"], filename=first["filename"], line=first["line"])["label"]
         loc = f"{PurePath(first['filename']).name}:{first['line']}" if first.get("filename") else "?"
-        ids = ", ".join(f"[{x['compile_id']}]" for x in mine[:3]) + (f" and {len(mine) - 3} more" if len(mine) > 3 else "")
+        ids = ", ".join(f"{bracketed(x['compile_id'], x.get('occurrence'), x.get('attempts'))}" for x in mine[:3]) + (f" and {len(mine) - 3} more" if len(mine) > 3 else "")
         verb = "recompiled" if any((compile_number(x["compile_id"]) or 0) > 0 for x in mine) else "compiled"
         cause = f" {first['cause']}" if first.get("cause") else ""
         parts = "; ".join(
-            f"[{x['compile_id']}] {_secs(x['forward_s'])}" + (f" + its backward {_secs(x['backward_s'])}" if x.get("backward_s") else "")
+            f"{bracketed(x['compile_id'], x.get('occurrence'), x.get('attempts'))} {_secs(x['forward_s'])}" + (f" + its backward {_secs(x['backward_s'])}" if x.get("backward_s") else "")
             for x in mine[:3]
         )
         where = where_ddp if ddp else ("its next collective" if len(waiting) == 1 else "their next collective")

@@ -34,6 +34,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers.compile_ids import bracketed
 from parsers.stops import OUTSIDE_SIGNALS, stops_from_text
 from traceview.analyze.accounts.ranks import rank_account
 from traceview.analyze.unfinished import capture_end, unfinished_compiles
@@ -256,7 +257,7 @@ def _compile_words(s: dict[str, Any]) -> str:
     part = f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else ""
     phase = f" in {s['phase']}" if s.get("phase") else ""
     run = f" for {s['running_s']:.1f}s" if s.get("running_s") is not None else ""
-    return f"inside [{s['compile_id']}]{part}{phase}{run}"
+    return f"inside {bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))}{part}{phase}{run}"
 
 
 def _verdict(
@@ -297,7 +298,7 @@ def _verdict(
             fast = ", ".join(f"rank {o['rank']} in {o['seconds']:.1f}s" for o in c.get("others_s") or [])
             part = f" {c['part']}" if c.get("part") in ("backward", "compiled autograd") else ""
             lost = sum(w.get("idle_s") or 0.0 for w in waiting)
-            head += (f"; {who} hung inside [{c['compile_id']}]{part}"
+            head += (f"; {who} hung inside {bracketed(c['compile_id'], c.get('occurrence'), c.get('attempts'))}{part}"
                      + (f" ({c['phase']})" if c.get("phase") else "")
                      + f" for {c.get('running_s') or 0:.1f}s, a compile done elsewhere in {took:.1f}s ({fast})")
             if waiting:
@@ -306,7 +307,7 @@ def _verdict(
             step = (
                 f"A hang, not a slow compile: the same compile took {took:.1f}s on the other ranks. While it hangs, "
                 f"`py-spy dump --pid {pid}` (with --native for C++ frames) names where {who} is stuck inside "
-                f"[{c['compile_id']}]{part}; TORCH_COMPILE_DEBUG=1 on a rerun keeps the compile's inputs and "
+                f"{bracketed(c['compile_id'], c.get('occurrence'), c.get('attempts'))}{part}; TORCH_COMPILE_DEBUG=1 on a rerun keeps the compile's inputs and "
                 "backend='aot_eager' tells whether Inductor is the part that hangs. The ranks that finished it wait "
                 "for it at their next collective: nothing to change on them, and a longer time limit would not help."
             )
@@ -317,11 +318,11 @@ def _verdict(
                 "killer (`dmesg -T | grep -i -E 'killed process|out of memory'` on that host, `journalctl -k`), or the "
                 "scheduler (`sacct -j <job> -o State,ExitCode,MaxRSS`). Compiling takes host memory: "
                 "TORCHINDUCTOR_COMPILE_THREADS=1 runs Inductor's compile workers in the process, fewer at once; "
-                f"[{s['compile_id']}] was in {s.get('phase') or 'a compile'} when it died."
+                f"{bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))} was in {s.get('phase') or 'a compile'} when it died."
             )
         else:
             step = (
-                f"The job was stopped while {who} compiled ([{s['compile_id']}]"
+                f"The job was stopped while {who} compiled ({bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))}"
                 + (f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else "")
                 + f", {s.get('phase') or 'a compile'}, {s.get('running_s') or 0:.1f}s). If the time limit is "
                 "shorter than the compile, raise it or warm the caches (TORCHINDUCTOR_CACHE_DIR on shared storage, "

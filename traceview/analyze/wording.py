@@ -15,8 +15,7 @@ import re
 from typing import Any
 
 from parsers.code_location import whose
-from parsers.compile_ids import kind_label
-from parsers.compile_ids import label as id_label
+from parsers.compile_ids import bracketed, kind_label
 from traceview.analyze.findings import code_label
 
 CRASH_CATEGORY_WORDS = {
@@ -78,13 +77,13 @@ def rank_end_text(entry: dict[str, Any]) -> str:
         c = entry.get("compile") or {}
         part = c.get("part") if c.get("part") not in (None, "forward") else None
         where = ", ".join(x for x in (part, f"in {c['phase']}" if c.get("phase") else None) if x)
-        return f"compiling [{id_label(c.get('compile_id'), c.get('occurrence'))}]" + (f" ({where})" if where else "")
+        return f"compiling {bracketed(c.get('compile_id'), c.get('occurrence'))}" + (f" ({where})" if where else "")
     if state == "waiting":
         behind = entry.get("behind") or []
         return f"waiting for {'rank' if len(behind) == 1 else 'ranks'} {', '.join(str(b) for b in behind)} (likely)"
     if state == "running":
         run = entry.get("running") or {}
-        return f"running [{id_label(run.get('compile_id'))}]" if run.get("compile_id") else "running"
+        return f"running {bracketed(run.get('compile_id'))}" if run.get("compile_id") else "running"
     if state == "idle":
         return f"idle {seconds_text(entry.get('idle_s'))}"
     return ""
@@ -199,9 +198,9 @@ class Paths:
             name = kind_label(r["compile_kind"]) + (" at run time" if r.get("at_run_time") else "")
             piece = f"{r['graph_piece']} of " if r.get("graph_piece") else ""
             if r.get("parent_compile_id"):
-                return f"{name} ({piece}[{r['parent_compile_id']}]'s graph)"
+                return f"{name} ({piece}{bracketed(r['parent_compile_id'])}'s graph)"
             if len(r.get("parent_candidates") or []) > 1:  # which compile's code ran is not in the log
-                return f"{name} ({piece}{' or '.join(f'[{c}]' for c in r['parent_candidates'])}'s graph)"
+                return f"{name} ({piece}{' or '.join(bracketed(c) for c in r['parent_candidates'])}'s graph)"
             if r.get("call_filename"):
                 return f"{name} (called at {self.show(r['call_filename'], r.get('call_line'))})"
             return name

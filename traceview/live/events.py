@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from parsers.code_location import brief
-from parsers.compile_ids import compile_number, sort_key
+from parsers.compile_ids import bracketed, compile_number, sort_key
 from parsers.compile_ids import label as id_label
 from parsers.stops import stops_from_text
 from traceview.analyze.code_objects import describe
@@ -83,7 +83,7 @@ def _has_backward(row: dict[str, Any]) -> bool:
 
 
 def _cid(row: dict[str, Any]) -> str:
-    return id_label(row["compile_id"], row.get("occurrence"), row.get("attempts"))
+    return bracketed(row["compile_id"], row.get("occurrence"), row.get("attempts"))
 
 
 @dataclass
@@ -196,7 +196,7 @@ class Deriver:
                 # a frame's name is in its dynamo_start stack, except a resume function's
                 # (named by its metrics, when it ends)
                 what = f" {_code(r)}" if r.get("function") else " a frame (its name comes with its metrics)"
-                out.append(self._ev("compile_start", r, f"[{_cid(r)}] compiling{what}{called}", start_key,
+                out.append(self._ev("compile_start", r, f"{_cid(r)} compiling{what}{called}", start_key,
                                     function=r["function"], filename=r["filename"], line=r["line"]))
             if r["status"] == "no_metrics":
                 self.open_compiles.add(k)
@@ -207,7 +207,7 @@ class Deriver:
                 # a backward compiled lazily at the first backward call, after the forward's
                 # metrics were said: the compile's total is now the summary's (forward + backward)
                 fwd, bwd = r.get("compile_time_s") or 0.0, r["bwd_compile_time_s"]
-                text = (f"[{_cid(r)}] backward compiled in {seconds_text(bwd)}: {_code(r)}; "
+                text = (f"{_cid(r)} backward compiled in {seconds_text(bwd)}: {_code(r)}; "
                         f"{seconds_text(r.get('total_time_s'))} in all (forward {seconds_text(fwd)} + backward {seconds_text(bwd)})")
                 out.append(self._ev("backward_end", r, text, bwd_key, seconds=r.get("total_time_s"), forward_s=fwd,
                                     backward_s=bwd, function=r["function"], filename=r["filename"], line=r["line"]))
@@ -227,14 +227,14 @@ class Deriver:
                 self._new(("failure", r["rank"], r["compile_id"]))  # a text log beside says it again
                 cat = categorize(r.get("fail_type"), r.get("fail_reason"))
                 what = "fell back to eager" if outcome == "eager" else "failed"
-                text = f"[{_cid(r)}] {what}{took}: {cat}: {clean_line(headline(r.get('fail_reason'), 160))}"
+                text = f"{_cid(r)} {what}{took}: {cat}: {clean_line(headline(r.get('fail_reason'), 160))}"
                 data.update(category=cat, next_step=next_step(cat, r.get("fail_type"), r.get("fail_reason")))
             else:
                 # a restart's id is the summary's ([0/0_1]), said with the id its start and
                 # break were said with ([0/0]: torch logs attempt 0 under it)
-                restarted = f"compiled (restarted after the graph break of [{r['compile_id']}])" if _cid(r) != r["compile_id"] else "compiled (restarted after a graph break)"
+                restarted = f"compiled (restarted after the graph break of {bracketed(r['compile_id'], r.get('occurrence'))})" if id_label(r["compile_id"], r.get("occurrence"), r.get("attempts")) != r["compile_id"] else "compiled (restarted after a graph break)"
                 said = {"ok": "compiled", "restarted": restarted, "empty": "nothing to compile (empty graph)"}
-                text = f"[{_cid(r)}] {said.get(outcome, outcome)}{took}: {_code(r)}"
+                text = f"{_cid(r)} {said.get(outcome, outcome)}{took}: {_code(r)}"
             out.append(self._ev("compile_end", r, text, end_key, **data))
         return out
 
@@ -252,7 +252,7 @@ class Deriver:
                     if not self._new(key):
                         continue
                     row = {**s, "compile_id": cid}
-                    text = f"[{cid}] recompile of {_code(row)}: {clean_line(cause['text'])}"
+                    text = f"{bracketed(cid)} recompile of {_code(row)}: {clean_line(cause['text'])}"
                     out.append(Event("recompile", s["rank"], cid, text, cause.get("file"), cause.get("lineno"),
                                      {"_key": key, "cause": cause["text"], "cause_kind": cause["kind"],
                                       "expected": cause["expected"], "fix": cause["fix"], "certainty": cause["certainty"],
@@ -275,8 +275,8 @@ class Deriver:
             frame = f" in {r['frame_function']} ({_where(r['frame_filename'], r['frame_line'])})" if r.get("frame_function") else ""
             skipped = "; the whole frame runs eagerly" if r.get("frame_skipped") else ""
             reason = clean_line(r.get("reason") or headline(r.get("reason_line"), 160))
-            cid = id_label(r["compile_id"], r.get("occurrence")) if r.get("compile_id") else "?"
-            out.append(Event("graph_break", r["rank"], r["compile_id"], f"[{cid}] graph break at {at}{frame}: {reason}{skipped}",
+            cid = bracketed(r["compile_id"], r.get("occurrence")) if r.get("compile_id") else "[?]"
+            out.append(Event("graph_break", r["rank"], r["compile_id"], f"{cid} graph break at {at}{frame}: {reason}{skipped}",
                              r["file"], r["lineno"],
                              {"_key": key, "user_filename": r["filename"], "user_line": r["line"], "reason": r.get("reason"),
                               "gb_id": r.get("gb_id"), "frame_skipped": r.get("frame_skipped")}))
@@ -296,7 +296,7 @@ class Deriver:
             key = ("failure", r["rank"], r["compile_id"]) if r.get("compile_id") else ("failure", r["file"], r["lineno"])
             if not self._new(key):
                 continue
-            cid = f"[{r['compile_id']}] " if r.get("compile_id") else ""
+            cid = f"{bracketed(r['compile_id'], r.get('occurrence'), r.get('attempts'))} " if r.get("compile_id") else ""
             text = f"{cid}failure: {r['category']}: {clean_line(r.get('headline') or '')}"
             out.append(Event("failure", r["rank"], r.get("compile_id"), text, r["file"], r["lineno"],
                              {"_key": key, "category": r["category"], "next_step": r["next_step"], "function": r.get("function"),
@@ -356,7 +356,7 @@ def busy(trace: Trace) -> list[Event]:
         e = Event("busy", u["rank"], u["compile_id"], "", u["file"], u["lineno"],
                   {"part": u.get("part"), "phase": u.get("phase"), "innermost_span": u.get("innermost_span"), "running_s": round(seconds, 3),
                    "seconds": round(seconds, 3), "behind": u.get("behind"),
-                   "_cid": f"[{id_label(u['compile_id'], u.get('occurrence'))}]", "_where": f"{where}{inner}",
+                   "_cid": f"{bracketed(u['compile_id'], u.get('occurrence'))}", "_where": f"{where}{inner}",
                    "_what": f": {part}{_code(u)}{behind}", "_end": u.get("last_line_at")})
         e.text = busy_line(e, seconds)
         out.append(e)

@@ -14,8 +14,7 @@ import re
 import textwrap
 from typing import Any
 
-from parsers.compile_ids import is_frameless, sort_key
-from parsers.compile_ids import label as id_label
+from parsers.compile_ids import bracketed, is_frameless, sort_key
 from traceview.analyze.finding import SECTION_OF, Finding, findings_of
 from traceview.analyze.findings import (
     group_ranks,
@@ -259,7 +258,7 @@ def unbacked_line(u: dict[str, Any], show: Any, *, with_compile: bool = True) ->
     each >= 0; graph break at moe.py:31: Data-dependent branching (gb0170)`. `show`: the
     report's short path of (filename, line); `with_compile`: lead with the rank and compile id
     (not where the compile is shown already: the TUI's compile detail)."""
-    head = f"{rank_prefix(u.get('rank'))}[{id_label(u['compile_id'], u.get('occurrence'))}] " if with_compile else ""
+    head = f"{rank_prefix(u.get('rank'))}{bracketed(u['compile_id'], u.get('occurrence'))} " if with_compile else ""
     head += u["symbols_text"]
     op = u.get("op") or "a data-dependent op"
     what = "sizes" if len(u["symbols"]) > 1 else "size"
@@ -287,7 +286,7 @@ def ddp_split_line(d: dict[str, Any]) -> str:
     per = ", ".join("?" if b is None else _mib(b) for b in sizes)
     who = f" on {ranks_text(d['ranks']).strip()}" if ranks_text(d["ranks"]) else ""
     return (
-        f"DDPOptimizer split [{d['compile_id']}]{who} into {plural(d['submodules'], 'submodule')} at the gradient-bucket "
+        f"DDPOptimizer split {bracketed(d['compile_id'], d.get('occurrence'), d.get('attempts'))}{who} into {plural(d['submodules'], 'submodule')} at the gradient-bucket "
         f"boundaries (parameters per submodule, in graph order: {per}); each submodule is compiled on its own"
     )
 
@@ -300,7 +299,7 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
         at = f" at {paths.show(sp['user_file'], sp['user_line'])}" if sp.get("user_file") else ""
         code = f" ({sp['user_code']})" if sp.get("user_code") else ""
         lines.append(
-            f"[{sp['compile_id']}] {sp.get('source') or sp['symbol']} specialized to {sp['value']}{at}{code}: "
+            f"{bracketed(sp['compile_id'], sp.get('occurrence'), sp.get('attempts'))} {sp.get('source') or sp['symbol']} specialized to {sp['value']}{at}{code}: "
             f"a dynamic dimension forced to a constant ({sp['reason']}); "
             + ("the exported program accepts only this size" if is_frameless(sp["compile_id"]) else "another size will recompile")
         )
@@ -309,7 +308,7 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
             continue  # said above
         at = f", exported at {paths.show(d['user_file'], d['user_line'])}" if d.get("user_file") else ""
         lines.append(
-            f"[{d['compile_id']}] export: {d.get('source') or d['symbol']} is dynamic ({d['symbol']}, range {d.get('range') or '?'}, "
+            f"{bracketed(d['compile_id'], d.get('occurrence'), d.get('attempts'))} export: {d.get('source') or d['symbol']} is dynamic ({d['symbol']}, range {d.get('range') or '?'}, "
             f"traced with {d.get('example')}){at}: the compiled program accepts any size in that range"
         )
     for u in f.get("unbacked_symbols", []):
@@ -318,18 +317,18 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
         if p["action"] == "get":
             dyn = f": starts with {p['detail']}" if p.get("detail") and "?" in p["detail"] else ""
             lines.append(
-                f"[{p['compile_id']}] PGO profile read ({p.get('where') or 'local'} code state){dyn}: this run "
+                f"{bracketed(p['compile_id'], p.get('occurrence'), p.get('attempts'))} PGO profile read ({p.get('where') or 'local'} code state){dyn}: this run "
                 "starts with the dimensions an earlier run found dynamic, so it recompiles less"
             )
         else:
-            lines.append(f"[{p['compile_id']}] PGO profile written" + (f" ({p['detail']})" if p.get("detail") else ""))
+            lines.append(f"{bracketed(p['compile_id'], p.get('occurrence'), p.get('attempts'))} PGO profile written" + (f" ({p['detail']})" if p.get("detail") else ""))
     cag = f.get("compiled_autograd_graphs", [])
     if cag:
         ids = ", ".join(g["id"] + (f" (compiled as {', '.join(g['compiles'])})" if g["compiles"] else "") for g in cag)
         lines.append(f"{plural(len(cag), 'compiled-autograd graph')} (backward captured by compiled autograd): {ids}")
     for h in f.get("higher_order_ops", []):
         n = f" x{h['count']}" if h["count"] > 1 else ""
-        lines.append(f"[{h['compile_id']}] higher-order op {h['op']}{n} in the captured graph")
+        lines.append(f"{bracketed(h['compile_id'], h.get('occurrence'), h.get('attempts'))} higher-order op {h['op']}{n} in the captured graph")
     for d in f.get("ddp_splits", []):
         lines.append(ddp_split_line(d))
     for b in f.get("cache_bypasses", []):
@@ -374,7 +373,7 @@ def _bypass_line(b: dict[str, Any]) -> str:
     where = []
     ids = b.get("compiles") or []
     if ids:
-        where.append(", ".join(f"[{i}]" for i in ids[:6]) + (f" … {len(ids) - 6} more" if len(ids) > 6 else ""))
+        where.append(", ".join(bracketed(i) for i in ids[:6]) + (f" … {len(ids) - 6} more" if len(ids) > 6 else ""))
     if b.get("frameless"):
         where.append("compiles without a Dynamo frame")
     ranks = ranks_text(b.get("ranks") or []).strip()
@@ -400,12 +399,12 @@ def _render_frameless(t: _Text, groups: list[dict[str, Any]], paths: Paths) -> N
         text = f"{seconds_text(g['seconds'])} in {what}"
         if g.get("parent_compile_id"):
             fn = paths.code({"function": g["parent_function"], "filename": g["parent_filename"], "line": g["parent_line"], "rank": g["rank"]}) if g.get("parent_function") else ""
-            text += f" made by the backend of {rank_prefix(g['rank'])}[{g['parent_compile_id']}] {fn}".rstrip()
+            text += f" made by the backend of {rank_prefix(g['rank'])}{bracketed(g['parent_compile_id'])} {fn}".rstrip()
             if g["pieces"]:
                 text += " (" + ", ".join(f"{p} x{n}" for p, n in g["pieces"].items()) + ")"
         elif len(g.get("parent_candidates") or []) > 1:
             fn = paths.code({"function": g["parent_function"], "filename": g["parent_filename"], "line": g["parent_line"], "rank": g["rank"]}) if g.get("parent_function") else ""
-            ids = " or ".join(f"[{c}]" for c in g["parent_candidates"])
+            ids = " or ".join(bracketed(c) for c in g["parent_candidates"])
             text += f" made by the backend of {rank_prefix(g['rank'])}{ids} {fn} (which of them: not in the log)".replace("  ", " ")
         elif g.get("call_filename"):
             text += f" called at {rank_prefix(g['rank'])}{paths.show(g['call_filename'], g.get('call_line'))}"
@@ -442,7 +441,7 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
                 where = " ".join(x for x in (r.get("open_part") if r.get("open_part") != "forward" else None, r.get("phase")) if x)
                 left = f" ({r['status'].replace('_', ' ')}{', in ' + where if where else ''})"
             t.add(
-                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}[{id_label(r['compile_id'], r.get('occurrence'), r.get('attempts'))}] {paths.compile_name(r)}{left}",
+                f"{seconds_text(r['seconds']):>7}  {ranks_text(rks)}{bracketed(r['compile_id'], r.get('occurrence'), r.get('attempts'))} {paths.compile_name(r)}{left}",
                 "    ",
                 "              ",
             )
