@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from parsers.compile_ids import bracketed
 from traceview.tui.navigation import VIEW_TITLES, Location
 from traceview.tui.text import plain, safe
 
@@ -71,7 +72,7 @@ class TraceviewCommands(Provider):
             at = f" at {(g.get('user_file') or '?').rsplit('/', 1)[-1]}:{g.get('user_line')}" if g.get("user_line") else ""
             yield (
                 plain(f"Fact: data-dependent sizes (unbacked symbols) {g.get('symbols_text') or ''} from "
-                      f"{g.get('op') or '?'}{at} [{r}{g['compile_id']}]")[:160],
+                      f"{g.get('op') or '?'}{at} {r}{bracketed(g['compile_id'], g.get('occurrence'))}")[:160],
                 partial(main.go, Location("frames", rank=g.get("rank"), compile_id=g["compile_id"], occurrence=g.get("occurrence"))),
                 "frames view: the compile's detail lists them",
                 "",
@@ -80,7 +81,7 @@ class TraceviewCommands(Provider):
             if not sp.get("compile_id"):
                 continue
             yield (
-                plain(f"Fact: specialized to a constant: {sp.get('source') or '?'} [{sp['compile_id']}]")[:160],
+                plain(f"Fact: specialized to a constant: {sp.get('source') or '?'} {bracketed(sp['compile_id'], sp.get('occurrence'))}")[:160],
                 partial(main.go, Location("frames", rank=sp.get("rank"), compile_id=sp["compile_id"])),
                 "frames view",
                 "",
@@ -105,7 +106,7 @@ class TraceviewCommands(Provider):
                 r = f" rank {rank}" if rank is not None else ""
                 p = f" {PART_WORDS[part]}" if part in PART_WORDS else ""
                 yield (
-                    plain(f"{CODE_WORDS.get(what, what)} {name or '?'} [{cid}]{r}{p}"),
+                    plain(f"{CODE_WORDS.get(what, what)} {name or '?'} {bracketed(cid)}{r}{p}"),
                     partial(main.go, Location("code", key=key)),
                     "graphs & kernels view",
                     plain(name or ""),

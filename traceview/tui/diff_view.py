@@ -31,7 +31,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from parsers.compile_ids import sort_key
+from parsers.compile_ids import bracketed, sort_key
 from traceview.analyze.diff import code_object, file_tail
 from traceview.errors import UserError, debugging
 from traceview.ingest.loading import LoadOptions, discover_inputs, exports_of, load_trace
@@ -187,7 +187,7 @@ def _unfinished_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterable
     """A compile one run left unfinished: Enter opens that run at it in its frames view."""
     for r in diff["unfinished"]:
         side = r["unfinished_in"]
-        detail = [("compile", f"[{r['compile_id_a'] or '-'}] in A, [{r['compile_id_b'] or '-'}] in B")]
+        detail = [("compile", f"{bracketed(r['compile_id_a'] or '-')} in A, {bracketed(r['compile_id_b'] or '-')} in B")]
         if r.get("innermost_span"):
             detail.append(("innermost open span", r["innermost_span"]))
         yield DiffRow("unfinished", r["change"], change_text("unfinished", r), tuple(detail), side,
@@ -263,7 +263,7 @@ def _per_compile_rows(diff: dict[str, Any], pa: _Places, pb: _Places) -> Iterabl
                                               kernel=item if section == "kernels" else None)
                         loc = Location("code", key=key) if key else _compiles_loc(r["rank"], cid, "code")
                     change = "added" if sign == "+" else "removed"
-                    detail = (("compile", f"[{r['compile_id_a']}] in A, [{r['compile_id_b']}] in B"),)
+                    detail = (("compile", f"{bracketed(r['compile_id_a'])} in A, {bracketed(r['compile_id_b'])} in B"),)
                     yield DiffRow(section, change, f"{sign} {item}{count}  {co}", detail, side, loc, find)
 
 
@@ -337,7 +337,7 @@ def row_detail(row: DiffRow, names: tuple[str, str]) -> Text:
     t.append("\n\n")
     if row.side and row.target:
         run = f"run {row.side.upper()} ({names[0] if row.side == 'a' else names[1]})"
-        where = f"[{row.target.compile_id}] " if row.target.compile_id else ""
+        where = f"{bracketed(row.target.compile_id, row.target.occurrence)} " if row.target.compile_id else ""
         t.append_text(safe(f"enter: open {run}, {where}{VIEW_NAMES[row.target.view]}", "italic"))
     else:
         t.append_text(safe("nothing to open in either run for this change", "italic"))
