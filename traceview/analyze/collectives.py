@@ -237,6 +237,7 @@ def _waits(ids: list[str], ranks: list[int], info: dict, with_collectives: set[s
         out.append({
             "compile_id": cid, "compiling_ranks": compiling, "waiting_ranks": waiting, "seconds": round(secs, 2),
             "function": row.get("function"), "filename": row.get("filename"), "line": row.get("line"),
+            "cache_miss": bool(why),
             "message": (
                 f"{_ranks(waiting)} {verb} ~{secs:.1f} s at the first collective while {_ranks(compiling)} compiled "
                 f"{bracketed(cid)} {fn} ({loc}){why}"

@@ -302,7 +302,7 @@ def _schedule_words(items: list[dict[str, Any]]) -> str:
     return ", ".join(f"{c['op']} {c['dtype'] or '?'}{c['shape'] if c['shape'] is not None else '[?]'}" for c in items)
 
 
-def _collectives(report: dict[str, Any]) -> list[Finding]:
+def _collectives(report: dict[str, Any], paths: Paths) -> list[Finding]:
     coll = report.get("collectives") or {}
     graphs = {(g["compile_id"], g["graph_index"]): g for g in coll.get("graphs") or []}
     out = []
@@ -329,19 +329,29 @@ def _collectives(report: dict[str, Any]) -> list[Finding]:
     storms = report.get("recompiles") or []
     for w in coll.get("waits") or []:
         waiting = list(w.get("waiting_ranks") or [])
-        # the lone recompile behind the wait is one root cause with it: its cause and fix said here
-        lines: list[tuple[str, str]] = []
-        nxt = None
+        # the lone recompile behind the wait is one root cause with it: its cause and fix said here,
+        # each cause once with the ranks it holds on, the code object by its one name
+        causes: dict[tuple[str, str], list[Any]] = {}
+        nxt, name = None, None
         for s in storms:
-            if s.get("stall") and s["rank"] in (w.get("compiling_ranks") or []) and w["compile_id"] in (s.get("compile_ids") or []):
+            if s["rank"] in (w.get("compiling_ranks") or []) and w["compile_id"] in (s.get("compile_ids") or []):
+                name = name or paths.code(s)
+                if not s.get("stall"):
+                    continue
                 for c in s.get("causes") or []:
                     if w["compile_id"] in (c.get("compile_ids") or []):
-                        lines.append(("cause:", f"{s['function'] or '?'} recompiled on rank {s['rank']}: {c['text']}"))
+                        causes.setdefault((s["function"] or "?", c["text"]), []).append(s["rank"])
                 nxt = nxt or s["stall"]["next_step"]
+        lines: list[tuple[str, str]] = [
+            ("cause:", f"recompiled on {ranks_text(rs).strip()}: {text}") for (_fn, text), rs in causes.items()]
         if nxt:
             lines.append(("next:", nxt))
+        name = name or f"{w.get('function') or '?'} ({paths.show(w.get('filename'), w.get('line'))})"
+        miss = " (an FX graph cache miss the others did not have)" if w.get("cache_miss") else ""
+        claim = (f"{ranks_text(waiting).strip()} waited ~{seconds_text(w['seconds'])} at the first collective while "
+                 f"{ranks_text(w.get('compiling_ranks') or []).strip()} compiled {bracketed(w['compile_id'])} {name}{miss}")
         out.append(Finding(
-            "collectives", "act", w["message"] + " (estimated from the compile times)", lines, next_step=nxt, certainty="likely",
+            "collectives", "act", claim + " (estimated from the compile times)", lines, next_step=nxt, certainty="likely",
             cost=Cost(seconds=float(w.get("seconds") or 0.0) * max(len(waiting), 1), ranks_stalled=len(waiting)),
             ranks=list(w.get("compiling_ranks") or []), facet="wait",
             key=f"collectives:wait:{w['message']}",
@@ -458,7 +468,7 @@ def _storm_lines(s: dict[str, Any], paths: Paths, optim: dict[tuple, dict[str, A
     if s.get("stall"):
         st = s["stall"]
         lines.append(("cost:", f"{ranks_text(st['waiting_ranks']).strip()} stalled ~{seconds_text(st['seconds'])} "
-                               "meanwhile: on some ranks only, not free (RANK STALLS)"))
+                               f"meanwhile: on some ranks only, not free ({st.get('section') or 'RANK STALLS'})"))
     code = s.get("code") or {}
     if code.get("per_instance") is not None and code.get("module_class"):
         cls = code["module_class"].rsplit(".", 1)[-1]
@@ -718,13 +728,25 @@ def _divergence(report: dict[str, Any]) -> list[Finding]:
     alone = _stall_ids(report)
     for r, ids in _collective_ids(report).items():
         alone.setdefault(r, set()).update(ids)
+    waited: dict[Any, set[str]] = {}  # rank -> the lone compiles of others it waited for
     for w in (report.get("collectives") or {}).get("waits") or []:  # said by the wait, with its cause
         if w.get("waiting_ranks"):
             for r in w.get("compiling_ranks") or []:
                 alone.setdefault(r, set()).add(w["compile_id"])
-    # a rank that differs only by compiles it made alone while the others waited: the stall says it
-    div = [d for d in div if not (set(d.get("extra_compile_ids") or []) | set(d.get("different") or []))
-           or not (set(d.get("extra_compile_ids") or []) | set(d.get("different") or [])) <= alone.get(d["rank"], set())]
+            for r in w["waiting_ranks"]:
+                waited.setdefault(r, set()).add(w["compile_id"])
+    for st in report.get("rank_stalls") or []:
+        for r in st["waiting_ranks"]:
+            waited.setdefault(r, set()).update(x["compile_id"] for x in st.get("compiles") or [])
+
+    def said_elsewhere(d: dict[str, Any]) -> bool:
+        """A rank that differs only by compiles it made alone while the others waited, or by the
+        others' lone compiles it waited for: the stall or the wait says it."""
+        mine = set(d.get("extra_compile_ids") or []) | set(d.get("different") or [])
+        lacks = set(d.get("missing_compile_ids") or [])
+        return bool(mine | lacks) and mine <= alone.get(d["rank"], set()) and lacks <= waited.get(d["rank"], set())
+
+    div = [d for d in div if not said_elsewhere(d)]
     out = []
     for d, ranks in group_ranks(div, divergence_key):  # 1,000 ranks that differ alike: one finding
         more: list[tuple[str, str]] = []
@@ -873,7 +895,7 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
             recompiles = None
     found = (
         _compiled_nothing(report) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths)
-        + _collectives(report) + _crashes(report, paths) + _divergence(report)
+        + _collectives(report, paths) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
         + _graph_breaks(report, paths) + _max_autotune(report) + _slow(report, paths)
     )

@@ -254,7 +254,8 @@ def mark_lone_recompiles(
         # the collective runs on a tensor of the same shape on every rank (else the collectives
         # would not match: analyze.collectives' mismatch), so the shapes' fix holds
         nxt = hit["next_step"] or _next_step({c.get("kind") for c in st.get("causes") or []},
-                                             {"function": st.get("function")}, hit["compiling_ranks"])
+                                             {"function": (st.get("code") or {}).get("label") or st.get("function")},
+                                             hit["compiling_ranks"])
         st["stall"] = {
             "message": hit["message"], "seconds": hit["seconds"], "waiting_ranks": hit["waiting_ranks"],
             "ranks_stalled": hit["ranks_stalled"], "cost_s": hit["cost_s"], "section": hit["section"], "next_step": nxt,
