@@ -306,10 +306,64 @@ def _svg(html: str, svg_id: str) -> str:
     return html[start : html.index("</svg>", start)]
 
 
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+
+
+def _advances(ttf: Path) -> tuple[dict[int, int], int]:
+    """(code point -> advance width in font units, units per em) of a TrueType font, read from its
+    own `cmap` (format 4), `hmtx`, `hhea` and `head` tables: an oracle independent of page.text_px."""
+    import struct
+
+    data = ttf.read_bytes()
+    n = struct.unpack(">H", data[4:6])[0]
+    tables = {data[12 + 16 * i : 16 + 16 * i].decode("latin-1"): struct.unpack(">II", data[20 + 16 * i : 28 + 16 * i])
+              for i in range(n)}
+    head, _ = tables["head"]
+    units = struct.unpack(">H", data[head + 18 : head + 20])[0]
+    hhea, _ = tables["hhea"]
+    n_metrics = struct.unpack(">H", data[hhea + 34 : hhea + 36])[0]
+    hmtx, _ = tables["hmtx"]
+    adv = [struct.unpack(">H", data[hmtx + 4 * i : hmtx + 4 * i + 2])[0] for i in range(n_metrics)]
+    cmap, _ = tables["cmap"]
+    sub = None
+    for i in range(struct.unpack(">H", data[cmap + 2 : cmap + 4])[0]):
+        pid, eid, off = struct.unpack(">HHI", data[cmap + 4 + 8 * i : cmap + 12 + 8 * i])
+        if (pid, eid) in ((3, 1), (0, 3)) and struct.unpack(">H", data[cmap + off : cmap + off + 2])[0] == 4:
+            sub = cmap + off
+            break
+    assert sub is not None
+    segs = struct.unpack(">H", data[sub + 6 : sub + 8])[0] // 2
+    arr = [struct.unpack(f">{segs}H", data[sub + 14 + k * 2 * segs + (2 if k else 0) : sub + 14 + (k + 1) * 2 * segs + (2 if k else 0)])
+           for k in range(4)]
+    ends, starts, deltas, ranges = arr
+    ro_base = sub + 16 + 6 * segs
+    out: dict[int, int] = {}
+    for s_i in range(segs):
+        for c in range(starts[s_i], min(ends[s_i], 0x2FFF) + 1):
+            if ranges[s_i] == 0:
+                g = (c + deltas[s_i]) & 0xFFFF
+            else:
+                at = ro_base + 2 * s_i + ranges[s_i] + 2 * (c - starts[s_i])
+                g = struct.unpack(">H", data[at : at + 2])[0]
+                g = (g + deltas[s_i]) & 0xFFFF if g else 0
+            out[c] = adv[min(g, n_metrics - 1)]
+    return out, units
+
+
+def _font_px(text: str, font: tuple[dict[int, int], int], size: float = 11.0) -> float:
+    widths, units = font
+    return sum(widths.get(ord(ch), units) for ch in text) * size / units
+
+
+@pytest.mark.skipif(not DEJAVU.is_file(), reason="needs DejaVu Sans (Debian's fonts-dejavu-core)")
 def test_picture_labels_fit_their_columns() -> None:
     """Each label of the timeline, compile time by function and the grid fits the column it
-    is drawn in (it was cut: "process without a r…"); one longer than LABEL_MAX_PX is cut in
-    its middle, all of it in the tooltip."""
+    is drawn in (it was cut: "process without a r…"), in DejaVu Sans at 11 px, the widest of the
+    usual sans-serif fonts, measured from the font file; one longer than LABEL_MAX_PX is cut in
+    its middle, all of it in the tooltip. (test_browser_labels_are_not_cut checks Chromium's own
+    layout.)"""
+    font = _advances(DEJAVU)
+    assert _font_px("m", font) > _font_px("i", font) > 0  # the table reads as a proportional font
     for trace in (traceview.load(MULTIRANK), traceview.load(AOTI)):
         html = page.render_page(trace)
         for svg_id, cls in (("timeline", "lane"), ("functions", "flabel"), ("grid", "glabel")):
@@ -320,11 +374,12 @@ def test_picture_labels_fit_their_columns() -> None:
             labels = [unescape(re.sub(r"<title>.*?</title>", "", x)) for x in re.findall(rf'<text class="{cls}"[^>]*>(.*?)</text>', svg)]
             assert labels, svg_id
             for label in labels:
-                assert page.text_px(label) + 6 <= col, (svg_id, label, col)
+                # measured with the font's own advance widths, not the function that sized the column
+                assert _font_px(label, font) + 2 <= col, (svg_id, label, col)
     assert "process without a rank</text>" in _svg(page.render_page(traceview.load(AOTI)), "timeline")
     long = "torch_dynamo_resume_in_forward_at_123 " * 6
     cut = page.fit_label(long)
-    assert cut != long and "…" in cut and page.text_px(cut) <= page.LABEL_MAX_PX
+    assert cut != long and "…" in cut and _font_px(cut, font) <= page.LABEL_MAX_PX
     assert cut.startswith("torch_dynamo_resume_in_forward") and cut.endswith(long.rstrip()[-8:] + " ")
 
 
