@@ -19,6 +19,7 @@ import polars as pl
 
 from parsers.compile_ids import bracketed
 from parsers.compile_ids import label as id_label
+from traceview.analyze.accounts.ranks import hung
 from traceview.analyze.compile_time import compile_phases
 from traceview.analyze.finding import (
     KIND_TITLES,
@@ -231,7 +232,7 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
         lines.append(("next:", st["next_step"]))
         ranks = [r.get("rank") for r in st.get("ranks") or []]
         out.append(Finding(
-            "stop", "act", st["message"].split("; at the stop ", 1)[0], lines, next_step=st["next_step"],
+            "stop", "act", st.get("head") or st["message"], lines, next_step=st["next_step"],
             certainty=st.get("certainty") or "certain", cost=Cost(seconds=max(seconds, waited), ranks_stalled=stalled),
             ranks=ranks, compiles=compiles,
             evidence=[Evidence(st.get("file"), st.get("lineno"))] if st.get("file") else [],
@@ -982,3 +983,130 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
         what = "compile times or status" if (report.get("cache") or {}).get("from_text_log") else "compile times, cache or status"
         out.append(f"text log only: no {what} (add the TORCH_TRACE directory)")
     return out
+
+
+# ------------------------------------------------------------------ a stop's words
+QUIET_MEANS = ("a rank's last record is the last thing torch logged: it may have been running (not hung) "
+               "outside compilation until the stop")
+
+def _ranks_words(ranks: list[Any]) -> str:
+    rs = [r for r in ranks if r is not None]
+    if not rs:
+        return "another rank"
+    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(str(r) for r in rs)
+
+
+def _rank_words(s: dict[str, Any]) -> str:
+    return f"rank {s['rank']}" if s["rank"] is not None else "the process"
+
+
+def _compile_words(s: dict[str, Any]) -> str:
+    part = f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else ""
+    phase = f" in {s['phase']}" if s.get("phase") else ""
+    run = f" for {s['running_s']:.1f}s" if s.get("running_s") is not None else ""
+    return f"inside {bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))}{part}{phase}{run}"
+
+
+def stop_verdict(
+    kind: str, sig: str, target: str, by: str, states: list[dict[str, Any]], at: Any
+) -> tuple[str, str, str, str, str | None]:
+    """A stop's words (analyze.stops has the facts): (head: what stopped what, and the hang
+    behind it; doing: what each rank was doing at the stop; next step; certainty; why it is
+    only likely, or None)."""
+    compiling = [s for s in states if s.get("state") == "compiling"]
+    idle = [s for s in states if s.get("state") in ("idle", "running")]
+    when = f" at {at.strftime('%H:%M:%S.%f')[:-3]}" if at is not None else ""
+    if kind == "rank_killed":
+        head = f"{target} was killed by {sig}{when}" + (f" ({by})" if sig == "SIGKILL" else f": {by}")
+        stopped = [s for s in states if (s.get("ended_by") or "").endswith("from torchrun")]
+        if stopped:
+            head += "; torchrun then stopped " + ", ".join(_rank_words(s) for s in stopped) + f" ({stopped[0]['ended_by'].split()[0]})"
+    elif kind == "interrupt":
+        head = f"{target} was interrupted{when}: {by}"
+    else:
+        head = f"{target} received {sig}{when} ({by})"
+    parts = []
+    for s in states:
+        if s.get("state") == "compiling":
+            parts.append(f"{_rank_words(s)} was {_compile_words(s)}")
+        elif s.get("state") == "waiting":
+            parts.append(f"{_rank_words(s)} was waiting for {_ranks_words(s['behind'])} ({s['idle_s']:.1f}s since its last record)")
+        elif s.get("state") in ("idle", "running"):
+            parts.append(f"{_rank_words(s)} was idle for {s['idle_s']:.1f}s since its last record")
+    doing = ("; at the stop " + ", ".join(parts)) if parts else ""
+    if compiling:
+        s = max(compiling, key=lambda x: x.get("running_s") or 0)
+        who = _rank_words(s)
+        pid = f"<{who}'s pid>" if s.get("pid") is None else str(s["pid"])
+        stuck = [(c, hung(c)) for c in compiling if hung(c) is not None]
+        waiting = [w for w in states if w.get("state") == "waiting"]
+        if stuck and not (kind == "rank_killed" and sig == "SIGKILL"):
+            c, took = max(stuck, key=lambda x: x[0].get("running_s") or 0)
+            who = _rank_words(c)
+            pid = f"<{who}'s pid>" if c.get("pid") is None else str(c["pid"])
+            fast = ", ".join(f"rank {o['rank']} in {o['seconds']:.1f}s" for o in c.get("others_s") or [])
+            part = f" {c['part']}" if c.get("part") in ("backward", "compiled autograd") else ""
+            lost = sum(w.get("idle_s") or 0.0 for w in waiting)
+            head += (f"; {who} hung inside {bracketed(c['compile_id'], c.get('occurrence'), c.get('attempts'))}{part}"
+                     + (f" ({c['phase']})" if c.get("phase") else "")
+                     + f" for {c.get('running_s') or 0:.1f}s, a compile done elsewhere in {took:.1f}s ({fast})")
+            if waiting:
+                head += (f"; {_ranks_words([w['rank'] for w in waiting])} waited ~{max(w.get('idle_s') or 0 for w in waiting):.1f}s "
+                         f"for it ({lost:.1f}s lost in all)")
+            step = (
+                f"A hang, not a slow compile: the same compile took {took:.1f}s on the other ranks. While it hangs, "
+                f"`py-spy dump --pid {pid}` (with --native for C++ frames) names where {who} is stuck inside "
+                f"{bracketed(c['compile_id'], c.get('occurrence'), c.get('attempts'))}{part}; TORCH_COMPILE_DEBUG=1 on a rerun keeps the compile's inputs and "
+                "backend='aot_eager' tells whether Inductor is the part that hangs. The ranks that finished it wait "
+                "for it at their next collective: nothing to change on them, and a longer time limit would not help."
+            )
+            return head, doing, step, "likely", (f"that {who} hung is read from the same compile's time on the other ranks, "
+                                                   "and that a rank waited from its silence after its last record (a waiting rank writes nothing)")
+        if kind == "rank_killed" and sig == "SIGKILL":
+            step = (
+                f"A SIGKILLed process writes no traceback: there is none to read. Look for who killed it: the kernel's OOM "
+                "killer (`dmesg -T | grep -i -E 'killed process|out of memory'` on that host, `journalctl -k`), or the "
+                "scheduler (`sacct -j <job> -o State,ExitCode,MaxRSS`). Compiling takes host memory: "
+                "TORCHINDUCTOR_COMPILE_THREADS=1 runs Inductor's compile workers in the process, fewer at once; "
+                f"{bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))} was in {s.get('phase') or 'a compile'} when it died."
+            )
+        else:
+            step = (
+                f"The job was stopped while {who} compiled ({bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))}"
+                + (f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else "")
+                + f", {s.get('phase') or 'a compile'}, {s.get('running_s') or 0:.1f}s). If the time limit is "
+                "shorter than the compile, raise it or warm the caches (TORCHINDUCTOR_CACHE_DIR on shared storage, "
+                "torch.compiler.save_cache_artifacts / load_cache_artifacts). If it hangs there, "
+                f"`py-spy dump --pid {pid}` while it compiles names the Inductor frame; TORCH_COMPILE_DEBUG=1 "
+                "on a rerun keeps the compile's inputs; backend='aot_eager' tells whether Inductor is the part that hangs."
+            )
+        return head, doing, step, "certain", None
+    if kind == "interrupt" and idle:
+        where = idle[0].get("interrupted_in")
+        head += f"; in {where}" if where else ""
+        step = (
+            "Interrupted outside torch.compile (the traceback's innermost frame is where): if it seemed hung there, "
+            "`py-spy dump --pid <pid>` while it hangs shows every thread."
+        )
+        return head, doing, step, "certain", None
+    if idle and len(idle) == len(states):
+        done = [s["compiles_done_s"] for s in idle if s.get("compiles_done_s") is not None]
+        fin = f"every compile had finished {min(done):.1f}s before the stop" if done else "no compile was open"
+        pids = ", ".join(f"{_rank_words(s)}: {s['pid']}" for s in idle if s.get("pid") is not None)
+        head += f"; {fin}: the job hung (or ran) outside compilation"
+        step = (
+            "torch.compile is not what the job was doing when it was stopped: a collective one rank never reached, "
+            "the input pipeline, or the program's own code. While it hangs, `py-spy dump --pid <pid>` of each rank "
+            f"({pids}) shows where each waits (--native for a collective's C++ frames); "
+            "TORCH_DISTRIBUTED_DEBUG=DETAIL checks that the ranks call the same collectives; NCCL: "
+            "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 (the flight recorder) dumps each rank's "
+            "last collectives; gloo: init_process_group(timeout=...) shorter than the job's limit makes a hung "
+            "collective raise with its name."
+        )
+        return head, doing, step, "likely", QUIET_MEANS
+    step = (
+        "The job was stopped from outside; the capture does not say what the processes were doing (no trace "
+        "records of theirs). Rerun with TORCH_TRACE set for every rank."
+    )
+    return head, doing, step, "likely", QUIET_MEANS
+

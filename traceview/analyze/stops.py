@@ -34,9 +34,9 @@ from typing import Any
 
 import polars as pl
 
-from parsers.compile_ids import bracketed
 from parsers.stops import OUTSIDE_SIGNALS, stops_from_text
 from traceview.analyze.accounts.ranks import rank_account
+from traceview.analyze.judge import stop_verdict
 from traceview.analyze.unfinished import capture_end, unfinished_compiles
 from traceview.trace import Trace
 
@@ -144,23 +144,13 @@ def _one(
     states = _states(ranks, unfinished, closing, failed + exits, at, killed)
     if kind == "interrupt":
         _interrupted_where(trace, interrupts[0], states)
-    message, step, certainty = _verdict(kind, sig, target, by, states, at)
-    evidence = f"{name}:{key['lineno']}: {key['text']}"
-    stuck = [x for x in states if x.get("state") == "compiling" and hung(x) is not None]
-    if certainty != "certain" and stuck:
-        evidence += (
-            f"; that {_rank_words(stuck[0])} hung is read from the same compile's time on the other ranks, and that "
-            "a rank waited from its silence after its last record (a waiting rank writes nothing)"
-        )
-    elif certainty != "certain":
-        evidence += (
-            "; a rank's last record is the last thing torch logged: it may have been running (not hung) "
-            "outside compilation until the stop"
-        )
+    # the words are the judge's (analyze.judge.stop_verdict): kept here for `--json`'s stops
+    head, doing, step, certainty, why = stop_verdict(kind, sig, target, by, states, at)
+    evidence = f"{name}:{key['lineno']}: {key['text']}" + (f"; {why}" if why else "")
     return {
         "kind": kind, "signal": sig, "target": target, "by": by,
         "at": at.isoformat() if at is not None else None, "at_from": at_from,
-        "ranks": states, "message": message, "next_step": step, "certainty": certainty,
+        "ranks": states, "head": head, "message": head + doing, "next_step": step, "certainty": certainty,
         "evidence": evidence, "file": file, "lineno": key["lineno"],
     }
 
@@ -218,18 +208,6 @@ def _states(
     return out
 
 
-def hung(s: dict[str, Any]) -> float | None:
-    """For a rank state "compiling": the longest time another rank took for the same compile
-    (and part) when this rank has been inside it far longer (5x, and 10 s more): a hang, not a
-    slow compile; else None."""
-    others = [o["seconds"] for o in s.get("others_s") or [] if o.get("seconds") is not None]
-    running = s.get("running_s")
-    if not others or running is None:
-        return None
-    slowest = max(others)
-    return slowest if running >= 5 * slowest and running - slowest >= 10 else None
-
-
 def _interrupted_where(trace: Trace, it: dict[str, Any], states: list[dict[str, Any]]) -> None:
     """A KeyboardInterrupt's traceback says where the process was: `interrupted_in`, its
     innermost frame. Inside a compile when it passes through torch.compile's frames: the
@@ -240,123 +218,3 @@ def _interrupted_where(trace: Trace, it: dict[str, Any], states: list[dict[str, 
     if not mine or not frames:
         return
     mine[0]["interrupted_in"] = frames[-1]
-
-
-def _ranks_words(ranks: list[Any]) -> str:
-    rs = [r for r in ranks if r is not None]
-    if not rs:
-        return "another rank"
-    return ("rank " if len(rs) == 1 else "ranks ") + ", ".join(str(r) for r in rs)
-
-
-def _rank_words(s: dict[str, Any]) -> str:
-    return f"rank {s['rank']}" if s["rank"] is not None else "the process"
-
-
-def _compile_words(s: dict[str, Any]) -> str:
-    part = f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else ""
-    phase = f" in {s['phase']}" if s.get("phase") else ""
-    run = f" for {s['running_s']:.1f}s" if s.get("running_s") is not None else ""
-    return f"inside {bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))}{part}{phase}{run}"
-
-
-def _verdict(
-    kind: str, sig: str, target: str, by: str, states: list[dict[str, Any]], at: Any
-) -> tuple[str, str, str]:
-    """(message, next step, certainty)."""
-    compiling = [s for s in states if s.get("state") == "compiling"]
-    idle = [s for s in states if s.get("state") in ("idle", "running")]
-    when = f" at {at.strftime('%H:%M:%S.%f')[:-3]}" if at is not None else ""
-    if kind == "rank_killed":
-        head = f"{target} was killed by {sig}{when}" + (f" ({by})" if sig == "SIGKILL" else f": {by}")
-        stopped = [s for s in states if (s.get("ended_by") or "").endswith("from torchrun")]
-        if stopped:
-            head += "; torchrun then stopped " + ", ".join(_rank_words(s) for s in stopped) + f" ({stopped[0]['ended_by'].split()[0]})"
-    elif kind == "interrupt":
-        head = f"{target} was interrupted{when}: {by}"
-    else:
-        head = f"{target} received {sig}{when} ({by})"
-    parts = []
-    for s in states:
-        if s.get("state") == "compiling":
-            parts.append(f"{_rank_words(s)} was {_compile_words(s)}")
-        elif s.get("state") == "waiting":
-            parts.append(f"{_rank_words(s)} was waiting for {_ranks_words(s['behind'])} ({s['idle_s']:.1f}s since its last record)")
-        elif s.get("state") in ("idle", "running"):
-            parts.append(f"{_rank_words(s)} was idle for {s['idle_s']:.1f}s since its last record")
-    doing = ("; at the stop " + ", ".join(parts)) if parts else ""
-    if compiling:
-        s = max(compiling, key=lambda x: x.get("running_s") or 0)
-        who = _rank_words(s)
-        pid = f"<{who}'s pid>" if s.get("pid") is None else str(s["pid"])
-        stuck = [(c, hung(c)) for c in compiling if hung(c) is not None]
-        waiting = [w for w in states if w.get("state") == "waiting"]
-        if stuck and not (kind == "rank_killed" and sig == "SIGKILL"):
-            c, took = max(stuck, key=lambda x: x[0].get("running_s") or 0)
-            who = _rank_words(c)
-            pid = f"<{who}'s pid>" if c.get("pid") is None else str(c["pid"])
-            fast = ", ".join(f"rank {o['rank']} in {o['seconds']:.1f}s" for o in c.get("others_s") or [])
-            part = f" {c['part']}" if c.get("part") in ("backward", "compiled autograd") else ""
-            lost = sum(w.get("idle_s") or 0.0 for w in waiting)
-            head += (f"; {who} hung inside {bracketed(c['compile_id'], c.get('occurrence'), c.get('attempts'))}{part}"
-                     + (f" ({c['phase']})" if c.get("phase") else "")
-                     + f" for {c.get('running_s') or 0:.1f}s, a compile done elsewhere in {took:.1f}s ({fast})")
-            if waiting:
-                head += (f"; {_ranks_words([w['rank'] for w in waiting])} waited ~{max(w.get('idle_s') or 0 for w in waiting):.1f}s "
-                         f"for it ({lost:.1f}s lost in all)")
-            step = (
-                f"A hang, not a slow compile: the same compile took {took:.1f}s on the other ranks. While it hangs, "
-                f"`py-spy dump --pid {pid}` (with --native for C++ frames) names where {who} is stuck inside "
-                f"{bracketed(c['compile_id'], c.get('occurrence'), c.get('attempts'))}{part}; TORCH_COMPILE_DEBUG=1 on a rerun keeps the compile's inputs and "
-                "backend='aot_eager' tells whether Inductor is the part that hangs. The ranks that finished it wait "
-                "for it at their next collective: nothing to change on them, and a longer time limit would not help."
-            )
-            return head + doing, step, "likely"
-        if kind == "rank_killed" and sig == "SIGKILL":
-            step = (
-                f"A SIGKILLed process writes no traceback: there is none to read. Look for who killed it: the kernel's OOM "
-                "killer (`dmesg -T | grep -i -E 'killed process|out of memory'` on that host, `journalctl -k`), or the "
-                "scheduler (`sacct -j <job> -o State,ExitCode,MaxRSS`). Compiling takes host memory: "
-                "TORCHINDUCTOR_COMPILE_THREADS=1 runs Inductor's compile workers in the process, fewer at once; "
-                f"{bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))} was in {s.get('phase') or 'a compile'} when it died."
-            )
-        else:
-            step = (
-                f"The job was stopped while {who} compiled ({bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))}"
-                + (f" {s['part']}" if s.get("part") in ("backward", "compiled autograd") else "")
-                + f", {s.get('phase') or 'a compile'}, {s.get('running_s') or 0:.1f}s). If the time limit is "
-                "shorter than the compile, raise it or warm the caches (TORCHINDUCTOR_CACHE_DIR on shared storage, "
-                "torch.compiler.save_cache_artifacts / load_cache_artifacts). If it hangs there, "
-                f"`py-spy dump --pid {pid}` while it compiles names the Inductor frame; TORCH_COMPILE_DEBUG=1 "
-                "on a rerun keeps the compile's inputs; backend='aot_eager' tells whether Inductor is the part that hangs."
-            )
-        return head + doing, step, "certain"
-    if kind == "interrupt" and idle:
-        where = idle[0].get("interrupted_in")
-        head += f"; in {where}" if where else ""
-        step = (
-            "Interrupted outside torch.compile (the traceback's innermost frame is where): if it seemed hung there, "
-            "`py-spy dump --pid <pid>` while it hangs shows every thread."
-        )
-        return head + doing, step, "certain"
-    if idle and len(idle) == len(states):
-        done = [s["compiles_done_s"] for s in idle if s.get("compiles_done_s") is not None]
-        fin = f"every compile had finished {min(done):.1f}s before the stop" if done else "no compile was open"
-        pids = ", ".join(f"{_rank_words(s)}: {s['pid']}" for s in idle if s.get("pid") is not None)
-        head += f"; {fin}: the job hung (or ran) outside compilation"
-        step = (
-            "torch.compile is not what the job was doing when it was stopped: a collective one rank never reached, "
-            "the input pipeline, or the program's own code. While it hangs, `py-spy dump --pid <pid>` of each rank "
-            f"({pids}) shows where each waits (--native for a collective's C++ frames); "
-            "TORCH_DISTRIBUTED_DEBUG=DETAIL checks that the ranks call the same collectives; NCCL: "
-            "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 (the flight recorder) dumps each rank's "
-            "last collectives; gloo: init_process_group(timeout=...) shorter than the job's limit makes a hung "
-            "collective raise with its name."
-        )
-        return head + doing, step, "likely"
-    step = (
-        "The job was stopped from outside; the capture does not say what the processes were doing (no trace "
-        "records of theirs). Rerun with TORCH_TRACE set for every rank."
-    )
-    return head + doing, step, "likely"
-

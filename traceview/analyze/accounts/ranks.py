@@ -147,3 +147,15 @@ def _running(trace: Trace) -> dict[str, dict[str, Any]]:
     for r in opened.sort("lineno").iter_rows(named=True):
         out[r["file"]] = {"compile_id": r["compile_id"], "span": r["name"], "started": r["start"]}
     return out
+
+
+def hung(s: dict[str, Any]) -> float | None:
+    """For a rank state "compiling": the longest time another rank took for the same compile
+    (and part) when this rank has been inside it far longer (5x, and 10 s more): a hang, not a
+    slow compile; else None."""
+    others = [o["seconds"] for o in s.get("others_s") or [] if o.get("seconds") is not None]
+    running = s.get("running_s")
+    if not others or running is None:
+        return None
+    slowest = max(others)
+    return slowest if running >= 5 * slowest and running - slowest >= 10 else None
