@@ -38,27 +38,52 @@ KINDS: tuple[str, ...] = (
     "recompile", "expected", "fixed", "autotune", "compile_time",
 )
 
-# One title per kind: the UI's list label and the page's tag (the summary's section headings
-# count the findings under them: traceview.output.report).
-KIND_TITLES: dict[str, str] = {
-    "compiled_nothing": "COMPILED NOTHING",
-    "stop": "STOPPED",
-    "unfinished": "UNFINISHED COMPILE",
-    "collectives": "COLLECTIVES",
-    "stall": "RANK STALL",
-    "crash": "CRASHED",
-    "divergence": "RANK DIVERGENCE",
-    "storm": "RECOMPILE STORM",
-    "failure": "FAILED COMPILE",
-    "cudagraphs": "CUDA GRAPHS",
-    "graph_break": "GRAPH BREAK",
-    "recompile": "RECOMPILED ONCE",
-    "expected": "EXPECTED RECOMPILES",
-    "fixed": "RECOMPILES FIXED LATER",
-    "autotune": "MAX-AUTOTUNE",
-    "compile_time": "SLOW COMPILE",
+@dataclass(frozen=True)
+class KindWords:
+    """A kind's words, every view's: `title` the UI's list label and the page's tag; `section`
+    and `about` the summary's section heading (`about` may name counts the summary fills in:
+    {functions}, {distinct}, {total}, {failed}, {ranks}; a dict: by the section's facet or
+    severity); `noun` what the head line counts (None: the head line says the finding's own
+    short words)."""
+
+    title: str
+    section: str
+    about: str | dict[str, str]
+    noun: str | None = None
+
+
+KIND_WORDS: dict[str, KindWords] = {
+    "compiled_nothing": KindWords("COMPILED NOTHING", "COMPILED NOTHING", "torch.compile had no effect"),
+    "stop": KindWords("STOPPED", "STOPPED", "from outside: not the program's own error"),
+    "unfinished": KindWords("UNFINISHED COMPILE", "UNFINISHED COMPILES",
+                            "begun, no compilation_metrics: killed, hung or still running when the log ends", "unfinished compile"),
+    "collectives": KindWords("COLLECTIVES", "COLLECTIVES", {
+        "mismatch": "the ranks do not issue the same collectives", "wait": "ranks waited for another's compile",
+        "execution": "the ranks ran different compiled graphs"}, "collectives finding"),
+    "stall": KindWords("RANK STALL", "RANK STALLS", "ranks waited while another rank compiled alone"),
+    "crash": KindWords("CRASHED", "CRASHED", "the program ended with an uncaught error"),
+    "divergence": KindWords("RANK DIVERGENCE", "RANK DIVERGENCE", {
+        "pair": "the 2 ranks compiled differently (rank {second} shown against rank {first})",
+        "majority": "{ranks} from the majority"}, "diverging rank"),
+    "storm": KindWords("RECOMPILE STORM", "RECOMPILES", "{functions}, most costly first", "recompiling function"),
+    "failure": KindWords("FAILED COMPILE", "FAILED COMPILES", "{failed}, most serious first", "failed compile"),
+    "cudagraphs": KindWords("CUDA GRAPHS", "CUDA GRAPHS", "", "CUDA-graph finding"),
+    "graph_break": KindWords("GRAPH BREAK", "GRAPH BREAKS", {
+        "act": "{distinct} distinct, {total} in all, most impact first",
+        "expected": "{distinct} distinct, {total} in all: a wrapper's own (nothing of yours to avoid)",
+        "fact": "{distinct} distinct, {total} in all: the run applied torch's fix after torch._dynamo.reset()"},
+        "graph break"),
+    "recompile": KindWords("RECOMPILED ONCE", "RECOMPILES", "{functions}, most costly first", "recompiling function"),
+    "expected": KindWords("EXPECTED RECOMPILES", "EXPECTED RECOMPILES", "{functions}, nothing to fix"),
+    "fixed": KindWords("RECOMPILES FIXED LATER", "RECOMPILES FIXED LATER",
+                       "{functions}, the run applied the fix after torch._dynamo.reset()"),
+    "autotune": KindWords("MAX-AUTOTUNE", "MAX-AUTOTUNE",
+                          "GEMM autotuning took most of the compile time, or the compile ended in it"),
+    "compile_time": KindWords("SLOW COMPILE", "SLOW COMPILES", "at least 1s and 10% of their rank's compile time"),
 }
-assert tuple(KIND_TITLES) == KINDS
+assert tuple(KIND_WORDS) == KINDS
+# One title per kind (KIND_WORDS' titles): the UI's list label and the page's tag.
+KIND_TITLES: dict[str, str] = {k: w.title for k, w in KIND_WORDS.items()}
 # kinds that share a summary section and a head-line entry: a storm and a single recompile that
 # needs action are both RECOMPILES, counted as recompiling functions
 SECTION_OF: dict[str, str] = {"recompile": "storm"}

@@ -22,7 +22,7 @@ from parsers.compile_ids import label as id_label
 from traceview.analyze.accounts.ranks import hung
 from traceview.analyze.compile_time import compile_phases
 from traceview.analyze.finding import (
-    KIND_TITLES,
+    KIND_WORDS,
     SECTION_OF,
     CompileRef,
     Cost,
@@ -904,6 +904,13 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
 
 
 # ------------------------------------------------------------------------- the head line
+def _noun(kind: str) -> str:
+    """What the head line counts of a kind (KIND_WORDS' noun; a kind without one: its title's
+    findings)."""
+    w = KIND_WORDS[kind]
+    return w.noun or f"{w.title.lower()} finding"
+
+
 def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
     """The head line, computed once and kept in the report (`head`): the `findings:` line
     (what needs action, counted, in the findings' order), then `fixed:` and `expected:` lines,
@@ -925,7 +932,7 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             if any(f.facet == "execution" for f in fs):
                 found.append("the ranks ran different compiled graphs")
             if not (ms or waits or any(f.facet == "execution" for f in fs)):  # never none while one needs action
-                found.append(plural(len(fs), "collectives finding"))
+                found.append(plural(len(fs), _noun("collectives")))
         elif kind == "crash":
             oom = sum(1 for f in fs if f.facet == "out_of_memory")
             if oom == len(fs):  # said as memory, not as a crash of the program's logic
@@ -940,27 +947,27 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
                 found[-1] += f" (and {len(fs) - 1} more)"
         elif kind == "unfinished":
             behind = sum(1 for f in fs if f.facet == "behind")
-            found.append(plural(len(fs), "unfinished compile") + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
+            found.append(plural(len(fs), _noun("unfinished")) + (f" ({behind} behind the other ranks: likely hang)" if behind else ""))
         elif kind == "storm":
             codes = {f.code for f in fs}
             nranks = len({r for f in fs for r in f.ranks})
             limit = sum(1 for f in fs if f.facet == "limit")
             on = f" on {plural(nranks, 'rank')}" if nranks > 1 and sum(len(f.ranks) or 1 for f in fs) > len(codes) else ""
-            found.append(plural(len(codes), "recompiling function") + on + (f" ({limit} hit the limit)" if limit else ""))
+            found.append(plural(len(codes), _noun("storm")) + on + (f" ({limit} hit the limit)" if limit else ""))
         elif kind == "graph_break":
             eager = sum(1 for f in fs if f.facet == "frame_skipped")
-            found.append(plural(len(fs), "graph break") + (f" ({eager} sent a whole frame to eager)" if eager else ""))
+            found.append(plural(len(fs), _noun("graph_break")) + (f" ({eager} sent a whole frame to eager)" if eager else ""))
         elif kind == "failure":
-            found.append(plural(sum(f.count for f in fs), "failed compile"))
+            found.append(plural(sum(f.count for f in fs), _noun("failure")))
         elif kind == "cudagraphs":
-            found.append(plural(len(fs), "CUDA-graph finding"))
+            found.append(plural(len(fs), _noun("cudagraphs")))
         elif kind == "autotune":
             found.append(fs[0].short or fs[0].claim)
         elif kind == "divergence":
             ranks = [r for f in fs for r in f.ranks]
-            found.append(plural(len(ranks), "diverging rank") + f" ({ranks_text(ranks).strip()})")
+            found.append(plural(len(ranks), _noun("divergence")) + f" ({ranks_text(ranks).strip()})")
         else:  # a kind without words of its own here: counted, never left out
-            found.append(plural(len(fs), f"{KIND_TITLES[kind].lower()} finding"))
+            found.append(plural(len(fs), _noun(kind)))
     expected = [f for f in findings if f.severity == "expected"]
     recompiled = {f.code for f in expected if f.kind == "expected"}
     breaks = [f for f in expected if f.kind == "graph_break"]

@@ -15,7 +15,7 @@ import textwrap
 from typing import Any
 
 from parsers.compile_ids import bracketed, is_frameless, sort_key
-from traceview.analyze.finding import SECTION_OF, Finding, findings_of
+from traceview.analyze.finding import KIND_WORDS, SECTION_OF, Finding, findings_of
 from traceview.analyze.findings import (
     group_ranks,
     per_rank_key,
@@ -144,47 +144,33 @@ _SHOWN = {"unfinished": 8, "storm": 8, "recompile": 8, "expected": 8, "fixed": 8
 
 
 def _section_heading(kind: str, severity: str, fs: list[Finding], report: dict[str, Any]) -> str:
-    """A section's heading: what its findings are, counted."""
-    if kind == "compiled_nothing":
-        return "COMPILED NOTHING  torch.compile had no effect"
-    if kind == "stop":
-        return "STOPPED  from outside: not the program's own error"
-    if kind == "stall":
-        return "RANK STALLS  ranks waited while another rank compiled alone"
-    if kind == "unfinished":
-        return "UNFINISHED COMPILES  begun, no compilation_metrics: killed, hung or still running when the log ends"
-    if kind == "collectives":
-        facets = {f.facet for f in fs}
-        return "COLLECTIVES  " + ("the ranks do not issue the same collectives" if "mismatch" in facets else
-                                  "ranks waited for another's compile" if "wait" in facets else "the ranks ran different compiled graphs")
-    if kind == "crash":
-        return "CRASHED  the program ended with an uncaught error"
-    if kind == "divergence":
-        ranks = report.get("ranks") or []
-        if len(ranks) == 2 and None not in ranks:  # no majority of two: said so
-            return f"RANK DIVERGENCE  the 2 ranks compiled differently (rank {ranks[1]} shown against rank {ranks[0]})"
-        n = sum(len(f.ranks) for f in fs)
-        return f"RANK DIVERGENCE  {plural(n, 'rank')} {'differs' if n == 1 else 'differ'} from the majority"
-    if kind == "storm":
-        return f"RECOMPILES  {plural(len({f.code for f in fs}), 'function')}, most costly first"
-    if kind == "fixed":
-        return f"RECOMPILES FIXED LATER  {plural(len({f.code for f in fs}), 'function')}, the run applied the fix after torch._dynamo.reset()"
-    if kind == "expected":
-        return f"EXPECTED RECOMPILES  {plural(len({f.code for f in fs}), 'function')}, nothing to fix"
-    if kind == "graph_break":
-        total = sum(f.count for f in fs)
-        if severity == "expected":
-            return f"EXPECTED GRAPH BREAKS  {len(fs)} distinct, {total} in all: a wrapper's own (nothing of yours to avoid)"
-        if severity == "fact":
-            return f"GRAPH BREAKS FIXED LATER  {len(fs)} distinct, {total} in all: the run applied torch's fix after torch._dynamo.reset()"
-        return f"GRAPH BREAKS  {len(fs)} distinct, {total} in all, most impact first"
-    if kind == "failure":
-        return f"FAILED COMPILES  {sum(f.count for f in fs)}, most serious first"
-    if kind == "compile_time":
-        return "SLOW COMPILES  at least 1s and 10% of their rank's compile time"
-    if kind == "autotune":
-        return "MAX-AUTOTUNE  GEMM autotuning took most of the compile time, or the compile ended in it"
-    return kind.upper()
+    """A section's heading: its words from the one table beside the kinds (KIND_WORDS), with
+    what its findings are, counted."""
+    words = KIND_WORDS.get(kind)
+    if words is None:
+        return kind.upper()
+    about = words.about
+    if isinstance(about, dict):
+        if kind == "collectives":
+            facets = {f.facet for f in fs}
+            about = about["mismatch" if "mismatch" in facets else "wait" if "wait" in facets else "execution"]
+        elif kind == "divergence":
+            ranks = report.get("ranks") or []
+            pair = len(ranks) == 2 and None not in ranks  # no majority of two: said so
+            about = about["pair" if pair else "majority"]
+        else:
+            about = about.get(severity, about["act"])
+    n = sum(len(f.ranks) for f in fs)
+    ranks = report.get("ranks") or [None, None]
+    about = about.format(
+        functions=plural(len({f.code for f in fs}), "function"), distinct=len(fs), total=sum(f.count for f in fs),
+        failed=sum(f.count for f in fs), ranks=f"{plural(n, 'rank')} {'differs' if n == 1 else 'differ'}",
+        first=ranks[0], second=ranks[-1],
+    )
+    section = words.section
+    if kind == "graph_break" and severity in ("expected", "fact"):
+        section = "EXPECTED GRAPH BREAKS" if severity == "expected" else "GRAPH BREAKS FIXED LATER"
+    return f"{section}  {about}" if about else section
 
 
 def render_sections(report: dict[str, Any], findings: list[Finding], *, width: int = 80) -> str:
