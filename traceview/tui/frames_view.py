@@ -18,14 +18,25 @@ from parsers.code_location import whose
 from parsers.compile_ids import compile_name as frameless_compile_name
 from parsers.compile_ids import frame_group
 from parsers.compile_ids import label as compile_id_label
+from traceview.analyze.accounts.compiles import OPEN
 from traceview.analyze.compile_time import compile_phases
 from traceview.analyze.finding import findings_of
 from traceview.analyze.findings import after_resets, compile_outcome
+from traceview.analyze.wording import unfinished_text
 from traceview.printable import one_line
 from traceview.tui.cursor import marked_line
 from traceview.tui.model import CompileKey, TraceModel
 from traceview.tui.navigation import Location
-from traceview.tui.text import OUTCOME_MEANING, mark, plain, safe, seconds, status_label
+from traceview.tui.text import (
+    OUTCOME_MEANING,
+    STATUS_WORDS,
+    account_outcome,
+    mark,
+    plain,
+    safe,
+    seconds,
+    status_label,
+)
 from traceview.tui.view import CompileFocused, Navigate, View
 
 NodeData = tuple[str, Any]
@@ -42,24 +53,54 @@ def _frame_key(row: dict[str, Any]) -> tuple:
 
 
 # outcomes worth counting beside a code object or a rank, worst first
-COUNTED = ("failed", "eager", "restarted")
+COUNTED = ("failed", "interrupted", "never_ended", "eager", "restarted")
+ALARMING = ("failed", "eager", "interrupted", "never_ended")
+
+
+def outcome(row: dict[str, Any]) -> str:
+    """The compile's outcome as Frames says it: compile_outcome's kind under the compile
+    account's status (`row["account"]`, TraceModel.account_of): an open compile is
+    interrupted or never ended, never ok."""
+    acc = row.get("account")
+    return account_outcome(compile_outcome(row), acc.get("status") if acc else None)
+
+
+def compile_seconds(row: dict[str, Any]) -> float | None:
+    """The compile's seconds: the account's (every piece; an open compile's up to the
+    capture's end), the compiles table's where there is no account (a text log)."""
+    acc = row.get("account")
+    return acc.get("seconds") if acc else row.get("total_time_s")
 
 
 def outcome_counts(rows: list[dict[str, Any]]) -> str:
     """"✗ 1 failed  ↓ 1 eager  ↻ 2 restarted" (restarts are normal: said, not alarmed)."""
-    outcomes = [compile_outcome(r) for r in rows]
-    return "  ".join(f"{mark(o)} {outcomes.count(o)} {o}" for o in COUNTED if o in outcomes)
+    outcomes = [outcome(r) for r in rows]
+    return "  ".join(f"{mark(o)} {outcomes.count(o)} {STATUS_WORDS.get(o, o)}" for o in COUNTED if o in outcomes)
+
+
+def open_text(acc: dict[str, Any]) -> str:
+    """Where an open compile's seconds end: "to the capture's end (in inductor code_gen)"."""
+    where = ", ".join(x for x in (acc.get("open_part") if acc.get("open_part") not in (None, "forward") else None,
+                                  f"in {acc['phase']}" if acc.get("phase") else None) if x)
+    return "to the capture's end" + (f" ({where})" if where else "")
 
 
 def compile_label(row: dict[str, Any], first: bool) -> Text:
     t = Text(end="")
-    outcome = compile_outcome(row)
-    t.append_text(safe(f"{status_label(outcome):<12}", "bold" if outcome in ("failed", "eager") else ""))
+    out = outcome(row)
+    acc = row.get("account") or {}
+    t.append_text(safe(f"{status_label(out):<12}", "bold" if out in ALARMING else ""))
     t.append_text(safe(f" {compile_id_label(row['compile_id'], row.get('occurrence'), row.get('attempts')):<6}"))
-    t.append_text(safe(f" {seconds(row['total_time_s']):>6}"))
+    t.append_text(safe(f" {seconds(compile_seconds(row)):>6}"))
+    if acc.get("status") in OPEN:
+        t.append_text(safe(f" {open_text(acc)}", "italic"))
     if (row.get("attempts") or 1) > 1:
         t.append_text(safe(f"  {row['attempts']} attempts"))
-    if not first and row.get("recompile_reason"):
+    if not first and acc.get("cause"):
+        # the account's one cause (what differs from the entry it otherwise matches), as
+        # every finding says it; torch's own list is in the detail pane
+        t.append_text(safe("  recompile: " + one_line(acc["cause"], 60), "italic"))
+    elif not first and row.get("recompile_reason"):
         reason = row["recompile_reason"].split(": ", 1)[-1].strip()
         shown = one_line(re.sub(r"[ \t]{2,}", "  ", reason), 60)  # Dynamo pads a guard before its comment
         if "\n" in reason and not shown.endswith("…"):  # more failed guards: in the detail pane
@@ -113,7 +154,7 @@ def frame_label(rows: list[dict[str, Any]], code: dict[str, Any] | None = None, 
     if n > 1 and all((r.get("compile_kind") or "dynamo") == "dynamo" for r in rows):
         t.append_text(safe(f" ({n - 1} recompile{'s' if n > 2 else ''})"))
     if pieces:
-        secs = sum(p.get("total_time_s") or 0.0 for p in pieces)
+        secs = sum(compile_seconds(p) or 0.0 for p in pieces)
         t.append_text(safe(f" + {len(pieces)} run-time Inductor compile{'s' if len(pieces) != 1 else ''} ({seconds(secs)})"))
     if counts:
         t.append_text(safe(f"  {counts}", "bold" if "failed" in counts or "eager" in counts else ""))
@@ -150,10 +191,13 @@ def _unbacked(t: Text, groups: list[dict[str, Any]]) -> None:
 def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True) -> Text:
     """The selected compile; `hint`: end with the keys that lead on (not when copied)."""
     t = Text(end="")
+    if "account" not in row:
+        row = {**row, "account": model.account_of(row)}
+    acc = row.get("account") or {}
     t.append_text(safe(f"[{compile_id_label(row['compile_id'], row.get('occurrence'), row.get('attempts'))}] {compile_name(row)}", "bold"))
     t.append("  ")
-    outcome = compile_outcome(row)
-    t.append_text(safe(OUTCOME_MEANING[outcome], "bold reverse" if outcome in ("failed", "eager") else "bold"))
+    out = outcome(row)
+    t.append_text(safe(OUTCOME_MEANING[out], "bold reverse" if out in ALARMING else "bold"))
     t.append("\n\n")
     if compile_name(row) != (row.get("function") or "?"):
         _label(t, "what", f"{compile_name(row)} (no Dynamo frame; tlparse: {row['compile_id']}/)")
@@ -181,11 +225,17 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
             _label(t, "called at", f"{row['call_filename']}:{row.get('call_line')} in {row.get('call_function') or '?'}{src}")
     if row.get("rank") is not None:
         _label(t, "rank", row["rank"])
-    if row.get("start") is not None:
+    start = row.get("start") if row.get("start") is not None else acc.get("start")  # an open compile: its account's
+    if start is not None:
         # month-day and time only: the log has no year (the parser guesses it from the mtime)
-        _label(t, "started", row["start"].strftime("%m-%d %H:%M:%S.%f")[:-3])
-    _label(t, "time", f"{seconds(row.get('total_time_s'))} in all")
-    if row.get("total_time_s"):  # the summary's split and words (analyze.compile_time, output.report)
+        _label(t, "started", start.strftime("%m-%d %H:%M:%S.%f")[:-3])
+    if acc.get("status") in OPEN:
+        # the compile account's: it never ended, so its time runs to the capture's last timestamp
+        _label(t, "time", f"{seconds(acc.get('seconds'))} up to the capture's end: "
+               f"{unfinished_text(acc['status'], acc.get('phase'), acc.get('open_part'))} (not a compile time)")
+    else:
+        _label(t, "time", f"{seconds(compile_seconds(row))} in all")
+    if row.get("total_time_s") and acc.get("status") not in OPEN:  # the summary's split and words (analyze.compile_time, output.report)
         from traceview.analyze.wording import phases_text
 
         _label(t, "phases", phases_text(compile_phases(row), backward_pieces=row.get("bwd_pieces")))
@@ -212,7 +262,13 @@ def compile_detail(model: TraceModel, row: dict[str, Any], *, hint: bool = True)
         "cache",
         "   ".join(f"{n} {row.get(h) or 0} hit/{row.get(m) or 0} miss/{row.get(b) or 0} bypass" for n, h, m, b in cache),
     )
-    if row.get("recompile_reason"):
+    if acc.get("cause"):
+        _label(t, "recompiled", acc["cause"], "bold")
+        if row.get("recompile_reason"):
+            # torch's own list: its first-listed failure need not be the cause (a tensor's
+            # requires_grad listed before the size that differs from the entry it matches)
+            _label(t, "torch listed", row["recompile_reason"])
+    elif row.get("recompile_reason"):
         _label(t, "recompiled", row["recompile_reason"], "bold")
     if row["status"] == "failed" or row.get("fail_type"):
         _label(t, "failed", f"{row.get('fail_type') or '?'}", "bold")
@@ -273,6 +329,15 @@ def text_log_detail(rank: int | None, compile_id: str, model: TraceModel) -> Tex
     return t
 
 
+def frame_rows(model: TraceModel) -> list[dict[str, Any]]:
+    """The compiles the tree lists: each row of the compiles table with its compile account
+    (`account`: seconds, status, cause, as every finding has them); a text log's compile ids
+    (no account: the text log has no times or status)."""
+    if model.text_only:
+        return model.text_log_compiles()
+    return [{**r, "account": model.account_of(r)} for r in model.compiles.to_dicts()]
+
+
 class CompilesTree(Tree[NodeData]):
     """The frames tree; a label wider than the pane ends with "…" (the whole text is in the
     detail pane) instead of being cut silently at the edge."""
@@ -329,8 +394,7 @@ class FramesView(View):
 
     def _build(self) -> None:
         tree = self.query_one("#frames-tree", Tree)
-        df = self.model.compiles
-        rows = self.model.text_log_compiles() if self.model.text_only else df.to_dicts()
+        rows = frame_rows(self.model)
         ranked = any(r["rank"] is not None for r in rows)
         # ranks that compiled differently (a divergence, or compiles made alone while others waited)
         # each marked as its finding is titled (RANK DIVERGENCE, RANK STALL): the findings' word
@@ -392,7 +456,9 @@ class FramesView(View):
         if self.model.text_only:  # no compiles table: say what the text log does and does not tell
             title = (f"{n} compile ids in the text log, {nf} code objects (no compile metrics: status and times"
                      " need the TORCH_TRACE directory)")
-        legend = "  ".join(f"{mark(o)} {OUTCOME_MEANING[o]}" for o in ("ok", "restarted", "eager", "failed", "empty"))
+        shown = ("ok", "restarted", "eager", "failed", "empty")
+        opened = [o for o in ("interrupted", "never_ended") if any(outcome(r) == o for r in rows)]
+        legend = "  ".join(f"{mark(o)} {OUTCOME_MEANING[o]}" for o in (*shown, *opened))
         if self.model.text_only:
             legend = ""  # no status to explain
         self.query_one("#frames-title", Static).update(safe(f"{title}   {legend}".rstrip(), "bold"))
@@ -520,8 +586,9 @@ class FramesView(View):
             node = nodes[i]
             text = node.label.plain
             if node.data and node.data[0] == "compile":
-                row = self.model.compile_row(*node.data[1]) or {}
+                row = self._leaf_rows.get(node.id) or self.model.compile_row(*node.data[1]) or {}
                 text += " " + " ".join(str(row.get(k) or "") for k in ("function", "filename", "recompile_reason", "fail_reason"))
+                text += " " + str((row.get("account") or {}).get("cause") or "")  # the cause the label shows whole
             if q in text.lower():
                 p = node.parent
                 while p is not None:

@@ -428,10 +428,12 @@ class TraceModel:
     code: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={**_CODE_SCHEMA, "shown_id": pl.String}))
     missing: dict[str, str] = field(default_factory=dict)  # table -> why it is not available
     graph_tables_ready: bool = False
-    timeline: pl.DataFrame | None = None  # traceview.output.timeline.compile_rows, read with the graph tables
+    timeline: pl.DataFrame | None = None  # traceview.output.timeline.piece_rows, read with the graph tables
+    timeline_end: dict[str, Any] | None = None  # traceview.output.timeline.timeline_end: the axis's end, each rank's state
     jobs: int | None = None  # parallel processes for building tables (None: all cores)
     _text_rows: list[dict[str, Any]] | None = field(default=None, repr=False)  # text_log_compiles, once
     _ranks: list[int] | None = field(default=None, repr=False)  # ranks(), once
+    _accounts: dict[tuple, dict[str, Any]] | None = field(default=None, repr=False)  # account_of, once
 
     @classmethod
     def build(
@@ -470,7 +472,10 @@ class TraceModel:
         # frame ids restart at a torch._dynamo.reset(): each epoch's compiles together
         compiles = compiles.with_columns(epoch_expr().alias("epoch"))
         order = compiles.sort(["rank", "epoch", *sort_exprs("compile_id")], nulls_last=False, maintain_order=True)
-        return cls(trace, report, findings, records, order, missing=missing)
+        model = cls(trace, report, findings, records, order, missing=missing)
+        say("accounting for each compile")
+        model.account_of({})  # here, off the UI thread (a report from the cache did not build it)
+        return model
 
     def build_graph_tables(self, progress: Callable[[str], None] | None = None) -> None:
         """Read guards, graphs, graph nodes, kernels and seq_nr links (off the UI thread)."""
@@ -490,13 +495,19 @@ class TraceModel:
                 self.missing[name] = _why(exc)
         self.code = code_index(self.trace, set(self.missing))
         say("placing the compiles on the time axis")
-        try:
-            from traceview.output.timeline import compile_rows
+        self.place_compiles()
+        self.graph_tables_ready = True
 
-            self.timeline = compile_rows(self.trace)
+    def place_compiles(self) -> None:
+        """The Timeline's data: every piece of every compile (traceview.output.timeline.piece_rows,
+        the compile account's) and where the axis ends, with each rank's state then (timeline_end)."""
+        try:
+            from traceview.output.timeline import piece_rows, timeline_end
+
+            self.timeline = piece_rows(self.trace)
+            self.timeline_end = timeline_end(self.trace)
         except Exception as exc:
             self.missing["timeline"] = _why(exc)
-        self.graph_tables_ready = True
 
     # -- compiles ---------------------------------------------------------------------
     def compile_row(self, rank: int | None, compile_id: str, occurrence: int | None = None) -> dict[str, Any] | None:
@@ -504,6 +515,27 @@ class TraceModel:
         None for the first)."""
         hit = self.compiles.filter(_rank_is(rank) & (pl.col("compile_id") == compile_id) & occurrence_is(occurrence)).head(1)
         return hit.to_dicts()[0] if hit.height else None
+
+    def account_of(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """The compile account's row (traceview.analyze.accounts.compiles.compile_account) of a
+        compiles-table row: its seconds, status (an open compile's up to the capture's end),
+        phase and one cause, as every finding says them; None for a text log's compile or one
+        the account cannot build."""
+        if self._accounts is None:
+            acc = self.trace_account() if self.compiles.height else pl.DataFrame()
+            self._accounts = {(a["file"], a["compile_id"], a.get("occurrence") or 1): a for a in acc.iter_rows(named=True)}
+        return self._accounts.get((row.get("file"), row.get("compile_id"), row.get("occurrence") or 1))
+
+    def trace_account(self) -> pl.DataFrame:
+        """The compile account of the whole trace (compile_account, kept with the Trace; empty
+        when it cannot be built)."""
+        try:
+            from traceview.analyze.accounts.compiles import compile_account
+
+            return compile_account(self.trace)
+        except Exception as exc:
+            self.missing["compile account"] = _why(exc)
+            return pl.DataFrame()
 
     def in_epoch(self, rank: int | None, compile_id: str | None, epoch: int | None) -> int | None:
         """The occurrence of `compile_id` on `rank` in `epoch` (frame ids name one code object

@@ -16,6 +16,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 
+from traceview.analyze.wording import STATUS_WORDS as ACCOUNT_WORDS
 from traceview.printable import printable
 
 
@@ -111,6 +112,9 @@ _MARKS = {
     "failed": ("✗", "x"),
     "empty": ("∅", "0"),
     "no_metrics": ("?", "?"),
+    # the compile account's open compiles (traceview.analyze.accounts.compiles.OPEN): never "ok"
+    "interrupted": ("!", "!"),
+    "never_ended": ("…", "~"),
 }
 STATUS_WORDS = {
     "ok": "ok",
@@ -119,6 +123,8 @@ STATUS_WORDS = {
     "failed": "failed",
     "empty": "empty",
     "no_metrics": "no metrics",
+    "interrupted": "interrupted",
+    "never_ended": "never ended",
 }
 # the legend: what each word means
 OUTCOME_MEANING = {
@@ -128,6 +134,8 @@ OUTCOME_MEANING = {
     "failed": "failed",
     "empty": "no graph",
     "no_metrics": "no metrics",
+    "interrupted": ACCOUNT_WORDS["interrupted"],
+    "never_ended": ACCOUNT_WORDS["never_ended"],
 }
 
 
@@ -135,6 +143,22 @@ def mark(outcome: str | None) -> str:
     """The mark of a compile's outcome (`✓`, `↻`, `↓`, `✗`, `∅`, `?`; ASCII when the terminal is not UTF-8)."""
     pair = _MARKS.get(outcome or "no_metrics", ("?", "?"))
     return pair[0] if _unicode_ok() else pair[1]
+
+
+def account_outcome(outcome: str, status: str | None) -> str:
+    """A compile's outcome (compile_outcome: ok, restarted, eager, ...) under the compile
+    account's status (traceview.analyze.accounts.compiles): an interrupted or never-ended
+    compile is said so, never "ok" (torch may have logged its metrics as if it had ended); a
+    finished one keeps its kind of ok, a failed one whether it fell back to eager."""
+    if status in ("interrupted", "never_ended"):
+        return status
+    if status == "unknown":
+        return "no_metrics"
+    if status == "finished" and outcome not in ("ok", "restarted", "empty"):
+        return "ok"
+    if status == "failed" and outcome not in ("failed", "eager"):
+        return "failed"
+    return outcome
 
 
 def status_label(outcome: str | None) -> str:
