@@ -171,3 +171,18 @@ def test_a_log_cut_inside_the_compile_after_a_reset_has_one_compile_open(tmp_pat
     [u] = build_report(t)["unfinished_compiles"]
     assert (u["compile_id"], u["occurrence"], u["part"]) == ("0/0", 2, None)
     assert u["open_spans"][:2] == ["dynamo", "entire_frame_compile"]
+
+
+def test_each_rank_says_how_it_ended_where_the_capture_says() -> None:
+    """fixtures/stop_killed_in_codegen: rank 1 SIGKILLs itself in code_gen (torchrun: `exitcode
+    : -9`), torchrun then SIGTERMs rank 0; fixtures/rank_crash_torchrun: rank 1 raises in its own
+    code, rank 0 fails in dist.barrier() because of it (both uncaught RuntimeErrors)."""
+    killed = {r["rank"]: r for r in rank_account(traceview.load(ROOT / "fixtures" / "stop_killed_in_codegen"))}
+    assert (killed[1]["ended_by"], killed[0]["ended_by"]) == ("killed by SIGKILL", "SIGTERM from torchrun")
+    assert killed[0]["crashed"] is None and killed[1]["crashed"] is None
+    crashed = {r["rank"]: r for r in rank_account(traceview.load(ROOT / "fixtures" / "rank_crash_torchrun"))}
+    assert (crashed[0]["crashed"], crashed[1]["crashed"]) == ("RuntimeError", "RuntimeError")
+    # the stop says the same endings, read from the account
+    rep = build_report(traceview.load(ROOT / "fixtures" / "stop_killed_in_codegen"))
+    [stop] = rep["stops"]
+    assert {r["rank"]: r["ended_by"] for r in stop["ranks"]} == {0: "SIGTERM from torchrun", 1: "killed by SIGKILL"}

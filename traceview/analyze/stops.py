@@ -141,7 +141,7 @@ def _one(
         end = capture_end(trace)
         if end is not None:
             at, at_from = end["at"], _where(end["file"], end["lineno"], f"the capture's last timestamp ({end['what']})")
-    states = _states(ranks, unfinished, closing, failed + exits, at, killed)
+    states = _states(ranks, at)
     if kind == "interrupt":
         _interrupted_where(trace, interrupts[0], states)
     # the words are the judge's (analyze.judge.stop_verdict): kept here for `--json`'s stops
@@ -167,24 +167,13 @@ def tie_unfinished(stops: list[dict[str, Any]], unfinished: list[dict[str, Any]]
                     u["stopped_by"] = {"signal": st["signal"], "target": st["target"], "at": st["at"], "ended_by": r.get("ended_by")}
 
 
-def _states(
-    ranks: list[dict[str, Any]], unfinished: list[dict[str, Any]], closing: dict[int, dict[str, Any]],
-    exits: list[dict[str, Any]], at: Any, killed: dict[str, Any] | None,
-) -> list[dict[str, Any]]:
+def _states(ranks: list[dict[str, Any]], at: Any) -> list[dict[str, Any]]:
     """Each rank's state at the stop (see stop_findings), as the rank account has it
-    (analyze.accounts.ranks), with how it ended from the launcher's lines."""
+    (analyze.accounts.ranks): what it was doing, and how it ended from the launcher's lines."""
     out = []
     for rf in ranks:
         rank, pid = rf["rank"], rf["pid"]
-        ended = None
-        if killed is not None and pid is not None and killed["pid"] == pid:
-            ended = f"killed by {killed['signal']}"
-        elif pid in closing:
-            ended = f"{closing[pid]['signal']} from torchrun"
-        else:
-            code = next((e for e in exits if e["pid"] == pid and e["signal"]), None)
-            if code is not None:
-                ended = f"exit code {code['exit_code']} ({code['signal']})"
+        ended = rf.get("ended_by")
         s: dict[str, Any] = {"rank": rank, "pid": pid, "ended_by": ended, "file": rf["file"]}
         state = rf.get("state")
         if state == "compiling":

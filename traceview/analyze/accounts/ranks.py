@@ -15,8 +15,10 @@ Read from the compile account (traceview.analyze.accounts.compiles) and the rank
 * **idle**: no compile open and no other rank compiling: no record for `idle_s` before the end
   (torch logged nothing more: it ran, or hung, outside compilation).
 
-How each rank ended (a signal, torchrun's closing signal, an exit code) is the stop's to say
-(analyze.stops), from the launcher's lines; this account says what the rank was doing.
+And how each rank ended, where the capture says: `ended_by` from the launcher's lines for its
+pid ("killed by SIGKILL", "SIGTERM from torchrun", "exit code -11 (SIGSEGV)"), `crashed` the
+uncaught exception of its rank (its type); neither: the log just ends (finished, or still
+running). The stop (analyze.stops) says them with what stopped the job.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 
 import polars as pl
 
-from traceview.analyze.accounts.compiles import OPEN, compile_account
+from parsers.stops import OUTSIDE_SIGNALS, stops_from_text
+from traceview.analyze.accounts.compiles import OPEN, compile_account, uncaught
 from traceview.analyze.per_trace import once
 from traceview.analyze.unfinished import RUN_TIME_SPANS, capture_end
 from traceview.trace import Trace
@@ -46,7 +49,7 @@ RANK_TABLE_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.Int32, "pid": pl.Int32, "file": pl.String, "state": pl.String, "last_at": pl.Datetime("us"),
     "end_at": pl.Datetime("us"), "idle_s": pl.Float64, "compile_s": pl.Float64, "compiles_done_at": pl.Datetime("us"),
     "compile_id": pl.String, "occurrence": pl.Int32, "part": pl.String, "phase": pl.String, "running_s": pl.Float64,
-    "behind": pl.List(pl.Int32),
+    "behind": pl.List(pl.Int32), "ended_by": pl.String, "crashed": pl.String,
 }
 
 
@@ -60,9 +63,40 @@ def rank_table(trace: Trace) -> pl.DataFrame:
             **{k: e.get(k) for k in ("rank", "pid", "file", "state", "last_at", "end_at", "idle_s", "compile_s", "compiles_done_at")},
             "compile_id": c.get("compile_id") or (e.get("running") or {}).get("compile_id"), "occurrence": c.get("occurrence"),
             "part": c.get("part"), "phase": c.get("phase") or (e.get("running") or {}).get("span"),
-            "running_s": c.get("running_s"), "behind": e.get("behind"),
+            "running_s": c.get("running_s"), "behind": e.get("behind"), "ended_by": e.get("ended_by"),
+            "crashed": e.get("crashed"),
         })
     return pl.DataFrame(rows, schema=RANK_TABLE_SCHEMA)
+
+
+def _endings(trace: Trace) -> dict[Any, str]:
+    """pid -> how the launcher says that process ended (parsers.stops, each text log's lines):
+    "killed by SIGKILL" (the first failure torchrun reports, by a signal from outside), "SIGTERM
+    from torchrun" (torchrun's closing signal), "exit code -11 (SIGSEGV)"."""
+    stops = stops_from_text(trace.log_records, trace.other_lines)
+    out: dict[Any, str] = {}
+    if stops.is_empty():
+        return out
+    for _, rows_df in stops.group_by("file", maintain_order=True):
+        rows = rows_df.to_dicts()
+        closing = {r["pid"]: r for r in rows if r["kind"] == "closing_signal"}
+        failed = [r for r in rows if r["kind"] == "child_failed"]
+        exits = [r for r in rows if r["kind"] == "child_exit"]
+        root = next((r for r in failed if r["root"]), None) or (exits[0] if exits else None)
+        killed = root if root is not None and root["signal"] in OUTSIDE_SIGNALS else None
+        pids = {r["pid"] for r in rows if r.get("pid") is not None}
+        for pid in pids:
+            if pid in out:
+                continue
+            if killed is not None and killed["pid"] == pid:
+                out[pid] = f"killed by {killed['signal']}"
+            elif pid in closing:
+                out[pid] = f"{closing[pid]['signal']} from torchrun"
+            else:
+                code = next((e for e in failed + exits if e["pid"] == pid and e["signal"]), None)
+                if code is not None:
+                    out[pid] = f"exit code {code['exit_code']} ({code['signal']})"
+    return out
 
 
 def _account(trace: Trace) -> list[dict[str, Any]]:
@@ -77,6 +111,8 @@ def _account(trace: Trace) -> list[dict[str, Any]]:
         .agg(pl.col("rank").drop_nulls().first(), pl.col("pid").drop_nulls().first(), pl.col("ts").max().alias("last_at"))
         .sort("rank", "file", nulls_last=True)
     )
+    endings = _endings(trace)
+    crashed = {r: e for r, e in uncaught(trace).select("rank", "exc_type").iter_rows()} if uncaught(trace).height else {}
     open_rows = acc.filter(pl.col("status").is_in(OPEN)) if acc.height else acc
     finished = acc.filter(pl.col("status").is_in(("finished", "failed"))) if acc.height else acc
     out: list[dict[str, Any]] = []
@@ -89,6 +125,10 @@ def _account(trace: Trace) -> list[dict[str, Any]]:
             "compile_s": round(float(mine["seconds"].fill_null(0.0).sum()), 3) if mine.height else 0.0,
             "compiles_done_at": done["end"].max() if done.height else None,
             "end_at": end_at, "idle_s": round(idle, 3) if idle is not None else None,
+            # how it ended, where the capture says: the launcher's line for its pid, else an
+            # uncaught exception of its rank (None: the log just ends)
+            "ended_by": endings.get(f["pid"]),
+            "crashed": crashed.get(f["rank"]),
         }
         opened = open_rows.filter(pl.col("file") == f["file"]) if open_rows.height else open_rows
         if opened.height:
