@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import signal as _signal
+from typing import Any
 
 import polars as pl
 
@@ -95,6 +96,31 @@ def is_stop_exception(exc_type: str | None, message: str | None) -> bool:
         m = re.search(r"exitcode\s*: (-\d+)", root)
         return m is not None and signal_name(-int(m.group(1))) in OUTSIDE_SIGNALS
     return False
+
+
+def who_ended(rows: list[dict]) -> dict[str, Any]:
+    """Of one capture's stop lines (stops_from_text's rows of one file): `closing` (pid -> its
+    closing_signal row), `failed` and `exits` (the child_failed / child_exit rows), and `killed`:
+    the first failure the launcher reports (its root, else the first exit) when a signal from
+    outside caused it, else None."""
+    closing = {r["pid"]: r for r in rows if r["kind"] == "closing_signal"}
+    failed = [r for r in rows if r["kind"] == "child_failed"]
+    exits = [r for r in rows if r["kind"] == "child_exit"]
+    root = next((r for r in failed if r["root"]), None) or (exits[0] if exits else None)
+    killed = root if root is not None and root["signal"] in OUTSIDE_SIGNALS else None
+    return {"closing": closing, "failed": failed, "exits": exits, "killed": killed}
+
+
+def ended_by(who: dict[str, Any], pid: object) -> str | None:
+    """How the launcher says process `pid` ended (`who`: who_ended of its capture): "killed by
+    SIGKILL", "SIGTERM from torchrun", "exit code -11 (SIGSEGV)"; None when it does not say."""
+    killed = who["killed"]
+    if killed is not None and pid is not None and killed["pid"] == pid:
+        return f"killed by {killed['signal']}"
+    if pid in who["closing"]:
+        return f"{who['closing'][pid]['signal']} from torchrun"
+    code = next((e for e in who["failed"] + who["exits"] if e["pid"] == pid and e["signal"]), None)
+    return f"exit code {code['exit_code']} ({code['signal']})" if code is not None else None
 
 
 def _row(file: str, lineno: int, kind: str, text: str, **kw: object) -> dict:

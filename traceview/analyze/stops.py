@@ -34,10 +34,10 @@ from typing import Any
 
 import polars as pl
 
-from parsers.stops import OUTSIDE_SIGNALS, stops_from_text
+from parsers.stops import OUTSIDE_SIGNALS, stops_from_text, who_ended
 from traceview.analyze.accounts.ranks import rank_account
 from traceview.analyze.judge import stop_verdict
-from traceview.analyze.unfinished import capture_end, unfinished_compiles
+from traceview.analyze.unfinished import capture_end
 from traceview.trace import Trace
 
 KILLED = (
@@ -46,18 +46,19 @@ KILLED = (
 
 
 def stop_findings(
-    trace: Trace, *, uncaught: pl.DataFrame | None = None, unfinished: list[dict[str, Any]] | None = None
+    trace: Trace, *, uncaught: pl.DataFrame | None = None
 ) -> list[dict[str, Any]]:
     """One finding per capture that shows a stop from outside (see the module doc):
     kind ("launcher_signal": the launcher got the signal; "rank_killed": a rank died of one;
     "interrupt": KeyboardInterrupt), signal, target (what got it: "torchrun (pid 7048)", "rank 1
     (pid 12178)"), by (who sent it, as far as the capture says), at (ISO time), at_from ({file,
-    lineno, what}: the line that says when), ranks (one per rank: rank, pid, state "compiling" /
-    "idle" / "unknown", ended_by, and for a compile its compile_id, part, phase, running_s; for
-    idle idle_s and compiles_done_s: how long before the stop its last record and its last
-    compile ended), message, next_step, certainty, evidence, file, lineno.
+    lineno, what}: the line that says when), ranks (one per rank, the rank account's: rank, pid,
+    state "compiling" / "waiting" / "running" / "idle" / "unknown", ended_by, and for a compile
+    its compile_id, part, phase, running_s, others_s; for the others idle_s and compiles_done_s:
+    how long before the stop its last record and its last compile ended, and `behind` for a
+    waiting rank), head, message, next_step, certainty, evidence, file, lineno.
     `uncaught`: parsers.tracebacks.uncaught_from_text of the trace (KeyboardInterrupt is read
-    from it) when the caller has it; `unfinished`: analyze.unfinished of the trace."""
+    from it) when the caller has it."""
     stops = stops_from_text(trace.log_records, trace.other_lines)
     interrupts: list[dict[str, Any]] = []
     if uncaught is not None and uncaught.height:
@@ -67,13 +68,11 @@ def stop_findings(
         ]
     if stops.is_empty() and not interrupts:
         return []
-    if unfinished is None:
-        unfinished = unfinished_compiles(trace)
     ranks = rank_account(trace)
     out = []
     for file in sorted(set(stops["file"].to_list()) | {r["file"] for r in interrupts}):
         mine = stops.filter(pl.col("file") == file)
-        found = _one(trace, file, mine, [r for r in interrupts if r["file"] == file], ranks, unfinished)
+        found = _one(trace, file, mine, [r for r in interrupts if r["file"] == file], ranks)
         if found is not None:
             out.append(found)
     return out
@@ -85,18 +84,15 @@ def _where(file: str, lineno: int | None, what: str) -> dict[str, Any]:
 
 def _one(
     trace: Trace, file: str, stops: pl.DataFrame, interrupts: list[dict[str, Any]],
-    ranks: list[dict[str, Any]], unfinished: list[dict[str, Any]],
+    ranks: list[dict[str, Any]],
 ) -> dict[str, Any] | None:
     rows = stops.to_dicts()
     death = next((r for r in rows if r["kind"] in ("death_signal", "signal_exception")), None)
     timed = next((r for r in rows if r["kind"] == "death_signal"), None)
     slurm = next((r for r in rows if r["kind"] == "slurm_cancel"), None)
-    closing = {r["pid"]: r for r in rows if r["kind"] == "closing_signal"}
-    failed = [r for r in rows if r["kind"] == "child_failed"]
-    exits = [r for r in rows if r["kind"] == "child_exit"]
+    who = who_ended(rows)
+    closing, exits, killed = who["closing"], who["exits"], who["killed"]
     spawned = [r for r in rows if r["kind"] == "spawn_signal" and r["signal"] in OUTSIDE_SIGNALS]
-    root = next((r for r in failed if r["root"]), None) or (exits[0] if exits else None)
-    killed = root if root is not None and root["signal"] in OUTSIDE_SIGNALS else None
     name = Path(file).name
     if death is None and slurm is None and killed is None and not spawned and not interrupts:
         return None  # a rank died of its own error or signal (SIGSEGV, exit 1): analyze.crashes

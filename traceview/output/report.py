@@ -126,7 +126,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
     fails = failures(trace, uncaught=uncaught)
     crashes = crash_findings(trace, uncaught=uncaught, collectives=collectives)
     unfinished = unfinished_compiles(trace)
-    stops = stop_findings(trace, uncaught=uncaught, unfinished=unfinished)
+    stops = stop_findings(trace, uncaught=uncaught)
     tie_unfinished(stops, unfinished)
     # each compile's status and seconds from its account: a compile left open is counted as
     # interrupted / never ended (not "no metrics") and its time runs to the capture's end

@@ -27,7 +27,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers.stops import OUTSIDE_SIGNALS, stops_from_text
+from parsers.stops import ended_by, stops_from_text, who_ended
 from traceview.analyze.accounts.compiles import OPEN, compile_account, uncaught
 from traceview.analyze.per_trace import once
 from traceview.analyze.unfinished import RUN_TIME_SPANS, capture_end
@@ -70,32 +70,17 @@ def rank_table(trace: Trace) -> pl.DataFrame:
 
 
 def _endings(trace: Trace) -> dict[Any, str]:
-    """pid -> how the launcher says that process ended (parsers.stops, each text log's lines):
-    "killed by SIGKILL" (the first failure torchrun reports, by a signal from outside), "SIGTERM
-    from torchrun" (torchrun's closing signal), "exit code -11 (SIGSEGV)"."""
+    """pid -> how the launcher says that process ended (parsers.stops.ended_by, each text log's
+    lines): "killed by SIGKILL", "SIGTERM from torchrun", "exit code -11 (SIGSEGV)"."""
     stops = stops_from_text(trace.log_records, trace.other_lines)
     out: dict[Any, str] = {}
-    if stops.is_empty():
-        return out
-    for _, rows_df in stops.group_by("file", maintain_order=True):
+    for _, rows_df in stops.group_by("file", maintain_order=True) if stops.height else []:
         rows = rows_df.to_dicts()
-        closing = {r["pid"]: r for r in rows if r["kind"] == "closing_signal"}
-        failed = [r for r in rows if r["kind"] == "child_failed"]
-        exits = [r for r in rows if r["kind"] == "child_exit"]
-        root = next((r for r in failed if r["root"]), None) or (exits[0] if exits else None)
-        killed = root if root is not None and root["signal"] in OUTSIDE_SIGNALS else None
-        pids = {r["pid"] for r in rows if r.get("pid") is not None}
-        for pid in pids:
-            if pid in out:
-                continue
-            if killed is not None and killed["pid"] == pid:
-                out[pid] = f"killed by {killed['signal']}"
-            elif pid in closing:
-                out[pid] = f"{closing[pid]['signal']} from torchrun"
-            else:
-                code = next((e for e in failed + exits if e["pid"] == pid and e["signal"]), None)
-                if code is not None:
-                    out[pid] = f"exit code {code['exit_code']} ({code['signal']})"
+        who = who_ended(rows)
+        for pid in {r["pid"] for r in rows if r.get("pid") is not None}:
+            said = ended_by(who, pid)
+            if said is not None:
+                out.setdefault(pid, said)
     return out
 
 
