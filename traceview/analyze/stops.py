@@ -34,7 +34,8 @@ from typing import Any
 
 import polars as pl
 
-from parsers.stops import OUTSIDE_SIGNALS, stops_from_text, who_ended
+from parsers.stops import OUTSIDE_SIGNALS, who_ended
+from traceview.analyze.accounts.compiles import stop_lines
 from traceview.analyze.accounts.ranks import rank_account
 from traceview.analyze.judge import stop_verdict
 from traceview.analyze.unfinished import capture_end
@@ -59,7 +60,7 @@ def stop_findings(
     waiting rank), head, message, next_step, certainty, evidence, file, lineno.
     `uncaught`: parsers.tracebacks.uncaught_from_text of the trace (KeyboardInterrupt is read
     from it) when the caller has it."""
-    stops = stops_from_text(trace.log_records, trace.other_lines)
+    stops = stop_lines(trace)
     interrupts: list[dict[str, Any]] = []
     if uncaught is not None and uncaught.height:
         interrupts = [

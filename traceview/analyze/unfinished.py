@@ -24,6 +24,7 @@ are never counted as finished anywhere (compile_time counts ended spans only).
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -31,6 +32,7 @@ import polars as pl
 
 from parsers.compile_ids import sort_key
 from traceview.analyze.code_objects import describe
+from traceview.analyze.per_trace import once
 from traceview.trace import Trace
 
 # the phases a person knows, by chromium span name (torch/_dynamo, _functorch, _inductor)
@@ -89,6 +91,10 @@ def unfinished_compiles(trace: Trace) -> list[dict[str, Any]]:
     compile, with how long before the last timestamp), behind (a likely hang: other ranks
     finished this compile, this rank did not), pid, file, lineno. A rank hung in a compile
     writes nothing more itself: its running time runs to the capture's last timestamp."""
+    return copy.deepcopy(once(trace, name="unfinished_compiles", build=lambda: _unfinished(trace)))
+
+
+def _unfinished(trace: Trace) -> list[dict[str, Any]]:
     c = trace.compiles
     spans = trace.spans
     opened_all = spans.filter(pl.col("duration_s").is_null() & (pl.col("ph") == "B") & pl.col("compile_id").is_not_null())

@@ -115,12 +115,15 @@ def uncaught(trace: Trace) -> pl.DataFrame:
     return once(trace, name="uncaught", build=lambda: uncaught_from_text(trace.other_lines, trace.log_records))
 
 
+def stop_lines(trace: Trace) -> pl.DataFrame:
+    """The launcher's and the system's lines that say a process stopped (parsers.stops), read once."""
+    return once(trace, name="stop_lines", build=lambda: stops_from_text(trace.log_records, trace.other_lines))
+
+
 def job_ended(trace: Trace) -> bool:
     """Whether the capture shows the job ending: a launcher's or the system's stop line, or an
     uncaught exception (a crash, a KeyboardInterrupt)."""
-    return once(trace, name="job_ended", build=lambda: bool(
-        stops_from_text(trace.log_records, trace.other_lines).height or uncaught(trace).height
-    ))
+    return bool(stop_lines(trace).height or uncaught(trace).height)
 
 
 # the phase a compile was in, from a traceback's innermost torch frame

@@ -27,8 +27,8 @@ from typing import Any
 
 import polars as pl
 
-from parsers.stops import ended_by, stops_from_text, who_ended
-from traceview.analyze.accounts.compiles import OPEN, compile_account, uncaught
+from parsers.stops import ended_by, who_ended
+from traceview.analyze.accounts.compiles import OPEN, compile_account, stop_lines, uncaught
 from traceview.analyze.per_trace import once
 from traceview.analyze.unfinished import RUN_TIME_SPANS, capture_end
 from traceview.trace import Trace
@@ -72,7 +72,7 @@ def rank_table(trace: Trace) -> pl.DataFrame:
 def _endings(trace: Trace) -> dict[Any, str]:
     """pid -> how the launcher says that process ended (parsers.stops.ended_by, each text log's
     lines): "killed by SIGKILL", "SIGTERM from torchrun", "exit code -11 (SIGSEGV)"."""
-    stops = stops_from_text(trace.log_records, trace.other_lines)
+    stops = stop_lines(trace)
     out: dict[Any, str] = {}
     for _, rows_df in stops.group_by("file", maintain_order=True) if stops.height else []:
         rows = rows_df.to_dicts()
