@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from parsers.code_location import whose
+from traceview.analyze.wording import DDP_WRAPPER_WHY
 
 if TYPE_CHECKING:
     from traceview.trace import Trace
@@ -46,7 +47,7 @@ _INSIDE = re.compile(r"DistributedDataParallel\._inside_ddp_forward")
 _LOGGER = re.compile(r"\bset_runtime_stats_and_log\b")
 
 WRAPPER_BREAK_EXPLANATION = (
-    "DDP's forward runs its own bookkeeping eagerly around the compiled module: the reducer's "
+    f"{DDP_WRAPPER_WHY}: the reducer's "
     "prepare_for_forward and Logger.set_runtime_stats_and_log (C++, not traceable) before it, "
     "prepare_for_backward after it; torch marks _inside_ddp_forward not traceable on purpose "
     "(@torch._disable_dynamo in torch/nn/parallel/distributed.py) so that Dynamo compiles the "

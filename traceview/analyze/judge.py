@@ -48,6 +48,7 @@ from traceview.analyze.findings import (
 )
 from traceview.analyze.wording import (
     CATEGORY_WORDS,
+    DDP_WRAPPER_WHY,
     Paths,
     injection_words,
     phases_text,
@@ -600,8 +601,7 @@ def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
             claim = f"{g['wrapper_break']} ({paths.show(g['filename'], g['line'])}), {where}"
         lines: list[tuple[str, str]] = [("", one_line(g["reason"], 400))]
         if wrapper:  # one short line; torch's words and the whole why in the details
-            lines = [("why:", (g.get("advice") or "").split(": the reducer", 1)[0].split(";", 1)[0]
-                      + "; nothing of yours to avoid")]
+            lines = [("why:", f"{DDP_WRAPPER_WHY}; nothing of yours to avoid")]
         elif g.get("explanation") and g["explanation"] != g["reason"]:
             src = " (torch's graph-break registry)" if g.get("explanation_from") == "registry" else ""
             lines.append(("why:", one_line(g["explanation"], 300) + src))

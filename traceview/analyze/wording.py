@@ -18,6 +18,9 @@ from parsers.code_location import whose
 from parsers.compile_ids import bracketed, kind_label
 from traceview.analyze.findings import code_label
 
+# why a DDP wrapper's own graph break is there, in one line (analyze.ddp's explanation opens with it)
+DDP_WRAPPER_WHY = "DDP's forward runs its own bookkeeping eagerly around the compiled module"
+
 CRASH_CATEGORY_WORDS = {
     "out_of_memory": "out of device memory",
     "cuda_graphs": "CUDA-graphs error",

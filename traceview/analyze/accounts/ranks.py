@@ -41,7 +41,8 @@ def rank_account(trace: Trace) -> list[dict[str, Any]]:
     "waiting", "running", "idle", "unknown"), idle_s (end_at - last_at), and by state:
     compile (compile_id, occurrence, part, phase, started, running_s, others_s) for
     compiling; behind (the ranks it waits for) for waiting; running (compile_id, span) for
-    running. Do not change what it returns."""
+    running; and ended_by, crashed (how it ended, where the capture says; see the module doc).
+    Do not change what it returns."""
     return once(trace, name="rank_account", build=lambda: _account(trace))
 
 
