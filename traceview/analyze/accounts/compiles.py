@@ -6,7 +6,8 @@ or a compile seen only by its open spans (a compiled-autograd graph). Its accoun
 * **pieces**: the forward (Dynamo + the backend: `compilation_metrics`), and every backward
   piece compiled lazily at the first `.backward()` (`bwd_compilation_metrics`: DDPOptimizer
   compiles one per gradient bucket, all under the same compile id); `forward_s`, `backward_s`
-  (every piece), `backward_pieces`;
+  (every piece), `backward_pieces`, `backward_start` / `backward_end` (each piece's, as the
+  compiles table read them from its records);
 * **start, end, seconds**: the forward's start; the end of its last piece; what it cost in all.
   A compile that never ended runs to the capture's last timestamp (`end` is that timestamp,
   `seconds` its time up to it: the forward's time plus the open backward's, when the backward
@@ -33,7 +34,6 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-import orjson
 import polars as pl
 
 from parsers.stops import stops_from_text
@@ -65,6 +65,8 @@ SCHEMA: dict[str, pl.DataType] = {
     "forward_s": pl.Float64,
     "backward_s": pl.Float64,
     "backward_pieces": pl.Int32,
+    "backward_start": pl.List(pl.Datetime("us")),
+    "backward_end": pl.List(pl.Datetime("us")),
     "seconds": pl.Float64,
     "status": pl.String,
     "open_part": pl.String,
@@ -164,43 +166,11 @@ def _interrupted(trace: Trace, rows: list[dict[str, Any]], end_at: Any) -> None:
             last.update(status="interrupted", open_part="forward", open_since=last["start"], phase=phase)
 
 
-def _backward_ends(trace: Trace) -> dict[tuple[str, str], list[tuple[float, float]]]:
-    """(file, compile id) -> (start, end) in epoch seconds of each backward piece's metrics."""
-    ev = trace.index_events()
-    if ev.is_empty():
-        return {}
-    bwd = ev.filter(pl.col("kind") == "bwd_compilation_metrics").select("file", "compile_id", "metadata")
-    out: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for file, cid, meta in bwd.iter_rows():
-        try:
-            m = orjson.loads(meta or "{}")
-        except orjson.JSONDecodeError:
-            continue
-        m = m if isinstance(m, dict) else {}
-        s, e = m.get("start_time_us"), m.get("end_time_us")
-        if isinstance(s, (int, float)) and isinstance(e, (int, float)):
-            out.setdefault((file, cid), []).append((s / 1e6, e / 1e6))
-    return out
-
-
-def _starts(df: pl.DataFrame) -> dict[tuple[str, str], list[float]]:
-    """(file, compile id) -> the start of each of its compiles (occurrences), epoch seconds."""
-    out: dict[tuple[str, str], list[float]] = {}
-    for file, cid, start in df.select("file", "compile_id", "start").iter_rows() if df.height else []:
-        if start is not None:
-            out.setdefault((file, cid), []).append(_ts(start) or 0.0)
-    return out
-
-
-def _backward_of(
-    bwd: dict[tuple[str, str], list[tuple[float, float]]], starts: dict[tuple[str, str], list[float]],
-    file: str, cid: str, start_s: float | None,
-) -> list[tuple[float, float]]:
-    """The backward pieces of the compile of `cid` that began at `start_s`: those after it and
-    before the same id's next compile in the file (after a torch._dynamo.reset())."""
-    later = [x for x in starts.get((file, cid), []) if start_s is not None and x > start_s]
-    limit = min(later) if later else None
-    return sorted(p for p in bwd.get((file, cid), []) if (start_s is None or p[0] >= start_s) and (limit is None or p[0] < limit))
+def _backward_pieces(start_us: list[float | None] | None, end_us: list[float | None] | None) -> list[tuple[float, float]]:
+    """The (start, end) in epoch seconds of each backward piece whose `bwd_compilation_metrics`
+    the compiles table read under this compile (its `bwd_piece_start_us` / `bwd_piece_end_us`),
+    in log order; a piece without both times is left out."""
+    return [(b / 1e6, e / 1e6) for b, e in zip(start_us or [], end_us or []) if b is not None and e is not None]
 
 
 def _dt(seconds: float | None) -> datetime.datetime | None:
@@ -229,12 +199,8 @@ def _account(trace: Trace) -> pl.DataFrame:
     end_at = end_of["at"] if end_of else None
     ended = job_ended(trace) if open_of else False
     causes = primary_causes(trace)
-    bwd = _backward_ends(trace)
-    pieces_col = next((n for n in ("bwd_pieces", "backward_pieces") if n in c.columns), None)
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, str, int]] = set()
-    # each compile id's starts in its file: a backward piece goes to the occurrence it followed
-    starts = _starts(c)
     for r in c.iter_rows(named=True):
         key = (r["file"], r["compile_id"], r["occurrence"] or 1)
         seen.add(key)
@@ -242,11 +208,11 @@ def _account(trace: Trace) -> pl.DataFrame:
         start = r["start"]
         fwd_s = r["compile_time_s"]
         start_s = _ts(start)
-        mine = _backward_of(bwd, starts, r["file"], r["compile_id"], start_s)
-        back_s = r["bwd_compile_time_s"]
-        pieces = r[pieces_col] if pieces_col else (len(mine) if mine else (1 if back_s is not None else 0))
+        mine = _backward_pieces(r["bwd_piece_start_us"], r["bwd_piece_end_us"])
         row = {k: r.get(k) for k in SCHEMA if k in r}
-        row.update(forward_s=fwd_s, backward_s=back_s, backward_pieces=pieces, open_part=None, phase=None)
+        row.update(forward_s=fwd_s, backward_s=r["bwd_compile_time_s"], backward_pieces=r["bwd_pieces"],
+                   backward_start=[_dt(b) for b, _ in mine], backward_end=[_dt(e) for _, e in mine],
+                   open_part=None, phase=None)
         if u is not None:
             row["status"] = "interrupted" if ended else "never_ended"
             row["open_part"] = u.get("part") or "forward"
@@ -300,8 +266,6 @@ def _pieces(trace: Trace) -> pl.DataFrame:
     acc = compile_account(trace)
     if acc.is_empty():
         return pl.DataFrame(schema=PIECES_SCHEMA)
-    bwd = _backward_ends(trace)
-    starts = _starts(acc)
     rows: list[dict[str, Any]] = []
     for a in acc.iter_rows(named=True):
         base = {k: a[k] for k in ("rank", "file", "compile_id", "occurrence", "label")}
@@ -313,10 +277,10 @@ def _pieces(trace: Trace) -> pl.DataFrame:
                          "seconds": a["seconds"] if fwd_open else a["forward_s"],
                          "status": a["status"] if fwd_open else ("failed" if a["status"] == "failed" else "finished"),
                          "phase": a["phase"] if fwd_open else None})
-        mine = _backward_of(bwd, starts, a["file"], a["compile_id"], _ts(a["start"]))
+        mine = list(zip(a["backward_start"] or [], a["backward_end"] or []))
         for i, (b, e) in enumerate(mine):
-            rows.append({**base, "piece": "backward", "index": i, "start": _dt(b), "end": _dt(e), "seconds": round(e - b, 6),
-                         "status": "finished", "phase": None})
+            rows.append({**base, "piece": "backward", "index": i, "start": b, "end": e,
+                         "seconds": round((_ts(e) or 0.0) - (_ts(b) or 0.0), 6), "status": "finished", "phase": None})
         if still_open and not fwd_open:
             since = a["open_since"]
             secs = (_ts(a["end"]) - _ts(since)) if a["end"] is not None and since is not None else None  # type: ignore[operator]
