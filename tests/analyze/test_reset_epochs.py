@@ -12,7 +12,7 @@ import polars as pl
 
 import traceview
 from traceview.analyze.hotspots import graph_break_hotspots
-from traceview.output.timeline import compile_rows, timeline_events
+from traceview.output.timeline import piece_rows, timeline_events
 
 from ..conftest import FIXTURES
 
@@ -90,8 +90,9 @@ def test_each_compile_keeps_its_own_graphs() -> None:
 def test_timeline_puts_phases_under_their_compile() -> None:
     """Every phase of 0/0 is drawn under the function of its own compile."""
     t = _load()
-    rows = compile_rows(t)
-    assert rows.filter(pl.col("compile_id") == "0/0").select("occurrence", "function").sort("occurrence").rows() == [
+    rows = piece_rows(t)
+    assert rows.filter((pl.col("compile_id") == "0/0") & (pl.col("piece") == "forward")).select(
+        "occurrence", "function").sort("occurrence").rows() == [
         (1, "big_model"),
         (2, "tiny_model"),
     ]

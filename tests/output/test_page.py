@@ -23,7 +23,7 @@ from traceview.cli import main
 from traceview.output import page
 from traceview.output.report import build_report
 from traceview.output.summary import render_text
-from traceview.output.timeline import compile_rows
+from traceview.output.timeline import piece_rows
 
 MULTIRANK = FIXTURES / "multirank" / "trace"
 AOTI = FIXTURES / "corpus" / "aoti_export"
@@ -40,8 +40,8 @@ def multirank_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _forward_bars(path: Path) -> int:
-    rows = compile_rows(traceview.load(path))
-    return rows.filter(rows["part"] == "forward").height
+    rows = piece_rows(traceview.load(path))
+    return rows.filter(rows["piece"] == "forward").height
 
 
 _BOX = re.compile(

@@ -124,19 +124,19 @@ def test_bars_carry_the_compiles_own_figure() -> None:
     """Issue 30.7: a forward bar is the forward part (compilation_metrics), the backward bar the
     lazily compiled backward; both rows carry the compile's own total (forward + backward), the
     figure Findings and Frames show, so the timeline's detail can say which part a bar is."""
-    from traceview.output.timeline import compile_rows
+    from traceview.output.timeline import piece_rows
 
     trace = traceview.load(FIXTURES / "training")
-    rows = compile_rows(trace)
+    rows = piece_rows(trace)
     totals = {(r["compile_id"], r["occurrence"]): r["total_time_s"] for r in trace.compiles.iter_rows(named=True)}
-    bwd = rows.filter(rows["part"] == "backward")
+    bwd = rows.filter(rows["piece"] == "backward")
     assert bwd.height >= 1
     for r in rows.iter_rows(named=True):
-        assert r["total_time_s"] == totals[(r["compile_id"], r["occurrence"])]
+        assert r["compile_seconds"] == pytest.approx(totals[(r["compile_id"], r["occurrence"])], abs=1e-9)
     for r in bwd.iter_rows(named=True):
-        fwd = rows.filter((rows["part"] == "forward") & (rows["compile_id"] == r["compile_id"])).row(0, named=True)
+        fwd = rows.filter((rows["piece"] == "forward") & (rows["compile_id"] == r["compile_id"])).row(0, named=True)
         # the two bars are the parts of one compile's figure
-        assert abs(fwd["dur_us"] / 1e6 + r["dur_us"] / 1e6 - r["total_time_s"]) < 0.05
+        assert abs(fwd["dur_us"] / 1e6 + r["dur_us"] / 1e6 - r["compile_seconds"]) < 0.05
 
 
 def test_an_open_piece_runs_to_the_capture_end_with_its_status_and_phase() -> None:

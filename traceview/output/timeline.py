@@ -36,61 +36,6 @@ from traceview.analyze.unfinished import capture_end
 from traceview.analyze.wording import STATUS_WORDS, rank_end_text, unfinished_text
 from traceview.trace import Trace
 
-BACKWARD_SPAN = "entire_backward_compile"  # torch/_functorch/_aot_autograd: the lazy backward compile
-
-
-def compile_rows(trace: Trace) -> pl.DataFrame:
-    """Every compile as rows on the run's time axis, for views that draw them (the UI's
-    timeline) rather than write JSON: one `forward` row per compile (start and length from
-    its `compilation_metrics`; `dur_us` null when the compile has none), and one `backward`
-    row per logged `entire_backward_compile` chromium span (the backward graph is compiled
-    lazily, at the first backward call, so it stalls the run at another time). Sorted by start;
-    compiles without a start time are left out. `process` and `process_label` name the rank
-    (a rank with several input files has one process per file); `offset_s` counts from the
-    first compile of the whole run. `total_time_s` is the compile's own figure (forward and
-    every backward piece, as the summary and the UI's findings count it) on all of its rows: a
-    bar shows one part of it. `bwd_pieces` is how many backward graphs the compile has
-    (DDPOptimizer compiles one per gradient bucket: one `backward` row each), `piece` the
-    backward row's place among them in start order (null on a forward row)."""
-    compiles = trace.compiles.select(
-        "file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status",
-        "fail_type", "fail_reason", "recompile_reason",
-        pl.col("start").dt.epoch("us").alias("start_us"), "compile_time_s", "total_time_s",
-        *([pl.col("bwd_pieces")] if "bwd_pieces" in trace.compiles.columns else [pl.lit(None, dtype=pl.Int32).alias("bwd_pieces")]),
-    )
-    spans = _spans_with_function(trace.spans, compiles)
-    processes = _processes(compiles, spans)
-    labels = _process_labels(processes)
-    fwd = compiles.filter(pl.col("start_us").is_not_null()).with_columns(
-        pl.lit("forward").alias("part"),
-        (pl.col("compile_time_s") * 1e6).round().cast(pl.Int64).clip(lower_bound=0).alias("dur_us"),
-    )
-    bwd_spans = spans.filter((pl.col("name") == BACKWARD_SPAN) & pl.col("start_us").is_not_null())
-    meta = compiles.select("file", "rank", "compile_id", "occurrence", "filename", "line", "status", "fail_type",
-                           "fail_reason", "recompile_reason", "total_time_s", "bwd_pieces")
-    # the compile the span's end falls in (spans.occurrence: a compile id used again after a
-    # torch._dynamo.reset() is another compile)
-    bwd = bwd_spans.join(meta, on=["file", "rank", "compile_id", "occurrence"], how="left", nulls_equal=True).with_columns(
-        pl.lit("backward").alias("part"),
-        (pl.col("duration_s") * 1e6).round().cast(pl.Int64).clip(lower_bound=0).alias("dur_us"),
-        (pl.col("start_us").rank("ordinal").over("file", "compile_id", "occurrence").cast(pl.Int32)).alias("piece"),
-    )
-    fwd = fwd.with_columns(pl.lit(None, dtype=pl.Int32).alias("piece"))
-    cols = ["file", "rank", "compile_id", "occurrence", "function", "filename", "line", "status", "fail_type",
-            "fail_reason", "recompile_reason", "part", "start_us", "dur_us", "total_time_s", "bwd_pieces", "piece"]
-    rows = pl.concat([fwd.select(cols), bwd.select(cols)], how="vertical_relaxed").with_columns(
-        pl.col("start_us").cast(pl.Int64)
-    )
-    rows = rows.sort("start_us", pl.col("part") == "backward", maintain_order=True)
-    pid = [processes[(r, f)] for r, f in zip(rows["rank"].to_list(), rows["file"].to_list())]
-    first = rows["start_us"].min() if rows.height else 0
-    return rows.with_columns(
-        pl.Series("process", pid, dtype=pl.Int64),
-        pl.Series("process_label", [labels[p] for p in pid], dtype=pl.String),
-        ((pl.col("start_us") - first) / 1e6).alias("offset_s"),
-    )
-
-
 PIECE_ROWS_SCHEMA: dict[str, pl.DataType] = {
     "file": pl.String, "rank": pl.Int32, "compile_id": pl.String, "occurrence": pl.Int32, "label": pl.String,
     "function": pl.String, "filename": pl.String, "line": pl.Int32, "piece": pl.String, "index": pl.Int32,
@@ -112,8 +57,8 @@ def piece_rows(trace: Trace) -> pl.DataFrame:
     `phase` (where an open piece was), `open`, and its compile's `compile_status`,
     `compile_seconds` (the account's status and seconds) and `recompile_reason`. A compile
     with a start but no piece (no time logged: unknown, or failed before its metrics timed
-    it) is one `forward` row with `dur_us` null and its compile's status. `process`, `process_label` and `offset_s` as `compile_rows` (offsets from
-    the first piece's start). Sorted by start."""
+    it) is one `forward` row with `dur_us` null and its compile's status. `process` and `process_label` name the rank (a rank with several input
+    files has one process per file); `offset_s` counts from the first piece's start. Sorted by start."""
     acc = compile_account(trace)
     pieces = compile_pieces(trace)
     if acc.is_empty():
@@ -380,7 +325,7 @@ def _instant(name: str, cat: str, ts: int, pid: int, tid: int, args: dict[str, A
 def longest_phases(
     trace: Trace, row: dict[str, Any], limit: int = 4
 ) -> list[tuple[str, float]]:
-    """The longest chromium phases inside one row of `compile_rows` (same file, rank and
+    """The longest chromium phases inside one row of `piece_rows` (same file, rank and
     compile id, within its start and length), leaving out the spans that are the whole
     compile (`dynamo`, `entire_frame_compile`, `compile_attempt_N`, ...): where its time went.
     Nested phases are listed each (`backend_compile` holds `create_aot_dispatcher_function`)."""
