@@ -196,6 +196,7 @@ class Trace:
         self._sources: dict[str, TableSource] = dict(tables)
         self._tables: dict[str, pl.DataFrame] = {}
         self._index: pl.DataFrame | None = None  # see index_events
+        self._kept: dict[str, object] = {}  # see keep: results derived from the tables
         self._index_loader = index  # index_events of a trace read from tables (an export)
         self.inputs = inputs
         self.parts = parts  # the parsed parts (cache entry) behind the tables, if any
@@ -219,9 +220,20 @@ class Trace:
         return name in self._tables
 
     def provide(self, name: str, source: TableSource) -> None:
-        """Replace how a table is obtained (e.g. tables built in parallel by the pipeline)."""
+        """Replace how a table is obtained (e.g. tables built in parallel by the pipeline);
+        when the table had been read, what was derived from the tables (keep) is derived again
+        on next use (a table not read yet fed nothing)."""
         self._sources[name] = source
-        self._tables.pop(name, None)
+        if self._tables.pop(name, None) is not None:
+            self._kept.clear()
+
+    def keep(self, name: str, build: Callable[[], object]) -> object:
+        """`build()`'s result, computed the first time `name` is asked of this Trace and kept
+        until one of its tables is replaced (provide): an analysis several readers share
+        (traceview.analyze.per_trace)."""
+        if name not in self._kept:
+            self._kept[name] = build()
+        return self._kept[name]
 
     def tables(self) -> dict[str, pl.DataFrame]:
         """Every table, derived ones computed."""

@@ -186,3 +186,16 @@ def test_each_rank_says_how_it_ended_where_the_capture_says() -> None:
     rep = build_report(traceview.load(ROOT / "fixtures" / "stop_killed_in_codegen"))
     [stop] = rep["stops"]
     assert {r["rank"]: r["ended_by"] for r in stop["ranks"]} == {0: "SIGTERM from torchrun", 1: "killed by SIGKILL"}
+
+
+def test_an_account_is_derived_again_when_a_table_it_read_is_replaced() -> None:
+    """The accounts are kept with their Trace (Trace.keep); a table the Trace read and then
+    replaced (Trace.provide) makes them derived again, never answered from the old tables."""
+    t = traceview.load(CORPUS / "ddp_rank_recompile")
+    first = compile_account(t)
+    assert compile_account(t) is first  # kept
+    compiles = t.compiles
+    t.provide("compiles", compiles.with_columns(pl.col("compile_time_s") * 2))
+    again = compile_account(t)
+    assert again is not first
+    assert again["forward_s"].sum() == pytest.approx(2 * first["forward_s"].sum())

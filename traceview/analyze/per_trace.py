@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 from traceview.trace import Trace
 
 T = TypeVar("T")
-_KEPT: weakref.WeakKeyDictionary[Trace, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def once(trace: Trace, *, name: str, build: Callable[[], T]) -> T:
-    """`build()`'s result for `trace`, computed the first time `name` is asked of this Trace.
-    The caller must not change what it gets (copy it first)."""
-    kept = _KEPT.setdefault(trace, {})
-    if name not in kept:
-        kept[name] = build()
-    return kept[name]  # type: ignore[no-any-return]
+    """`build()`'s result for `trace`, computed the first time `name` is asked of this Trace
+    (Trace.keep: derived again once a table of it is replaced). The caller must not change what
+    it gets (copy it first)."""
+    return cast(T, trace.keep(name, build))
