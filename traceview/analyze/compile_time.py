@@ -20,6 +20,7 @@ import polars as pl
 from parsers.coerce import float_of, int_of, json_object, text_of
 from parsers.compile_ids import without_attempt_expr
 from traceview.analyze.accounts.compiles import compile_account
+from traceview.analyze.per_trace import once
 from traceview.trace import Trace
 
 AUTOTUNE_SPAN = (
@@ -185,7 +186,7 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
     slowest distinct ones (seconds, compile id, function, place), each with every rank on
     which it took exactly as long, so that ranks that compiled alike are all listed rather
     than as many as fit in `n` rows."""
-    c, spans = _accounted(trace), trace.spans
+    c, spans = accounted_compiles(trace), trace.spans
     if spans.height:
         c = c.join(_autotune_by_compile(spans, c), on=["file", "compile_id", "occurrence"], how="left")
     else:
@@ -224,12 +225,18 @@ def top_compiles(trace: Trace, *, n: int = 10) -> pl.DataFrame:
     )
 
 
-def _accounted(trace: Trace) -> pl.DataFrame:
+def accounted_compiles(trace: Trace) -> pl.DataFrame:
     """The compiles table with each compile's seconds and status from its account
-    (analyze.accounts.compiles): `total_time_s` is the account's `seconds` (every backward
-    piece; a compile still open up to the capture's last timestamp), `status` the account's
-    (finished, failed, interrupted, never_ended, unknown), with the open part and its phase."""
-    c = trace.compiles
+    (analyze.accounts.compiles), kept with the Trace: `total_time_s` is the account's `seconds`
+    (every backward piece; a compile still open up to the capture's last timestamp), `status`
+    the account's (finished, failed, interrupted, never_ended, unknown) and `table_status` the
+    compiles table's own (ok, failed, graph_break_restarts, empty_graph, no_metrics), with the
+    open part and its phase. Do not change what it returns."""
+    return once(trace, name="accounted_compiles", build=lambda: _accounted(trace))
+
+
+def _accounted(trace: Trace) -> pl.DataFrame:
+    c = trace.compiles.with_columns(pl.col("status").alias("table_status"))
     acc = compile_account(trace)
     if c.is_empty() or acc.is_empty():
         return c.with_columns(pl.lit(None, dtype=pl.String).alias(n) for n in ("status", "open_part", "phase"))
@@ -251,7 +258,7 @@ def by_function(trace: Trace, *, frames_only: bool = False) -> pl.DataFrame:
     without a Dynamo frame have no code object and are left out. `frames_only`: only the
     compiles of a Dynamo frame outside compiled autograd (frame id set, no `!N`), the ones
     `traceview diff` matches by code object."""
-    compiles = _accounted(trace)
+    compiles = accounted_compiles(trace)
     if frames_only:
         compiles = compiles.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
     return _by_function(compiles)

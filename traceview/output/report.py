@@ -131,18 +131,14 @@ def build_report(trace: Trace) -> dict[str, Any]:
     # each compile's status and seconds from its account: a compile left open is counted as
     # interrupted / never ended (not "no metrics") and its time runs to the capture's end
     account = compile_account(trace)
-    open_status = account.filter(pl.col("status").is_in(OPEN)).select("file", "compile_id", "occurrence", pl.col("status").alias("_open"))
-    accounted = compiles.join(open_status, on=["file", "compile_id", "occurrence"], how="left", nulls_equal=True).join(
-        account.select("file", "compile_id", "occurrence", pl.col("seconds").alias("_seconds")),
-        on=["file", "compile_id", "occurrence"], how="left", nulls_equal=True,
-    )
+    accounted = ct.accounted_compiles(trace)
     per_rank = (
         accounted.group_by("rank")
         .agg(
             pl.len().alias("compiles"),
-            *[((pl.col("status") == s) & pl.col("_open").is_null()).sum().alias(s) for s in STATUSES],
-            *[(pl.col("_open") == s).sum().alias(s) for s in OPEN],
-            pl.coalesce("_seconds", "total_time_s").sum().round(3).alias("compile_time_s"),
+            *[((pl.col("table_status") == s) & ~pl.col("status").is_in(OPEN).fill_null(False)).sum().alias(s) for s in STATUSES],
+            *[(pl.col("status") == s).sum().alias(s) for s in OPEN],
+            pl.col("total_time_s").sum().round(3).alias("compile_time_s"),
         )
         .sort("rank", nulls_last=False)
     )
