@@ -1,7 +1,8 @@
 """Find the logs in what the user points at: a trace file, a text log, or a directory.
 
-A directory may hold TORCH_TRACE logs (one per process), TORCH_LOGS text captures, and files
-that are neither (reported as stray, never dropped silently). Trace logs are grouped into runs:
+A directory may hold TORCH_TRACE logs (one per process), TORCH_LOGS text captures, the flight
+recorder's dumps (parsers.flight_recorder), and files that are neither (reported as stray,
+never dropped silently). Trace logs are grouped into runs:
 a new run starts when a rank (or the rank-less process) appears again, or when a file starts
 long after the previous one; `latest=True` keeps the newest run.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from parsers.code_location import TORCH_FILE_BYTES
+from parsers.flight_recorder import looks_like_dump
 from parsers.glog import HEAD, PREFIX, as_bytes, plain
 from parsers.gzipped import is_gzip, read_all
 
@@ -53,6 +55,9 @@ class Inputs:
     traces: list[TraceFile] = field(default_factory=list)
     text_logs: list[str] = field(default_factory=list)
     stray: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    # the flight recorder's dumps (one file per rank: parsers.flight_recorder), read by the
+    # timeout analysis
+    flight_recorder: list[str] = field(default_factory=list)
     runs: int = 0
     dropped_runs: list[str] = field(default_factory=list)  # files left out by --latest
     # how many bytes of a file to read (a log being written: its complete records, as
@@ -262,6 +267,8 @@ def discover(
                 kind, "not a TORCH_TRACE log or a TORCH_LOGS text log"
             )
             raise InputError(f"{fs}: {what}")
+        elif kind in ("binary", "other") and looks_like_dump(_head(fs, 4096)):
+            inputs.flight_recorder.append(fs)
         else:
             inputs.stray.append((fs, {"empty": "empty file", "binary": "binary file"}.get(kind, "not a torch log")))
     if passed_over and not inputs.traces and not inputs.text_logs:

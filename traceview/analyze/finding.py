@@ -26,7 +26,8 @@ Severity = Literal["act", "expected", "fact"]
 SEVERITIES: tuple[str, ...] = ("act", "expected", "fact")
 
 # Kinds, most costly first within a severity: torch.compile that compiled nothing (the whole
-# model ran eagerly), a job stopped from outside (what every rank was doing then), a rank left
+# model ran eagerly), a collective that timed out behind another rank's compile (what killed
+# the job, and why), a job stopped from outside (what every rank was doing then), a rank left
 # inside a compile (a hang), ranks whose collectives differ, ranks stalled while another compiled
 # alone, ranks whose
 # collectives differ (a hang or a wrong result), a crash, a rank that compiled differently, a
@@ -34,7 +35,7 @@ SEVERITIES: tuple[str, ...] = ("act", "expected", "fact")
 # graph breaks, a single recompile, then what costs once (max-autotune's autotuning, a slow
 # compile).
 KINDS: tuple[str, ...] = (
-    "compiled_nothing", "stop", "unfinished", "collectives", "stall", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
+    "compiled_nothing", "timeout", "stop", "unfinished", "collectives", "stall", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
     "recompile", "expected", "fixed", "autotune", "compile_time",
 )
 
@@ -54,6 +55,8 @@ class KindWords:
 
 KIND_WORDS: dict[str, KindWords] = {
     "compiled_nothing": KindWords("COMPILED NOTHING", "COMPILED NOTHING", "torch.compile had no effect"),
+    "timeout": KindWords("COLLECTIVE TIMEOUT", "COLLECTIVE TIMEOUT",
+                         "a collective ran past the process group's timeout while another rank compiled"),
     "stop": KindWords("STOPPED", "STOPPED", "from outside: not the program's own error"),
     "unfinished": KindWords("UNFINISHED COMPILE", "UNFINISHED COMPILES",
                             "begun, no compilation_metrics: killed, hung or still running when the log ends", "unfinished compile"),

@@ -228,6 +228,9 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
         if st.get("certainty") != "certain":
             lines.append(("how sure:", f"{st['certainty']} ({st.get('evidence') or 'indirect evidence'})"))
         tuned = _stopped_autotuning(report, compiles)
+        first_compile = st["kind"] == "launcher_signal" and _first_compile_everywhere(st.get("ranks") or [])
+        if first_compile and (cost := _autotune_cost(report)):
+            lines.append(("autotuning:", cost))
         if tuned:  # the stop landed in max-autotune's autotuning: that first, then the limit
             lines.append(("first:", tuned))
         lines.append(("next:", st["next_step"]))
@@ -239,9 +242,35 @@ def _stops(report: dict[str, Any], paths: Paths) -> list[Finding]:
             evidence=[Evidence(st.get("file"), st.get("lineno"))] if st.get("file") else [],
             facet=st["kind"], target=compiles[0] if compiles else None,
             key=f"stop:{st['kind']}:{st.get('signal')}:{st.get('target')}",
-            short=stop_words(st["kind"], st.get("target") or "", st.get("signal") or ""),
+            short=("the time limit ran out inside the first compile (no hang)" if first_compile
+                   else stop_words(st["kind"], st.get("target") or "", st.get("signal") or "")),
         ))
     return out
+
+
+def _autotune_cost(report: dict[str, Any]) -> str | None:
+    """What max-autotune's autotuning cost, per rank: GEMMs autotuned, choices benchmarked, the
+    choices skipped and why (compile_time.autotuning, compile_time.skipped_choices)."""
+    ct = report.get("compile_time") or {}
+    rows = ct.get("autotuning") or []
+    if not rows:
+        return None
+    by_rank: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_rank.setdefault(r.get("rank"), []).append(r)
+    parts = []
+    for rank, rs in sorted(by_rank.items(), key=lambda x: (x[0] is None, x[0] or 0)):
+        secs = sum(float(r.get("precompile_s") or 0.0) + float(r.get("benchmark_s") or 0.0) for r in rs)
+        failed = sum(int(r.get("failed_choices") or 0) for r in rs)
+        who = f"rank {rank}: " if rank is not None else ""
+        parts.append(f"{who}{plural(len(rs), 'GEMM')} autotuned to the end, {sum(int(r.get('choices') or 0) for r in rs)} "
+                     f"choices benchmarked ({failed} failed), {seconds_text(secs)} precompiling and benchmarking")
+    text = "; ".join(parts)
+    for sk in ct.get("skipped_choices") or []:
+        need = (f" (a config needed {sk['required']} bytes of shared memory, the GPU has {sk['limit']})"
+                if sk.get("required") and sk.get("limit") else "")
+        text += f"; skipped: {sk['count']} choices for {sk['reason']}{need}"
+    return text
 
 
 def _compiled_nothing(report: dict[str, Any]) -> list[Finding]:
@@ -374,15 +403,109 @@ def _collectives(report: dict[str, Any], paths: Paths) -> list[Finding]:
     return out
 
 
+# the collective as people say it (NCCL's OpType, the flight recorder's profiling name)
+_OP_WORDS = {"allreduce": "all-reduce", "all_reduce": "all-reduce", "broadcast": "broadcast", "allgather": "all-gather",
+             "all_gather": "all-gather", "_allgather_base": "all-gather", "reduce_scatter": "reduce-scatter",
+             "_reduce_scatter_base": "reduce-scatter", "reducescatter": "reduce-scatter", "barrier": "barrier",
+             "alltoall": "all-to-all", "alltoall_base": "all-to-all", "all_to_all": "all-to-all", "send": "send",
+             "recv": "recv", "monitoredbarrier": "monitored barrier"}
+
+
+def _op_words(op: str | None) -> str:
+    return _OP_WORDS.get((op or "").lower(), (op or "collective").lower())
+
+
+def timeout_explained(report: dict[str, Any]) -> dict[tuple[Any, Any], dict[str, Any]]:
+    """(file, rank) -> the timeout that a compile on another rank explains (report["timeouts"])."""
+    return {(t["file"], t["rank"]): t for t in report.get("timeouts") or [] if t.get("culprit")}
+
+
+def _timeouts(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    """A collective that timed out while another rank compiled (analyze.timeouts): the compile
+    named, the collectives each rank had enqueued, how the job ended, the fixes."""
+    out = []
+    for t in report.get("timeouts") or []:
+        c = t.get("culprit")
+        if not c:
+            continue  # no compile covers the wait: the crash's words (a desync, a lost peer) stand
+        op = _op_words(t.get("op"))
+        seq = f" {t['seq']}" if t.get("seq") is not None else ""
+        backend = (t.get("backend") or "").upper() if t.get("backend") == "nccl" else (t.get("backend") or "")
+        limit = f" after {seconds_text(t['timeout_s'])}" if t.get("timeout_s") is not None else ""
+        ref = CompileRef(c["rank"], c["compile_id"], c.get("occurrence"))
+        code = code_label(c, paths.show)
+        why = f"a recompile: {c['cause']}" if c.get("cause") else "a compile"
+        what = (f"{backend} collective timed out (its {t.get('op')})" if t.get("op") in ("send", "recv")
+                else f"{op} ({backend} collective{seq})")
+        claim = (f"rank {t['rank']}'s {what}{'' if t.get('op') in ('send', 'recv') else ' timed out'}{limit} because rank {c['rank']} was "
+                 f"compiling {ref} {code} and had not reached it: {why}")
+        lines: list[tuple[str, str]] = [("timeout:", one_line(t.get("text") or "", 220))]
+        began = c.get("started_before_s") or 0.0
+        when = (f"began {seconds_text(began)} before rank {t['rank']}'s collective" if began >= 0
+                else f"began {seconds_text(-began)} after rank {t['rank']}'s collective was issued")
+        if c.get("status") in ("interrupted", "never_ended"):
+            state = (f"still compiling{' in ' + c['phase'] if c.get('phase') else ''} when the job ended "
+                     f"({seconds_text(c.get('seconds'))} in all so far)")
+        else:
+            state = f"it ended after the timeout, {seconds_text(c.get('seconds'))} in all"
+        lines.append(("compile:", f"rank {c['rank']} {ref} {when}; {seconds_text(c.get('compiling_s'))} of it when the "
+                                  f"timeout fired; {state}"))
+        tune = c.get("autotune") or {}
+        if tune.get("ops"):
+            lines.append(("autotuning:", f"max-autotune benchmarked {plural(tune['ops'], 'GEMM')} "
+                                         f"({tune.get('choices') or 0} choices) in {ref} on rank {c['rank']}: "
+                                         f"{seconds_text(tune.get('seconds'))} of its compile (MAX-AUTOTUNE)"))
+        if t.get("by_rank"):
+            said = "; ".join(f"rank {b['rank']} enqueued up to {b['last_enqueued']}, completed {b['last_completed']}"
+                             for b in t["by_rank"])
+            src = ", ".join(sorted({b["source"] for b in t["by_rank"]}))
+            lines.append(("collectives:", f"{said} ({src})"))
+        ended = [f"rank {t['rank']}: {t['ended_by']}" if t.get("ended_by") else None,
+                 f"rank {c['rank']}: {c['ended_by']}" if c.get("ended_by") else None]
+        if any(ended):
+            lines.append(("ended:", "; ".join(e for e in ended if e)))
+        lines.append(("how sure:", f"{t['certainty']} ({t.get('evidence') or 'indirect evidence'})"))
+        worst = max(float(c.get("seconds") or 0.0), float(c.get("compiling_s") or 0.0))
+        dim = c.get("cause_kind") == "size"
+        step = (
+            f"Not a desync and not NCCL: rank {c['rank']}'s compile outlasted the process group's timeout. "
+            + ("Give every rank the same shapes (drop_last=True in the DataLoader, or pad the last batch), or make "
+               "the varying dimension dynamic on every rank before the first step (torch._dynamo.mark_dynamic, e.g. "
+               "mark_dynamic(x, 0) for the batch), so no rank recompiles alone; " if dim else "")
+            + "warm up every shape on every rank before training (one step per shape, or a warm "
+            "TORCHINDUCTOR_CACHE_DIR / torch.compiler.load_cache_artifacts); or raise the process group's timeout "
+            f"above the worst compile (init_process_group(timeout=timedelta(seconds=...)) > {worst:.0f}s here)."
+            + (" max-autotune's benchmarking made this compile long: mode='max-autotune-no-cudagraphs' is not "
+               "shorter; the default mode does not autotune." if tune.get("ops") else "")
+        )
+        lines.append(("next:", step))
+        out.append(Finding(
+            "timeout", "act", claim, lines, next_step=step, certainty=t["certainty"],
+            cost=Cost(seconds=float(t.get("ran_s") or 0.0), ranks_stalled=1), ranks=[t["rank"], c["rank"]],
+            compiles=[ref], target=ref, evidence=[Evidence(t["file"], t.get("lineno"), t["rank"])],
+            facet=t.get("backend"), key=f"timeout:{t['file']}:{t['rank']}:{t.get('seq')}",
+            short=(f"rank {t['rank']}'s {'collective' if t.get('op') in ('send', 'recv') else op} timed out "
+                   f"behind rank {c['rank']}'s compile {ref}"),
+        ))
+    return out
+
+
+
 def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
     out = []
+    explained = timeout_explained(report)
     for c in report.get("crashes") or []:
         where = f"at {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
         cc = c.get("compile")
         if cc:  # raised compiling: the compile, named as every line names it
             where = f"compiling {bracketed(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))} {code_label(cc, paths.show)}"
+        timed = explained.get((c.get("file"), c.get("rank"))) if c.get("distributed_error") else None
+        words = CATEGORY_WORDS.get(c['category'], c['category'])
+        if timed is not None:  # the timeout a compile on another rank explains: said there, not as a desync
+            words = (f"its collective timed out while rank {timed['culprit']['rank']} compiled "
+                     f"[{timed['culprit']['label'] or timed['culprit']['compile_id']}] (COLLECTIVE TIMEOUT)")
         claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: "
-                 f"{CATEGORY_WORDS.get(c['category'], c['category'])}" + ("" if cc else f", raised in {c['raised_in']}"))
+                 f"{words}" + ("" if cc else f", raised in {c['raised_in']}"))
         ran = c.get("ran") if c.get("category") == "out_of_memory" else None
         if c.get("category") == "out_of_memory":
             claim, cc = _memory_claim(c, paths), (ran if ran and ran.get("compile_id") else None)
@@ -405,10 +528,13 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             lines.append(("cause:", injected[0]))  # the run's config asked for the failure
         if c.get("certainty") != "certain":
             lines.append(("how sure:", f"{c['certainty']} ({c.get('evidence') or 'indirect evidence'})"))
-        lines.append(("next:", c["next_step"]))
+        step = c["next_step"]
+        if timed is not None:
+            step = "Not a desync: the collective waited for a rank that was compiling; see COLLECTIVE TIMEOUT for the compile and the fixes."
+        lines.append(("next:", step))
         ref = CompileRef(c["rank"], cc["compile_id"], cc.get("occurrence"), cc.get("attempts")) if cc else None
         out.append(Finding(
-            "crash", "act", claim, lines, next_step=c["next_step"], certainty=c.get("certainty") or "certain",
+            "crash", "act", claim, lines, next_step=step, certainty=c.get("certainty") or "certain",
             ranks=[c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), facet=c.get("category"), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
         ))
     return out
@@ -895,7 +1021,7 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         except Exception:  # a table missing from an old export: the jump falls back to the second compile
             recompiles = None
     found = (
-        _compiled_nothing(report) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths)
+        _compiled_nothing(report) + _timeouts(report, paths) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths)
         + _collectives(report, paths) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
         + _graph_breaks(report, paths) + _max_autotune(report) + _slow(report, paths)
@@ -939,7 +1065,7 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
             else:
                 found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
-        elif kind in ("stop", "compiled_nothing"):
+        elif kind in ("stop", "compiled_nothing", "timeout"):
             found += [f.short or f.claim for f in fs]
         elif kind == "stall":
             found.append(fs[0].short or fs[0].claim)
@@ -1014,6 +1140,25 @@ def _compile_words(s: dict[str, Any]) -> str:
     return f"inside {bracketed(s['compile_id'], s.get('occurrence'), s.get('attempts'))}{part}{phase}{run}"
 
 
+def _first_compile_everywhere(states: list[dict[str, Any]]) -> bool:
+    """Every rank inside the first compile of one code object (`N/0`), and each still writing
+    records (its last within 30s and a quarter of the compile's time before the stop): a time
+    limit shorter than the compile, not a hang."""
+    if not states or any(s.get("state") != "compiling" for s in states):
+        return False
+    ids = {s.get("compile_id") for s in states}
+    if len(ids) != 1:
+        return False
+    cid = next(iter(ids)) or ""
+    if not cid.endswith("/0") or any((s.get("occurrence") or 1) != 1 for s in states):
+        return False
+    for s in states:
+        quiet, took = s.get("quiet_s"), float(s.get("compile_s") or s.get("running_s") or 0.0)
+        if quiet is None or quiet > 30.0 or quiet > 0.25 * took:
+            return False
+    return True
+
+
 def stop_verdict(
     kind: str, sig: str, target: str, by: str, states: list[dict[str, Any]], at: Any
 ) -> tuple[str, str, str, str, str | None]:
@@ -1069,6 +1214,25 @@ def stop_verdict(
             )
             return head, doing, step, "likely", (f"that {who} hung is read from the same compile's time on the other ranks, "
                                                    "and that a rank waited from its silence after its last record (a waiting rank writes nothing)")
+        first = _first_compile_everywhere(states)
+        if first and kind == "launcher_signal":
+            ids = ", ".join(sorted({bracketed(c["compile_id"], c.get("occurrence"), c.get("attempts")) for c in compiling}))
+            secs = [float(c.get("compile_s") or c.get("running_s") or 0.0) for c in compiling]
+            span = f"{min(secs):.0f}s" if round(min(secs)) == round(max(secs)) else f"{min(secs):.0f}-{max(secs):.0f}s"
+            where = f"on all {len(compiling)} ranks" if len(compiling) > 1 else ""
+            head += (f"; the time limit ran out inside the first compile {where} ({ids}, {span} of compiling): "
+                     "no hang and no NCCL problem, compiling used the time")
+            step = (
+                "Compile time used the job's time limit: every rank was inside its first compile of the same code, "
+                "none behind the others, each still writing records, and no collective had failed. Give it the time "
+                "or cut it: warm the caches so the next job skips the compile (TORCHINDUCTOR_CACHE_DIR on shared "
+                "storage, torch.compiler.save_cache_artifacts / load_cache_artifacts); under max-autotune, MAX-AUTOTUNE "
+                "says what its autotuning cost and bought (the default mode does not autotune); or raise the time "
+                "limit above the first compile."
+            )
+            return head, doing, step, "likely", (
+                "no hang: every rank was inside the same first compile, each with a record "
+                f"{max(float(c.get('quiet_s') or 0.0) for c in compiling):.1f}s or less before the stop")
         if kind == "rank_killed" and sig == "SIGKILL":
             step = (
                 f"A SIGKILLed process writes no traceback: there is none to read. Look for who killed it: the kernel's OOM "

@@ -35,7 +35,7 @@ from typing import Any
 import polars as pl
 
 from parsers.stops import OUTSIDE_SIGNALS, who_ended
-from traceview.analyze.accounts.compiles import stop_lines
+from traceview.analyze.accounts.compiles import compile_account, stop_lines
 from traceview.analyze.accounts.ranks import rank_account
 from traceview.analyze.judge import stop_verdict
 from traceview.analyze.unfinished import capture_end
@@ -138,7 +138,7 @@ def _one(
         end = capture_end(trace)
         if end is not None:
             at, at_from = end["at"], _where(end["file"], end["lineno"], f"the capture's last timestamp ({end['what']})")
-    states = _states(ranks, at)
+    states = _states(ranks, at, compile_account(trace))
     if kind == "interrupt":
         _interrupted_where(trace, interrupts[0], states)
     # the words are the judge's (analyze.judge.stop_verdict): kept here for `--json`'s stops
@@ -164,7 +164,16 @@ def tie_unfinished(stops: list[dict[str, Any]], unfinished: list[dict[str, Any]]
                     u["stopped_by"] = {"signal": st["signal"], "target": st["target"], "at": st["at"], "ended_by": r.get("ended_by")}
 
 
-def _states(ranks: list[dict[str, Any]], at: Any) -> list[dict[str, Any]]:
+def _compile_seconds(account: pl.DataFrame | None, rf: dict[str, Any], c: dict[str, Any]) -> float | None:
+    """The open compile's seconds so far, all its parts (the compile account's)."""
+    if account is None or account.is_empty():
+        return None
+    row = account.filter((pl.col("file") == rf["file"]) & (pl.col("compile_id") == c["compile_id"])
+                         & (pl.col("occurrence") == (c.get("occurrence") or 1)))
+    return round(float(row["seconds"][0]), 3) if row.height and row["seconds"][0] is not None else None
+
+
+def _states(ranks: list[dict[str, Any]], at: Any, account: pl.DataFrame | None = None) -> list[dict[str, Any]]:
     """Each rank's state at the stop (see stop_findings), as the rank account has it
     (analyze.accounts.ranks): what it was doing, and how it ended from the launcher's lines."""
     out = []
@@ -178,7 +187,8 @@ def _states(ranks: list[dict[str, Any]], at: Any) -> list[dict[str, Any]]:
             s.update(state="compiling", compile_id=c["compile_id"], occurrence=c.get("occurrence"),
                      part=None if c.get("part") == "forward" else c.get("part"), phase=c.get("phase"),
                      running_s=c.get("running_s"), started=c["started"].isoformat() if c.get("started") else None,
-                     others_s=c.get("others_s") or [])
+                     others_s=c.get("others_s") or [], compile_s=_compile_seconds(account, rf, c),
+                     quiet_s=round((at - rf["last_at"]).total_seconds(), 3) if at is not None and rf.get("last_at") is not None else None)
         elif state in ("waiting", "running", "idle") and at is not None and rf["last_at"] is not None:
             done = rf.get("compiles_done_at")
             s.update(state=state, idle_s=round((at - rf["last_at"]).total_seconds(), 3),

@@ -35,6 +35,7 @@ from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_w
 from traceview.analyze.stalls import mark_lone_recompiles, rank_stalls
 from traceview.analyze.stops import stop_findings, tie_unfinished
 from traceview.analyze.storms import recompile_storms
+from traceview.analyze.timeouts import collective_timeouts, skipped_choices
 from traceview.analyze.unfinished import unfinished_compiles
 from traceview.analyze.wording import injection_words
 from traceview.trace import Trace
@@ -206,6 +207,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             ],
             "text_logs": inp.text_logs if inp else [],
             "stray_files": [{"path": p, "why": w} for p, w in (inp.stray if inp else [])],
+            "flight_recorder": list(getattr(inp, "flight_recorder", None) or []) if inp else [],
             "runs": inp.runs if inp else None,
             "left_out_by_latest": inp.dropped_runs if inp else [],
         },
@@ -217,6 +219,9 @@ def build_report(trace: Trace) -> dict[str, Any]:
         },
     }
     ctime = report["compile_time"]
+    report["timeouts"] = collective_timeouts(trace, autotuning=ctime["autotuning"])
+    ctime["skipped_choices"] = skipped_choices(trace) if ctime["autotuning"] else []
+    codes.add([t["culprit"] for t in report["timeouts"] if t["culprit"]], place=("filename", "line"))
     ctime["max_autotune"] = ct.max_autotune(ctime["autotuning"], ctime["total_s"], unfinished, phases, ctime["top"],
                                             ct.autotune_config(trace) if ctime["autotuning"] else None)
     for c in report["crashes"]:

@@ -1,0 +1,123 @@
+"""Issue 45, classes 7 and 8, on real runs: a collective timeout caused by one rank's compile
+(NCCL's watchdog with the flight recorder's dumps on 2 H200s, gloo's on CPU), and a job whose
+time limit ran out in its first compile (max-autotune, 2 ranks over NCCL)."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+import traceview
+from parsers.flight_recorder import collectives, read_dump
+from parsers.timeouts import timeouts_from_text
+from traceview.output.report import build_report
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
+NCCL = FIX / "gpu" / "timeout_behind_compile_nccl"
+NCCL_SLEEP = FIX / "gpu" / "timeout_behind_compile_nccl_sleep"
+GLOO = FIX / "timeout_behind_compile_gloo"
+FIRST = FIX / "gpu" / "timeout_first_compile_nccl"
+
+
+@pytest.fixture(scope="module")
+def nccl_report():
+    return build_report(traceview.load(str(NCCL)))
+
+
+def test_watchdog_line_and_dump_signals_read_from_the_text():
+    t = traceview.load(str(NCCL))
+    rows = timeouts_from_text(t.log_records, t.other_lines, year=2026).to_dicts()
+    watch = [r for r in rows if r["kind"] == "watchdog"]
+    # the watchdog's text appears twice on rank 0 (the E line, then the exception it dies of): one row
+    assert [(r["rank"], r["seq"], r["op"], r["numel_in"], r["timeout_ms"], r["ran_ms"]) for r in watch] == [
+        (0, 13, "ALLREDUCE", 16777216, 30000, 30091)]
+    dumps = sorted((r["rank"], r["last_enqueued"], r["last_completed"], r["from_rank"]) for r in rows if r["kind"] == "dump_signal")
+    assert dumps == [(0, 15, 12, 0), (1, 12, 12, 0)]
+
+
+def test_flight_recorder_dumps_read_as_plain_data():
+    r0 = collectives(str(NCCL / "fr" / "nccl_trace_rank_0"))
+    r1 = collectives(str(NCCL / "fr" / "nccl_trace_rank_1"))
+    assert r0["rank"] == 0 and r1["rank"] == 1
+    assert r0["status"]["0"]["last_enqueued_collective"] == 15 and r0["status"]["0"]["last_completed_collective"] == 12
+    assert r1["status"]["0"]["last_enqueued_collective"] == 12
+    assert [(e["seq"], e["op"], e["state"]) for e in r0["entries"] if e["state"] != "completed"] == [
+        (13, "all_reduce", "scheduled"), (14, "all_reduce", "scheduled"), (15, "all_reduce", "scheduled")]
+
+
+def test_a_pickle_that_names_a_class_is_refused(tmp_path):
+    p = tmp_path / "nccl_trace_rank_0"
+    p.write_bytes(pickle.dumps({"entries": [], "pg_config": {}, "x": Path("/")}))
+    assert read_dump(str(p)) is None
+    p.write_bytes(pickle.dumps({"entries": [], "pg_config": {}, "version": "2.10"}))
+    assert read_dump(str(p)) == {"entries": [], "pg_config": {}, "version": "2.10"}
+
+
+def test_dumps_are_inputs_not_stray_files():
+    inp = traceview.load(str(NCCL)).inputs
+    assert sorted(Path(p).name for p in inp.flight_recorder) == ["nccl_trace_rank_0", "nccl_trace_rank_1"]
+    assert not [p for p, _ in inp.stray if "nccl_trace_rank" in p]
+
+
+def test_nccl_timeout_names_the_other_ranks_recompile_first(nccl_report):
+    first = nccl_report["findings"][0]
+    assert first["kind"] == "timeout"
+    assert first["claim"].startswith(
+        "rank 0's all-reduce (NCCL collective 13) timed out after 30.00s because rank 1 was compiling [4/1] MLP.forward")
+    assert first["claim"].endswith("a recompile: dimension 0 of x varies (seen: 64, 4096)")
+    assert nccl_report["head"][0].startswith("findings: rank 0's all-reduce timed out behind rank 1's compile [4/1]")
+    t = nccl_report["timeouts"][0]
+    c = t["culprit"]
+    assert (c["rank"], c["compile_id"], c["status"]) == (1, "4/1", "interrupted")
+    assert c["autotune"]["ops"] == 2  # the forward's two GEMMs finished autotuning before the job ended
+    assert [(b["rank"], b["last_enqueued"], b["last_completed"], b["source"]) for b in t["by_rank"]] == [
+        (0, 15, 12, "flight recorder"), (1, 12, 12, "flight recorder")]
+    assert t["certainty"] == "likely" and "rank 1 never enqueued collective 13" in t["evidence"]
+    text = " ".join(x["text"] for x in first["lines"])
+    assert "rank 0: exit code -6 (SIGABRT); rank 1: SIGTERM from torchrun" in text
+    # the crash is the timeout's consequence, not a desync
+    crash = next(f for f in nccl_report["findings"] if f["kind"] == "crash")
+    assert "desync" not in crash["claim"] and "COLLECTIVE TIMEOUT" in crash["claim"]
+
+
+def test_nccl_timeout_behind_a_compile_that_ended_after_it():
+    r = build_report(traceview.load(str(NCCL_SLEEP)))
+    first = r["findings"][0]
+    assert first["kind"] == "timeout"
+    assert first["claim"].startswith("rank 0's all-reduce (NCCL collective 9) timed out after 30.00s because rank 1 was compiling [4/1]")
+    c = r["timeouts"][0]["culprit"]
+    assert (c["status"], c["autotune"]["ops"]) == ("finished", 0)  # the default mode: no autotuning
+
+
+def test_gloo_timeout_names_the_other_ranks_recompile_first():
+    r = build_report(traceview.load(str(GLOO)))
+    first = r["findings"][0]
+    assert first["kind"] == "timeout"
+    assert first["claim"].startswith("rank 0's gloo collective timed out (its recv) after 10.00s because rank 1 was compiling [4/1]")
+    t = r["timeouts"][0]
+    assert (t["backend"], t["timeout_s"], t["culprit"]["status"]) == ("gloo", 10.0, "interrupted")
+    assert t["fired_from"] == "the launcher's report of its failure"  # gloo's exception carries no time
+
+
+def test_time_limit_in_the_first_compile_is_no_hang():
+    r = build_report(traceview.load(str(FIRST)))
+    first = r["findings"][0]
+    assert first["kind"] == "stop"
+    assert "the time limit ran out inside the first compile on all 2 ranks ([0/0]" in first["claim"]
+    assert "no hang and no NCCL problem" in first["claim"]
+    assert r["head"][0].startswith("findings: the time limit ran out inside the first compile (no hang)")
+    cost = next(x["text"] for x in first["lines"] if x["label"] == "autotuning:")
+    # torch's own count of failed choices in the trace's autotuning records: 18 on rank 0, 16 on rank 1
+    assert "rank 0: 7 GEMMs autotuned to the end, 130 choices benchmarked (18 failed)" in cost
+    assert "rank 1: 7 GEMMs autotuned to the end, 132 choices benchmarked (16 failed)" in cost
+    assert "skipped: 34 choices for out of resource: shared memory (a config needed 393216 bytes of shared memory, the GPU has 232448)" in cost
+    assert not r["timeouts"]
+
+
+def test_both_ranks_hung_in_their_first_compile_is_not_called_a_time_limit():
+    # fixtures/stop_backward_compiling: both ranks hang (a planted sleep) in the backward of [0/0]
+    r = build_report(traceview.load(str(FIX / "stop_backward_compiling")))
+    stop = next(f for f in r["findings"] if f["kind"] == "stop")
+    assert "first compile" not in stop["claim"]
