@@ -15,6 +15,11 @@ file's wording around them:
 * NCCL's flight-recorder signal: `Received a dump signal due to a collective timeout from this
   local rank ... Last enqueued NCCL work: 9, last completed NCCL work: 8.` (`from  rank 0` on
   the other ranks): each rank's last enqueued and completed sequence numbers (`dump_signal`);
+* NCCL's status of the timed-out rank's process group, in the forms torch has used:
+  `Timeout at NCCL work: 13, last enqueued NCCL work: 15, last completed NCCL work: 12.`,
+  `Exception (either an error or timeout) detected by watchdog at work: 13, last enqueued NCCL
+  work: 15, last completed NCCL work: 12.`, `failure detected by watchdog at work sequence id:
+  13 PG status: last enqueued work: 15, last completed work: 12` (`pg_status`);
 * gloo: `Timed out waiting 10000ms for recv operation to complete` (`gloo`), raised from the
   collective's wait on the rank that waited; `Rank 0 timed out in monitoredBarrier after
   10000ms` (`gloo_barrier`).
@@ -35,7 +40,7 @@ TIMEOUTS_SCHEMA: dict[str, pl.DataType] = {
     "lineno": pl.Int64,
     "ts": pl.Datetime("us"),  # the line's own time (null: none on the line)
     "rank": pl.Int32,  # the rank that says it
-    "kind": pl.String,  # watchdog, dump_signal, gloo, gloo_barrier
+    "kind": pl.String,  # watchdog, pg_status, dump_signal, gloo, gloo_barrier
     "backend": pl.String,  # nccl, gloo
     "seq": pl.Int64,  # the collective's sequence number in its process group (NCCL's SeqNum)
     "op": pl.String,  # ALLREDUCE, BROADCAST, ... (NCCL's OpType); gloo: send / recv
@@ -58,12 +63,16 @@ _DUMP = re.compile(
     r"Received a dump signal due to a collective timeout from (?:this local rank|\s*rank (?P<from>\d+)).*?"
     r"Last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)"
 )
+_STATUS = re.compile(
+    r"(?:Timeout at NCCL work|detected by watchdog at work|failure detected by watchdog at work sequence id): (?P<seq>-?\d+)"
+    r"[,.]? (?:PG status: )?last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+)"
+)
 _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+)ms for (?P<op>send|recv) operation to complete")
 _GLOO_BARRIER = re.compile(r"Rank (?P<rank>\d+) timed out in monitoredBarrier after (?P<ms>\d+)(?: ?ms)?")
-_RANK_IN = re.compile(r"\[(?:PG ID \S+ PG GUID \S+ )?Rank (\d+)\]")
-_PG = re.compile(r"\[PG ID \S+ PG GUID (\S+?) Rank \d+\]")
+_RANK_IN = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]")
+_PG = re.compile(r"\[PG (?:ID \S+ PG GUID )?(\S+?(?: \([^)]*\))?) Rank \d+\]")
 _CPP_TIME = re.compile(r"\[[VIWEF](?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d)\.(?P<frac>\d{1,9}) [^\]]*\]")
-_ANY = re.compile(r"WorkNCCL\(SeqNum=|dump signal due to a collective timeout|Timed out waiting \d+ms for|timed out in monitoredBarrier")
+_ANY = re.compile(r"WorkNCCL\(SeqNum=|dump signal due to a collective timeout|last enqueued (?:NCCL )?work: |Timed out waiting \d+ms for|timed out in monitoredBarrier")
 
 
 def _time(text: str, year: int) -> _dt.datetime | None:
@@ -124,6 +133,14 @@ def timeouts_from_text(log_records: pl.DataFrame, other_lines: pl.DataFrame, *, 
             rows.append(_row(file=file, lineno=lineno, ts=when, rank=rank, kind="dump_signal", backend="nccl",
                              last_enqueued=int(m.group("enq")), last_completed=int(m.group("done")),
                              from_rank=int(m.group("from")) if m.group("from") else rank, pg=pg, text=text.strip()))
+        elif m := _STATUS.search(text):
+            key = (file, rank, "pg_status", int(m.group("seq")))
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append(_row(file=file, lineno=lineno, ts=when, rank=rank, kind="pg_status", backend="nccl",
+                             seq=int(m.group("seq")), last_enqueued=int(m.group("enq")),
+                             last_completed=int(m.group("done")), pg=pg, text=text.strip()))
         elif m := _GLOO.search(text):
             key = (file, rank, "gloo", m.group("op"))
             if key in seen:

@@ -121,3 +121,48 @@ def test_both_ranks_hung_in_their_first_compile_is_not_called_a_time_limit():
     r = build_report(traceview.load(str(FIX / "stop_backward_compiling")))
     stop = next(f for f in r["findings"] if f["kind"] == "stop")
     assert "first compile" not in stop["claim"]
+
+
+def test_the_wait_is_told_once():
+    r = build_report(traceview.load(str(GLOO)))
+    kinds = [f["kind"] for f in r["findings"]]
+    # the stall estimated from rank 1's finished compiles (0.15s: [4/1] never ended) is not said beside the timeout
+    assert "stall" not in kinds
+    unfinished = next(f for f in r["findings"] if f["kind"] == "unfinished")
+    assert unfinished["next_step"] == (
+        "rank 0's collective timed out waiting for this compile and the launcher stopped this rank "
+        "(SIGTERM from torchrun): see COLLECTIVE TIMEOUT")
+
+
+# NCCL's status line of the timed-out rank, as torch versions have written it (quoted from real
+# logs: torch 2.3-2.6 on GitHub issues, torch 2.11 in fixtures/gpu/timeout_behind_compile_nccl)
+@pytest.mark.parametrize("line, want", [
+    ("[rank2]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 2] Timeout at NCCL work: 1, last enqueued NCCL work: 1, "
+     "last completed NCCL work: 0.", (2, 1, 1, 0)),
+    ("[rank1]:[E1003 18:37:01.833575187 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 1] Exception (either an "
+     "error or timeout) detected by watchdog at work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.",
+     (1, 6463, 6463, 6462)),
+    ("[rank0]:[E1128 14:42:50.762 ProcessGroupNCCL.cpp:2303] [PG ID 0 PG GUID 0(default_pg) Rank 0]  failure detected "
+     "by watchdog at work sequence id: 13 PG status: last enqueued work: 15, last completed work: 12", (0, 13, 15, 12)),
+])
+def test_pg_status_forms(line, want):
+    import polars as pl
+
+    other = pl.DataFrame({"file": ["f"], "lineno": [1], "rank": [None], "text": [line]},
+                         schema={"file": pl.String, "lineno": pl.Int64, "rank": pl.Int32, "text": pl.String})
+    empty = pl.DataFrame(schema={"file": pl.String, "lineno": pl.Int64, "rank": pl.Int32, "text": pl.String, "ts": pl.Datetime("us")})
+    rows = timeouts_from_text(empty, other, year=2026).to_dicts()
+    assert [(r["rank"], r["seq"], r["last_enqueued"], r["last_completed"]) for r in rows if r["kind"] == "pg_status"] == [want]
+
+
+def test_older_watchdog_form_without_a_time():
+    import polars as pl
+
+    line = ("[rank1]:[E ProcessGroupNCCL.cpp:574] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+            "OpType=_ALLGATHER_BASE, NumelIn=1024, NumelOut=16384, Timeout(ms)=600000) ran for 600029 milliseconds before timing out.")
+    other = pl.DataFrame({"file": ["f"], "lineno": [1], "rank": [1], "text": [line]},
+                         schema={"file": pl.String, "lineno": pl.Int64, "rank": pl.Int32, "text": pl.String})
+    empty = pl.DataFrame(schema={"file": pl.String, "lineno": pl.Int64, "rank": pl.Int32, "text": pl.String, "ts": pl.Datetime("us")})
+    (r,) = timeouts_from_text(empty, other, year=2026).to_dicts()
+    assert (r["rank"], r["seq"], r["op"], r["numel_in"], r["numel_out"], r["timeout_ms"], r["ran_ms"], r["ts"]) == (
+        1, 7, "_ALLGATHER_BASE", 1024, 16384, 600000, 600029, None)

@@ -103,7 +103,13 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
             if tuned := _stopped_autotuning(report, [CompileRef(u["rank"], u["compile_id"], u.get("occurrence"))], step=False):
                 lines.append(("max-autotune:", tuned))
         stop = u.get("stopped_by")
-        if stop:
+        timed = next((t for t in report.get("timeouts") or [] if (c := t.get("culprit")) and c["rank"] == u["rank"]
+                      and c["compile_id"] == u["compile_id"] and (c.get("occurrence") or 1) == (u.get("occurrence") or 1)), None)
+        if timed is not None:  # the compile a collective timed out behind: one story, told there
+            ended = f" ({timed['culprit']['ended_by']})" if timed["culprit"].get("ended_by") else ""
+            nxt = (f"rank {timed['rank']}'s collective timed out waiting for this compile and the launcher stopped "
+                   f"this rank{ended}: see COLLECTIVE TIMEOUT")
+        elif stop:
             ended = f" ({stop['ended_by']})" if stop.get("ended_by") else ""
             nxt = f"stopped from outside while compiling{ended}: see STOPPED"
         elif u.get("behind"):
@@ -303,7 +309,11 @@ def _stalls(report: dict[str, Any]) -> list[Finding]:
     """Ranks held at a collective while another compiled alone (analyze.stalls); the rank
     divergence it is (the lone compiles) and the recompile behind it are said here, once."""
     out = []
+    told = {(c["rank"], c["compile_id"], t["rank"]) for t in report.get("timeouts") or [] if (c := t.get("culprit"))}
     for s in report.get("rank_stalls") or []:
+        if any((r, x["compile_id"], w) in told for r in s["compiling_ranks"] for x in s.get("compiles") or []
+               for w in s["waiting_ranks"]):
+            continue  # the wait ended in a collective timeout: COLLECTIVE TIMEOUT tells it with the timeout's numbers
         lost = f": {seconds_text(s['cost_s'])} lost in all ({s['ranks_stalled']} ranks stalled)" if s["ranks_stalled"] > 1 else ""
         lines: list[tuple[str, str]] = []
         compiled = list(dict.fromkeys(f"{bracketed(x['compile_id'], x.get('occurrence'), x.get('attempts'))} {x.get('function') or '?'} {x['cause']}"

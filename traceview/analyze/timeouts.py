@@ -16,7 +16,8 @@ The facts (parsers.timeouts, parsers.flight_recorder, the compile and rank accou
   it fired (the watchdog's own line; gloo's exception has no time: the launcher's report of
   that rank's failure) and so when the collective began (that time less the timeout);
 * each rank's last enqueued and completed collective: the flight recorder's dumps (one file
-  per rank, found beside the logs) or NCCL's dump-signal lines;
+  per rank, found beside the logs), else NCCL's dump-signal lines, else the watchdog's status
+  line of the rank that timed out;
 * the compile on another rank that covers the wait: the compile account's compile of that
   rank open while the collective waited (begun before the timeout fired, not ended before the
   collective began), the longest such; its cause (the account's one cause), its seconds, and
@@ -139,10 +140,11 @@ def collective_timeouts(trace: Trace, *, autotuning: list[dict[str, Any]] | None
                 by_rank[d["rank"]] = {"last_enqueued": st.get("last_enqueued_collective"),
                                       "last_completed": st.get("last_completed_collective"),
                                       "source": "flight recorder", "file": d["file"]}
-        for s in lines.filter((pl.col("file") == file) & (pl.col("kind") == "dump_signal")).iter_rows(named=True):
-            if s["rank"] is not None and s["rank"] not in by_rank:
-                by_rank[s["rank"]] = {"last_enqueued": s["last_enqueued"], "last_completed": s["last_completed"],
-                                      "source": "dump signal", "file": file, "lineno": s["lineno"]}
+        for kind, source in (("dump_signal", "dump signal"), ("pg_status", "watchdog's status line")):
+            for s in lines.filter((pl.col("file") == file) & (pl.col("kind") == kind)).iter_rows(named=True):
+                if s["rank"] is not None and s["rank"] not in by_rank:
+                    by_rank[s["rank"]] = {"last_enqueued": s["last_enqueued"], "last_completed": s["last_completed"],
+                                          "source": source, "file": file, "lineno": s["lineno"]}
         pending = []
         mine = next((d for d in dumps if d["rank"] == rank), None)
         if mine is not None:
