@@ -166,3 +166,23 @@ def test_older_watchdog_form_without_a_time():
     (r,) = timeouts_from_text(empty, other, year=2026).to_dicts()
     assert (r["rank"], r["seq"], r["op"], r["numel_in"], r["numel_out"], r["timeout_ms"], r["ran_ms"], r["ts"]) == (
         1, 7, "_ALLGATHER_BASE", 1024, 16384, 600000, 600029, None)
+
+
+def test_nccl_timeout_without_the_dumps_reads_the_dump_signal_lines():
+    # torch's defaults (no TORCH_FR_* / TORCH_NCCL_* set): no dump file among the inputs, the lines say it
+    r = build_report(traceview.load(str(FIX / "gpu" / "timeout_behind_compile_nccl_nofr")))
+    assert r["inputs"]["flight_recorder"] == []
+    first = r["findings"][0]
+    assert first["kind"] == "timeout" and "rank 1 was compiling [4/1]" in first["claim"]
+    t = r["timeouts"][0]
+    assert [(b["rank"], b["last_enqueued"], b["last_completed"], b["source"]) for b in t["by_rank"]] == [
+        (0, 15, 12, "dump signal"), (1, 12, 12, "dump signal")]
+
+
+def test_time_limit_in_the_forwards_autotuning():
+    r = build_report(traceview.load(str(FIX / "gpu" / "timeout_first_compile_nccl_forward")))
+    first = r["findings"][0]
+    assert first["kind"] == "stop" and "the time limit ran out inside the first compile on all 2 ranks" in first["claim"]
+    cost = next(x["text"] for x in first["lines"] if x["label"] == "autotuning:")
+    assert "rank 0: 3 GEMMs autotuned to the end (and 1 still autotuning at the stop), 55 choices benchmarked (8 failed)" in cost
+    assert "skipped: 16 choices for out of resource: shared memory" in cost

@@ -266,11 +266,14 @@ def _autotune_cost(report: dict[str, Any]) -> str | None:
         by_rank.setdefault(r.get("rank"), []).append(r)
     parts = []
     for rank, rs in sorted(by_rank.items(), key=lambda x: (x[0] is None, x[0] or 0)):
+        done = [r for r in rs if r.get("best_kernel")]
         secs = sum(float(r.get("precompile_s") or 0.0) + float(r.get("benchmark_s") or 0.0) for r in rs)
-        failed = sum(int(r.get("failed_choices") or 0) for r in rs)
+        failed = sum(int(r.get("failed_choices") or 0) for r in done)
         who = f"rank {rank}: " if rank is not None else ""
-        parts.append(f"{who}{plural(len(rs), 'GEMM')} autotuned to the end, {sum(int(r.get('choices') or 0) for r in rs)} "
-                     f"choices benchmarked ({failed} failed), {seconds_text(secs)} precompiling and benchmarking")
+        still = f" (and {len(rs) - len(done)} still autotuning at the stop)" if len(rs) > len(done) else ""
+        parts.append(f"{who}{plural(len(done), 'GEMM')} autotuned to the end{still}, "
+                     f"{sum(int(r.get('choices') or 0) for r in done)} choices benchmarked ({failed} failed), "
+                     f"{seconds_text(secs)} precompiling and benchmarking")
     text = "; ".join(parts)
     for sk in ct.get("skipped_choices") or []:
         need = (f" (a config needed {sk['required']} bytes of shared memory, the GPU has {sk['limit']})"
