@@ -32,12 +32,12 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def looks_like_dump(head: bytes) -> bool:
-    """Whether a file's first bytes are a flight-recorder dump (a pickle or JSON holding its
-    keys)."""
+    """Whether a file's first bytes are a flight-recorder dump: a pickle or JSON holding its
+    `pg_config` and `entries` keys (torch writes both, the process groups first)."""
     if head[:1] == b"\x80":
-        return b"pg_config" in head[:4096] or b"entries" in head[:4096]
+        return b"pg_config" in head[:4096] and b"entries" in head[:4096]
     stripped = head.lstrip()[:4096]
-    return stripped[:1] == b"{" and b'"entries"' in stripped and (b'"pg_config"' in stripped or b'"version"' in stripped)
+    return stripped[:1] == b"{" and b'"entries"' in stripped and b'"pg_config"' in stripped
 
 
 def read_dump(path: str) -> dict[str, Any] | None:
@@ -56,7 +56,7 @@ def read_dump(path: str) -> dict[str, Any] | None:
             out = json.loads(data.decode("utf-8"))
     except Exception:  # a damaged or foreign file: not a dump
         return None
-    if not isinstance(out, dict) or not isinstance(out.get("entries"), list):
+    if not isinstance(out, dict) or not isinstance(out.get("entries"), list) or "pg_config" not in out:
         return None
     return out
 

@@ -53,6 +53,8 @@ def test_a_pickle_that_names_a_class_is_refused(tmp_path):
     assert read_dump(str(p)) is None
     p.write_bytes(pickle.dumps({"entries": [], "pg_config": {}, "version": "2.10"}))
     assert read_dump(str(p)) == {"entries": [], "pg_config": {}, "version": "2.10"}
+    p.write_bytes(pickle.dumps({"entries": [], "version": "2.10"}))  # no process groups: not a dump
+    assert read_dump(str(p)) is None
 
 
 def test_dumps_are_inputs_not_stray_files():

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -63,6 +64,30 @@ def flight_recorder(trace: Trace) -> list[dict[str, Any]]:
         dumps = [d for d in (fr_collectives(p) for p in paths) if d is not None]
         return sorted(dumps, key=lambda d: (d["rank"] is None, d["rank"] or 0, d["file"]))
     return once(trace, name="flight_recorder", build=build)
+
+
+def _nearest(dumps: list[dict[str, Any]], file: str) -> list[dict[str, Any]]:
+    """The dumps of the run a log belongs to: those nearest it in the directory tree (a
+    directory of several runs holds several sets), one per rank."""
+    if not dumps:
+        return []
+    here = Path(file).resolve().parent.parts
+
+    def shared(d: dict[str, Any]) -> int:
+        there = Path(d["file"]).resolve().parent.parts
+        n = 0
+        for a, b in zip(here, there):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    best = max(shared(d) for d in dumps)
+    out: dict[Any, dict[str, Any]] = {}
+    for d in dumps:
+        if shared(d) == best:
+            out.setdefault(d["rank"], d)
+    return list(out.values())
 
 
 def _fired_at(trace: Trace, row: dict[str, Any]) -> tuple[_dt.datetime | None, str]:
@@ -134,7 +159,7 @@ def collective_timeouts(trace: Trace, *, autotuning: list[dict[str, Any]] | None
         ran_s = first["ran_ms"] / 1000 if first["ran_ms"] is not None else timeout_s
         began = fired - _dt.timedelta(seconds=ran_s) if fired is not None and ran_s is not None else None
         by_rank: dict[int, dict[str, Any]] = {}
-        for d in dumps:
+        for d in _nearest(dumps, file):
             st = next(iter(d["status"].values()), None) if d["status"] else None
             if d["rank"] is not None and st:
                 by_rank[d["rank"]] = {"last_enqueued": st.get("last_enqueued_collective"),
@@ -146,7 +171,7 @@ def collective_timeouts(trace: Trace, *, autotuning: list[dict[str, Any]] | None
                     by_rank[s["rank"]] = {"last_enqueued": s["last_enqueued"], "last_completed": s["last_completed"],
                                           "source": source, "file": file, "lineno": s["lineno"]}
         pending = []
-        mine = next((d for d in dumps if d["rank"] == rank), None)
+        mine = next((d for d in _nearest(dumps, file) if d["rank"] == rank), None)
         if mine is not None:
             pending = [{"seq": e["seq"], "op": e["op"], "state": e["state"], "input_sizes": e["input_sizes"]}
                        for e in mine["entries"] if e["state"] != "completed" and not e["p2p"]]
