@@ -108,7 +108,7 @@ def test_time_limit_in_the_first_compile_is_no_hang():
     first = r["findings"][0]
     assert first["kind"] == "stop"
     assert "the time limit ran out inside the first compile on all 2 ranks ([0/0]" in first["claim"]
-    assert "no hang and no NCCL problem" in first["claim"]
+    assert "no hang and no distributed (NCCL, gloo) problem" in first["claim"]
     assert r["head"][0].startswith("findings: the time limit ran out inside the first compile (no hang)")
     cost = next(x["text"] for x in first["lines"] if x["label"] == "autotuning:")
     # torch's own count of failed choices in the trace's autotuning records: 18 on rank 0, 16 on rank 1
@@ -188,3 +188,12 @@ def test_time_limit_in_the_forwards_autotuning():
     cost = next(x["text"] for x in first["lines"] if x["label"] == "autotuning:")
     assert "rank 0: 3 GEMMs autotuned to the end (and 1 still autotuning at the stop), 55 choices benchmarked (8 failed)" in cost
     assert "skipped: 16 choices for out of resource: shared memory" in cost
+
+
+def test_time_limit_in_the_first_compile_on_cpu_before_any_autotuning():
+    # gloo on CPU, `timeout -s TERM 60`: both ranks still in [0/0]'s forward, no autotuning finished
+    r = build_report(traceview.load(str(FIX / "timeout_first_compile_gloo")))
+    first = r["findings"][0]
+    assert first["kind"] == "stop" and "the time limit ran out inside the first compile on all 2 ranks ([0/0]" in first["claim"]
+    assert not [x for x in first["lines"] if x["label"] == "autotuning:"]
+    assert {s["state"] for s in r["stops"][0]["ranks"]} == {"compiling"}

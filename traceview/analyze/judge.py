@@ -1234,7 +1234,7 @@ def stop_verdict(
             span = f"{min(secs):.0f}s" if round(min(secs)) == round(max(secs)) else f"{min(secs):.0f}-{max(secs):.0f}s"
             where = f"on all {len(compiling)} ranks" if len(compiling) > 1 else ""
             head += (f"; the time limit ran out inside the first compile {where} ({ids}, {span} of compiling): "
-                     "no hang and no NCCL problem, compiling used the time")
+                     "no hang and no distributed (NCCL, gloo) problem, compiling used the time")
             step = (
                 "Compile time used the job's time limit: every rank was inside its first compile of the same code, "
                 "none behind the others, each still writing records, and no collective had failed. Give it the time "
