@@ -197,3 +197,11 @@ def test_time_limit_in_the_first_compile_on_cpu_before_any_autotuning():
     assert first["kind"] == "stop" and "the time limit ran out inside the first compile on all 2 ranks ([0/0]" in first["claim"]
     assert not [x for x in first["lines"] if x["label"] == "autotuning:"]
     assert {s["state"] for s in r["stops"][0]["ranks"]} == {"compiling"}
+
+
+def test_a_timeout_no_compile_explains_keeps_the_crash_words():
+    # corpus collective_extra_rank: rank 2 issues an all_reduce the others never issue; gloo times out.
+    # No compile covers the wait: no COLLECTIVE TIMEOUT finding, the desync stands
+    r = build_report(traceview.load(str(FIX / "corpus" / "collective_extra_rank")))
+    assert [(t["kind"], t["timeout_s"], t["culprit"]) for t in r["timeouts"]] == [("gloo", 20.0, None)]
+    assert "timeout" not in [f["kind"] for f in r["findings"]]

@@ -20,8 +20,10 @@ The facts (parsers.timeouts, parsers.flight_recorder, the compile and rank accou
   line of the rank that timed out;
 * the compile on another rank that covers the wait: the compile account's compile of that
   rank open while the collective waited (begun before the timeout fired, not ended before the
-  collective began), the longest such; its cause (the account's one cause), its seconds, and
-  max-autotune's share of it (the autotuning rows of that compile).
+  collective began), the longest such, when it covered at least half of the wait and that rank
+  had not enqueued the collective (where the dumps or NCCL's lines say); its cause (the
+  account's one cause), its seconds, and max-autotune's share of it (the autotuning rows of
+  that compile). Otherwise no compile explains the timeout and the crash's words stand.
 
 How sure: the timeout and the sequence numbers are what torch wrote (certain); that the compile
 caused it is read from the time it covered (likely), firmer when the flight recorder shows that
@@ -179,8 +181,13 @@ def collective_timeouts(trace: Trace, *, autotuning: list[dict[str, Any]] | None
         if op in ("send", "recv") and pending:
             op = pending[0]["op"]  # gloo says only its transport's direction; the dump names the collective
         culprit = None
-        if began is not None and fired is not None:
+        if began is not None and fired is not None and rank is not None:  # whose wait it was, or no "other rank"
             c = _culprit(account, rank, began, fired)
+            enq = by_rank.get(c["rank"]) if c is not None else None
+            if c is not None and (c["overlap_s"] < 0.5 * (ran_s or 0.0) or (
+                    enq is not None and first["seq"] is not None and enq["last_enqueued"] is not None
+                    and enq["last_enqueued"] >= first["seq"])):
+                c = None  # it covered too little of the wait, or that rank had enqueued the collective: not why
             if c is not None:
                 culprit = {k: c.get(k) for k in ("rank", "compile_id", "occurrence", "label", "function", "filename", "line",
                                                   "cause", "cause_kind", "status", "open_part", "phase", "seconds", "overlap_s")}
