@@ -447,10 +447,13 @@ def _timeouts(report: dict[str, Any], paths: Paths) -> list[Finding]:
         limit = f" after {seconds_text(t['timeout_s'])}" if t.get("timeout_s") is not None else ""
         ref = CompileRef(c["rank"], c["compile_id"], c.get("occurrence"))
         code = code_label(c, paths.show)
-        why = f"a recompile: {c['cause']}" if c.get("cause") else "a compile"
+        why = (f"a recompile: {c['cause']}" if c.get("cause")
+               else "its first compile of this code" if str(c.get("compile_id") or "").endswith("/0") else "a compile")
+        waited = [r for r in t.get("ranks") or [t["rank"]] if r is not None]
+        who = f"rank {waited[0]}'s" if len(waited) <= 1 else f"ranks {', '.join(str(r) for r in waited)}: their"
         what = (f"{backend} collective timed out (its {t.get('op')})" if t.get("op") in ("send", "recv")
                 else f"{op} ({backend} collective{seq})")
-        claim = (f"rank {t['rank']}'s {what}{'' if t.get('op') in ('send', 'recv') else ' timed out'}{limit} because rank {c['rank']} was "
+        claim = (f"{who} {what}{'' if t.get('op') in ('send', 'recv') else ' timed out'}{limit} because rank {c['rank']} was "
                  f"compiling {ref} {code} and had not reached it: {why}")
         lines: list[tuple[str, str]] = [("timeout:", one_line(t.get("text") or "", 220))]
         began = c.get("started_before_s") or 0.0

@@ -115,10 +115,11 @@ def _autotune_of(autotuning: list[dict[str, Any]], rank: Any, compile_id: str) -
     return {"ops": len(ops), "seconds": round(secs, 3), "choices": sum(int(a.get("choices") or 0) for a in ops)}
 
 
-def _culprit(account: pl.DataFrame, rank: Any, began: _dt.datetime, fired: _dt.datetime) -> dict[str, Any] | None:
-    """The other rank's compile open while the collective waited (the longest overlap)."""
+def _culprit(account: pl.DataFrame, waited: list[int], began: _dt.datetime, fired: _dt.datetime) -> dict[str, Any] | None:
+    """The compile of a rank that did not time out, open while the collective waited (the
+    longest overlap)."""
     others = account.filter(
-        (pl.col("rank") != rank) & pl.col("start").is_not_null() & (pl.col("start") <= fired)
+        pl.col("rank").is_not_null() & ~pl.col("rank").is_in(waited) & pl.col("start").is_not_null() & (pl.col("start") <= fired)
         & (pl.col("end").is_null() | (pl.col("end") >= began))
     )
     best, overlap = None, 0.0
@@ -133,7 +134,8 @@ def _culprit(account: pl.DataFrame, rank: Any, began: _dt.datetime, fired: _dt.d
 
 
 def collective_timeouts(trace: Trace, *, autotuning: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One entry per capture whose collective timed out (see the module doc): rank, backend,
+    """One entry per capture whose collective timed out (see the module doc): rank (the first
+    to say so), ranks (every rank whose timeout line names the same collective), backend,
     kind (watchdog / gloo / gloo_barrier), seq, op, numel, timeout_s, ran_s, fired_at (ISO),
     fired_from, began_at, by_rank (each rank's last enqueued / completed collective: source
     "flight recorder" or "dump signal"), pending (the timed-out rank's collectives enqueued and
@@ -156,6 +158,9 @@ def collective_timeouts(trace: Trace, *, autotuning: list[dict[str, Any]] | None
     for (file,), part in timed.group_by(["file"], maintain_order=True):
         first = part.sort("lineno").row(0, named=True)
         rank = first["rank"]
+        # every rank that timed out on the same collective (all the ranks that waited, on a larger job)
+        same = part.filter(pl.col("seq").eq_missing(first["seq"]) & pl.col("rank").is_not_null())
+        waited = sorted(set(same["rank"].to_list()) | ({rank} if rank is not None else set()))
         fired, fired_from = _fired_at(trace, first)
         timeout_s = first["timeout_ms"] / 1000 if first["timeout_ms"] is not None else None
         ran_s = first["ran_ms"] / 1000 if first["ran_ms"] is not None else timeout_s
@@ -182,7 +187,7 @@ def collective_timeouts(trace: Trace, *, autotuning: list[dict[str, Any]] | None
             op = pending[0]["op"]  # gloo says only its transport's direction; the dump names the collective
         culprit = None
         if began is not None and fired is not None and rank is not None:  # whose wait it was, or no "other rank"
-            c = _culprit(account, rank, began, fired)
+            c = _culprit(account, waited, began, fired)
             enq = by_rank.get(c["rank"]) if c is not None else None
             if c is not None and (c["overlap_s"] < 0.5 * (ran_s or 0.0) or (
                     enq is not None and first["seq"] is not None and enq["last_enqueued"] is not None
@@ -205,7 +210,7 @@ def collective_timeouts(trace: Trace, *, autotuning: list[dict[str, Any]] | None
             if seq is not None and enq is not None and enq < seq:
                 evidence += f"; rank {culprit['rank']} never enqueued collective {seq} (its last: {enq}, {culprit['enqueued']['source']})"
         out.append({
-            "rank": rank, "backend": first["backend"], "kind": first["kind"], "seq": first["seq"], "op": op,
+            "rank": rank, "ranks": waited, "backend": first["backend"], "kind": first["kind"], "seq": first["seq"], "op": op,
             "numel": first["numel_in"], "timeout_s": timeout_s, "ran_s": ran_s,
             "fired_at": fired.isoformat() if fired is not None else None, "fired_from": fired_from,
             "began_at": began.isoformat() if began is not None else None,
