@@ -17,7 +17,7 @@ from traceview.output.report import build_report
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 NCCL = FIX / "gpu" / "timeout_behind_compile_nccl"
 NCCL_SLEEP = FIX / "gpu" / "timeout_behind_compile_nccl_sleep"
-GLOO = FIX / "timeout_behind_compile_gloo"
+GLOO = FIX / "timeout_behind_compile_gloo_4ranks"
 FIRST = FIX / "gpu" / "timeout_first_compile_nccl"
 
 
@@ -93,14 +93,21 @@ def test_nccl_timeout_behind_a_compile_that_ended_after_it():
     assert (c["status"], c["autotune"]["ops"]) == ("finished", 0)  # the default mode: no autotuning
 
 
-def test_gloo_timeout_names_the_other_ranks_recompile_first():
+def test_gloo_timeout_on_every_waiting_rank_names_the_other_ranks_recompile_first():
     r = build_report(traceview.load(str(GLOO)))
     first = r["findings"][0]
     assert first["kind"] == "timeout"
-    assert first["claim"].startswith("rank 0's gloo collective timed out (its recv) after 10.00s because rank 1 was compiling [4/1]")
+    assert first["claim"].startswith(
+        "ranks 0, 2, 3: their gloo collective timed out (its recv) after 30.00s because rank 1 was compiling [4/1]")
+    assert first["claim"].endswith("a recompile: dimension 0 of x varies (seen: 16, 12)")
     t = r["timeouts"][0]
-    assert (t["backend"], t["timeout_s"], t["culprit"]["status"]) == ("gloo", 10.0, "interrupted")
-    assert t["fired_from"] == "the launcher's report of its failure"  # gloo's exception carries no time
+    assert (t["backend"], t["ranks"], t["timeout_s"], t["culprit"]["rank"], t["culprit"]["status"]) == (
+        "gloo", [0, 2, 3], 30.0, 1, "interrupted")
+    assert t["fired_from"] != "the timeout's line"  # gloo's exception carries no time: the launcher's lines say when
+    # each waiting rank's crash is that timeout, not a desync
+    crashes = [f for f in r["findings"] if f["kind"] == "crash"]
+    assert sorted(f["ranks"][0] for f in crashes) == [0, 2, 3]
+    assert all("COLLECTIVE TIMEOUT" in f["claim"] and "desync" not in f["claim"] for f in crashes)
 
 
 def test_time_limit_in_the_first_compile_is_no_hang():
@@ -128,11 +135,12 @@ def test_both_ranks_hung_in_their_first_compile_is_not_called_a_time_limit():
 def test_the_wait_is_told_once():
     r = build_report(traceview.load(str(GLOO)))
     kinds = [f["kind"] for f in r["findings"]]
-    # the stall estimated from rank 1's finished compiles (0.15s: [4/1] never ended) is not said beside the timeout
-    assert "stall" not in kinds
+    # the stall analysis sees the wait (estimated from rank 1's finished compiles: [4/1] never ended);
+    # it is not said beside the timeout, which tells it with the timeout's numbers
+    assert r["rank_stalls"] and "stall" not in kinds
     unfinished = next(f for f in r["findings"] if f["kind"] == "unfinished")
     assert unfinished["next_step"] == (
-        "rank 0's collective timed out waiting for this compile and the launcher stopped this rank "
+        "ranks 0, 2, 3: collective timed out waiting for this compile and the launcher stopped this rank "
         "(SIGTERM from torchrun): see COLLECTIVE TIMEOUT")
 
 

@@ -107,8 +107,10 @@ def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
                       and c["compile_id"] == u["compile_id"] and (c.get("occurrence") or 1) == (u.get("occurrence") or 1)), None)
         if timed is not None:  # the compile a collective timed out behind: one story, told there
             ended = f" ({timed['culprit']['ended_by']})" if timed["culprit"].get("ended_by") else ""
-            nxt = (f"rank {timed['rank']}'s collective timed out waiting for this compile and the launcher stopped "
-                   f"this rank{ended}: see COLLECTIVE TIMEOUT")
+            ws = [r for r in timed.get("ranks") or [timed["rank"]] if r is not None]
+            nxt = (f"{'rank ' + str(ws[0]) if len(ws) <= 1 else 'ranks ' + ', '.join(str(r) for r in ws)}: "
+                   f"collective timed out waiting for this compile and the launcher stopped this rank{ended}: "
+                   "see COLLECTIVE TIMEOUT")
         elif stop:
             ended = f" ({stop['ended_by']})" if stop.get("ended_by") else ""
             nxt = f"stopped from outside while compiling{ended}: see STOPPED"
@@ -430,7 +432,8 @@ def _op_words(op: str | None) -> str:
 
 def timeout_explained(report: dict[str, Any]) -> dict[tuple[Any, Any], dict[str, Any]]:
     """(file, rank) -> the timeout that a compile on another rank explains (report["timeouts"])."""
-    return {(t["file"], t["rank"]): t for t in report.get("timeouts") or [] if t.get("culprit")}
+    return {(t["file"], r): t for t in report.get("timeouts") or [] if t.get("culprit")
+            for r in (t.get("ranks") or [t["rank"]])}
 
 
 def _timeouts(report: dict[str, Any], paths: Paths) -> list[Finding]:
@@ -476,8 +479,11 @@ def _timeouts(report: dict[str, Any], paths: Paths) -> list[Finding]:
                              for b in t["by_rank"])
             src = ", ".join(sorted({b["source"] for b in t["by_rank"]}))
             lines.append(("collectives:", f"{said} ({src})"))
-        ended = [f"rank {t['rank']}: {t['ended_by']}" if t.get("ended_by") else None,
-                 f"rank {c['rank']}: {c['ended_by']}" if c.get("ended_by") else None]
+        if t.get("backend") == "gloo":  # gloo raises the timeout in the program: its traceback ends the rank
+            gone = f"{'rank' if len(waited) == 1 else 'ranks'} {', '.join(str(r) for r in waited)}: the timeout's exception, uncaught"
+        else:
+            gone = f"rank {t['rank']}: {t['ended_by']}" if t.get("ended_by") else None
+        ended = [gone, f"rank {c['rank']}: {c['ended_by']}" if c.get("ended_by") else None]
         if any(ended):
             lines.append(("ended:", "; ".join(e for e in ended if e)))
         lines.append(("how sure:", f"{t['certainty']} ({t.get('evidence') or 'indirect evidence'})"))
@@ -500,7 +506,8 @@ def _timeouts(report: dict[str, Any], paths: Paths) -> list[Finding]:
             cost=Cost(seconds=float(t.get("ran_s") or 0.0), ranks_stalled=1), ranks=[t["rank"], c["rank"]],
             compiles=[ref], target=ref, evidence=[Evidence(t["file"], t.get("lineno"), t["rank"])],
             facet=t.get("backend"), key=f"timeout:{t['file']}:{t['rank']}:{t.get('seq')}",
-            short=(f"rank {t['rank']}'s {'collective' if t.get('op') in ('send', 'recv') else op} timed out "
+            short=(f"{'rank ' + str(waited[0]) if len(waited) <= 1 else 'ranks ' + ', '.join(str(r) for r in waited)}'s "
+                   f"{'collective' if t.get('op') in ('send', 'recv') else op} timed out "
                    f"behind rank {c['rank']}'s compile {ref}"),
         ))
     return out
