@@ -61,9 +61,10 @@ QUIET_S = 10.0
 # the logs were quiet this long (the launcher's last lines in), or this long after they landed
 END_QUIET_S = 2.0
 END_WAIT_S = 5.0
-# the findings that say how a job ended, and those said with them (what each rank was inside)
+# the findings that say how a job ended, and those said with them (what each rank was inside;
+# a collective timeout, which says why the crash behind it happened)
 ENDING_KINDS = ("stop", "crash")
-ENDED_WITH = ("stop", "crash", "unfinished")
+ENDED_WITH = ("timeout", "stop", "crash", "unfinished")
 POLL_S = 0.4  # how often the files are looked at when polling
 # the least time between two looks: writes of many ranks coalesce into one parse (each look
 # pays a fixed cost; 48 ranks each writing a record a second would wake it ~50 times a second)
