@@ -456,8 +456,11 @@ def _timeouts(report: dict[str, Any], paths: Paths) -> list[Finding]:
         who = f"rank {waited[0]}'s" if len(waited) <= 1 else f"ranks {', '.join(str(r) for r in waited)}: their"
         what = (f"{backend} collective timed out (its {t.get('op')})" if t.get("op") in ("send", "recv")
                 else f"{op} ({backend} collective{seq})")
+        tune = c.get("autotune") or {}
+        tuned = (f", {seconds_text(tune.get('seconds'))} of it max-autotune benchmarking {plural(tune['ops'], 'GEMM')}"
+                 if tune.get("ops") else "")
         claim = (f"{who} {what}{'' if t.get('op') in ('send', 'recv') else ' timed out'}{limit} because rank {c['rank']} was "
-                 f"compiling {ref} {code} and had not reached it: {why}")
+                 f"compiling {ref} {code} and had not reached it: {why}{tuned}")
         lines: list[tuple[str, str]] = [("timeout:", one_line(t.get("text") or "", 220))]
         began = c.get("started_before_s") or 0.0
         when = (f"began {seconds_text(began)} before rank {t['rank']}'s collective" if began >= 0
@@ -469,7 +472,6 @@ def _timeouts(report: dict[str, Any], paths: Paths) -> list[Finding]:
             state = f"it ended after the timeout, {seconds_text(c.get('seconds'))} in all"
         lines.append(("compile:", f"rank {c['rank']} {ref} {when}; {seconds_text(c.get('compiling_s'))} of it when the "
                                   f"timeout fired; {state}"))
-        tune = c.get("autotune") or {}
         if tune.get("ops"):
             lines.append(("autotuning:", f"max-autotune benchmarked {plural(tune['ops'], 'GEMM')} "
                                          f"({tune.get('choices') or 0} choices) in {ref} on rank {c['rank']}: "
@@ -1183,7 +1185,7 @@ def _first_compile_everywhere(states: list[dict[str, Any]]) -> bool:
 
 
 def stop_verdict(
-    kind: str, sig: str, target: str, by: str, states: list[dict[str, Any]], at: Any
+    kind: str, sig: str, target: str, by: str, states: list[dict[str, Any]], at: Any, job_s: float | None = None
 ) -> tuple[str, str, str, str, str | None]:
     """A stop's words (analyze.stops has the facts): (head: what stopped what, and the hang
     behind it; doing: what each rank was doing at the stop; next step; certainty; why it is
@@ -1243,7 +1245,8 @@ def stop_verdict(
             secs = [float(c.get("compile_s") or c.get("running_s") or 0.0) for c in compiling]
             span = f"{min(secs):.0f}s" if round(min(secs)) == round(max(secs)) else f"{min(secs):.0f}-{max(secs):.0f}s"
             where = f"on all {len(compiling)} ranks" if len(compiling) > 1 else ""
-            head += (f"; the time limit ran out inside the first compile {where} ({ids}, {span} of compiling): "
+            of = f", of the {job_s:.0f}s its logs cover" if job_s else ""
+            head += (f"; the time limit ran out inside the first compile {where} ({ids}, {span} of compiling{of}): "
                      "no hang and no distributed (NCCL, gloo) problem, compiling used the time")
             step = (
                 "Compile time used the job's time limit: every rank was inside its first compile of the same code, "

@@ -142,14 +142,25 @@ def _one(
     if kind == "interrupt":
         _interrupted_where(trace, interrupts[0], states)
     # the words are the judge's (analyze.judge.stop_verdict): kept here for `--json`'s stops
-    head, doing, step, certainty, why = stop_verdict(kind, sig, target, by, states, at)
+    job_s = _job_seconds(trace, at)
+    head, doing, step, certainty, why = stop_verdict(kind, sig, target, by, states, at, job_s)
     evidence = f"{name}:{key['lineno']}: {key['text']}" + (f"; {why}" if why else "")
     return {
         "kind": kind, "signal": sig, "target": target, "by": by,
         "at": at.isoformat() if at is not None else None, "at_from": at_from,
+        "job_s": job_s,
         "ranks": states, "head": head, "message": head + doing, "next_step": step, "certainty": certainty,
         "evidence": evidence, "file": file, "lineno": key["lineno"],
     }
+
+
+def _job_seconds(trace: Trace, at: Any) -> float | None:
+    """Seconds from the capture's first record (any rank's trace or the text log) to the stop."""
+    if at is None:
+        return None
+    firsts = [df["ts"].drop_nulls().min() for df in (trace.index_events(), trace.log_records)
+              if df.height and "ts" in df.columns and df["ts"].drop_nulls().len()]
+    return round((at - min(firsts)).total_seconds(), 3) if firsts else None
 
 
 def tie_unfinished(stops: list[dict[str, Any]], unfinished: list[dict[str, Any]]) -> None:
