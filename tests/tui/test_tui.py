@@ -1695,3 +1695,22 @@ async def test_ranks_view_on_a_single_rank_trace_says_so_in_one_line() -> None:
         assert title == "Ranks: a single process without ranks: no collective schedules to compare"
         assert "\n" not in title
         assert title in screen_text(app)
+
+
+@sync
+async def test_findings_first_is_the_collective_timeout_with_its_log_line_as_text() -> None:
+    # issue 45, class 7: gloo timed out on ranks 0, 2, 3 while rank 1 recompiled; the timeout's line
+    # ("[rank0]: RuntimeError: [/__w/pytorch/...]") is log text, shown as written, never as markup
+    app = build_app(open_args(FIXTURES / "timeout_behind_compile_gloo_4ranks"))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot)
+        await tables(pilot)
+        assert main.view.view_id == "findings"
+        findings = main.query_one(FindingsView)
+        first = findings.model.findings[0]
+        assert first.kind == "timeout"
+        text = screen_text(app)
+        assert "COLLECTIVE TIMEOUT" in text and "[rank0]: RuntimeError:" in text
+        assert "/transport/tcp/unbound_buffer.cc:78] Timed" in text  # its brackets are text, not markup
+        assert ("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+                "Timed out waiting 30000ms for recv operation to complete") in first.as_text()
