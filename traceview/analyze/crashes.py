@@ -282,7 +282,7 @@ def _signals(trace: Trace, rows: list[dict[str, Any]]) -> None:
 
     frames_of = {id(c): c.pop("_frames", None) or [] for c in rows}
     deaths = [d for d in stop_lines(trace).to_dicts() if d["signal"] in CRASH_SIGNALS
-              and d["kind"] in ("child_exit", "child_failed", "shell_signal", "srun_signal", "spawn_signal")]
+              and d["kind"] in ("child_exit", "child_failed", "shell_signal", "srun_signal", "spawn_signal", "capture_signal")]
     fatal = [c for c in rows if c["category"] == "segfault" and c["kind"] == "fatal"]
     if not fatal and not deaths:
         return
@@ -317,7 +317,8 @@ def _signals(trace: Trace, rows: list[dict[str, Any]]) -> None:
             ranks = trace.ranks
             rank = ranks[0] if len(ranks) == 1 else None
         what = {"child_exit": "torchrun", "child_failed": "torchrun", "shell_signal": "the shell that ran it",
-                "srun_signal": "srun", "spawn_signal": "torch.multiprocessing.spawn"}[d["kind"]]
+                "srun_signal": "srun", "spawn_signal": "torch.multiprocessing.spawn",
+                "capture_signal": "the capture's exit status"}[d["kind"]]
         c = {
             "rank": rank, "kind": "signal", "exc_type": d["signal"], "message": d["text"], "message_full": d["text"],
             "category": "segfault", "raised_in": "unknown", "function": None, "filename": None, "line": None,
