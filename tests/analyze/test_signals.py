@@ -146,3 +146,16 @@ def test_worker_death_grammar_is_torchs() -> None:
     assert "Attempting to use a closed pool" in (root / "compile_worker" / "subproc_pool.py").read_text()
     assert worker_died("RuntimeError: Attempting to use a closed pool")
     assert not worker_died("RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x8 and 6x2)")
+
+
+def test_compile_worker_killed_says_how_far_the_compile_got() -> None:
+    """The seconds are torch's own compilation_metrics of [0/0] (entire frame, backend, Inductor)."""
+    [trace] = [p for p in (FIXTURES / "crash_worker_killed" / "trace").iterdir() if '"compilation_metrics"' in p.read_text()]
+    m = {k: float(v) for k, v in re.findall(r'"(entire_frame_compile_time_s|backend_compile_time_s|inductor_compile_time_s)": ([\d.]+)',
+                                             trace.read_text())}
+    dynamo = m["entire_frame_compile_time_s"] - m["backend_compile_time_s"]
+    aot = m["backend_compile_time_s"] - m["inductor_compile_time_s"]
+    want = f"Lost after Dynamo {dynamo:.2f}s, AOTAutograd {aot:.2f}s and {m['inductor_compile_time_s']:.2f}s in Inductor, whose worker died."
+    r = report(str(FIXTURES / "crash_worker_killed"))
+    assert r["failures"][0]["next_step"].startswith(want)
+    assert r["crashes"][0]["next_step"].startswith(want)

@@ -17,6 +17,7 @@ says so, `likely` when it is read from indirect evidence (`evidence` says which)
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import polars as pl
 
@@ -228,6 +229,21 @@ def worker_died(reason: str | None) -> bool:
     return bool(_WORKER_DIED.search(reason or ""))
 
 
+def _how_far(r: dict[str, Any]) -> str:
+    """How far a compile lost to a dead worker got, from its compilation_metrics' times."""
+
+    def f(key: str) -> float:
+        v = r.get(key)
+        return float(v) if isinstance(v, (int, float)) else 0.0
+
+    dynamo, backend, inductor = f("dynamo_time_s"), f("backend_compile_time_s"), f("inductor_compile_time_s")
+    if not inductor:
+        return ""
+    aot = max(backend - inductor, 0.0)
+    return (f"Lost after Dynamo {dynamo:.2f}s, AOTAutograd {aot:.2f}s and {inductor:.2f}s in Inductor, whose "
+            "worker died. ")
+
+
 def user_frame_of(reason: str | None) -> tuple[str, int, str, str] | None:
     """The innermost frame of the user's code a torch error names in its message ("User
     stack:" / "from user code:"): (filename, line, function, source line); None without one."""
@@ -416,6 +432,8 @@ def _failure_rows(
                 "split the graph there."
                 + (f" {m.group(1)}: https://meta-pytorch.github.io/compile-graph-break-site/gb/{m.group(1)}.html" if m else "")
             )
+        if cat == "compile_worker_died":
+            step = _how_far(r) + step
         detail = detail_of(cat, r["fail_reason"])
         testing = r.get("testing_only_config")  # a fault injection: the judge says the config asked for it
         rows.append(
