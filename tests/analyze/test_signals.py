@@ -159,3 +159,11 @@ def test_compile_worker_killed_says_how_far_the_compile_got() -> None:
     r = report(str(FIXTURES / "crash_worker_killed"))
     assert r["failures"][0]["next_step"].startswith(want)
     assert r["crashes"][0]["next_step"].startswith(want)
+
+
+def test_torchrun_tee_prefixed_faulthandler_dump() -> None:
+    """torchrun --tee prefixes the dump `[default1]:` with no space: its frames keep their two."""
+    cs = [c for c in crashes("crash_signal_torchrun_tee") if c["category"] == "segfault"]
+    assert [(c["rank"], c["kind"], c["exit_code"]) for c in cs] == [(1, "fatal", -11)]
+    ran = cs[0]["signal_ran"]
+    assert (ran["compile_id"], ran["module_line"], ran["kernel"]) == ("0/1", 99, "cpp_fused_index_mul_sum_0")
