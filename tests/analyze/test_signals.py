@@ -167,3 +167,14 @@ def test_torchrun_tee_prefixed_faulthandler_dump() -> None:
     assert [(c["rank"], c["kind"], c["exit_code"]) for c in cs] == [(1, "fatal", -11)]
     ran = cs[0]["signal_ran"]
     assert (ran["compile_id"], ran["module_line"], ran["kernel"]) == ("0/1", 99, "cpp_fused_index_mul_sum_0")
+
+
+def test_torchrun_every_rank_segfaults_in_the_same_compile() -> None:
+    """Both ranks die in [0/1]'s kernel (one Inductor cache: one module path for both ranks'
+    [0/1]); their dumps interleave unprefixed, so the finding names both ranks, not one."""
+    [c] = [c for c in crashes("crash_signal_torchrun_all") if c["category"] == "segfault"]
+    assert (c["rank"], c["signal_ranks"], c["signal_ran"]["compile_id"], c["signal_ran"]["kernel"]) == (
+        None, [0, 1], "0/1", "cpp_fused_index_mul_sum_0")
+    assert c["signal_ran"]["how"].endswith("(on each of 2 ranks)")
+    f = first("crash_signal_torchrun_all")
+    assert f["claim"].startswith("ranks 0-1 killed by SIGSEGV (no Python error) in the generated code of [0/1] gather")

@@ -295,6 +295,9 @@ def _signals(trace: Trace, rows: list[dict[str, Any]]) -> None:
             if len(ranks) == 1:
                 c["rank"] = ranks.pop()
                 c["evidence"] += f"; the launcher says rank {c['rank']} died of {sig}"
+            elif ranks:  # several died of it: their dumps interleave, which one this is cannot be told
+                c["signal_ranks"] = sorted(ranks)
+                c["evidence"] += f"; the launcher says {ranks_text(sorted(ranks)).strip()} died of {sig}"
         if c["rank"] is not None:
             _consequences(rows, c["file"], c["rank"], sig)
         code = next((d["exit_code"] for d in said if d["rank"] in (c["rank"], None) and d["exit_code"] is not None), None)
@@ -355,6 +358,7 @@ def _fill_signal(
     trace: Trace, c: dict[str, Any], sig: str | None, code: int | None, frames: list[str],
     modules: dict[str, list[dict[str, Any]]], *, faulthandler: bool,
 ) -> None:
+    c.setdefault("signal_ranks", None)
     c["signal"] = sig
     c["exit_code"] = code
     c["faulthandler"] = faulthandler

@@ -398,7 +398,9 @@ def _signal_crash(c: dict[str, Any], paths: Paths) -> Finding:
         where = f"in {_WHOSE[inner['whose']]}"
     else:
         where = "where: unknown (no Python stack)"
-    claim = f"{rank_prefix(c['rank'])}killed by {sig}{code} (no Python error) {where}"
+    many = c.get("signal_ranks") or []
+    who = f"{ranks_text(many).strip()} " if many else rank_prefix(c["rank"])
+    claim = f"{who}killed by {sig}{code} (no Python error) {where}"
     lines: list[tuple[str, str]] = []
     if ran.get("module"):
         module = re.split(r"[/\\]", ran["module"])[-1]
@@ -429,7 +431,7 @@ def _signal_crash(c: dict[str, Any], paths: Paths) -> Finding:
     short = f"killed by {sig}" + (" in compiled code" if ran.get("compile_id") else "")
     return Finding(
         "crash", "act", claim, lines, next_step=c["next_step"], certainty="certain",
-        ranks=[c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), facet="signal", short=short,
+        ranks=list(many) or [c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), facet="signal", short=short,
         key=f"crash:{c['rank']}:{sig}:{ran.get('compile_id')}:{ran.get('module_line')}",
     )
 

@@ -106,10 +106,13 @@ def ran_in(
     ran: dict[str, Any] = {"module": path, "module_line": line, "module_function": fn, "statement": None, "kernel": None,
                            "compile_id": None, "occurrence": None, "function": None, "filename": None, "line": None,
                            "how": None}
-    if len(cands) == 1:
+    # one compile, or the same compile on every rank (ranks of one host share the code cache)
+    same = len({(m["compile_id"], m["occurrence"]) for m in cands}) == 1 and len({m["rank"] for m in cands}) == len(cands)
+    if cands and same:
         k = cands[0]
         ran.update({f: k[f] for f in ("compile_id", "occurrence", "function", "filename", "line")})
-        ran["how"] = "the stack's generated module is the one the trace's inductor_output_code of this compile names"
+        ran["how"] = "the stack's generated module is the one the trace's inductor_output_code of this compile names" + (
+            f" (on each of {len(cands)} ranks)" if len(cands) > 1 else "")
         calls = _kernel_calls(trace)
         if calls.height and line is not None:
             at = calls.filter((pl.col("file") == k["file"]) & (pl.col("lineno") == k["lineno"]) & (pl.col("line") == line))
