@@ -47,7 +47,10 @@ def test_faulthandler_names_the_compile_line_and_kernel() -> None:
     assert c["innermost"]["whose"] == "generated"
     assert (c["after"]["kind"], c["after"]["compile_id"]) == ("compilation_metrics", "0/1")
     assert c["nested"] is None
-    assert "a crash in torch/Inductor to report" in c["next_step"]
+    # the program turned Inductor's index checks off (compilation_metrics' inductor_config): not torch's bug first
+    assert ran["unchecked_indexing"] is True
+    assert c["next_step"].startswith("This compile ran with torch._inductor.config.assert_indirect_indexing = False")
+    assert "a crash in torch/Inductor to report" not in c["next_step"]
     assert "PYTHONFAULTHANDLER" not in c["next_step"]  # it ran with it
     f = first("crash_signal_faulthandler")
     assert f["kind"] == "crash" and f["claim"].startswith("killed by SIGSEGV (no Python error) in the generated code of [0/1] gather")
@@ -111,6 +114,7 @@ def test_gpu_segfault_in_the_static_launcher_of_the_decode_step() -> None:
     launched = re.search(r"in partition_0\n\s+(\w+)\.run\(", tb).group(1)
     assert ran["kernel"] == launched
     assert c["innermost"]["whose"] == "launcher" and c["innermost"]["path"].endswith("static_triton_launcher.py")
+    assert ran["unchecked_indexing"] is False
     assert c["nested"] == {"generate": "transformers/generation/utils.py:3030 in _sample", "wrappers": 2}
     for step in ("a crash in torch/Inductor to report", "mode='default'", "TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER=0",
                  "already compiles the static-cache decode step itself"):

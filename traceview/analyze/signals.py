@@ -104,6 +104,7 @@ def ran_in(
     if rank is not None:
         cands = [m for m in cands if m["rank"] in (rank, None)] or cands
     ran: dict[str, Any] = {"module": path, "module_line": line, "module_function": fn, "statement": None, "kernel": None,
+                           "unchecked_indexing": False,
                            "compile_id": None, "occurrence": None, "function": None, "filename": None, "line": None,
                            "how": None}
     # one compile, or the same compile on every rank (ranks of one host share the code cache)
@@ -113,6 +114,7 @@ def ran_in(
         ran.update({f: k[f] for f in ("compile_id", "occurrence", "function", "filename", "line")})
         ran["how"] = "the stack's generated module is the one the trace's inductor_output_code of this compile names" + (
             f" (on each of {len(cands)} ranks)" if len(cands) > 1 else "")
+        ran["unchecked_indexing"] = _unchecked_indexing(trace, k["file"], k["compile_id"])
         calls = _kernel_calls(trace)
         if calls.height and line is not None:
             at = calls.filter((pl.col("file") == k["file"]) & (pl.col("lineno") == k["lineno"]) & (pl.col("line") == line))
@@ -125,6 +127,17 @@ def ran_in(
     else:
         ran["how"] = "the trace names no compile that wrote this generated module (served from the cache, or not captured)"
     return ran
+
+
+# the compile's Inductor config (compilation_metrics' inductor_config, JSON text) turned off the
+# index checks of its generated kernels: an index out of range then reads outside the tensor
+_UNCHECKED = re.compile(r'\\?"assert_indirect_indexing\\?": false')
+
+
+def _unchecked_indexing(trace: Trace, file: str, compile_id: str) -> bool:
+    ev = trace.index_events()
+    m = ev.filter((pl.col("kind") == "compilation_metrics") & (pl.col("file") == file) & (pl.col("compile_id") == compile_id))
+    return any(_UNCHECKED.search(x or "") for x in m["metadata"].to_list())
 
 
 def _kernel_calls(trace: Trace) -> pl.DataFrame:
@@ -184,7 +197,12 @@ def signal_step(
         parts.append("Rerun with PYTHONFAULTHANDLER=1: it prints the Python stack of the crash (which compile's "
                      "generated code, which kernel launch).")
     mine = who is not None and who["whose"] == "program"
-    if mine:
+    if ran is not None and ran.get("unchecked_indexing"):
+        parts.append("This compile ran with torch._inductor.config.assert_indirect_indexing = False: its kernels do "
+                     "not check their indices, so an index out of range reads outside the tensor and crashes instead "
+                     "of raising. Turn the check back on (the default) first: an out-of-range index then raises an "
+                     "error naming it; only a crash with the check on is torch's to fix.")
+    elif mine:
         parts.append(f"The innermost frame is your own code ({who['function']}): a native extension or ctypes call "
                      "there died; check it outside torch.compile first.")
     elif ran is not None or (who is not None and who["whose"] in ("launcher", "generated", "torch")):
