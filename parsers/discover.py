@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from parsers.code_location import TORCH_FILE_BYTES
-from parsers.glog import HEAD, PREFIX, as_bytes, plain
+from parsers.glog import PREFIX, TEXT_HEAD, TEXT_PREFIX, as_bytes, plain
 from parsers.gzipped import is_gzip, read_all
 
 TRACE_NAME_RE = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_?)?.*\.log(?:\.gz)?$")
 _PREFIX = as_bytes("^" + plain(PREFIX) + " ")
 TRACE_LINE_RE = re.compile(_PREFIX + rb"\{\"")
-TEXT_LINE_RE = re.compile(_PREFIX)
-TS_RE = re.compile(as_bytes("^" + HEAD))
+# a text log's line may carry a cluster launcher's prefix before torch's (parsers.glog.LAUNCHER)
+TEXT_LINE_RE = re.compile(as_bytes("^" + plain(TEXT_PREFIX) + " "))
+TS_RE = re.compile(as_bytes("^" + TEXT_HEAD))
 _RANK_KEY = re.compile(rb', "rank": (\d+)')
 RUN_GAP_S = 600.0
 _SNIFF = 64 * 1024
@@ -323,8 +324,17 @@ def _not_a_file(f: Path) -> str | None:
 
 
 def rank_in_file(path: str) -> int | None:
-    """The rank of a trace whose file name does not say it: from its first `"rank": N` key."""
+    """The rank of a trace whose file name does not say it: from its first `"rank": N` key.
+    A file opened before init_process_group (torch names it at its first record, before the
+    rank is known) has records without `rank` first: read on up to 8 MiB for the first."""
     head = _head(path)
+    rank = _first_rank(head)
+    if rank is None and len(head) == _SNIFF:
+        rank = _first_rank(_head(path, _SNIFF_MORE))
+    return rank
+
+
+def _first_rank(head: bytes) -> int | None:
     for line in head.split(b"\n"):  # (one regex over the head was quadratic on some lines)
         at = line.find(b'] {"', 1)
         if at < 0 or line[:1] == b"\t":

@@ -35,7 +35,17 @@ import numpy as np
 import polars as pl
 
 from parsers.compile_ids import TRACE_ID_RE, without_attempt_expr
-from parsers.glog import PREFIX, RANK, TEXT_TAGS, plain, timestamp, year_and_month
+from parsers.glog import (
+    LAUNCHER_MARKS,
+    LAUNCHER_RANKS,
+    RANK,
+    TEXT_PREFIX,
+    TEXT_TAGS,
+    line_ranks,
+    plain,
+    timestamp,
+    year_and_month,
+)
 from parsers.gzipped import is_gzip, read_all
 
 if TYPE_CHECKING:
@@ -50,9 +60,9 @@ __all__ = [
 ]
 
 # The prefix of a torch log line (matched on every line; no capture groups, for speed)...
-PREFIX_RE = "^" + plain(PREFIX + TEXT_TAGS)
+PREFIX_RE = "^" + plain(TEXT_PREFIX + TEXT_TAGS)
 # ... and its fields (parsed once per distinct prefix).
-PREFIX_FIELDS_RE = "^" + PREFIX + TEXT_TAGS + "$"
+PREFIX_FIELDS_RE = "^" + TEXT_PREFIX + TEXT_TAGS + "$"
 # Unprefixed lines that are program output even in a legacy capture.
 _OUTPUT_LIKE = (
     r"^(?:\S.*:\d+: \w*Warning: "
@@ -191,10 +201,115 @@ def read_text_log(
     a ``.gz`` capture is read whole).
     """
     path = Path(path)
+    with open(path, "rb") as fh:
+        plain_size = None if is_gzip(fh) else os.fstat(fh.fileno()).st_size
+    if plain_size is not None and min(plain_size, end if end is not None else plain_size) > CHUNK_BYTES:
+        return _read_in_chunks(path, plain_size if end is None else min(end, plain_size), continuation)
     data, size, damage = _read_bytes(path, end)
     log = parse_text_bytes(data, str(path), mtime=path.stat().st_mtime, size=size, continuation=continuation,
                            truncated=damage is not None)
     return TextLog(records=log.records, other_lines=log.other_lines, stats=log.stats, damage=damage)
+
+
+# A plain capture larger than this is read and parsed a piece at a time (a job's whole stdout:
+# gigabytes of mixed lines): the memory is the tables' and one piece's, not the file's many
+# times over.
+CHUNK_BYTES = 64 << 20
+# What makes two records one: the prefix's fields (a record whose lines a piece's end cut in two
+# is joined again).
+_SAME_RECORD = ("rank", "pid", "level", "ts", "src_file", "src_line", "trace_id", "artifact")
+
+
+def _read_in_chunks(
+    path: Path, size: int, continuation: Literal["auto", "prefixed", "unprefixed"]
+) -> TextLog:
+    """`read_text_log` of a large plain file: pieces of CHUNK_BYTES cut after a newline, each
+    parsed with the line numbers of the file; a record cut by a piece's end (its stream's last
+    record in one piece, the first in the next, with the same prefix) is joined; the first piece
+    decides whether the capture is a legacy one (see the module doc) for all."""
+    name, mtime = str(path), path.stat().st_mtime
+    records, others, stats = [], [], []
+    launchers: tuple[set[str], set[str]] = (set(), set())
+    lines = 0
+    tail: pl.DataFrame | None = None
+    with open(path, "rb") as fh:
+        pos, carry = 0, b""
+        while pos < size or carry:
+            block = fh.read(min(CHUNK_BYTES, size - pos)) if pos < size else b""
+            pos += len(block)
+            data = carry + block
+            cut = data.rfind(b"\n") + 1 if pos < size and len(block) else len(data)
+            if cut == 0:  # no newline in a whole piece: read on
+                carry = data
+                continue
+            data, carry = data[:cut], data[cut:]
+            log = parse_text_bytes(data, name, mtime=mtime, size=len(data), line_offset=lines,
+                                   continuation=continuation, known_launchers=launchers)
+            del data
+            if continuation == "auto":
+                continuation = "unprefixed" if log.stats["legacy_continuation"][0] else "prefixed"
+            lines += int(log.stats["lines"][0])
+            recs, tail = _join_cut(records, tail, log.records)
+            records.append(recs)
+            others.append(log.other_lines)
+            stats.append(log.stats)
+    st = pl.concat(stats)
+    joined = sum(r.height for r in records)
+    return TextLog(
+        records=pl.concat(records),
+        other_lines=pl.concat(others),
+        stats=st.select(
+            pl.lit(name).alias("file"),
+            pl.lit(size, pl.Int64).alias("bytes"),
+            pl.col("lines").sum(),
+            pl.lit(joined, pl.Int64).alias("records"),
+            pl.col("record_lines", "continuation_lines", "other_lines").sum(),
+            pl.col("legacy_continuation").first(),
+            pl.col("invalid_utf8").any(),
+            pl.col("truncated_tail").last(),
+            pl.col("first_ts").min(),
+            pl.col("last_ts").max(),
+        ).cast(dict(STATS_SCHEMA)),
+    )
+
+
+def _join_cut(before: list[pl.DataFrame], tail: pl.DataFrame | None, recs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Join a piece's records to the pieces before: the first record of a stream whose last
+    record before (`tail`: per stream, its piece and row in `before`) has the same prefix is
+    that record's continuation (joined in `before`, in place). Returns the piece's records left
+    and the new tail."""
+    key = list(_SAME_RECORD)
+    recs = recs.with_row_index("_i")
+    if tail is not None and recs.height:
+        firsts = recs.group_by("rank", "pid", maintain_order=True).first()
+        m = tail.join(firsts, on=key, how="inner", nulls_equal=True)
+        for (c,), part in m.group_by("_c"):
+            prev = before[c]
+            upd = part.select(
+                "_j", "end_lineno", pl.col("lines").alias("_add"), pl.col("text").alias("_more")
+            )
+            prev = (
+                prev.with_row_index("_j")
+                .join(upd, on="_j", how="left", suffix="_n")
+                .with_columns(
+                    pl.col("end_lineno_n").fill_null(pl.col("end_lineno")).alias("end_lineno"),
+                    (pl.col("lines") + pl.col("_add").fill_null(0)).alias("lines"),
+                    pl.when(pl.col("_more").is_not_null())
+                    .then(pl.concat_str([pl.col("text"), pl.col("_more")], separator="\n"))
+                    .otherwise(pl.col("text"))
+                    .alias("text"),
+                )
+                .with_columns((pl.col("end_lineno") - pl.col("lineno") + 1 == pl.col("lines")).alias("contiguous"))
+            )
+            before[c] = prev.select(LOG_RECORDS_SCHEMA.names()).cast(dict(LOG_RECORDS_SCHEMA))
+        recs = recs.filter(~pl.col("_i").is_in(m["_i"].implode()))
+    recs = recs.drop("_i")
+    lasts = recs.with_row_index("_j").group_by("rank", "pid", maintain_order=True).last()
+    new_tail = lasts.select(*key, "_j").with_columns(pl.lit(len(before), pl.Int64).alias("_c"))
+    if tail is not None:
+        kept = tail.join(new_tail.select("rank", "pid"), on=["rank", "pid"], how="anti", nulls_equal=True)
+        new_tail = pl.concat([kept, new_tail.select(kept.columns)])
+    return recs, new_tail
 
 
 def parse_text_bytes(
@@ -206,10 +321,14 @@ def parse_text_bytes(
     line_offset: int = 0,
     continuation: Literal["auto", "prefixed", "unprefixed"] = "auto",
     truncated: bool = False,
+    known_launchers: tuple[set[str], set[str]] | None = None,
 ) -> TextLog:
     """Parse the text of a TORCH_LOGS capture, or of the lines added to one after
     `line_offset` lines (a log followed while it is written, traceview.live): line numbers
-    count from there. `truncated`: the text is known to end early (a damaged .gz)."""
+    count from there. `truncated`: the text is known to end early (a damaged .gz).
+    `known_launchers`: the launcher forms and hosts (parsers.glog.LAUNCHER_FORMS) the records
+    before this text showed (a piece of a file read in pieces), updated with this text's: the
+    prefixes taken off its other lines."""
     size = len(data) if size is None else size
     lines, invalid = _split_lines(data)
     truncated = truncated or (bool(data) and not data.endswith(b"\n"))
@@ -229,8 +348,20 @@ def parse_text_bytes(
         df.select(pl.col("prefix").drop_nulls().unique())
         .with_columns(pl.col("prefix").str.extract_groups(PREFIX_FIELDS_RE).alias("f"))
         .unnest("f")
+    )
+    # the launchers (and hosts) that prefixed this file's records: the only prefixes taken off
+    # its other lines
+    forms = {k for k, g in LAUNCHER_MARKS.items() if fields[g].is_not_null().any()}
+    hosts = set(fields["host"].drop_nulls().unique().to_list())
+    if known_launchers is not None:
+        known_launchers[0].update(forms)
+        known_launchers[1].update(hosts)
+        forms, hosts = known_launchers
+    fields = (
+        fields.with_columns(_line_rank().alias("rank"))
+        .drop(*LAUNCHER_RANKS, "host", "tag")
         .with_columns(
-            pl.concat_str([pl.col("rank").fill_null(""), pl.col("pid")], separator=":")
+            pl.concat_str([pl.col("rank").cast(pl.String).fill_null(""), pl.col("pid")], separator=":")
             .alias("stream")
         )
     )
@@ -251,12 +382,7 @@ def parse_text_bytes(
 
     part = df.filter(pl.col("rec").is_not_null())
     records = _records(part, fields, name, mtime)
-    other = df.filter(pl.col("rec").is_null()).select(
-        pl.lit(name).alias("file"),
-        "lineno",
-        pl.col("text").str.extract("^" + RANK, 1).cast(pl.Int32, strict=False).alias("rank"),
-        "text",
-    )
+    other = _other_lines(df.filter(pl.col("rec").is_null()), name, sorted(forms), sorted(hosts))
     cont_lines = int(part.select((~pl.col("prefixed")).sum()).item() or 0)
     stats = pl.DataFrame(
         [
@@ -278,6 +404,41 @@ def parse_text_bytes(
         schema=STATS_SCHEMA,
     )
     return TextLog(records=records, other_lines=other, stats=stats)
+
+
+def _line_rank() -> pl.Expr:
+    """The rank of a line from its prefixes' groups (parsers.glog): torch's `[rankN]:` (the
+    global rank) wins; else the launcher's process index (srun's task id, the MPI rank); a
+    torchrun role's number (`[default3]:`, the local rank) only where no launcher prefixed
+    the line (a launcher that starts torchrun numbers nodes: the rank is unknown); else null."""
+    launcher_rank = pl.coalesce(*(pl.col(c) for c in LAUNCHER_RANKS))
+    launched = pl.any_horizontal(*(pl.col(c).is_not_null() for c in (*LAUNCHER_RANKS, "host")))
+    return (
+        pl.when(pl.col("tag") == "rank").then(pl.col("rank"))
+        .when(pl.col("rank").is_not_null() & ~launched).then(pl.col("rank"))
+        .when(pl.col("rank").is_null()).then(launcher_rank)
+        .cast(pl.Int32, strict=False)
+    )
+
+
+def _other_lines(df: pl.DataFrame, name: str, forms: list[str], hosts: list[str]) -> pl.DataFrame:
+    """The lines that are no record: each with its rank (as a record's, `_line_rank`) and its
+    text without the launcher's prefix (torch's `[rankN]:` kept: the traceback reader splits
+    the ranks' streams by it). Only the launcher forms (and hosts) that prefix the file's
+    records are taken off: `RuntimeError: ...` is a message, `3: ...` a print, elsewhere."""
+    groups = pl.col("text").str.extract_groups("^" + line_ranks(forms, hosts))
+    out = df.select("lineno", "text").with_columns(groups.alias("g")).unnest("g")
+    missing = [c for c in ("launcher", *LAUNCHER_RANKS, "host") if c not in out.columns]
+    return (
+        out.with_columns(*(pl.lit(None, pl.String).alias(c) for c in missing))
+        .select(
+            pl.lit(name).alias("file"),
+            "lineno",
+            _line_rank().alias("rank"),
+            pl.col("text").str.slice(pl.col("launcher").str.len_chars().fill_null(0)).alias("text"),
+        )
+        .cast(dict(OTHER_LINES_SCHEMA))
+    )
 
 
 def _group_streams(df: pl.DataFrame, fields: pl.DataFrame) -> pl.DataFrame:
