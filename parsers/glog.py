@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 # lazy `??` skips the first bracket only when a second one follows.)
 _ROLE = r"[A-Za-z_][A-Za-z_.-]*"  # no digits: the rank's digits follow unambiguously (linear time)
 # `tag`: the last bracket's name: `rank` where torch wrote it (the global rank), a torchrun role
-# (`default`) where torchrun did (its number is the local rank: the rank only on one node).
-RANK = r"(?:\[" + _ROLE + r"\d+\]:)??\[(?P<tag>" + _ROLE + r")(?P<rank>\d+)\]:"
+# (`default`) where torchrun did (its number is the local rank: the rank only on one node);
+# `local`: torchrun's local rank where both are there.
+RANK = r"(?:\[" + _ROLE + r"(?P<local>\d+)\]:)??\[(?P<tag>" + _ROLE + r")(?P<rank>\d+)\]:"
 HEAD = r"(?:" + RANK + r")?(?P<level>[VIWEC])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d{6})"
 # The whole prefix up to and with its `]`: HEAD, thread id (glog's pid), `path:line`. A record's
 # message starts after the `] ` that follows.
