@@ -157,19 +157,58 @@ def _secs(start: str) -> float:
 
 
 def _assign_runs(traces: list[TraceFile]) -> int:
+    """Number the runs: a new one starts when a rank appears again, or a file starts long
+    after the one before. Files without a rank (processes that never joined a process group)
+    are one run while they overlap in time — one starts before another's last record: the
+    processes of one job (torch.multiprocessing, a launcher) — and a new run where one starts
+    after the others ended (the same program run again)."""
     traces.sort(key=lambda t: (_secs(t.start) or t.mtime, t.rank if t.rank is not None else -1))
     run = 0
     seen: set[int | None] = set()
     prev = None
+    rankless_end = 0.0  # the last record of this run's files without a rank (0: unknown)
     for t in traces:
         s = _secs(t.start)
-        if t.rank in seen or (prev is not None and s and prev and s - prev > RUN_GAP_S):
+        again = t.rank in seen and not (t.rank is None and s and rankless_end and s <= rankless_end)
+        if again or (prev is not None and s and prev and s - prev > RUN_GAP_S):
             run += 1
             seen = set()
+            rankless_end = 0.0
         seen.add(t.rank)
         t.run = run
         prev = s or prev
+        if t.rank is None:
+            end = _secs(last_start(t.path))
+            rankless_end = max(rankless_end, end) if end else 0.0
     return run + 1 if traces else 0
+
+
+_TAIL = 256 * 1024
+
+
+_GZ_TAIL_MAX = 64 << 20
+
+
+def last_start(path: str) -> str:
+    """"MMDD HH:MM:SS.ffffff" of the last record a trace file holds in its last 256 KiB ("" when
+    none; a .gz is decompressed, up to 64 MiB: "" beyond)."""
+    try:
+        with open(path, "rb") as fh:
+            if is_gzip(fh):
+                data, _ = read_all(fh, limit=_GZ_TAIL_MAX)
+                if len(data) >= _GZ_TAIL_MAX:
+                    return ""
+                tail = data[-_TAIL:]
+            else:
+                size = os.fstat(fh.fileno()).st_size
+                fh.seek(max(0, size - _TAIL))
+                tail = fh.read(_TAIL)
+    except (OSError, EOFError, ValueError):
+        return ""
+    for line in reversed(tail.split(b"\n")):
+        if line[:1] != b"\t" and (m := TS_RE.match(line)):
+            return f"{m['md'].decode()} {m['time'].decode()}"
+    return ""
 
 
 def _seen(f: Path, read: dict[tuple[int, int], str]) -> str | None:

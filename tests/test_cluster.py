@@ -126,3 +126,19 @@ def test_no_rank_anywhere_says_no_rank() -> None:
     assert [(s["rank"], s["compiles"]) for s in report["recompiles"]] == [(None, 2)]
     for f in report["findings"]:
         assert all(r is None for r in f.get("ranks") or ()), f
+
+
+def test_rankless_processes_of_one_job_are_one_run_and_reruns_are_not(tmp_path: Path) -> None:
+    """Trace files without a rank anywhere (no process group): the 4 processes of one
+    mp.spawn job overlap in time, one run; a program run twice (the corpus' cold and warm
+    cache runs, one after the other) is two."""
+    one = discover(CLUSTER / "spawn_before_init" / "trace")
+    assert [t.rank for t in one.traces] == [None] * 4 and one.runs == 1
+    both = tmp_path / "both"
+    both.mkdir()
+    for run in (FIXTURES / "corpus" / "cache_warm_hits" / "first_run" / "trace", FIXTURES / "corpus" / "cache_warm_hits" / "trace"):
+        for f in run.iterdir():
+            shutil.copy(f, both / f.name)
+    two = discover(both)
+    assert [t.rank for t in two.traces] == [None, None] and two.runs == 2
+    assert len(discover(both, latest=True).dropped_runs) == 1
