@@ -17,7 +17,7 @@ from pathlib import Path
 
 from parsers.code_location import TORCH_FILE_BYTES
 from parsers.glog import PREFIX, TEXT_HEAD, TEXT_PREFIX, as_bytes, plain
-from parsers.gzipped import is_gzip, read_all
+from parsers.gzipped import GzipStream, is_gzip, read_all
 
 TRACE_NAME_RE = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_?)?.*\.log(?:\.gz)?$")
 _PREFIX = as_bytes("^" + plain(PREFIX) + " ")
@@ -80,8 +80,9 @@ def sniff(path: str) -> tuple[str, str]:
     """Classify a file: ('trace'|'text'|'empty'|'binary'|'other', first timestamp).
 
     Reads the first 64 KiB; a text file with no torch log line there (a job that printed a
-    lot before compiling) is read further, up to 8 MiB. Raises InputError for a gzip file
-    of which nothing is readable."""
+    lot before compiling) is read further, up to 8 MiB, then on in 8 MiB blocks to its first
+    torch log line (a many-rank job's stdout). Raises InputError for a gzip file of which
+    nothing is readable."""
     head = _head(path)
     if not head.strip():
         return "empty", ""
@@ -89,10 +90,35 @@ def sniff(path: str) -> tuple[str, str]:
     # file binary, only one where no line is a torch log line
     kind, start = _classify(head)
     if kind == "other" and len(head) == _SNIFF:
-        kind, start = _classify(_head(path, _SNIFF_MORE))
+        more = _head(path, _SNIFF_MORE)
+        kind, start = _classify(more)
+        if kind == "other" and len(more) == _SNIFF_MORE and b"\x00" not in head[:8192]:
+            kind, start = _first_text_line(path)
     if kind == "other" and b"\x00" in head[:8192]:
         return "binary", ""
     return kind, start
+
+
+_TEXT_LINE_M = re.compile(b"(?m)" + TEXT_LINE_RE.pattern)
+
+
+def _first_text_line(path: str) -> tuple[str, str]:
+    """A text file with no torch log line in its first 8 MiB (a many-rank job's stdout: every
+    rank's start-up output first): read on, 8 MiB at a time, to its first torch log line
+    ('text' and its timestamp; 'other' when there is none)."""
+    with open(path, "rb") as fh:
+        blocks = GzipStream(fh).pieces(_SNIFF_MORE) if is_gzip(fh) else iter(lambda: fh.read(_SNIFF_MORE), b"")
+        carry = b""
+        for block in blocks:
+            data = carry + block
+            cut = data.rfind(b"\n") + 1
+            m = _TEXT_LINE_M.search(data, 0, cut or len(data))
+            if m:
+                line_end = data.find(b"\n", m.start())
+                kind, start = _classify(data[m.start(): line_end if line_end >= 0 else len(data)])
+                return ("text" if kind == "other" else kind), start
+            carry = data[cut:] if cut else data[-65536:]
+    return "other", ""
 
 
 # A stderr that holds only an uncaught exception's traceback (TORCH_LOGS printed nothing: a

@@ -142,3 +142,21 @@ def test_rankless_processes_of_one_job_are_one_run_and_reruns_are_not(tmp_path: 
     two = discover(both)
     assert [t.rank for t in two.traces] == [None, None] and two.runs == 2
     assert len(discover(both, latest=True).dropped_runs) == 1
+
+
+def test_a_job_stdout_that_starts_with_megabytes_of_other_output_is_a_text_log(tmp_path: Path) -> None:
+    """A many-rank job's stdout: every rank's start-up output first (here 9 MB of the corpus
+    runs' real stdout lines), torch's lines after it: found, read, the same findings."""
+    foreign = b"".join(p.read_bytes() for p in sorted((FIXTURES / "corpus").glob("*/stdout.txt")))
+    assert foreign
+    src = CLUSTER / "srun_label" / "combined.log"
+    job = tmp_path / "job.out"
+    with open(job, "wb") as out:
+        n = 0
+        while n < 9 << 20:
+            out.write(foreign)
+            n += len(foreign)
+        out.write(src.read_bytes())
+    inputs = discover(job)
+    assert inputs.text_logs == [str(job)]
+    assert _findings(build_report(traceview.load(job))) == _findings(_report(str(src)))
