@@ -454,20 +454,22 @@ def _line_rank() -> pl.Expr:
 
 def _origin() -> pl.Expr:
     """Who wrote a line as far as its prefixes tell without torch's rank: the launcher's groups
-    and torchrun's local rank ("" when none of them is there)."""
+    and torchrun's local rank (null when none of them is there: a line without a prefix is
+    nobody's in particular)."""
     local = pl.when(pl.col("tag") != "rank").then(pl.col("rank")).otherwise(pl.col("local"))
-    parts = [pl.col(c).fill_null("") for c in (*LAUNCHER_RANKS, "host")] + [local.fill_null("")]
-    return pl.concat_str(parts, separator="|")
+    parts = [pl.col(c) for c in (*LAUNCHER_RANKS, "host")] + [local]
+    return pl.when(pl.any_horizontal(*(x.is_not_null() for x in parts))).then(
+        pl.concat_str([x.fill_null("") for x in parts], separator="|")
+    )
 
 
 def _origins(fields: pl.DataFrame) -> pl.DataFrame:
     """(origin, torch's rank) of each distinct record prefix that carries `[rankN]:` and an
     origin (`_origin`: a launcher's prefix or torchrun's local rank)."""
-    empty = "|" * len(LAUNCHER_RANKS)
     return (
         fields.filter(pl.col("tag") == "rank")
         .select(_origin().alias("_origin"), pl.col("rank").cast(pl.Int32, strict=False))
-        .filter(pl.col("_origin") != empty)
+        .filter(pl.col("_origin").is_not_null())
     )
 
 
