@@ -42,9 +42,9 @@ PREFIX = HEAD + r" +(?P<pid>\d+) (?P<src_file>[^\]]+):(?P<src_line>\d+)\]"
 # A cluster launcher's prefix, before everything above, on each line of the output it collects
 # from its processes (a text log only: torch writes its trace files itself). One of:
 # * Slurm `srun -l` / `--label`: the task id, right-aligned to the width of the largest one, `: `
-#   (`3: `, ` 3: ` among 10 or more tasks) — `task`;
+#   (`3: `, ` 3: ` among 11 or more tasks) — `task`;
 # * Open MPI `mpirun --tag-output`: `[jobid,rank]<stdout>:` (`<stderr>:`, `<stddiag>:`), a space
-#   after it in Open MPI 5 — `mpi_rank`;
+#   may follow (4.1.4, run here, writes none; newer versions, PRRTE-based, are read the same) — `mpi_rank`;
 # * MPICH / Intel MPI `mpiexec -l` (`-prepend-rank`): `[rank] ` — `pmi_rank`;
 # * a host name (pdsh and the launchers built on it, DeepSpeed's), or host and rank, then `: `
 #   (`node-017: `, `node-017:3: `) — `host`, `host_rank`.

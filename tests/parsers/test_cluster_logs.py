@@ -131,10 +131,10 @@ def _prefixed(src: Path, prefix: str, tmp: Path) -> Path:
 @pytest.mark.parametrize(
     ("prefix", "rank"),
     [
-        ("[1,5]<stdout>: ", 5),  # Open MPI 5 (PRRTE) `--output tag`: a space after the colon
+        ("[1,5]<stdout>: ", 5),  # a space after the colon (some Open MPI versions)
         ("[7,5]<stddiag>:", 5),
         ("node-017:5: ", 5),  # host and rank
-        ("   5: ", 5),  # srun -l among 1000 or more tasks
+        ("   5: ", 5),  # srun -l among 1001 or more tasks
     ],
 )
 def test_other_documented_forms(tmp_path: Path, prefix: str, rank: int) -> None:
