@@ -160,3 +160,27 @@ def test_a_job_stdout_that_starts_with_megabytes_of_other_output_is_a_text_log(t
     inputs = discover(job)
     assert inputs.text_logs == [str(job)]
     assert _findings(build_report(traceview.load(job))) == _findings(_report(str(src)))
+
+
+def test_torchrun_trace_opened_before_init_counts_the_compile_before_it() -> None:
+    """fixtures/torchrun_tee/trace: torchrun --tee, `scale` compiled first before
+    init_process_group (trace files named without a rank, the first compile's records without
+    one). Each rank's recompile finding counts all its compiles and their time as torch's own
+    compilation_metrics give it (read here with json alone), the pre-init compile included."""
+    trace = FIXTURES / "torchrun_tee" / "trace"
+    torch_says: dict[int, tuple[int, float]] = {}
+    for f in trace.iterdir():
+        rank, n, us = None, 0, 0
+        for line in f.read_text().splitlines():
+            if line.startswith("\t") or '{"compilation_metrics"' not in line:
+                continue
+            envelope = json.loads(line.split("] ", 1)[1])
+            n, us = n + 1, us + envelope["compilation_metrics"]["duration_us"]
+            rank = envelope.get("rank", rank)  # none on the compile before init_process_group
+        torch_says[rank] = (n, us / 1e6)
+    assert sorted(torch_says) == [0, 1]
+    report = _report(str(trace))
+    got = {f["ranks"][0]: f["claim"] for f in report["findings"] if f["kind"] in ("storm", "recompile")}
+    for rank, (n, seconds) in torch_says.items():
+        assert f"rank {rank} scale (torchrun_tee.py:15): {n} compiles, {seconds:.2f}s" in got[rank]
+    assert {r: n for r, (n, _) in torch_says.items()} == {0: 3, 1: 2}  # as planted
