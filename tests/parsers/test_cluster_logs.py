@@ -244,3 +244,20 @@ def test_a_line_without_any_prefix_is_no_rank_s() -> None:
     assert set(log.records["rank"].drop_nulls().to_list()) == {1}
     tb = log.other_lines.filter(pl.col("text").str.contains("ProcessExitedException"))
     assert tb.height >= 1 and tb["rank"].null_count() == tb.height
+
+
+def test_srun_starting_torchrun_on_each_node(tmp_path: Path) -> None:
+    """`srun -l -N 2 torchrun --tee 3 ...`: srun's task id is the node's, torchrun's
+    `[defaultN]:` the local rank. The two real node consoles of torchrun_nodes, each line behind
+    srun's prefix for its node (`0: `, `1: `: the documented transformation), interleaved: the
+    records take torch's global rank; the prints (no torch prefix) the rank their node's local
+    rank's records carry — never the node's index nor the bare local rank."""
+    consoles = [CLUSTER / "torchrun_nodes" / "console" / f"node-00{n}.log" for n in (0, 1)]
+    lines = [[f"{n}: ".encode() + x for x in c.read_bytes().splitlines(keepends=True)] for n, c in enumerate(consoles)]
+    job = tmp_path / "slurm-1234.out"
+    job.write_bytes(b"".join(x for pair in zip(*lines) for x in pair) + b"".join(lines[1][len(lines[0]):]))
+    log = read_text_log(job)
+    assert collections.Counter(log.records["rank"].to_list()) == {0: 1, 1: 1, 2: 2, 3: 1}
+    prints = log.other_lines.filter(pl.col("text").str.contains(PRINT.pattern))
+    assert prints.height == 12
+    assert all(int(PRINT.search(t)[1]) == r for t, r in prints.select("text", "rank").iter_rows())
