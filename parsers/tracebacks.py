@@ -194,12 +194,20 @@ def _streams(part: pl.DataFrame) -> list[tuple[int | None, bool, list[str], list
     by_rank: dict[int, tuple[list[str], list[int]]] = {}
     plain: tuple[list[str], list[int]] = ([], [])
     plain_ranks: set[int] = set()  # the rank of unprefixed lines (a rank's own file), if any
+    # lines whose rank a launcher's prefix gave (srun -l, mpirun --tag-output: several ranks in
+    # the file, their lines without torch's prefix): each rank's lines are its stream
+    launched = part["rank"].drop_nulls().n_unique() > 1
     for text, lineno, rank in zip(part["text"].to_list(), part["lineno"].to_list(), part["rank"].to_list()):
+        launched_line = launched and rank is not None
         m = _RANK_PREFIX.match(text)
-        if m:
-            t, n = by_rank.setdefault(int(m["rank"]), ([], []))
-            rest = text[m.end():]
-            t.append(rest[1:] if rest.startswith(" ") and _TORCH_RANK_END.search(m.group(0)) else rest)
+        if m or launched_line:
+            # torch's prefix, or a launcher's (taken off by the reader, its rank in `rank`)
+            t, n = by_rank.setdefault(int(m["rank"]) if m else rank, ([], []))
+            if m:
+                rest = text[m.end():]
+                t.append(rest[1:] if rest.startswith(" ") and _TORCH_RANK_END.search(m.group(0)) else rest)
+            else:
+                t.append(text)
             n.append(lineno)
         else:
             plain[0].append(text)
