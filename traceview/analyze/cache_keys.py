@@ -13,7 +13,7 @@ whose text differs only by an address has the same hash and did not change:
   same key missed on some ranks while others hit it;
 - `repeat_misses(trace)`: within one process, a graph compiled again (the same code object's
   next compile) that missed, and what differs from its previous lookup;
-- `diff_lookups(a, b)` (traceview.analyze.diff): run against run.
+- `diff_lookups(a, against=b)` (traceview.analyze.diff): run against run.
 
 The words are traceview.analyze.judge's (`cache_key_words`).
 """
@@ -311,13 +311,14 @@ def not_logged(trace: Trace) -> dict[str, dict[str, int]]:
     return {c: n for c, n in out.items() if n["empty"] or n["bad"]}
 
 
-def diff_lookups(a: Trace, b: Trace, *, rank_a: Any = None, rank_b: Any = None, every_rank: bool = True) -> list[dict[str, Any]]:
+def diff_lookups(a: Trace, *, against: Trace, rank_a: Any = None, rank_b: Any = None, every_rank: bool = True) -> list[dict[str, Any]]:
     """Run against run: each lookup of B that missed where A's lookup of the same graph (code
     object, its n-th compile, cache, lookup) hit or missed too, with what differs in the key
     (`changes`; `same_key` when the keys are equal: B's cache did not hold A's entry; `logged`:
     both keys' components were). `every_rank`: each rank of B against the same rank of A, and
     against A's single process when A has no ranks (a standalone run against a torchrun one);
     else `rank_b`'s lookups against `rank_a`'s."""
+    b = against
     # a code object by its function and file (its first line may move between runs: an edit above it)
     ga = {k: (g[0], g[1], *g[3:]) for k, g in graph_of(a).items()}
     gb = graph_of(b)

@@ -104,8 +104,7 @@ def gate(diff: dict[str, Any], rules: list[Rule]) -> list[str]:
             changed = [r for r in diff.get("cache_keys") or [] if r["key_changed"]]
             if changed:
                 lines.append(f"{rule}: {len(changed)} cache miss(es) with a changed key, first: "
-                             f"{_rank(changed[0])}{code_object(changed[0]['function'], changed[0]['filename'], changed[0]['line'])} "
-                             f"{_caches(changed[0])} {changed[0]['words']}")
+                             f"{_rank(changed[0])}{changed[0]['label']}: {_caches(changed[0])} {changed[0]['words']}")
         elif rule.name == "compile-time":
             c = diff["compile_time"]
             grew = c["total_b_s"] - c["total_a_s"]
@@ -294,7 +293,7 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
     if diff["cache"]:
         add("cache: " + ", ".join(f"{r['counter']} {r['a']} -> {r['b']}" for r in diff["cache"]))
     for r in diff.get("cache_keys") or []:  # why B missed (judge.cache_pair_words)
-        add(f"cache key: {_rank(r)}{code_object(r['function'], r['filename'], r['line'])} {_caches(r)} {r['words']}")
+        add(f"cache key: {_rank(r)}{r['label']}: {_caches(r)} {r['words']}")
     if diff["rank_divergence"]:
         add("rank divergence (a rank that compiled differently from the majority):")
     for r in diff["rank_divergence"]:
