@@ -81,6 +81,9 @@ def test_a_constant_in_the_code_is_the_graph(runs):
         assert c["kind"] == "graph"
         assert any("0.5" in x for x in c["removed_lines"]) and any("0.25" in x for x in c["added_lines"])
         assert not any("0.5" in x for x in c["added_lines"])
+    for r in by_cache.values():  # the graph's node metadata names the user's line of the changed node
+        assert r["changes"][0]["sources"] == ["train.py:12 `return torch.tanh(h * 0.25) + h`"]
+    assert by_cache[("aot_autograd",)]["changes"][0]["added_lines"] == ["mul = h * 0.25"]  # Dynamo's graph
     fx = by_cache[("fx_graph",)]["changes"][0]
     assert fx["removed_lines"] == ["mul = torch.ops.aten.mul.Tensor(mm, 0.5)"]
     assert fx["added_lines"] == ["mul = torch.ops.aten.mul.Tensor(mm, 0.25)"]

@@ -148,11 +148,12 @@ class Change:
     new: str | None  # its text in this lookup; None: not in this key
     fields: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)  # an input's changed fields
     lines: tuple[list[str], list[str]] = ((), ())  # type: ignore[assignment]  # the graph's removed, added lines
+    sources: list[str] = field(default_factory=list)  # the user's lines of the graph's changed nodes (`train.py:12 `code``)
 
     def to_json(self) -> dict[str, Any]:
         return {"component": self.component, "kind": self.kind, "item": self.item, "old": _short(self.old),
                 "new": _short(self.new), "fields": {k: list(v) for k, v in self.fields.items()},
-                "removed_lines": list(self.lines[0]), "added_lines": list(self.lines[1])}
+                "removed_lines": list(self.lines[0]), "added_lines": list(self.lines[1]), "sources": list(self.sources)}
 
 
 def _short(text: str | None, n: int = 200) -> str | None:
@@ -188,6 +189,69 @@ def key_changes(old: Lookup, new: Lookup) -> list[Change]:
             c.lines = ([x for x in la if ca[x] > cb[x]], [x for x in lb if cb[x] > ca[x]])
         out.append(c)
     return out
+
+
+# ------------------------------------------------------------------- the graph's source lines
+_FILE_COMMENT = re.compile(r"^\s*# File: (.+?):(\d+) in ([^,]+), code: (.*)$")
+_NODE = re.compile(r"^\s*([A-Za-z_]\w*)(?:\s*:\s*\"[^\"]*\")?\s*=\s")
+# the graph torch hashed for each cache: the FX graph cache's is AOTAutograd's output (forward or
+# inference graph at lookup 0, backward at 1), the AOTAutograd cache's is Dynamo's graph
+_GRAPH_KINDS = {("fx_graph", 0): ("aot_inference_graph", "aot_forward_graph"), ("fx_graph", 1): ("aot_backward_graph",),
+                ("aot_autograd", 0): ("dynamo_output_graph",)}
+
+
+def node_sources(graph_text: str) -> dict[str, tuple[str, int, str]]:
+    """Node name -> (file, line, code) from a graph dump's `# File: path:line in fn, code: …`
+    comments (each names the user's line of the nodes after it)."""
+    out: dict[str, tuple[str, int, str]] = {}
+    cur = None
+    for ln in (graph_text or "").splitlines():
+        m = _FILE_COMMENT.match(ln)
+        if m:
+            cur = (m.group(1), int(m.group(2)), m.group(4).strip())
+            continue
+        n = _NODE.match(ln)
+        if n and cur is not None:
+            out.setdefault(n.group(1), cur)
+    return out
+
+
+def _graph_dump(trace: Trace, lk: Lookup) -> str | None:
+    """The dump of the graph lookup `lk` hashed: the nearest record of its kind before it, in
+    its file and compile (read on demand)."""
+    kinds = _GRAPH_KINDS.get((lk.cache, min(lk.lookup, 1)))
+    if not kinds:
+        return None
+    ev = trace.index_events()
+    ev = ev.filter((pl.col("file") == lk.file) & (pl.col("compile_id") == lk.compile_id) & pl.col("kind").is_in(list(kinds))
+                   & (pl.col("lineno") < lk.lineno)).sort("lineno").tail(1)
+    if ev.is_empty():
+        return None
+    if "payload_start" in ev.columns:
+        from parsers.torch_trace import hydrate
+
+        ev, _ = hydrate(ev)
+    return ev["payload"][0]
+
+
+def add_sources(trace: Trace, lk: Lookup, changes: list[Change]) -> list[Change]:
+    """The user's lines of a changed graph's changed nodes, where the graph's node metadata (its
+    dump's `# File:` comments) says: each changed line's node, in `lk`'s graph, else the
+    other side's node of that name."""
+    for c in changes:
+        if c.kind != "graph" or not (c.lines[0] or c.lines[1]):
+            continue
+        src = node_sources(_graph_dump(trace, lk) or "")
+        seen = []
+        for ln in [*c.lines[1], *c.lines[0]]:
+            n = _NODE.match(ln)
+            where = src.get(n.group(1)) if n else None
+            if where is not None:
+                text = f"{brief(where[0])}:{where[1]} `{where[2]}`"
+                if text not in seen:
+                    seen.append(text)
+        c.sources = seen[:3]
+    return changes
 
 
 # ------------------------------------------------------------------- the same graph, keyed
@@ -254,7 +318,7 @@ def rank_key_groups(trace: Trace) -> list[dict[str, Any]]:
             odd = [lk for lk in lks if lk.key != common]
             groups: dict[tuple, dict[str, Any]] = {}
             for lk in odd:
-                ch = key_changes(ref, lk)
+                ch = add_sources(trace, lk, key_changes(ref, lk))
                 sig = tuple((c.component, c.old, c.new) for c in ch) or ("not_logged",)
                 e = groups.setdefault(sig, {**base, "kind": "key_differs", "common_ranks": sorted({x.rank for x in lks if x.key == common}),
                                             "odd_ranks": [], "compile_ids": [], "changes": [c.to_json() for c in ch],
@@ -290,7 +354,7 @@ def repeat_misses(trace: Trace) -> list[dict[str, Any]]:
         for (_, prev), (_, lk) in pairwise(seq):
             if lk.state != "miss" or prev.key == lk.key:
                 continue
-            ch = key_changes(prev, lk)
+            ch = add_sources(trace, lk, key_changes(prev, lk))
             out.append({"rank": lk.rank, "function": fn, "filename": filename, "line": line, "cache": cache,
                         "lookup": n, "compile_id": lk.compile_id, "occurrence": lk.occurrence,
                         "previous": prev.compile_id, "previous_state": prev.state, "changes": [c.to_json() for c in ch],
@@ -339,7 +403,7 @@ def diff_lookups(a: Trace, *, against: Trace, rank_a: Any = None, rank_b: Any = 
             x = la.get((None, *same))
         if x is None:
             continue
-        ch = key_changes(x, y)
+        ch = add_sources(b, y, key_changes(x, y))
         out.append({"rank": y.rank, "function": g[0], "filename": g[1], "line": g[2], "nth": g[3], "cache": g[4],
                     "lookup": g[5], "compile_id_a": x.compile_id, "compile_id_b": y.compile_id, "occurrence_b": y.occurrence,
                     "state_a": x.state, "state_b": y.state, "same_key": x.key == y.key and x.key is not None,

@@ -1147,7 +1147,8 @@ def cache_change_words(c: dict[str, Any]) -> str:
             return "the graph (the same lines in another order)"
         shown = [f"- {one_line(x, 90)}" for x in removed[:2]] + [f"+ {one_line(x, 90)}" for x in added[:2]]
         more = len(removed) + len(added) - len(shown)
-        return "the graph: " + " | ".join(shown) + (f" | ({more} more lines)" if more > 0 else "")
+        at = f" (at {', '.join(c['sources'])})" if c.get("sources") else ""
+        return "the graph: " + " | ".join(shown) + (f" | ({more} more lines)" if more > 0 else "") + at
     if kind == "example_input":
         fields = c.get("fields") or {}
         if fields:
