@@ -25,7 +25,8 @@ CK = FIXTURES / "cachekey"
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, traceview.Trace]:
-    return {name: traceview.load(str(CK / name)) for name in ("warm", "flag", "const", "dtype", "torchrun", "rank_config")}
+    return {name: traceview.load(str(CK / name))
+            for name in ("warm", "flag", "const", "dtype", "torchrun", "rank_config", "rank_cache")}
 
 
 def _changes(diff: dict) -> dict[tuple, list[tuple]]:
@@ -123,6 +124,22 @@ def test_summary_names_the_rank_with_its_own_config(runs):
     assert build_report(runs["torchrun"])["cache"]["verdicts"] == []
 
 
+def test_summary_names_the_rank_that_missed_a_shared_key(runs):
+    # rank 1 alone had its own, empty cache directory: the same key, a miss where rank 0 hit
+    rep = build_report(runs["rank_cache"])
+    assert [(e["cache"], e["kind"], e["hit"], e["missed"]) for e in rep["cache"]["keys"]["ranks"]] == [
+        ("aot_autograd", "missed_same_key", [0], [1]), ("fx_graph", "missed_same_key", [0], [1])]
+    assert rep["cache"]["verdicts"] == [
+        "rank 1 missed the FX graph and AOTAutograd keys of step (train.py:9) that rank 0 hit: the same key, so the "
+        "cache was not shared (another cache directory) or was written too late"]
+    # against the torchrun run (both ranks missed then, filling the shared cache): rank 1 missed A's very key
+    d = build_diff(runs["torchrun"], runs["rank_cache"])
+    assert [(r["rank"], r["same_key"], r["key_changed"], r["state_a"]) for r in d["cache_keys"]] == []  # both cold: no change
+    d = build_diff(runs["rank_config"], runs["rank_cache"])
+    assert [(r["rank"], r["caches"], r["same_key"], r["changes"] != []) for r in d["cache_keys"]] == [
+        (1, ["fx_graph", "aot_autograd"], False, True)]
+
+
 def test_within_a_run_the_recompile_that_missed():
     # rank 1 of collective_size_mismatch is fed a batch of 6 where the others get 8
     t = traceview.load(str(FIXTURES / "corpus" / "collective_size_mismatch"))
@@ -171,3 +188,22 @@ def test_bad_components_are_one_problem_and_not_logged(tmp_path, runs, damage, w
     from traceview.analyze.judge import cache_pair_words
 
     assert cache_pair_words(fx[0]) == "missed (A hit): not logged"
+
+
+def test_summary_page_and_sql_show_the_verdict(runs):
+    from html import unescape
+
+    from traceview.output import page
+    from traceview.output.sql import run_query
+    from traceview.output.summary import render_text
+
+    rep = build_report(runs["rank_config"])
+    (v,) = rep["cache"]["verdicts"]
+    text = " ".join(render_text(rep, width=200).split())
+    assert "cache: FX graph 1 hits / 1 misses (50% hits)" in text and v in text  # under COMPILE TIME's cache line
+    html = " ".join(unescape(page.render_page(runs["rank_config"], rep)).split())
+    assert v in html
+    q = run_query(runs["rank_config"], "SELECT a.component, a.text, b.text FROM cache_keys a JOIN cache_keys b "
+                  "ON a.component = b.component AND a.cache = b.cache WHERE a.rank = 0 AND b.rank = 1 "
+                  "AND a.cache = 'fx_graph' AND a.hash <> b.hash", engine="polars")
+    assert q.rows == [("inductor_config[size_asserts]", "True", "False")]
