@@ -207,3 +207,16 @@ def test_summary_page_and_sql_show_the_verdict(runs):
                   "ON a.component = b.component AND a.cache = b.cache WHERE a.rank = 0 AND b.rank = 1 "
                   "AND a.cache = 'fx_graph' AND a.hash <> b.hash", engine="polars")
     assert q.rows == [("inductor_config[size_asserts]", "True", "False")]
+
+
+def test_each_rank_on_its_own_gpu_is_no_rank_difference():
+    # real 2-GPU runs (torch 2.11, H200): every rank's inputs are on its own cuda:N, in the key
+    t = traceview.load(str(FIXTURES / "gpu" / "fsdp2"))
+    groups = ck.rank_key_groups(t)
+    assert groups and {e["kind"] for e in groups} == {"device_index"}
+    assert not any(v.startswith("rank 1: ") for v in build_report(t)["cache"]["verdicts"])
+    # a rank whose compiled code differs is named, device indices left out of what differs
+    t = traceview.load(str(FIXTURES / "gpu" / "funcol_extra_allreduce"))
+    (fx,) = [e for e in ck.rank_key_groups(t) if e["cache"] == "fx_graph"]
+    assert (fx["kind"], fx["odd_ranks"], [c["kind"] for c in fx["changes"]]) == ("key_differs", [1], ["graph"])
+    assert any("all_reduce" in x for x in fx["changes"][0]["added_lines"])

@@ -163,6 +163,17 @@ def _short(text: str | None, n: int = 200) -> str | None:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+_DEVICE_INDEX = re.compile(r"(index=|cuda:|xpu:|device=)\d+")
+
+
+def device_index_only(c: Change) -> bool:
+    """Whether a change is only a device's index (`cuda:0` -> `cuda:1`, `index=0` -> `index=1`):
+    each rank of a job computes on its own device, so its key has its own entry, as expected."""
+    if c.old is None or c.new is None:
+        return False
+    return c.old != c.new and _DEVICE_INDEX.sub(r"\1#", c.old) == _DEVICE_INDEX.sub(r"\1#", c.new)
+
+
 def _graph_lines(text: str) -> list[str]:
     return [ln.strip() for ln in (text or "").splitlines() if ln.strip() and not ln.strip().startswith("#")]
 
@@ -297,6 +308,8 @@ def rank_key_groups(trace: Trace) -> list[dict[str, Any]]:
     others hit the same key. Each: the graph (`function`, `filename`, `line`, `nth`, `cache`,
     `lookup`), `ranks` (the ranks that looked it up), `kind` (`key_differs`: `odd_ranks` have a
     key other than the most common one (`common_ranks`), `changes` what differs, as Change.to_json,
+    a device's index left out; `device_index`: the keys differ only in the device's index, each
+    rank on its own device, as expected;
     `logged` whether both keys' components were; `missed_same_key`: `missed` ranks
     missed the key `hit` ranks hit), the compile ids, evidence (file, lineno)."""
     graphs = graph_of(trace)
@@ -318,9 +331,12 @@ def rank_key_groups(trace: Trace) -> list[dict[str, Any]]:
             odd = [lk for lk in lks if lk.key != common]
             groups: dict[tuple, dict[str, Any]] = {}
             for lk in odd:
-                ch = add_sources(trace, lk, key_changes(ref, lk))
-                sig = tuple((c.component, c.old, c.new) for c in ch) or ("not_logged",)
-                e = groups.setdefault(sig, {**base, "kind": "key_differs", "common_ranks": sorted({x.rank for x in lks if x.key == common}),
+                ch = key_changes(ref, lk)
+                # each rank on its own device: the device's index is no difference between ranks
+                per_device = bool(ch) and all(device_index_only(c) for c in ch)
+                ch = add_sources(trace, lk, [c for c in ch if not device_index_only(c)])
+                sig = tuple((c.component, c.old, c.new) for c in ch) or (("device_index",) if per_device else ("not_logged",))
+                e = groups.setdefault(sig, {**base, "kind": "device_index" if per_device else "key_differs", "common_ranks": sorted({x.rank for x in lks if x.key == common}),
                                             "odd_ranks": [], "compile_ids": [], "changes": [c.to_json() for c in ch],
                                             "logged": ref.logged and lk.logged, "states": [], "file": lk.file, "lineno": lk.lineno})
                 e["odd_ranks"].append(lk.rank)
@@ -363,15 +379,17 @@ def repeat_misses(trace: Trace) -> list[dict[str, Any]]:
 
 
 def not_logged(trace: Trace) -> dict[str, dict[str, int]]:
-    """Per cache with such lookups: `lookups` (hits and misses), and those whose components were not logged: `empty` (torch
+    """Per cache with such lookups: `lookups` (hits and misses), and those whose components were not logged
+    (`missed`: how many of these missed): `empty` (torch
     logged `[]`: it computes the AOTAutograd key's only with its logger at DEBUG), `bad` (a
     `bad_cache_key` problem)."""
     out: dict[str, dict[str, int]] = {}
     for lk in _keyed(lookups(trace)):
-        n = out.setdefault(lk.cache, {"lookups": 0, "empty": 0, "bad": 0})
+        n = out.setdefault(lk.cache, {"lookups": 0, "empty": 0, "bad": 0, "missed": 0})
         n["lookups"] += 1
         if lk.status in ("empty", "bad"):
             n[lk.status] += 1
+            n["missed"] += lk.state == "miss"
     return {c: n for c, n in out.items() if n["empty"] or n["bad"]}
 
 

@@ -1201,12 +1201,14 @@ def cache_key_lines(keys: dict[str, Any]) -> list[str]:
     said: dict[str, list[str]] = {}
     unlogged = {c for c, n in (keys.get("not_logged") or {}).items() if n.get("empty") and n["empty"] == n.get("lookups")}
     for e in keys.get("ranks") or []:
-        if e["cache"] in unlogged:
+        if e["cache"] in unlogged or e["kind"] == "device_index":  # (each rank on its own device: expected)
             continue
         if e["kind"] == "key_differs":
-            fix = ("the same config on every rank" if any(c["kind"] in ("inductor_config", "dynamo_config", "functorch_config",
-                                                                          "custom_pass", "threads") for c in e["changes"])
-                   else "the input made rank independent" if any(c["kind"] == "example_input" for c in e["changes"])
+            kinds = {c["kind"] for c in e["changes"]}
+            fix = ("the same config on every rank" if kinds & {"inductor_config", "dynamo_config", "functorch_config",
+                                                               "custom_pass", "threads"}
+                   else "the same code on every rank: no rank-dependent branch or constant in the compiled code" if "graph" in kinds
+                   else "the input made rank independent" if "example_input" in kinds
                    else "the same setting on every rank")
             text = (f"{_ranks_words(e['odd_ranks'])}: the {{caches}} of {_graph_words(e)} {{differ}} from "
                     f"{_ranks_words(e['common_ranks'])}'s in {_changes_words(e, e['cache'])}; these ranks can never share a "
@@ -1231,7 +1233,7 @@ def cache_key_lines(keys: dict[str, Any]) -> list[str]:
         name = CACHE_NAMES.get(cache, cache)
         if n.get("bad"):
             out.append(f"{name} key components of {n['bad']} lookups unreadable (see problems: bad_cache_key): not logged")
-        if n.get("empty") and n["empty"] == n.get("lookups"):
+        if n.get("empty") and n["empty"] == n.get("lookups") and n.get("missed"):  # (said where a miss needs it)
             out.append(f"{name} key components not logged: this torch logs no key components"
                        + (f" for it unless {_AOT_DEBUG}" if cache == "aot_autograd" else ""))
     return out
