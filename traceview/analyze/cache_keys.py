@@ -153,7 +153,11 @@ class Change:
     def to_json(self) -> dict[str, Any]:
         return {"component": self.component, "kind": self.kind, "item": self.item, "old": _short(self.old),
                 "new": _short(self.new), "fields": {k: list(v) for k, v in self.fields.items()},
-                "removed_lines": list(self.lines[0]), "added_lines": list(self.lines[1]), "sources": list(self.sources)}
+                "removed_lines": list(self.lines[0])[:_LINES_KEPT], "added_lines": list(self.lines[1])[:_LINES_KEPT],
+                "lines_changed": len(self.lines[0]) + len(self.lines[1]), "sources": list(self.sources)}
+
+
+_LINES_KEPT = 20  # a changed graph's lines kept in the report (lines_changed counts them all)
 
 
 def _short(text: str | None, n: int = 200) -> str | None:

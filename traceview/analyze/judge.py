@@ -1146,7 +1146,7 @@ def cache_change_words(c: dict[str, Any]) -> str:
         if not removed and not added:
             return "the graph (the same lines in another order)"
         shown = [f"- {one_line(x, 90)}" for x in removed[:2]] + [f"+ {one_line(x, 90)}" for x in added[:2]]
-        more = len(removed) + len(added) - len(shown)
+        more = (c.get("lines_changed") or len(removed) + len(added)) - len(shown)
         at = f" (at {', '.join(c['sources'])})" if c.get("sources") else ""
         return "the graph: " + " | ".join(shown) + (f" | ({more} more lines)" if more > 0 else "") + at
     if kind == "example_input":
