@@ -220,3 +220,15 @@ def test_each_rank_on_its_own_gpu_is_no_rank_difference():
     (fx,) = [e for e in ck.rank_key_groups(t) if e["cache"] == "fx_graph"]
     assert (fx["kind"], fx["odd_ranks"], [c["kind"] for c in fx["changes"]]) == ("key_differs", [1], ["graph"])
     assert any("all_reduce" in x for x in fx["changes"][0]["added_lines"])
+
+
+def test_one_rank_against_another_and_an_export(runs, tmp_path):
+    from traceview.output.export import write_export
+
+    d = build_diff(runs["rank_config"], runs["rank_config"], rank=0, against_rank=1)
+    assert [(r["rank"], r["caches"], [(c["component"], c["old"], c["new"]) for c in r["changes"]]) for r in d["cache_keys"]] == [
+        (1, ["fx_graph", "aot_autograd"], [("inductor_config[size_asserts]", "True", "False")])]
+    # an export read back says the same (its events hold the payloads)
+    write_export(runs["rank_config"], tmp_path / "export")
+    back = traceview.load(str(tmp_path / "export"))
+    assert build_report(back)["cache"]["verdicts"] == build_report(runs["rank_config"])["cache"]["verdicts"]
