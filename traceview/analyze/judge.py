@@ -1161,8 +1161,10 @@ def cache_change_words(c: dict[str, Any]) -> str:
     if kind == "system":
         return "the system changed (device, CUDA, compiler: system_info hash)"
     if kind == "threads":
-        why = (" (OMP_NUM_THREADS=1: torchrun sets it when it starts several processes)" if new.strip() == "1"
-               else " (OMP_NUM_THREADS / torch.set_num_threads)")
+        # the log does not say which of them set it: both named
+        why = (" (the threads torch runs with: OMP_NUM_THREADS=1, which torchrun sets when it starts several processes, "
+               "or torch.set_num_threads(1))" if new.strip() == "1"
+               else " (the threads torch runs with: OMP_NUM_THREADS or torch.set_num_threads)")
         return f"cpp_runtime_thread_count {_plain(old)} -> {_plain(new)}{why}"
     if kind == "custom_pass":
         return f"custom pass {item}: {_plain(old)} -> {_plain(new)}"
