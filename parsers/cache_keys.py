@@ -22,6 +22,7 @@ import json
 import re
 from typing import Any
 
+import orjson
 import polars as pl
 
 from parsers.compile_ids import occurrence_at
@@ -65,9 +66,12 @@ def read_key(payload: str | bytes | None) -> tuple[str, str | None, str | None, 
     if payload is None or (isinstance(payload, (str, bytes)) and not payload.strip()):
         return "bad", "no payload", None, []
     try:
-        d = json.loads(payload)
-    except ValueError as exc:
-        return "bad", f"not JSON (cut short?): {exc}", None, []
+        d = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        try:  # what Python's json reads and orjson does not (NaN, lone surrogates)
+            d = json.loads(payload)
+        except ValueError as exc:
+            return "bad", f"not JSON (cut short?): {exc}", None, []
     if not isinstance(d, dict):
         return "bad", "not a JSON object", None, []
     key = d.get("key") if isinstance(d.get("key"), str) else None

@@ -232,3 +232,19 @@ def test_one_rank_against_another_and_an_export(runs, tmp_path):
     write_export(runs["rank_config"], tmp_path / "export")
     back = traceview.load(str(tmp_path / "export"))
     assert build_report(back)["cache"]["verdicts"] == build_report(runs["rank_config"])["cache"]["verdicts"]
+
+
+def test_report_and_diff_json_validate(runs):
+    import jsonschema
+    import orjson
+
+    from tests.conftest import ROOT
+
+    def errors(schema: str, doc: dict) -> list[str]:
+        v = jsonschema.Draft202012Validator(json.loads((ROOT / "traceview" / "schemas" / schema).read_text()))
+        return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(json.loads(orjson.dumps(doc)))]
+
+    for t in (runs["rank_config"], runs["rank_cache"], traceview.load(str(FIXTURES / "corpus" / "collective_size_mismatch"))):
+        assert errors("report.schema.json", build_report(t)) == []
+    for b in ("const", "torchrun", "dtype"):
+        assert errors("diff.schema.json", build_diff(runs["warm"], runs[b])) == []
