@@ -249,7 +249,7 @@ def _graph_dump(trace: Trace, lk: Lookup) -> str | None:
     return ev["payload"][0]
 
 
-def add_sources(trace: Trace, lk: Lookup, changes: list[Change]) -> list[Change]:
+def add_sources(trace: Trace, *, lk: Lookup, changes: list[Change]) -> list[Change]:
     """The user's lines of a changed graph's changed nodes, where the graph's node metadata (its
     dump's `# File:` comments) says: each changed line's node, in `lk`'s graph, else the
     other side's node of that name."""
@@ -338,7 +338,7 @@ def rank_key_groups(trace: Trace) -> list[dict[str, Any]]:
                 ch = key_changes(ref, lk)
                 # each rank on its own device: the device's index is no difference between ranks
                 per_device = bool(ch) and all(device_index_only(c) for c in ch)
-                ch = add_sources(trace, lk, [c for c in ch if not device_index_only(c)])
+                ch = add_sources(trace, lk=lk, changes=[c for c in ch if not device_index_only(c)])
                 sig = tuple((c.component, c.old, c.new) for c in ch) or (("device_index",) if per_device else ("not_logged",))
                 e = groups.setdefault(sig, {**base, "kind": "device_index" if per_device else "key_differs", "common_ranks": sorted({x.rank for x in lks if x.key == common}),
                                             "odd_ranks": [], "compile_ids": [], "changes": [c.to_json() for c in ch],
@@ -374,7 +374,7 @@ def repeat_misses(trace: Trace) -> list[dict[str, Any]]:
         for (_, prev), (_, lk) in pairwise(seq):
             if lk.state != "miss" or prev.key == lk.key:
                 continue
-            ch = add_sources(trace, lk, key_changes(prev, lk))
+            ch = add_sources(trace, lk=lk, changes=key_changes(prev, lk))
             out.append({"rank": lk.rank, "function": fn, "filename": filename, "line": line, "cache": cache,
                         "lookup": n, "compile_id": lk.compile_id, "occurrence": lk.occurrence,
                         "previous": prev.compile_id, "previous_state": prev.state, "changes": [c.to_json() for c in ch],
@@ -397,13 +397,16 @@ def not_logged(trace: Trace) -> dict[str, dict[str, int]]:
     return {c: n for c, n in out.items() if n["empty"] or n["bad"]}
 
 
-def diff_lookups(a: Trace, *, against: Trace, rank_a: Any = None, rank_b: Any = None, every_rank: bool = True) -> list[dict[str, Any]]:
+def diff_lookups(
+    a: Trace, *, against: Trace, rank_a: Any = None, rank_b: Any = None, every_rank: bool = True, ignore_device_index: bool = False
+) -> list[dict[str, Any]]:
     """Run against run: each lookup of B that missed where A's lookup of the same graph (code
     object, its n-th compile, cache, lookup) hit or missed too, with what differs in the key
     (`changes`; `same_key` when the keys are equal: B's cache did not hold A's entry; `logged`:
     both keys' components were). `every_rank`: each rank of B against the same rank of A, and
     against A's single process when A has no ranks (a standalone run against a torchrun one);
-    else `rank_b`'s lookups against `rank_a`'s."""
+    else `rank_b`'s lookups against `rank_a`'s. `ignore_device_index`: a device's index is no
+    change (one rank against another, each on its own device: device_index_only)."""
     b = against
     # a code object by its function and file (its first line may move between runs: an edit above it)
     ga = {k: (g[0], g[1], *g[3:]) for k, g in graph_of(a).items()}
@@ -425,7 +428,10 @@ def diff_lookups(a: Trace, *, against: Trace, rank_a: Any = None, rank_b: Any = 
             x = la.get((None, *same))
         if x is None:
             continue
-        ch = add_sources(b, y, key_changes(x, y))
+        ch = key_changes(x, y)
+        if ignore_device_index and ch and all(device_index_only(c) for c in ch):
+            continue  # one rank against another, each on its own device
+        ch = add_sources(b, lk=y, changes=[c for c in ch if not (ignore_device_index and device_index_only(c))])
         out.append({"rank": y.rank, "function": g[0], "filename": g[1], "line": g[2], "nth": g[3], "cache": g[4],
                     "lookup": g[5], "compile_id_a": x.compile_id, "compile_id_b": y.compile_id, "occurrence_b": y.occurrence,
                     "state_a": x.state, "state_b": y.state, "same_key": x.key == y.key and x.key is not None,

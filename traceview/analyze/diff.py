@@ -649,7 +649,8 @@ def _cache_keys(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     from traceview.analyze.judge import cache_pair_words
 
     every = sa.rank is _ANY_RANK and sb.rank is _ANY_RANK
-    rows = diff_lookups(sa.trace, against=sb.trace, rank_a=None if every else sa.rank, rank_b=None if every else sb.rank, every_rank=every)
+    rows = diff_lookups(sa.trace, against=sb.trace, rank_a=None if every else sa.rank, rank_b=None if every else sb.rank,
+                        every_rank=every, ignore_device_index=not every and sa.rank != sb.rank)
     explained = {(r["rank"], r["function"], r["filename"], r["line"], r["nth"]) for r in rows if r["changes"] or r["same_key"]}
     out: dict[tuple, dict[str, Any]] = {}
     for r in rows:
