@@ -52,6 +52,7 @@ SECTIONS = (
     "kernels",
     "autotuning",
     "cache",
+    "cache_keys",
     "pgo",
     "rank_divergence",
     "collectives",
@@ -638,6 +639,40 @@ def _cache(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     return [{"counter": k, "a": a.get(k), "b": b.get(k)} for k in counters if a.get(k) != b.get(k)]
 
 
+def _cache_keys(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+    """B's cache misses of a graph A also looked up, with the key inputs that changed
+    (analyze.cache_keys.diff_lookups; worded by judge.cache_pair_words): the FX graph and
+    AOTAutograd lookups of one graph with the same words are one row (`caches`); a cache whose
+    components were not logged is left out where the other explains the graph, and a miss of A's
+    very key that A missed too (both cold) is no change."""
+    from traceview.analyze.cache_keys import diff_lookups
+    from traceview.analyze.judge import cache_pair_words
+
+    every = sa.rank is _ANY_RANK and sb.rank is _ANY_RANK
+    rows = diff_lookups(sa.trace, against=sb.trace, rank_a=None if every else sa.rank, rank_b=None if every else sb.rank,
+                        every_rank=every, ignore_device_index=not every and sa.rank != sb.rank)
+    explained = {(r["rank"], r["function"], r["filename"], r["line"], r["nth"]) for r in rows if r["changes"] or r["same_key"]}
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        g = (r["rank"], r["function"], r["filename"], r["line"], r["nth"])
+        if not (r["changes"] or r["same_key"]) and g in explained:
+            continue
+        if r["same_key"] and r["state_a"] == "miss":  # both cold for the same key: nothing changed
+            continue
+        words = cache_pair_words(r)
+        e = out.get((*g, words))
+        if e is None:
+            c = sb.view.compiles.filter((pl.col("file") == r["file"]) & (pl.col("compile_id") == r["compile_id_b"])
+                                        & pl.col("occurrence").eq_missing(r["occurrence_b"]))
+            label = (sb.label(c["rank"][0], c["function"][0], c["filename"][0], c["line"][0], compile_id=r["compile_id_b"],
+                              occurrence=r["occurrence_b"]) if c.height else code_object(r["function"], r["filename"], r["line"]))
+            e = out[(*g, words)] = {**{k: v for k, v in r.items() if k not in ("cache", "lookup")}, "caches": [], "words": words,
+                                     "key_changed": not r["same_key"], "label": label}
+        if r["cache"] not in e["caches"]:
+            e["caches"] = sorted([*e["caches"], r["cache"]], key=lambda c: (c != "fx_graph", c))
+    return list(out.values())
+
+
 def _autotuning(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     """Autotuned template ops (by op, input shapes and dtypes, in order) whose winner or
     number of choices changed, or that one side only autotuned."""
@@ -758,6 +793,7 @@ def compare_runs(
         "kernels": _per_compile(pairs, fa, fb, _kernels(sa), _kernels(sb), "kernels", failed, sb),
         "autotuning": _autotuning(sa, sb),
         "cache": _cache(sa, sb),
+        "cache_keys": _cache_keys(sa, sb),
         "pgo": _pgo(sa, sb),
         "rank_divergence": _divergence(sa, sb),
         "collectives": _collectives(pairs, fa, fb, sa, sb, unfinished),

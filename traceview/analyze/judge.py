@@ -47,6 +47,7 @@ from traceview.analyze.findings import (
     text_log_only,
 )
 from traceview.analyze.wording import (
+    CACHE_NAMES,
     CATEGORY_WORDS,
     DDP_WRAPPER_WHY,
     Paths,
@@ -1187,3 +1188,133 @@ def stop_verdict(
     )
     return head, doing, step, "likely", QUIET_MEANS
 
+
+
+# ------------------------------------------------------------------ why a lookup missed the cache
+# (traceview.analyze.cache_keys: the key components whose hash differs; words only here)
+_AOT_DEBUG = "TORCH_LOGS=+torch._functorch._aot_autograd.autograd_cache"
+
+
+def _plain(text: str | None) -> str:
+    if text is None:
+        return "?"
+    return one_line(re.sub(r"Size\((\[[^\]]*\])\)", r"\1", text.replace("torch.", "")), 80)
+
+
+def cache_change_words(c: dict[str, Any]) -> str:
+    """One key component that changed (cache_keys.Change.to_json), in words: which input to the
+    key, old -> new."""
+    kind, item, old, new = c["kind"], c.get("item"), c.get("old"), c.get("new")
+    if old is None or new is None:
+        return f"{c['component']} {'added to' if old is None else 'gone from'} the key"
+    if kind == "inductor_config":
+        return f"Inductor config {item}: {_plain(old)} -> {_plain(new)}"
+    if kind in ("dynamo_config", "functorch_config"):
+        return f"{'Dynamo' if kind == 'dynamo_config' else 'functorch'} config {item}: {_plain(old)} -> {_plain(new)}"
+    if kind == "graph":
+        removed, added = c.get("removed_lines") or [], c.get("added_lines") or []
+        if not removed and not added:
+            return "the graph (the same lines in another order)"
+        shown = [f"- {one_line(x, 90)}" for x in removed[:2]] + [f"+ {one_line(x, 90)}" for x in added[:2]]
+        more = (c.get("lines_changed") or len(removed) + len(added)) - len(shown)
+        at = f" (at {', '.join(c['sources'])})" if c.get("sources") else ""
+        return "the graph: " + " | ".join(shown) + (f" | ({more} more lines)" if more > 0 else "") + at
+    if kind == "example_input":
+        fields = c.get("fields") or {}
+        if fields:
+            return f"example input {item}: " + ", ".join(f"{k} {_plain(a)} -> {_plain(b)}" for k, (a, b) in fields.items())
+        return f"example input {item} changed"
+    if kind == "torch_version":
+        return "torch's version (its source hash) changed"
+    if kind in ("triton_version", "cuda_version"):
+        return f"{kind.split('_')[0].capitalize()}'s version changed: {_plain(old)} -> {_plain(new)}"
+    if kind == "system":
+        return "the system changed (device, CUDA, compiler: system_info hash)"
+    if kind == "threads":
+        # the log does not say which of them set it: both named
+        why = (" (the threads torch runs with: OMP_NUM_THREADS=1, which torchrun sets when it starts several processes, "
+               "or torch.set_num_threads(1))" if new.strip() == "1"
+               else " (the threads torch runs with: OMP_NUM_THREADS or torch.set_num_threads)")
+        return f"cpp_runtime_thread_count {_plain(old)} -> {_plain(new)}{why}"
+    if kind == "custom_pass":
+        return f"custom pass {item}: {_plain(old)} -> {_plain(new)}"
+    if kind == "fx_kwargs":
+        return f"compile option {item}: {_plain(old)} -> {_plain(new)}"
+    if kind == "torch_setting":
+        return f"{item}: {_plain(old)} -> {_plain(new)}"
+    if kind == "tag":
+        return f"cache_key_tag: {_plain(old)} -> {_plain(new)}"
+    return f"{c['component']}: {_plain(old)} -> {_plain(new)}"
+
+
+def _changes_words(e: dict[str, Any], cache: str) -> str:
+    """What differs in a compared pair's keys: its changes, else why none can be said."""
+    if e.get("changes"):
+        # the graph first: a changed graph changes its inputs too (the rest is counted)
+        ch = sorted(e["changes"], key=lambda c: c["kind"] != "graph")
+        more = len(ch) - 3
+        return "; ".join(cache_change_words(c) for c in ch[:3]) + (f"; and {more} more key inputs (--json)" if more > 0 else "")
+    if e.get("logged"):
+        return "the keys differ, but no logged component does"
+    return "not logged" + (f" (torch logs the AOTAutograd key's components only with {_AOT_DEBUG})" if cache == "aot_autograd" else "")
+
+
+def _graph_words(e: dict[str, Any]) -> str:
+    where = f"{e.get('filename') or '?'}:{e.get('line')}" if e.get("line") is not None else (e.get("filename") or "?")
+    return f"{e.get('function') or '?'} ({where})"
+
+
+def cache_key_lines(keys: dict[str, Any]) -> list[str]:
+    """The verdicts beside COMPILE TIME's cache line (build_report's `cache.keys`): ranks whose keys
+    for one graph differ (they can never share a cache entry) or that missed a key other ranks
+    hit, a graph compiled again that missed, and the caches whose key components were not
+    logged."""
+    # the same verdict for both caches of one graph is said once: "FX graph and AOTAutograd keys"
+    said: dict[str, list[str]] = {}
+    unlogged = {c for c, n in (keys.get("not_logged") or {}).items() if n.get("empty") and n["empty"] == n.get("lookups")}
+    for e in keys.get("ranks") or []:
+        if e["cache"] in unlogged or e["kind"] == "device_index":  # (each rank on its own device: expected)
+            continue
+        if e["kind"] == "key_differs":
+            kinds = {c["kind"] for c in e["changes"]}
+            fix = ("the same config on every rank" if kinds & {"inductor_config", "dynamo_config", "functorch_config",
+                                                               "custom_pass", "threads"}
+                   else "the same code on every rank: no rank-dependent branch or constant in the compiled code" if "graph" in kinds
+                   else "the input made rank independent" if "example_input" in kinds
+                   else "the same setting on every rank")
+            text = (f"{_ranks_words(e['odd_ranks'])}: the {{caches}} of {_graph_words(e)} {{differ}} from "
+                    f"{_ranks_words(e['common_ranks'])}'s in {_changes_words(e, e['cache'])}; these ranks can never share a "
+                    f"cache entry (fix: {fix})")
+        else:
+            text = (f"{_ranks_words(e['missed'])} missed the {{caches}} of {_graph_words(e)} that {_ranks_words(e['hit'])} "
+                    "hit: the same key, so the cache was not shared (another cache directory) or was written too late")
+        said.setdefault(text, []).append(e["cache"])
+    for e in keys.get("repeats") or []:
+        if e["cache"] in unlogged:
+            continue
+        rank = f"rank {e['rank']} " if e.get("rank") is not None else ""
+        text = (f"{rank}{bracketed(e['compile_id'], e.get('occurrence'))} {_graph_words(e)} missed the cache again: its "
+                f"{{caches}} {{differ}} from {bracketed(e['previous'])}'s in {_changes_words(e, e['cache'])}")
+        said.setdefault(text, []).append(e["cache"])
+    out = []
+    for text, caches in said.items():
+        names = [CACHE_NAMES.get(c, c) for c in sorted(set(caches), key=lambda c: (c != "fx_graph", c))]
+        text = text.replace("{caches}", " and ".join(names) + (" keys" if len(names) > 1 else " key"))
+        out.append(text.replace("{differ}", "differ" if len(names) > 1 else "differs"))
+    for cache, n in (keys.get("not_logged") or {}).items():
+        name = CACHE_NAMES.get(cache, cache)
+        if n.get("bad"):
+            out.append(f"{name} key components of {n['bad']} lookups unreadable (see problems: bad_cache_key): not logged")
+        if n.get("empty") and n["empty"] == n.get("lookups") and n.get("missed"):  # (said where a miss needs it)
+            out.append(f"{name} key components not logged: this torch logs no key components"
+                       + (f" for it unless {_AOT_DEBUG}" if cache == "aot_autograd" else ""))
+    return out
+
+
+def cache_pair_words(p: dict[str, Any]) -> str:
+    """Why a lookup of B missed against A's lookup of the same graph (analyze.cache_keys.
+    diff_lookups), without the cache's name (the diff says which caches)."""
+    a = "hit" if p["state_a"] == "hit" else "missed too"
+    if p.get("same_key"):
+        return f"missed with A's key (A {a}): B's cache did not hold the entry (another cache directory, or evicted)"
+    return f"missed (A {a}): {_changes_words(p, p['cache'])}"

@@ -462,6 +462,10 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
     cache_line = _cache_line(report["cache"])
     if cache_line:
         t.label("cache:", cache_line, "  ")
+    for v in (report["cache"].get("verdicts") or [])[:8]:  # why a key differs (judge.cache_key_lines)
+        t.add(v, "    ", "      ")
+    if len(report["cache"].get("verdicts") or []) > 8:
+        t.add(f"… {len(report['cache']['verdicts']) - 8} more cache-key verdicts (--json lists all)", "    ")
 
 
 def _cache_line(cache: dict[str, Any]) -> str:

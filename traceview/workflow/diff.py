@@ -16,6 +16,7 @@ from parsers.compile_ids import label as id_label
 from traceview.analyze.compile_time import PHASE_WITHIN
 from traceview.analyze.diff import Noise, code_object, compare_runs
 from traceview.analyze.finding import Finding, findings_of, tag_of
+from traceview.analyze.wording import CACHE_NAMES
 from traceview.errors import UserError
 from traceview.printable import one_line, printable
 from traceview.trace import Trace
@@ -52,7 +53,7 @@ class Rule:
         return f"{self.name}:+{self.pct:g}%" if self.pct is not None else self.name
 
 
-RULES = ("new-graph-breaks", "new-recompiles", "new-failures", "new-eager-frames", "compile-time")
+RULES = ("new-graph-breaks", "new-recompiles", "new-failures", "new-eager-frames", "compile-time", "cache-key-changed")
 
 
 def parse_fail_on(spec: str) -> list[Rule]:
@@ -99,6 +100,11 @@ def gate(diff: dict[str, Any], rules: list[Rule]) -> list[str]:
             new = [f for f in diff["frames_eager"] if f["change"] == "new"]
             if new:
                 lines.append(f"{rule}: {len(new)} frame(s) newly run eagerly, first: {code_object(new[0]['function'], new[0]['file'], new[0]['line'])}")
+        elif rule.name == "cache-key-changed":
+            changed = [r for r in diff.get("cache_keys") or [] if r["key_changed"]]
+            if changed:
+                lines.append(f"{rule}: {len(changed)} cache miss(es) with a changed key, first: "
+                             f"{_rank(changed[0])}{changed[0]['label']}: {_caches(changed[0])} {changed[0]['words']}")
         elif rule.name == "compile-time":
             c = diff["compile_time"]
             grew = c["total_b_s"] - c["total_a_s"]
@@ -107,6 +113,10 @@ def gate(diff: dict[str, Any], rules: list[Rule]) -> list[str]:
                 shown = f"+{pct:g}%" if pct is not None else "from 0"
                 lines.append(f"{rule}: compile time {c['total_a_s']:.2f}s -> {c['total_b_s']:.2f}s ({shown})")
     return [one_line(x, 400) for x in lines]
+
+
+def _caches(r: dict[str, Any]) -> str:
+    return " and ".join(CACHE_NAMES.get(c, c) for c in r["caches"]) + " cache" + ("s" if len(r["caches"]) > 1 else "")
 
 
 def _where(r: dict[str, Any]) -> str:
@@ -282,6 +292,8 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         add("PGO profile: " + ", ".join(f"{r['artifact']} {r['a']} -> {r['b']}" for r in diff["pgo"]))
     if diff["cache"]:
         add("cache: " + ", ".join(f"{r['counter']} {r['a']} -> {r['b']}" for r in diff["cache"]))
+    for r in diff.get("cache_keys") or []:  # why B missed (judge.cache_pair_words)
+        add(f"cache key: {_rank(r)}{r['label']}: {_caches(r)} {r['words']}")
     if diff["rank_divergence"]:
         add("rank divergence (a rank that compiled differently from the majority):")
     for r in diff["rank_divergence"]:
