@@ -383,6 +383,9 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             where = f"compiling {bracketed(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))} {code_label(cc, paths.show)}"
         claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: "
                  f"{CATEGORY_WORDS.get(c['category'], c['category'])}" + ("" if cc else f", raised in {c['raised_in']}"))
+        if c.get("category") == "stance_refused" and c.get("stance"):
+            out.append(_stance_refusal(c, paths))
+            continue
         ran = c.get("ran") if c.get("category") == "out_of_memory" else None
         if c.get("category") == "out_of_memory":
             claim, cc = _memory_claim(c, paths), (ran if ran and ran.get("compile_id") else None)
@@ -412,6 +415,81 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             ranks=[c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), facet=c.get("category"), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
         ))
     return out
+
+
+_CHANGED = {"size": "dimension {dim} of {src}", "stride": "stride {dim} of {src}", "dtype": "the dtype of {src}",
+            "device": "the device of {src}", "requires_grad": "requires_grad of {src}",
+            "ndim": "the number of dimensions of {src}", "value": "{src}"}
+
+
+def _refused_cause(f: dict[str, Any] | None) -> str:
+    """What changed, from the failed guard of the newest cache entry (a recompile's cause)."""
+    if f is None:
+        return "no cache entry yet: the call needed the first compile of the function"
+    what = _CHANGED.get(f.get("kind") or "", "").format(dim=f.get("dim"), src=f.get("guard_source"))
+    if what and f.get("expected") and f.get("actual"):
+        return f"{what} changed: {f['expected']} -> {f['actual']}"
+    if what and f.get("expected"):
+        return f"{what} is no longer {f['expected']}, the value every compile was made for"
+    return f"the guard `{f.get('guard')}` failed"
+
+
+def _refused_fix(st: dict[str, Any], f: dict[str, Any] | None) -> str:
+    """The fix of a refused recompile: warm up what it refused before the stance, or
+    eager_on_recompile (those calls then run eagerly, uncompiled)."""
+    eager = "or torch.compiler.set_stance('eager_on_recompile'), which runs such calls eagerly instead of failing"
+    fn = st.get("function") or "the function"
+    if f is None:
+        return (f"call {fn} once, with every input kind it will see, before set_stance('{st.get('stance')}'): "
+                f"the stance refuses a first compile too; {eager}")
+    kind, src, dim = f.get("kind"), f.get("guard_source"), f.get("dim")
+    if kind in ("size", "stride") and src and dim is not None:
+        return (f"warm up every shape before set_stance('{st.get('stance')}') (one call of {fn} per shape), or "
+                f"torch._dynamo.mark_dynamic({src}, {dim}) before the first call so one graph serves every size; {eager}")
+    if kind == "dtype" and src:
+        return (f"warm up every dtype before set_stance('{st.get('stance')}') (call {fn} once with {f.get('actual') or 'that'} "
+                f"inputs), or cast {src} to {f.get('expected')} before the call; {eager}")
+    if kind == "value" and src:
+        return (f"warm up every value of {src} before set_stance('{st.get('stance')}'), or pass it as a tensor so a new "
+                f"value needs no new graph; {eager}")
+    return f"warm up every input kind before set_stance('{st.get('stance')}'); {eager}"
+
+
+def _stance_refusal(c: dict[str, Any], paths: Paths) -> Finding:
+    """set_stance("fail_on_recompile") refused the compile a call needed (the RuntimeError that
+    ends the program): what changed (the guard the newest cache entry failed, parsed as a
+    recompile's), the recompiles allowed before the stance, the fix."""
+    st = c["stance"]
+    f = st.get("refused")
+    fn = f"{st.get('function') or '?'} ({paths.show(st.get('filename'), st.get('line'))})"
+    what = "recompile" if f is not None else "first compile"
+    claim = (f"{rank_prefix(c['rank'])}torch.compiler.set_stance('{st.get('stance')}') refused a {what} of {fn}: "
+             f"{_refused_cause(f)}; the program stopped with {c['exc_type']}")
+    lines: list[tuple[str, str]] = []
+    if c.get("filename"):
+        code = f": {c['code']}" if c.get("code") else ""
+        lines.append(("", f"the call at {c.get('function') or '?'} ({paths.show(c['filename'], c['line'])}){code}"))
+    failures = st.get("failures") or []
+    if f is not None:
+        against = f" (against {bracketed(f['failed_against'])}, the newest cache entry)" if f.get("failed_against") else ""
+        others = len(failures) - 1
+        more = f"; {plural(others, 'older entry', 'older entries')} failed too" if others > 0 else ""
+        lines.append(("cause:", f"{f.get('guard')}{against}{more}"))
+    allowed = st.get("allowed") or []
+    if allowed:
+        said = "; ".join(f"{bracketed(a['compile_id'], a.get('occurrence'))} {a['cause']}" for a in allowed)
+        lines.append(("allowed:", f"{plural(len(allowed), 'recompile')} before the stance, not the problem: {said}"))
+    if st.get("precompiled"):
+        lines.append(("", "the message also lists precompiled guards that failed (torch.compiler's precompile cache)"))
+    fix = _refused_fix(st, f)
+    lines.append(("fix:", fix))
+    ref = None
+    return Finding(
+        "crash", "act", claim, lines, next_step=fix, certainty=c.get("certainty") or "certain",
+        ranks=[c["rank"]], compiles=[], target=ref, evidence=_ev(c), facet="stance_refused",
+        code=fn, short=f"set_stance('{st.get('stance')}') refused a {what} of {st.get('function') or '?'}",
+        key=f"crash:{c['rank']}:stance:{st.get('function')}:{st.get('line')}",
+    )
 
 
 def _memory_claim(c: dict[str, Any], paths: Paths) -> str:
@@ -935,7 +1013,10 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
                 found.append(plural(len(fs), _noun("collectives")))
         elif kind == "crash":
             oom = sum(1 for f in fs if f.facet == "out_of_memory")
-            if oom == len(fs):  # said as memory, not as a crash of the program's logic
+            refused = [f for f in fs if f.facet == "stance_refused"]
+            if refused and len(refused) == len(fs):  # the stance's refusal is what ended it: said as that
+                found.append((refused[0].short or refused[0].claim) + (f" (on {len(refused)} processes)" if len(refused) > 1 else ""))
+            elif oom == len(fs):  # said as memory, not as a crash of the program's logic
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
             else:
                 found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
