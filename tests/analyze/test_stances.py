@@ -109,3 +109,13 @@ def test_first_compile_refused_message() -> None:
     st = parse_stance_refusal(msg)
     assert st is not None and st["failures"] == [] and st["function"] == "scale"
     assert parse_stance_refusal("Detected recompile of something else") is None
+
+
+def test_older_message_without_location() -> None:
+    """torch before the location was added wrote only the first sentence: still a refusal by
+    the stance; the function comes from the failed entries' compile ids (none here)."""
+    msg = _oracle("stance_fail_dtype")["uncaught"]["message"]
+    first, _, guards = msg.partition("\n")
+    st = parse_stance_refusal(first.split(". filename:")[0] + "\n" + guards)
+    assert st is not None and st["function"] is None and st["line"] is None
+    assert [(f["failed_against"], f["kind"]) for f in st["failures"]] == [("0/1", "dtype"), ("0/0", "dtype")]

@@ -277,18 +277,31 @@ def crash_findings(
 def _stance(trace: Trace, c: dict[str, Any]) -> dict[str, Any]:
     """What the stance refused (parsers.messages.parse_stance_refusal: stance, function,
     filename, line, failures, precompiled), with `refused`: the failure that is the cause (the
-    newest cache entry's, listed first, as a recompile's primary cause; None where the code
-    object had no cache entry: its first compile was refused), and `allowed`: the recompiles of
-    that code object the log shows before the refusal, each {compile_id, occurrence, cause}
-    (the cause as the recompile findings say it), in order."""
+    newest cache entry's — the highest compile id, whichever order torch listed them in — as a
+    recompile's primary cause; None where the code object had no cache entry: its first
+    compile was refused), and `allowed`: the recompiles of that code object the log shows
+    before the refusal, each {compile_id, occurrence, cause} (the cause as the recompile
+    findings say it), in order. Where the message names no function (older torch), the code
+    object is the one whose compile ids the failed entries are."""
     from traceview.analyze.storms import primary_causes
 
     st = parse_stance_refusal(c["message_full"]) or {}
     failures = st.get("failures") or []
-    firsts = [f for f in failures if f.get("reason_index") == 0]
-    refused = (firsts or failures or [None])[0]
+
+    def newest(f: dict[str, Any]) -> tuple[int, int]:
+        m = re.match(r"^(\d+)/(\d+)$", f.get("failed_against") or "")
+        return (int(m.group(2)), -int(f.get("reason_index") or 0)) if m else (-1, -int(f.get("reason_index") or 0))
+
+    refused = max(failures, key=newest) if failures else None
     allowed: list[dict[str, Any]] = []
     rec = trace.recompiles
+    if rec.height and not st.get("function") and refused is not None and refused.get("failed_against"):
+        mine = rec.filter(pl.col("rank").is_null() if c["rank"] is None else pl.col("rank") == c["rank"])
+        frame = refused["failed_against"].split("/")[0]
+        named = mine.filter(pl.col("compile_id").str.starts_with(f"{frame}/") & pl.col("function").is_not_null())
+        if named.height:
+            r0 = named.row(0, named=True)
+            st = {**st, "function": r0["function"], "filename": r0["filename"]}
     if rec.height and st.get("function"):
         same = rec.filter(
             (pl.col("function") == st["function"])

@@ -461,7 +461,8 @@ def _stance_refusal(c: dict[str, Any], paths: Paths) -> Finding:
     recompile's), the recompiles allowed before the stance, the fix."""
     st = c["stance"]
     f = st.get("refused")
-    fn = f"{st.get('function') or '?'} ({paths.show(st.get('filename'), st.get('line'))})"
+    fn = (f"{st['function']} ({paths.show(st.get('filename'), st.get('line'))})" if st.get("function")
+          else "a compiled function (torch's message names none)")
     what = "recompile" if f is not None else "first compile"
     claim = (f"{rank_prefix(c['rank'])}torch.compiler.set_stance('{st.get('stance')}') refused a {what} of {fn}: "
              f"{_refused_cause(f)}; the program stopped with {c['exc_type']}")
@@ -487,7 +488,7 @@ def _stance_refusal(c: dict[str, Any], paths: Paths) -> Finding:
     return Finding(
         "crash", "act", claim, lines, next_step=fix, certainty=c.get("certainty") or "certain",
         ranks=[c["rank"]], compiles=[], target=ref, evidence=_ev(c), facet="stance_refused",
-        code=fn, short=f"set_stance('{st.get('stance')}') refused a {what} of {st.get('function') or '?'}",
+        code=fn, short=f"set_stance('{st.get('stance')}') refused a {what}" + (f" of {st['function']}" if st.get("function") else ""),
         key=f"crash:{c['rank']}:stance:{st.get('function')}:{st.get('line')}",
     )
 
