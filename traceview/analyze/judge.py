@@ -942,6 +942,85 @@ def _max_autotune(report: dict[str, Any]) -> list[Finding]:
     )]
 
 
+_ARTIFACT_WORDS = {"inductor": "Inductor (FX graph)", "aot_autograd": "AOTAutograd", "pgo": "PGO", "autotune": "autotune",
+                   "precompile": "precompile"}
+
+
+def _lookups(x: dict[str, Any]) -> str:
+    """`FX graph 2 hits / 0 misses, AOTAutograd 1 hit / 0 misses` (what was looked up)."""
+    parts = []
+    for what, h, m in (("FX graph", x["fx_hits"], x["fx_misses"]), ("AOTAutograd", x["aot_hits"], x["aot_misses"])):
+        if h or m:
+            parts.append(f"{what} {plural(h, 'hit')} / {plural(m, 'miss', 'misses')}")
+    return ", ".join(parts) or "no lookup logged"
+
+
+def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    """A process that loaded portable cache artifacts (torch.compiler.load_cache_artifacts) before
+    compiling: a warm start when every lookup after it hit (a fact), in part when some compiles
+    missed them, or nothing served when every lookup missed (both: act)."""
+    out = []
+    for ld in (report.get("cache") or {}).get("loaded") or []:
+        order = list(_ARTIFACT_WORDS)
+        arts = ", ".join(f"{n} {_ARTIFACT_WORDS.get(k, k)}" for k, n in sorted(
+            ld["artifacts"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))) or "its"
+        wrote = f"torch.compiler.load_cache_artifacts wrote {arts} entr{'y' if sum(ld['artifacts'].values()) == 1 else 'ies'} into the cache"
+        comps = ld.get("compiles") or []
+        n = len(comps)
+        lines: list[tuple[str, str]] = []
+        if not comps:
+            severity, facet = "fact", "unused"
+            claim = f"{rank_prefix(ld['rank'])}loaded cache artifacts: {wrote}; no FX graph or AOTAutograd lookup was logged after it"
+            step = "the compiles after the load logged no cache lookup: TORCH_TRACE (or TORCH_LOGS=torch._inductor.codecache) shows them"
+        elif not ld["missed"]:
+            severity, facet = "fact", "served"
+            claim = (f"{rank_prefix(ld['rank'])}warm start from loaded cache artifacts: {wrote} before compiling; every lookup "
+                     f"after it hit ({_lookups(ld)}, in {plural(n, 'compile')})")
+            step = ("`traceview diff` of the run that saved the artifacts and this one says what the load saved, per compile "
+                    "and per phase")
+        else:
+            severity = "act"
+            facet = "missed" if not ld["served"] else "partial"
+            if ld["served"]:
+                claim = (f"{rank_prefix(ld['rank'])}warm start from loaded cache artifacts, in part: {plural(ld['missed'], 'compile')} "
+                         f"of {n} missed them ({_lookups(ld)}); {wrote}")
+                step = ("save the artifacts after a run that compiled every shape, dtype and mode this run needs (or mark the "
+                        "varying dimension dynamic), so that the load serves every compile; `traceview diff` of the saving run "
+                        "and this one shows which compiles are new")
+            else:
+                claim = (f"{rank_prefix(ld['rank'])}loaded cache artifacts served nothing: every lookup after "
+                         f"torch.compiler.load_cache_artifacts missed ({_lookups(ld)}); {wrote}")
+                step = ("compile with the torch version, configs and inputs the artifacts were saved with: the cache keys "
+                        "differ; `traceview diff` of the saving run and this one names the key component that changed")
+        for c in comps:
+            if ld["missed"] and not (c["fx_misses"] or c["aot_misses"]):
+                continue  # where some missed, the lines name those
+            name = f"{bracketed(c['compile_id'], c.get('occurrence'))} {paths.compile_name(c)}" if c.get("function") else bracketed(c["compile_id"])
+            state = "missed: compiled from scratch" if (c["fx_misses"] or c["aot_misses"]) else "served"
+            lines.append(("", f"{name}: {_lookups(c)} ({state})"))
+        if ld.get("dynamo_s") and ld["served"]:
+            lines.append(("", f"Dynamo still traced every frame ({seconds_text(ld['dynamo_s'])} in all): the artifacts hold "
+                              "what comes after Dynamo (AOTAutograd and Inductor)"))
+        if ld.get("kernel_build_s"):
+            lines.append(("kernels:", f"the compiles the artifacts served built their C++ kernels again "
+                                      f"({seconds_text(ld['kernel_build_s'])} of compile_file): the artifacts hold the "
+                                      "generated code, not the compiled kernels"))
+        if ld["certainty"] != "certain":
+            lines.append(("how sure:", f"{ld['certainty']}: the trace does not name the call; {ld['how']}, which only a "
+                                       "load does (TORCH_LOGS=+torch.compiler._cache names each artifact)"))
+        lines.append(("next:" if severity != "act" else "fix:", step))
+        cost = Cost(seconds=float(sum(c["dynamo_s"] or 0 for c in comps if c["fx_misses"] or c["aot_misses"])))
+        out.append(Finding(
+            "cache", severity, claim, lines, next_step=step, certainty=ld["certainty"], cost=cost, ranks=[ld["rank"]],
+            compiles=[CompileRef(ld["rank"], c["compile_id"], c.get("occurrence")) for c in comps],
+            evidence=[Evidence(ld.get("file"), ld.get("lineno"), ld["rank"])], facet=facet,
+            short=("loaded cache artifacts served nothing" if facet == "missed"
+                   else f"loaded cache artifacts missed {plural(ld['missed'], 'compile')}" if facet == "partial" else None),
+            key=f"cache:{ld['rank']}:{facet}",
+        ))
+    return out
+
+
 def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
     ct = report.get("compile_time") or {}
     out = []
@@ -977,7 +1056,7 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         _compiled_nothing(report) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths)
         + _collectives(report, paths) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
-        + _graph_breaks(report, paths) + _max_autotune(report) + _slow(report, paths)
+        + _graph_breaks(report, paths) + _cache_loads(report, paths) + _max_autotune(report) + _slow(report, paths)
     )
     return ranked(found)  # the one order (Finding.rank_key)
 
@@ -1043,7 +1122,7 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             found.append(plural(sum(f.count for f in fs), _noun("failure")))
         elif kind == "cudagraphs":
             found.append(plural(len(fs), _noun("cudagraphs")))
-        elif kind == "autotune":
+        elif kind in ("autotune", "cache"):
             found.append(fs[0].short or fs[0].claim)
         elif kind == "divergence":
             ranks = [r for f in fs for r in f.ranks]
@@ -1067,6 +1146,11 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
         out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
     if breaks:
         out.append(f"expected: {plural(len(breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)")
+    served = [f for f in findings if f.kind == "cache" and f.facet == "served"]
+    if served:
+        out.append("warm start: every cache lookup hit the artifacts torch.compiler.load_cache_artifacts loaded"
+                   + (f" ({len(served)} processes)" if len(served) > 1 else "")
+                   + ("" if all(f.certainty == "certain" for f in served) else " (likely: read from the trace's marks)"))
     if text_log_only(report):
         # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
         what = "compile times or status" if (report.get("cache") or {}).get("from_text_log") else "compile times, cache or status"

@@ -32,6 +32,7 @@ from traceview.analyze.failures import failures
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.judge import head_lines, judge
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
+from traceview.analyze.portable_caches import cache_loads
 from traceview.analyze.stalls import mark_lone_recompiles, rank_stalls
 from traceview.analyze.stops import stop_findings, tie_unfinished
 from traceview.analyze.storms import recompile_storms
@@ -188,7 +189,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             # compiles without a Dynamo frame (counted in total_s), by where they came from
             "frameless": ct.frameless_groups(trace),
         },
-        "cache": ct.cache_summary(trace),
+        "cache": {**ct.cache_summary(trace), "loaded": cache_loads(trace)},
         "cudagraphs": {
             **cudagraph_counts(trace),
             "findings": cudagraph_findings(trace),
