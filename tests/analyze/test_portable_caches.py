@@ -17,6 +17,7 @@ import traceview
 from tests.conftest import ROOT
 from traceview.analyze.portable_caches import cache_loads
 from traceview.output.report import build_report
+from traceview.workflow.diff import build_diff
 
 from ..conftest import FIXTURES
 
@@ -116,3 +117,17 @@ def test_local_warm_caches_keep_their_verdicts(name: str, source: str) -> None:
     assert rep["cache"]["loaded"] == []
     assert all(f["kind"] != "cache" for f in rep["findings"])
     assert not any(h.startswith("warm start") for h in rep["head"])
+
+
+def test_diff_says_what_the_load_saved() -> None:
+    """`diff first_run this` on the load: the cache counts torch kept in each run, and the
+    phases the load took away (Inductor's lowering) against the one it did not (Dynamo)."""
+    a = _load("megacache_load", "trace", "first_run")
+    b = _load("megacache_load", "trace")
+    d = build_diff(a, b)
+    load = d["cache_load"]
+    assert load is not None
+    assert (load["b"]["fx_hits"], load["b"]["aot_hits"]) == _counters("megacache_load")[::2]
+    assert (load["a"]["fx_misses"], load["a"]["aot_misses"]) == (2, 1)
+    [c] = load["compiles"]
+    assert c["compile_id"] == "0/0" and c["inductor_s"][0] > 0 and c["inductor_s"][1] == 0
