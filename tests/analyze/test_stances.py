@@ -119,3 +119,25 @@ def test_older_message_without_location() -> None:
     st = parse_stance_refusal(first.split(". filename:")[0] + "\n" + guards)
     assert st is not None and st["function"] is None and st["line"] is None
     assert [(f["failed_against"], f["kind"]) for f in st["failures"]] == [("0/1", "dtype"), ("0/0", "dtype")]
+
+
+@pytest.mark.parametrize("both", [True, False], ids=["trace+text", "text"])
+def test_refused_on_one_rank(both: bool) -> None:
+    """2 gloo ranks (mp.spawn): rank 1's refusal is re-raised by mp.spawn in the parent; the
+    verdict is rank 1's, its cause the newest entry's failed guard (w's dtype, as torch lists
+    it), its allowed recompile rank 1's own; torch's counts per rank."""
+    name = "stance_fail_rank"
+    procs = json.loads((CORPUS / name / "oracle.json").read_text())["processes"]
+    by_rank = {p["rank"]: p for p in procs}
+    assert by_rank[None]["uncaught"]["type"] == "ProcessRaisedException"
+    for r in (0, 1):
+        assert [(c["function"], c["compiles"], c["recompiles"]) for c in by_rank[r]["per_code"]] == [("step", 2, 1)]
+    rep = _report(name, both)
+    first = rep["findings"][0]
+    assert (first["kind"], first["facet"], first["ranks"]) == ("crash", "stance_refused", [1])
+    assert first["claim"].startswith("rank 1 torch.compiler.set_stance('fail_on_recompile') refused a recompile of step (")
+    assert "the dtype of w changed: Float -> BFloat16" in first["claim"]
+    lines = {x["label"]: x["text"] for x in first["lines"]}
+    assert lines["cause:"].startswith("tensor 'w' dtype mismatch. expected Float, actual BFloat16 (against [0/1]")
+    assert lines["allowed:"] == "1 recompile before the stance, not the problem: [0/1] dimension 0 of x varies (seen: 8, 6)"
+    assert rep["head"][0].startswith("findings: set_stance('fail_on_recompile') refused a recompile of step")

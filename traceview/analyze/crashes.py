@@ -603,7 +603,8 @@ def _crash_rows(
             }
         )
     # the rank that failed first before the ranks that failed because of it
-    out.sort(key=lambda c: c["consequence_of"] is not None)
+    # (a stance's refusal before the launcher's report of it)
+    out.sort(key=lambda c: (c["consequence_of"] is not None, c["category"] != "stance_refused"))
     return out
 
 

@@ -1094,8 +1094,13 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
         elif kind == "crash":
             oom = sum(1 for f in fs if f.facet == "out_of_memory")
             refused = [f for f in fs if f.facet == "stance_refused"]
-            if refused and len(refused) == len(fs):  # the stance's refusal is what ended it: said as that
+            # the stance's refusal is what ended it: said as that (a launcher's report of the rank
+            # that stopped is its consequence, not another crash)
+            rest = [f for f in fs if f.facet not in ("stance_refused", "launcher_child_failed")]
+            if refused:
                 found.append((refused[0].short or refused[0].claim) + (f" (on {len(refused)} processes)" if len(refused) > 1 else ""))
+                if rest:
+                    found.append("the program crashed" if len(rest) == 1 else f"{len(rest)} processes crashed")
             elif oom == len(fs):  # said as memory, not as a crash of the program's logic
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
             else:
