@@ -131,3 +131,23 @@ def test_diff_says_what_the_load_saved() -> None:
     assert (load["a"]["fx_misses"], load["a"]["aot_misses"]) == (2, 1)
     [c] = load["compiles"]
     assert c["compile_id"] == "0/0" and c["inductor_s"][0] > 0 and c["inductor_s"][1] == 0
+
+
+@pytest.mark.parametrize("source", ["trace", "trace+text"])
+def test_load_on_every_rank(source: str) -> None:
+    """2 gloo ranks (mp.spawn) each load the artifacts: one load per rank, each rank's hits
+    equal to that rank's counters, one finding per rank (the warm start)."""
+    name = "megacache_ranks"
+    procs = {p["rank"]: p for p in json.loads((CORPUS / name / "oracle.json").read_text())["processes"]}
+    rep = build_report(_load(name, source))
+    loads = {ld["rank"]: ld for ld in rep["cache"]["loaded"]}
+    assert sorted(loads) == [0, 1]
+    for r, ld in loads.items():
+        c = procs[r]["counters"]
+        assert (ld["fx_hits"], ld["fx_misses"], ld["aot_hits"], ld["aot_misses"]) == (
+            c["inductor"]["fxgraph_cache_hit"], c["inductor"].get("fxgraph_cache_miss", 0),
+            c["aot_autograd"]["autograd_cache_hit"], c["aot_autograd"].get("autograd_cache_miss", 0))
+        assert ld["certainty"] == ("likely" if source == "trace" else "certain")
+    cache = [f for f in rep["findings"] if f["kind"] == "cache"]
+    assert sorted(r for f in cache for r in f["ranks"]) == [0, 1] and {f["facet"] for f in cache} == {"served"}
+    assert rep["findings"][0]["kind"] == "cache"

@@ -960,7 +960,18 @@ def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
     compiling: a warm start when every lookup after it hit (a fact), in part when some compiles
     missed them, or nothing served when every lookup missed (both: act)."""
     out = []
+    # ranks whose loads read the same (the same artifacts, the same lookups per compile) are one finding
+    groups: dict[tuple, list[dict[str, Any]]] = {}
     for ld in (report.get("cache") or {}).get("loaded") or []:
+        sig = (tuple(sorted(ld["artifacts"].items())), ld["certainty"], tuple(
+            (c["compile_id"], c["fx_hits"], c["fx_misses"], c["aot_hits"], c["aot_misses"]) for c in ld.get("compiles") or []))
+        groups.setdefault(sig, []).append(ld)
+    for same in groups.values():
+        ld = {**same[0], "dynamo_s": max(x.get("dynamo_s") or 0 for x in same),
+              "kernel_build_s": max(x.get("kernel_build_s") or 0 for x in same)}
+        ranks = [x["rank"] for x in same]
+        who = ranks_text(ranks)
+        slowest = " on the slowest rank" if len(same) > 1 else ""
         order = list(_ARTIFACT_WORDS)
         arts = ", ".join(f"{n} {_ARTIFACT_WORDS.get(k, k)}" for k, n in sorted(
             ld["artifacts"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))) or "its"
@@ -970,11 +981,11 @@ def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
         lines: list[tuple[str, str]] = []
         if not comps:
             severity, facet = "fact", "unused"
-            claim = f"{rank_prefix(ld['rank'])}loaded cache artifacts: {wrote}; no FX graph or AOTAutograd lookup was logged after it"
+            claim = f"{who}loaded cache artifacts: {wrote}; no FX graph or AOTAutograd lookup was logged after it"
             step = "the compiles after the load logged no cache lookup: TORCH_TRACE (or TORCH_LOGS=torch._inductor.codecache) shows them"
         elif not ld["missed"]:
             severity, facet = "fact", "served"
-            claim = (f"{rank_prefix(ld['rank'])}warm start from loaded cache artifacts: {wrote} before compiling; every lookup "
+            claim = (f"{who}warm start from loaded cache artifacts: {wrote} before compiling; every lookup "
                      f"after it hit ({_lookups(ld)}, in {plural(n, 'compile')})")
             step = ("`traceview diff` of the run that saved the artifacts and this one says what the load saved, per compile "
                     "and per phase")
@@ -982,13 +993,13 @@ def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
             severity = "act"
             facet = "missed" if not ld["served"] else "partial"
             if ld["served"]:
-                claim = (f"{rank_prefix(ld['rank'])}warm start from loaded cache artifacts, in part: {plural(ld['missed'], 'compile')} "
+                claim = (f"{who}warm start from loaded cache artifacts, in part: {plural(ld['missed'], 'compile')} "
                          f"of {n} missed them ({_lookups(ld)}); {wrote}")
                 step = ("save the artifacts after a run that compiled every shape, dtype and mode this run needs (or mark the "
                         "varying dimension dynamic), so that the load serves every compile; `traceview diff` of the saving run "
                         "and this one shows which compiles are new")
             else:
-                claim = (f"{rank_prefix(ld['rank'])}loaded cache artifacts served nothing: every lookup after "
+                claim = (f"{who}loaded cache artifacts served nothing: every lookup after "
                          f"torch.compiler.load_cache_artifacts missed ({_lookups(ld)}); {wrote}")
                 step = ("compile with the torch version, configs and inputs the artifacts were saved with: the cache keys "
                         "differ; `traceview diff` of the saving run and this one names the key component that changed")
@@ -999,11 +1010,11 @@ def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
             state = "missed: compiled from scratch" if (c["fx_misses"] or c["aot_misses"]) else "served"
             lines.append(("", f"{name}: {_lookups(c)} ({state})"))
         if ld.get("dynamo_s") and ld["served"]:
-            lines.append(("", f"Dynamo still traced every frame ({seconds_text(ld['dynamo_s'])} in all): the artifacts hold "
+            lines.append(("", f"Dynamo still traced every frame ({seconds_text(ld['dynamo_s'])} in all{slowest}): the artifacts hold "
                               "what comes after Dynamo (AOTAutograd and Inductor)"))
         if ld.get("kernel_build_s"):
             lines.append(("kernels:", f"the compiles the artifacts served built their C++ kernels again "
-                                      f"({seconds_text(ld['kernel_build_s'])} of compile_file): the artifacts hold the "
+                                      f"({seconds_text(ld['kernel_build_s'])} of compile_file{slowest}): the artifacts hold the "
                                       "generated code, not the compiled kernels"))
         if ld["certainty"] != "certain":
             lines.append(("how sure:", f"{ld['certainty']}: the trace does not name the call; {ld['how']}, which only a "
@@ -1011,12 +1022,12 @@ def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
         lines.append(("next:" if severity != "act" else "fix:", step))
         cost = Cost(seconds=float(sum(c["dynamo_s"] or 0 for c in comps if c["fx_misses"] or c["aot_misses"])))
         out.append(Finding(
-            "cache", severity, claim, lines, next_step=step, certainty=ld["certainty"], cost=cost, ranks=[ld["rank"]],
-            compiles=[CompileRef(ld["rank"], c["compile_id"], c.get("occurrence")) for c in comps],
-            evidence=[Evidence(ld.get("file"), ld.get("lineno"), ld["rank"])], facet=facet,
+            "cache", severity, claim, lines, next_step=step, certainty=ld["certainty"], cost=cost, ranks=ranks,
+            compiles=[CompileRef(r, c["compile_id"], c.get("occurrence")) for r in ranks for c in comps],
+            evidence=[Evidence(x.get("file"), x.get("lineno"), x["rank"]) for x in same], facet=facet,
             short=("loaded cache artifacts served nothing" if facet == "missed"
                    else f"loaded cache artifacts missed {plural(ld['missed'], 'compile')}" if facet == "partial" else None),
-            key=f"cache:{ld['rank']}:{facet}",
+            key=f"cache:{who.strip()}:{facet}",
         ))
     return out
 
@@ -1154,7 +1165,7 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
     served = [f for f in findings if f.kind == "cache" and f.facet == "served"]
     if served:
         out.append("warm start: every cache lookup hit the artifacts torch.compiler.load_cache_artifacts loaded"
-                   + (f" ({len(served)} processes)" if len(served) > 1 else "")
+                   + (f" (on {n} processes)" if (n := sum(len(f.ranks) or 1 for f in served)) > 1 else "")
                    + ("" if all(f.certainty == "certain" for f in served) else " (likely: read from the trace's marks)"))
     if text_log_only(report):
         # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
