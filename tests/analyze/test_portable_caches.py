@@ -151,3 +151,13 @@ def test_load_on_every_rank(source: str) -> None:
     cache = [f for f in rep["findings"] if f["kind"] == "cache"]
     assert sorted(r for f in cache for r in f["ranks"]) == [0, 1] and {f["facet"] for f in cache} == {"served"}
     assert rep["findings"][0]["kind"] == "cache"
+
+
+@pytest.mark.parametrize("name", ["megacache_load", "megacache_config_miss"])
+def test_the_saving_run_beside_is_another_process(name: str) -> None:
+    """The run's directory as a user opens it holds both runs (first_run/ beside): the cold run's
+    misses are its own process's, never counted as the load's (each process by its pid)."""
+    rep = build_report(traceview.load(CORPUS / name))
+    [ld] = rep["cache"]["loaded"]
+    assert (ld["fx_hits"], ld["fx_misses"], ld["aot_hits"], ld["aot_misses"]) == _counters(name)
+    assert rep["findings"][0]["facet"] == ("served" if name == "megacache_load" else "missed")

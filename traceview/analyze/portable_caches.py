@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from traceview.analyze.compile_time import cache_counts
+from traceview.analyze.compile_time import CACHE_COLUMNS
 from traceview.trace import Trace
 
 _WRITING = re.compile(r"^writing: (?P<type>\w+?)CacheArtifact\(key='(?P<key>[^']*)'\)")
@@ -61,9 +61,9 @@ def _top_level_bundles(trace: Trace) -> pl.DataFrame:
 
 
 def _text_marks(trace: Trace) -> dict[Any, dict[str, Any]]:
-    """Per rank, the text log's marks of a load: artifacts named by torch.compiler._cache's
-    `writing:` lines ({type: [keys]}), AOTAutograd entries written outside any compile, and
-    the first such record (file, lineno)."""
+    """Per process (pid), the text log's marks of a load: artifacts named by
+    torch.compiler._cache's `writing:` lines ({type: [keys]}), AOTAutograd entries written
+    outside any compile, the rank, and the first such record (file, lineno)."""
     lr = trace.log_records
     out: dict[Any, dict[str, Any]] = {}
     if lr.height == 0:
@@ -75,40 +75,100 @@ def _text_marks(trace: Trace) -> dict[Any, dict[str, Any]]:
     for r in rows.sort("file", "lineno").iter_rows(named=True):
         text = r["text"] or ""
         m = _WRITING.match(text)
-        if m and (r["src_file"] or "").replace("\\", "/").endswith("compiler/_cache.py"):
-            d = out.setdefault(r["rank"], {"named": {}, "aot_writes": 0, "file": r["file"], "lineno": r["lineno"]})
+        named = bool(m) and (r["src_file"] or "").replace("\\", "/").endswith("compiler/_cache.py")
+        if not named and not _AOT_WRITE.match(text):
+            continue
+        key = r["pid"] if r["pid"] is not None else ("file", r["file"], r["rank"])
+        d = out.setdefault(key, {"named": {}, "aot_writes": 0, "rank": r["rank"], "pid": r["pid"],
+                                 "file": r["file"], "lineno": r["lineno"]})
+        if named and m:
             keys = d["named"].setdefault(_TYPES.get(m["type"], m["type"]), [])
             if m["key"] not in keys:
                 keys.append(m["key"])
-        elif _AOT_WRITE.match(text):
-            d = out.setdefault(r["rank"], {"named": {}, "aot_writes": 0, "file": r["file"], "lineno": r["lineno"]})
+        else:
             d["aot_writes"] += 1
     return out
 
 
+_TEXT_LOOKUPS = {  # a text log's lookup lines (compile_facts.cache_events): (cache, event) -> the count's name
+    ("fx_graph", "hit"): "fx_hits", ("fx_graph", "miss"): "fx_misses",
+    ("aot_autograd", "hit"): "aot_hits", ("aot_autograd", "miss"): "aot_misses",
+}
+
+
+def _lookups(trace: Trace, pid: Any, rank: Any, files: set[str]) -> list[dict[str, Any]]:
+    """The FX graph and AOTAutograd lookups of one process, per compile: from the trace's
+    compiles (its `*_cache_hit/miss` artifacts) where the trace has this process's compiles,
+    else from a text log's lookup lines of this process (its pid)."""
+    comp = trace.compiles
+    cols = {v: k for k, v in CACHE_COLUMNS.items()}
+    rows: list[dict[str, Any]] = []
+    if comp.height:
+        mine = comp.filter(pl.col("pid") == pid) if pid is not None else comp.filter(pl.col("file").is_in(list(files)))
+        for r in mine.sort("lineno").iter_rows(named=True):
+            n = {f"{'fx' if c[0] == 'fx_graph' else 'aot'}_{'hits' if c[1] == 'hit' else 'misses'}": int(r.get(col) or 0)
+                 for col, c in cols.items() if c[1] != "bypass"}
+            if not any(n.values()):
+                continue
+            rows.append({"rank": r["rank"], "compile_id": r["compile_id"], "function": r["function"], "filename": r["filename"],
+                         "line": r["line"], "occurrence": r["occurrence"], "dynamo_s": r["dynamo_time_s"], **n,
+                         "_file": r["file"]})
+    if rows or pid is None:
+        return rows
+    from traceview.analyze.compile_facts import cache_events
+
+    lr = trace.log_records.filter(pl.col("pid") == pid).select("file", "lineno")
+    at = {(f, ln) for f, ln in lr.iter_rows()}
+    per: dict[str, dict[str, Any]] = {}
+    for e in cache_events(trace):
+        name = _TEXT_LOOKUPS.get((e["cache"], e["event"]))
+        if e["source"] != "text" or name is None or e["compile_id"] is None or (e["file"], e["lineno"]) not in at:
+            continue
+        p = per.setdefault(e["compile_id"], {"rank": rank, "compile_id": e["compile_id"], "function": None, "filename": None,
+                                             "line": None, "occurrence": None, "dynamo_s": None, "fx_hits": 0,
+                                             "fx_misses": 0, "aot_hits": 0, "aot_misses": 0, "_file": None})
+        p[name] += 1
+    return list(per.values())
+
+
 def cache_loads(trace: Trace) -> list[dict[str, Any]]:
-    """One row per process (rank) whose log shows a load of portable cache artifacts:
-    rank; `artifacts` {type: count} as far as the log tells (inductor from the trace's
-    top-level bundle spans or the text's `writing:` lines; aot_autograd from the text);
-    `keys` {type: [key]} where the text names them; `certainty` (`certain` from the text log,
-    `likely` from the trace alone) and `how` (the evidence, in words); file, lineno (the first
-    record); the lookups after it (`compiles`: per compile with a lookup, rank, compile_id,
-    function, filename, line, fx_hits, fx_misses, aot_hits, aot_misses, dynamo_s, kernel_build_s:
-    its `compile_file` spans' seconds, the kernels built again) and their totals (fx_hits,
-    fx_misses, aot_hits, aot_misses, dynamo_s, kernel_build_s, served: compiles whose every
-    lookup hit, missed: compiles with a miss)."""
+    """One row per process (its pid; rank where it has one) whose log shows a load of portable
+    cache artifacts: rank; `artifacts` {type: count} as far as the log tells (inductor from
+    the trace's top-level bundle spans or the text's `writing:` lines; aot_autograd from the
+    text); `keys` {type: [key]} where the text names them; `certainty` (`certain` from the
+    text log, `likely` from the trace alone) and `how` (the evidence, in words); file, lineno
+    (the first record); that process's lookups (`compiles`: per compile with a lookup, rank,
+    compile_id, function, filename, line, occurrence, fx_hits, fx_misses, aot_hits, aot_misses,
+    dynamo_s, kernel_build_s: its `compile_file` spans' seconds where the artifacts served it,
+    the kernels built again) and their totals (fx_hits, fx_misses, aot_hits, aot_misses,
+    dynamo_s, kernel_build_s, served: compiles whose every lookup hit, missed: compiles with a
+    miss). Another process in the same input (a first run kept beside, another rank) is
+    another row, or none: its lookups are never counted as the loading process's."""
     marks = _text_marks(trace)
     bundles = _top_level_bundles(trace)
-    ranks = set(marks) | set(bundles["rank"].to_list() if bundles.height else [])
-    if not ranks:
-        return []
-    counts = cache_counts(trace)
     comp = trace.compiles
+    pid_of: dict[str, Any] = {}
+    if comp.height and bundles.height:
+        pid_of = {f: p for f, p in comp.select("file", "pid").unique().iter_rows() if p is not None}
+    procs: dict[Any, dict[str, Any]] = {}
+    for r in bundles.iter_rows(named=True):
+        pid = pid_of.get(r["file"])
+        key = pid if pid is not None else ("file", r["file"], r["rank"])
+        d = procs.setdefault(key, {"pid": pid, "rank": r["rank"], "bundles": 0, "text": None, "files": set(),
+                                   "first": (r["file"], r["lineno"])})
+        d["bundles"] += 1
+        d["files"].add(r["file"])
+    for key, t in marks.items():
+        d = procs.setdefault(key, {"pid": t["pid"], "rank": t["rank"], "bundles": 0, "text": None, "files": set(),
+                                   "first": (t["file"], t["lineno"])})
+        d["text"] = t
+        d["first"] = (t["file"], t["lineno"])
+    if not procs:
+        return []
     spans = trace.spans
     out = []
-    for rank in sorted(ranks, key=lambda r: (r is not None, r or 0)):
-        t = marks.get(rank)
-        b = bundles.filter(pl.col("rank").is_null() if rank is None else pl.col("rank") == rank) if bundles.height else bundles
+    for d in sorted(procs.values(), key=lambda d: (d["rank"] is not None, d["rank"] or 0, str(d["pid"]))):
+        t = d["text"]
         artifacts: dict[str, int] = {}
         keys: dict[str, list[str]] = {}
         how = []
@@ -119,41 +179,22 @@ def cache_loads(trace: Trace) -> list[dict[str, Any]]:
         if t and t["aot_writes"]:
             artifacts.setdefault("aot_autograd", t["aot_writes"])
             how.append(f"{t['aot_writes']} AOTAutograd cache entr{'y' if t['aot_writes'] == 1 else 'ies'} written outside any compile")
-        if b.height:
-            artifacts.setdefault("inductor", b.height)
-            how.append(f"{b.height} Triton bundle{'s' if b.height != 1 else ''} of FX graph entries emitted outside any compile "
-                       "(TritonBundler.read_and_emit)")
-        certainty = "certain" if t else "likely"
-        first = (t["file"], t["lineno"]) if t else (b.row(0, named=True)["file"], b.row(0, named=True)["lineno"])
-        rc = counts.filter(pl.col("rank").is_null() if rank is None else pl.col("rank") == rank)
-        per: dict[str, dict[str, Any]] = {}
-        for cid, cache, event, n in rc.select("compile_id", "cache", "event", "count").iter_rows():
-            if cid is None or event == "bypass":
-                continue
-            p = per.setdefault(cid, {"fx_hits": 0, "fx_misses": 0, "aot_hits": 0, "aot_misses": 0})
-            p[f"{'fx' if cache == 'fx_graph' else 'aot'}_{'hits' if event == 'hit' else 'misses'}"] += int(n)
-        rows = []
-        for cid, p in per.items():
-            info: dict[str, Any] = {"function": None, "filename": None, "line": None, "occurrence": None, "dynamo_s": None}
-            if comp.height:
-                m = comp.filter((pl.col("compile_id") == cid) & (pl.col("rank").is_null() if rank is None else pl.col("rank") == rank))
-                if m.height:
-                    r = m.sort("lineno").row(0, named=True)
-                    info = {"function": r["function"], "filename": r["filename"], "line": r["line"],
-                            "occurrence": r["occurrence"], "dynamo_s": r["dynamo_time_s"]}
-            build = 0.0
-            if spans.height:
-                build = float(spans.filter((pl.col("compile_id") == cid) & (pl.col("name") == "compile_file")
-                                           & (pl.col("rank").is_null() if rank is None else pl.col("rank") == rank))
-                              ["duration_s"].fill_null(0).sum())
-            # only a compile the artifacts served built its kernels again: a miss builds them anyway
-            rows.append({"rank": rank, "compile_id": cid, **info, **p,
-                         "kernel_build_s": round(build, 3) if p["fx_hits"] else None})
-        rows.sort(key=lambda x: (x["occurrence"] or 0, [int(v) if v.isdigit() else 0 for v in re.split(r"[/_]", x["compile_id"])]))
+        if d["bundles"]:
+            artifacts.setdefault("inductor", d["bundles"])
+            how.append(f"{d['bundles']} Triton bundle{'s' if d['bundles'] != 1 else ''} of FX graph entries emitted outside any "
+                       "compile (TritonBundler.read_and_emit)")
+        rows = _lookups(trace, d["pid"], d["rank"], d["files"])
+        for x in rows:
+            build = None
+            if x["fx_hits"] and spans.height and x["_file"] is not None:  # a miss builds its kernels anyway
+                build = round(float(spans.filter((pl.col("file") == x["_file"]) & (pl.col("compile_id") == x["compile_id"])
+                                                 & (pl.col("name") == "compile_file"))["duration_s"].fill_null(0).sum()), 3)
+            x["kernel_build_s"] = build
+            del x["_file"]
         tot = {k: sum(x[k] for x in rows) for k in ("fx_hits", "fx_misses", "aot_hits", "aot_misses")}
         out.append({
-            "rank": rank, "artifacts": artifacts, "keys": keys, "certainty": certainty, "how": "; ".join(how),
-            "file": first[0], "lineno": first[1], "compiles": rows, **tot,
+            "rank": d["rank"], "artifacts": artifacts, "keys": keys, "certainty": "certain" if t else "likely",
+            "how": "; ".join(how), "file": d["first"][0], "lineno": d["first"][1], "compiles": rows, **tot,
             "dynamo_s": round(sum(x["dynamo_s"] or 0 for x in rows), 3),
             "kernel_build_s": round(sum(x["kernel_build_s"] or 0 for x in rows), 3),
             "served": sum(1 for x in rows if not x["fx_misses"] and not x["aot_misses"]),
