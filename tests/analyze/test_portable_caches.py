@@ -161,3 +161,12 @@ def test_the_saving_run_beside_is_another_process(name: str) -> None:
     [ld] = rep["cache"]["loaded"]
     assert (ld["fx_hits"], ld["fx_misses"], ld["aot_hits"], ld["aot_misses"]) == _counters(name)
     assert rep["findings"][0]["facet"] == ("served" if name == "megacache_load" else "missed")
+
+
+def test_diff_names_the_compile_the_artifacts_lacked() -> None:
+    d = build_diff(_load("megacache_partial", "trace", "first_run"), _load("megacache_partial", "trace"))
+    load = d["cache_load"]
+    assert [c["compile_id"] for c in load["compiles"]] == ["0/0"]
+    [new] = load["only_b"]
+    assert (new["compile_id"], new["fx_hits"], new["fx_misses"], new["aot_hits"], new["aot_misses"]) == ("0/1", 0, 2, 0, 1)
+    assert (load["b"]["fx_hits"], load["b"]["fx_misses"], load["b"]["aot_hits"], load["b"]["aot_misses"]) == _counters("megacache_partial")

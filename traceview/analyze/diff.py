@@ -706,6 +706,9 @@ def _cache_load(pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side) -> dict[s
                 **{k: [a[k], b[k]] for k in a},
                 "kernel_build_s": built.get((kb[0], ib[0])),
             })
+    matched = {(c["rank"], c["compile_id"], c["occurrence"]) for c in compiles}
+    only_b = [{"rank": k[0], "compile_id": k[1], "occurrence": k[2], **{x: v[x] for x in ("fx_hits", "fx_misses", "aot_hits", "aot_misses", "total_s")}}
+              for k, v in rb.items() if k not in matched and (v["fx_hits"] or v["fx_misses"] or v["aot_hits"] or v["aot_misses"])]
     ca, cb = ct.cache_summary(sa.view), ct.cache_summary(sb.view)
     keys = {"fx_hits": "fx_graph_hits", "fx_misses": "fx_graph_misses", "aot_hits": "aot_autograd_hits", "aot_misses": "aot_autograd_misses"}
     return {
@@ -714,6 +717,7 @@ def _cache_load(pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side) -> dict[s
         "a": {k: ca[v] for k, v in keys.items()},
         "b": {k: cb[v] for k, v in keys.items()},
         "compiles": compiles,
+        "only_b": only_b,
         "phases_s": {f"{k}_s": [round(sum(c[f"{k}_s"][0] for c in compiles), 3), round(sum(c[f"{k}_s"][1] for c in compiles), 3)]
                      for k in (*_LOAD_PHASES, "total")},
         "kernel_build_s": round(sum(ld["kernel_build_s"] for ld in lb), 3),

@@ -319,12 +319,15 @@ def cache_load_lines(ld: dict[str, Any]) -> list[tuple[str, str]]:
                 f"AOTAutograd hits {a['aot_hits']} -> {b['aot_hits']}, misses {a['aot_misses']} -> {b['aot_misses']}")]
     ph = ld["phases_s"]
     saved = ", ".join(f"{k.removesuffix('_s')} {v[0]:.2f}s -> {v[1]:.2f}s" for k, v in ph.items() if k != "total_s" and (v[0] or v[1]))
-    out.append(("  ", f"in all: {ph['total_s'][0]:.2f}s -> {ph['total_s'][1]:.2f}s ({saved})"))
+    out.append(("  ", f"the compiles both runs made: {ph['total_s'][0]:.2f}s -> {ph['total_s'][1]:.2f}s ({saved})"))
     for c in ld["compiles"]:
         parts = ", ".join(f"{k} {c[k + '_s'][0]:.2f}s -> {c[k + '_s'][1]:.2f}s" for k in ("dynamo", "aot", "inductor", "backward")
                           if c[k + "_s"][0] or c[k + "_s"][1])
         hits = f"FX graph hits {c['fx_hits'][0]} -> {c['fx_hits'][1]}, AOTAutograd hits {c['aot_hits'][0]} -> {c['aot_hits'][1]}"
         out.append(("  ", f"{_rank(c)}{c['label']}: {c['total_s'][0]:.2f}s -> {c['total_s'][1]:.2f}s ({parts}); {hits}"))
+    for c in ld.get("only_b") or []:
+        out.append(("  ", f"{_rank(c)}{id_label(c['compile_id'], c.get('occurrence'))} only in B: {c['total_s']:.2f}s; FX graph "
+                          f"{c['fx_hits']} hits / {c['fx_misses']} misses, AOTAutograd {c['aot_hits']} hits / {c['aot_misses']} misses"))
     if ld.get("kernel_build_s"):
         out.append(("  ", f"B built the served compiles' C++ kernels again: {ld['kernel_build_s']:.2f}s of compile_file "
                           "(the artifacts hold the generated code, not the compiled kernels; on a hit AOTAutograd's seconds hold the load)"))
