@@ -105,6 +105,8 @@ _TORCH_IN_TRACEBACK = re.compile(
 
 
 _QUOTED = re.compile(rb"^(?:```|~~~|>)", re.M)  # a document quoting a traceback (markdown)
+# `traceview run`'s capture of a command a signal ended (its stderr may hold nothing else)
+_CAPTURE_EXIT = re.compile(rb"^traceview run: the command exited with \d+ \(SIG[A-Z0-9]+\)$", re.M)
 
 
 def is_torch_traceback(head: bytes) -> bool:
@@ -130,7 +132,7 @@ def _classify(head: bytes) -> tuple[str, str]:
         if trace + text >= 64:  # enough to tell
             break
     kind = "trace" if trace > text else "text" if text else "other"
-    if kind == "other" and is_torch_traceback(head):
+    if kind == "other" and (is_torch_traceback(head) or _CAPTURE_EXIT.search(head)):
         kind = "text"
     return kind, start
 

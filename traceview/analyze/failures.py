@@ -17,6 +17,7 @@ says so, `likely` when it is read from indirect evidence (`evidence` says which)
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import polars as pl
 
@@ -28,6 +29,7 @@ from traceview.trace import Trace
 
 CATEGORIES = (
     "graph_break",
+    "compile_worker_died",
     "backend_compiler_failure",
     "recompile_limit",
     "accuracy",
@@ -42,6 +44,7 @@ CATEGORIES = (
 # Order of failures in the report: what breaks the program or hides a torch bug first.
 SEVERITY = (
     "accuracy",
+    "compile_worker_died",
     "backend_compiler_failure",
     "internal_dynamo_error",
     "user_error",
@@ -96,6 +99,13 @@ NEXT_STEPS: dict[str, str] = {
         "<script>` runs this ladder). "
         + _MINIFY.format(after="dynamo")
         + "; REPRO_AFTER=aot when only Inductor fails."
+    ),
+    "compile_worker_died": (
+        "The compile was lost to the host killing one of Inductor's compile worker processes (as the "
+        "kernel's OOM killer does), not to the model: check the host's memory limits and the OOM killer "
+        "(dmesg, the job's memory limit; compile workers hold memory of their own); compile with fewer "
+        "workers (TORCHINDUCTOR_COMPILE_THREADS=4, say), or with TORCHINDUCTOR_COMPILE_THREADS=1 to compile "
+        "in-process (no worker to lose; an error in the compile itself then shows with its own traceback)."
     ),
     "recompile_limit": (
         "The frame hit torch._dynamo.config.recompile_limit and runs eagerly from now on: fix "
@@ -174,6 +184,8 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
         return "recompile_limit"
     if "AccuracyError" in (fail_reason or ""):
         return "accuracy"
+    if worker_died(fail_reason):
+        return "compile_worker_died"
     if (
         "BackendCompilerFailed" in ft
         or "InductorError" in ft  # torch 2.13 raises Inductor's failures as InductorError
@@ -200,6 +212,36 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
     if "graph break" in reason:
         return "graph_break"
     return "other"
+
+
+# torch's words when a compile worker process died under a compile (torch/_inductor/async_compile.py
+# `wait`: a Triton/C++ kernel's worker; concurrent.futures' BrokenProcessPool: the SubprocPool's
+# worker, e.g. TORCHINDUCTOR_FX_COMPILE_MODE=SUBPROCESS; subproc_pool.py: the pool's sidecar gone)
+_WORKER_DIED = re.compile(
+    r"A compilation subprocess exited unexpectedly|BrokenProcessPool|"
+    r"A process in the process pool was terminated abruptly|A child process terminated abruptly, the process pool is not usable|"
+    r"Attempting to use a closed pool"
+)
+
+
+def worker_died(reason: str | None) -> bool:
+    """Whether a failure's message is torch's for a compile worker process that died (see _WORKER_DIED)."""
+    return bool(_WORKER_DIED.search(reason or ""))
+
+
+def _how_far(r: dict[str, Any]) -> str:
+    """How far a compile lost to a dead worker got, from its compilation_metrics' times."""
+
+    def f(key: str) -> float:
+        v = r.get(key)
+        return float(v) if isinstance(v, (int, float)) else 0.0
+
+    dynamo, backend, inductor = f("dynamo_time_s"), f("backend_compile_time_s"), f("inductor_compile_time_s")
+    if not inductor:
+        return ""
+    aot = max(backend - inductor, 0.0)
+    return (f"Lost after Dynamo {dynamo:.2f}s, AOTAutograd {aot:.2f}s and {inductor:.2f}s in Inductor, whose "
+            "worker died. ")
 
 
 def user_frame_of(reason: str | None) -> tuple[str, int, str, str] | None:
@@ -390,6 +432,8 @@ def _failure_rows(
                 "split the graph there."
                 + (f" {m.group(1)}: https://meta-pytorch.github.io/compile-graph-break-site/gb/{m.group(1)}.html" if m else "")
             )
+        if cat == "compile_worker_died":
+            step = _how_far(r) + step
         detail = detail_of(cat, r["fail_reason"])
         testing = r.get("testing_only_config")  # a fault injection: the judge says the config asked for it
         rows.append(

@@ -374,9 +374,74 @@ def _collectives(report: dict[str, Any], paths: Paths) -> list[Finding]:
     return out
 
 
+_WHOSE = {
+    "launcher": "the kernel launcher",
+    "generated": "the code Inductor generated (its kernel, launched on that line)",
+    "torch": "torch's own code",
+    "program": "your own code",
+    "library": "a library's code",
+}
+
+
+def _signal_crash(c: dict[str, Any], paths: Paths) -> Finding:
+    """A process killed by a crash signal (analyze.signals): which signal, in which compile's
+    generated code and kernel, right after which record, and how sure."""
+    sig = c.get("signal") or c.get("exc_type") or "a signal"
+    code = f", exit code {c['exit_code']}" if c.get("exit_code") is not None else ""
+    ran = c.get("signal_ran") or {}
+    inner = c.get("innermost")
+    ref = None
+    if ran.get("compile_id"):
+        where = f"in the generated code of {bracketed(ran['compile_id'], ran.get('occurrence'))} {code_label(ran, paths.show)}"
+        ref = CompileRef(c["rank"], ran["compile_id"], ran.get("occurrence"))
+    elif inner:
+        where = f"in {_WHOSE[inner['whose']]}"
+    else:
+        where = "where: unknown (no Python stack)"
+    many = c.get("signal_ranks") or []
+    who = f"{ranks_text(many).strip()} " if many else rank_prefix(c["rank"])
+    claim = f"{who}killed by {sig}{code} (no Python error) {where}"
+    lines: list[tuple[str, str]] = []
+    if ran.get("module"):
+        module = re.split(r"[/\\]", ran["module"])[-1]
+        stmt = f": {ran['statement']}" if ran.get("statement") else ""
+        lines.append(("code:", f"{module}:{ran.get('module_line')} in {ran.get('module_function')}{stmt}"))
+        if ran.get("kernel"):
+            lines.append(("kernel:", f"{ran['kernel']} (launched on that line of the trace's copy of the generated code)"))
+        if not ran.get("compile_id") and ran.get("how"):
+            lines.append(("compile:", ran["how"]))
+    if inner:
+        base = re.split(r"[/\\]", inner["path"])[-1]
+        at = f"{base}:{inner['line']} in {inner['function']}"
+        lines.append(("died in:", f"{_WHOSE[inner['whose']]} (innermost Python frame: {at})"))
+    after = c.get("after")
+    if after:
+        cid = f"{bracketed(after['compile_id'])}'s " if after.get("compile_id") else ""
+        when = str(after.get("ts") or "")[11:23]
+        lines.append(("after:", f"the last record torch logged: {cid}{after['kind']}" + (f" at {when}" if when else "")
+                      + " (nothing is logged while compiled code runs; the crash came after it)"))
+    if c.get("nested"):
+        n = c["nested"]
+        lines.append(("nested:", f"transformers' generate ({n['generate']}) calls a torch.compile wrapper around another "
+                                 f"({n['wrappers']} compile wrappers on the stack)"))
+    if not c.get("faulthandler"):
+        lines.append(("how sure:", f"certain that it died of {sig} ({c.get('evidence')}); where is unknown: no "
+                                   "faulthandler stack in the capture"))
+    lines.append(("next:", c["next_step"]))
+    short = f"killed by {sig}" + (" in compiled code" if ran.get("compile_id") else "")
+    return Finding(
+        "crash", "act", claim, lines, next_step=c["next_step"], certainty="certain",
+        ranks=list(many) or [c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), facet="signal", short=short,
+        key=f"crash:{c['rank']}:{sig}:{ran.get('compile_id')}:{ran.get('module_line')}",
+    )
+
+
 def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
     out = []
     for c in report.get("crashes") or []:
+        if c.get("signal"):
+            out.append(_signal_crash(c, paths))
+            continue
         where = f"at {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
         cc = c.get("compile")
         if cc:  # raised compiling: the compile, named as every line names it
@@ -1115,7 +1180,12 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             elif oom == len(fs):  # said as memory, not as a crash of the program's logic
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
             else:
-                found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
+                sig = [f for f in fs if f.facet == "signal"]
+                if sig and len(fs) == 1:
+                    found.append(f"the program was {sig[0].short}")
+                else:
+                    found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed"
+                                 + (f" ({rank_prefix(sig[0].ranks[0]).strip() or 'one'} {sig[0].short})" if sig else ""))
         elif kind in ("stop", "compiled_nothing"):
             found += [f.short or f.claim for f in fs]
         elif kind == "stall":

@@ -38,6 +38,7 @@ CRASH_CATEGORY_WORDS = {
 
 CATEGORY_WORDS = {
     "graph_break": "graph break",
+    "compile_worker_died": "a compile worker process was killed (lost to the host, not the model)",
     "backend_compiler_failure": "backend compiler failure",
     "recompile_limit": "recompile limit",
     "internal_dynamo_error": "internal Dynamo error",

@@ -225,8 +225,10 @@ def build_report(trace: Trace) -> dict[str, Any]:
         f = compile_of_crash(c, report["failures"])
         c["compile"] = None if f is None else {k: f.get(k) for k in (
             "compile_id", "occurrence", "attempts", "function", "filename", "line", "code", "testing_only_config")}
-        if f is not None and injection_words(f.get("testing_only_config")):
-            c["next_step"] = f["next_step"]  # the run's config asked for the failure: its step, not the minifier
+        if f is not None and (injection_words(f.get("testing_only_config")) or f.get("category") == "compile_worker_died"):
+            # the run's config asked for the failure, or the host took its worker: its step (how far
+            # the compile got, and why), not the minifier
+            c["next_step"] = f["next_step"]
     findings = judge(trace, report=report)
     report["findings"] = [f.to_json() for f in findings]
     report["head"] = head_lines(findings, report)  # the head line, computed once: every view prints it
