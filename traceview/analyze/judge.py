@@ -687,12 +687,20 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
     behind = [s for s in storms for d in report.get("rank_divergence") or [] if recompile_behind(d, s)]
     # a recompile made on some ranks only while the others waited: the stall is its finding
     behind += [s for s in storms if s.get("stall") and set((s.get("compile_ids") or [])[1:]) <= alone.get(s["rank"], set())]
+    # a code object's recompiles before set_stance("fail_on_recompile") refused one: the program's
+    # warm-up, allowed by it (the refusal is the finding)
+    warmed = {(c["rank"], c["stance"]["function"], c["stance"].get("filename")) for c in report.get("crashes") or []
+              if c.get("category") == "stance_refused" and c.get("stance") and c["stance"].get("function")}
     out = []
     for s, ranks in group_ranks([s for s in storms if not any(s is b for b in behind)], storm_key):
-        expected = bool(s.get("expected"))
+        allowed = any((r, s["function"], s.get("filename")) in warmed or (r, s["function"], None) in warmed for r in ranks)
+        expected = bool(s.get("expected")) or allowed
         fixed = not expected and bool(s.get("fixed_later"))  # the run applied the fix after a reset
         kind = "expected" if expected else "fixed" if fixed else ("storm" if s.get("is_storm") else "recompile")
         line, lines = _storm_lines(s, paths, optim)
+        if allowed and not s.get("expected"):
+            lines = [("allowed:", "before set_stance('fail_on_recompile'), which then refused the next one (CRASHED): "
+                                  "the program's warm-up, not the problem"), *lines]
         applied = _resume_of_fixed_break(s, report)
         if applied:  # the break that hands this value over was fixed later in the run
             lines = [(label, applied if label.strip() == "fix:" else text) for label, text in lines]
