@@ -273,7 +273,7 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", str(a), str(b), "--no-cache", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["diff_schema_version"] == 1 and d["changes"] == 8 and not d["no_changes"]
-    assert set(d) == {"diff_schema_version", "a", "b", *SECTIONS, "compile_time", "findings", "changes", "no_changes"}
+    assert set(d) == {"diff_schema_version", "a", "b", *SECTIONS, "compile_time", "cache_load", "findings", "changes", "no_changes"}
     [fn] = d["functions"]
     assert (fn["change"], fn["label"], fn["compile_ids_a"], fn["compile_ids_b"]) == (
         "new", "torch_dynamo_resume_in_step_at_7 (train.py:7)", [], ["1/0"])

@@ -18,6 +18,7 @@ import polars as pl
 
 from parsers.code_location import is_user
 from parsers.compile_ids import bracketed
+from parsers.messages import parse_stance_refusal
 from parsers.oom import is_oom_message, oom_of
 from parsers.stops import is_stop_exception
 from parsers.tracebacks import uncaught_from_text
@@ -83,6 +84,12 @@ CRASH_STEPS: dict[str, str] = {
     "user_error_after_compile": (
         "The program's own code raised after compiling (no torch.compile frame in the traceback): "
         "fix it at the user line; torch.compile is not involved."
+    ),
+    # made specific per crash by analyze.judge from the refused guard (crash["stance"])
+    "stance_refused": (
+        "torch.compiler.set_stance('fail_on_recompile') refused a compile the call needed: warm up "
+        "every input kind before setting the stance, or use set_stance('eager_on_recompile') to run "
+        "such calls eagerly instead of failing."
     ),
 }
 
@@ -172,6 +179,8 @@ def _category(exc_type: str, message: str, frames: list[str], other_text: str) -
     """(category, raised_in)."""
     low = message.lower()
     joined = "\n".join(frames)
+    if parse_stance_refusal(message) is not None:  # refused before compiling: not a compile failure
+        return "stance_refused", "stance"
     if is_oom_message(message):
         return "out_of_memory", _where(frames)
     if "tensor output of cudagraphs that has been overwritten" in low:
@@ -259,6 +268,9 @@ def crash_findings(
 
         collectives = collective_mismatches(trace)
     rows = _crash_rows(uncaught, trace.other_lines, collectives)
+    for c in rows:
+        if c["category"] == "stance_refused":
+            c["stance"] = _stance(trace, c)
     _signals(trace, rows)
     if any(c["category"] == "out_of_memory" for c in rows):
         modules = _output_modules(trace)
@@ -269,6 +281,56 @@ def crash_findings(
 
 
 # --------------------------------------------------------------------------------------
+# a compile stance's refusal: set_stance("fail_on_recompile") and a call that needs a new graph
+
+
+def _stance(trace: Trace, c: dict[str, Any]) -> dict[str, Any]:
+    """What the stance refused (parsers.messages.parse_stance_refusal: stance, function,
+    filename, line, failures, precompiled), with `refused`: the failure that is the cause (the
+    newest cache entry's — the highest compile id, whichever order torch listed them in — as a
+    recompile's primary cause; None where the code object had no cache entry: its first
+    compile was refused), and `allowed`: the recompiles of that code object the log shows
+    before the refusal, each {compile_id, occurrence, cause} (the cause as the recompile
+    findings say it), in order. Where the message names no function (older torch), the code
+    object is the one whose compile ids the failed entries are."""
+    from traceview.analyze.storms import primary_causes
+
+    st = parse_stance_refusal(c["message_full"]) or {}
+    failures = st.get("failures") or []
+
+    def newest(f: dict[str, Any]) -> tuple[int, int]:
+        m = re.match(r"^(\d+)/(\d+)$", f.get("failed_against") or "")
+        return (int(m.group(2)), -int(f.get("reason_index") or 0)) if m else (-1, -int(f.get("reason_index") or 0))
+
+    refused = max(failures, key=newest) if failures else None
+    allowed: list[dict[str, Any]] = []
+    rec = trace.recompiles
+    if rec.height and not st.get("function") and refused is not None and refused.get("failed_against"):
+        mine = rec.filter(pl.col("rank").is_null() if c["rank"] is None else pl.col("rank") == c["rank"])
+        frame = refused["failed_against"].split("/")[0]
+        named = mine.filter(pl.col("compile_id").str.starts_with(f"{frame}/") & pl.col("function").is_not_null())
+        if named.height:
+            r0 = named.row(0, named=True)
+            st = {**st, "function": r0["function"], "filename": r0["filename"]}
+    if rec.height and st.get("function"):
+        same = rec.filter(
+            (pl.col("function") == st["function"])
+            & (pl.col("rank").is_null() if c["rank"] is None else pl.col("rank") == c["rank"])
+        )
+        if st.get("filename"):  # the code object: its file, where the rows name one
+            same = same.filter(pl.col("filename").is_null() | (pl.col("filename") == st["filename"]))
+        causes = primary_causes(trace)
+        seen: set[tuple[str, Any]] = set()
+        # a text log's rows carry no occurrence: they are the first use of the id, as the trace's
+        for r in same.sort(["occurrence", "lineno"], nulls_last=True).iter_rows(named=True):
+            k = (r["compile_id"], r["occurrence"] or 1)
+            if r["compile_id"] is None or k in seen:
+                continue
+            seen.add(k)
+            cause = causes.get((r["rank"], *k))
+            allowed.append({"compile_id": r["compile_id"], "occurrence": k[1],
+                            "cause": (cause or {}).get("text") or r["guard"]})
+    return {**st, "refused": refused, "allowed": allowed}
 # killed by a signal of its own (analyze.signals): which signal, in whose code, after which record
 
 
@@ -325,7 +387,7 @@ def _signals(trace: Trace, rows: list[dict[str, Any]]) -> None:
         c = {
             "rank": rank, "kind": "signal", "exc_type": d["signal"], "message": d["text"], "message_full": d["text"],
             "category": "segfault", "raised_in": "unknown", "function": None, "filename": None, "line": None,
-            "code": None, "called_from": None, "kernel": None, "memory": None, "ran": None, "next_step": "",
+            "code": None, "called_from": None, "kernel": None, "memory": None, "ran": None, "stance": None, "next_step": "",
             "consequence_of": None, "distributed_error": None, "look_first": [], "diverged_in": None,
             "certainty": "certain", "evidence": f"{what}: {d['text']}", "file": file, "lineno": d["lineno"],
         }
@@ -646,6 +708,7 @@ def _crash_rows(
                 "kernel": kernel if at_launch else None,
                 "memory": None,
                 "ran": None,
+                "stance": None,
                 "next_step": step,
                 "consequence_of": consequence,
                 "distributed_error": None if desync is None else {"kind": desync[0], "line": desync[1]},
@@ -658,7 +721,8 @@ def _crash_rows(
             }
         )
     # the rank that failed first before the ranks that failed because of it
-    out.sort(key=lambda c: c["consequence_of"] is not None)
+    # (a stance's refusal before the launcher's report of it)
+    out.sort(key=lambda c: (c["consequence_of"] is not None, c["category"] != "stance_refused"))
     return out
 
 
@@ -703,7 +767,7 @@ def _launcher_finding(r: dict[str, Any]) -> dict[str, Any]:
         "rank": root, "kind": "launcher", "exc_type": r["exc_type"],
         "message": f"torchrun: {who}", "message_full": r["message"], "category": "launcher_child_failed",
         "raised_in": "launcher", "function": None, "filename": None, "line": None, "code": None,
-        "called_from": None, "kernel": None, "memory": None, "ran": None,
+        "called_from": None, "kernel": None, "memory": None, "ran": None, "stance": None,
         "next_step": (
             f"torchrun says {who}, but the ranks' own tracebacks are not in this capture: read that "
             "rank's stderr (torchrun --log-dir DIR --tee 3 keeps each rank's output in a file of "

@@ -449,6 +449,9 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             where = f"compiling {bracketed(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))} {code_label(cc, paths.show)}"
         claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: "
                  f"{CATEGORY_WORDS.get(c['category'], c['category'])}" + ("" if cc else f", raised in {c['raised_in']}"))
+        if c.get("category") == "stance_refused" and c.get("stance"):
+            out.append(_stance_refusal(c, paths))
+            continue
         ran = c.get("ran") if c.get("category") == "out_of_memory" else None
         if c.get("category") == "out_of_memory":
             claim, cc = _memory_claim(c, paths), (ran if ran and ran.get("compile_id") else None)
@@ -478,6 +481,82 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             ranks=[c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), facet=c.get("category"), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
         ))
     return out
+
+
+_CHANGED = {"size": "dimension {dim} of {src}", "stride": "stride {dim} of {src}", "dtype": "the dtype of {src}",
+            "device": "the device of {src}", "requires_grad": "requires_grad of {src}",
+            "ndim": "the number of dimensions of {src}", "value": "{src}"}
+
+
+def _refused_cause(f: dict[str, Any] | None) -> str:
+    """What changed, from the failed guard of the newest cache entry (a recompile's cause)."""
+    if f is None:
+        return "no cache entry yet: the call needed the first compile of the function"
+    what = _CHANGED.get(f.get("kind") or "", "").format(dim=f.get("dim"), src=f.get("guard_source"))
+    if what and f.get("expected") and f.get("actual"):
+        return f"{what} changed: {f['expected']} -> {f['actual']}"
+    if what and f.get("expected"):
+        return f"{what} is no longer {f['expected']}, the value every compile was made for"
+    return f"the guard `{f.get('guard')}` failed"
+
+
+def _refused_fix(st: dict[str, Any], f: dict[str, Any] | None) -> str:
+    """The fix of a refused recompile: warm up what it refused before the stance, or
+    eager_on_recompile (those calls then run eagerly, uncompiled)."""
+    eager = "or torch.compiler.set_stance('eager_on_recompile'), which runs such calls eagerly instead of failing"
+    fn = st.get("function") or "the function"
+    if f is None:
+        return (f"call {fn} once, with every input kind it will see, before set_stance('{st.get('stance')}'): "
+                f"the stance refuses a first compile too; {eager}")
+    kind, src, dim = f.get("kind"), f.get("guard_source"), f.get("dim")
+    if kind in ("size", "stride") and src and dim is not None:
+        return (f"warm up every shape before set_stance('{st.get('stance')}') (one call of {fn} per shape), or "
+                f"torch._dynamo.mark_dynamic({src}, {dim}) before the first call so one graph serves every size; {eager}")
+    if kind == "dtype" and src:
+        return (f"warm up every dtype before set_stance('{st.get('stance')}') (call {fn} once with {f.get('actual') or 'that'} "
+                f"inputs), or cast {src} to {f.get('expected')} before the call; {eager}")
+    if kind == "value" and src:
+        return (f"warm up every value of {src} before set_stance('{st.get('stance')}'), or pass it as a tensor so a new "
+                f"value needs no new graph; {eager}")
+    return f"warm up every input kind before set_stance('{st.get('stance')}'); {eager}"
+
+
+def _stance_refusal(c: dict[str, Any], paths: Paths) -> Finding:
+    """set_stance("fail_on_recompile") refused the compile a call needed (the RuntimeError that
+    ends the program): what changed (the guard the newest cache entry failed, parsed as a
+    recompile's), the recompiles allowed before the stance, the fix."""
+    st = c["stance"]
+    f = st.get("refused")
+    fn = (f"{st['function']} ({paths.show(st.get('filename'), st.get('line'))})" if st.get("function")
+          else "a compiled function (torch's message names none)")
+    what = "recompile" if f is not None else "first compile"
+    claim = (f"{rank_prefix(c['rank'])}torch.compiler.set_stance('{st.get('stance')}') refused a {what} of {fn}: "
+             f"{_refused_cause(f)}; the program stopped with {c['exc_type']}")
+    lines: list[tuple[str, str]] = []
+    if c.get("filename"):
+        code = f": {c['code']}" if c.get("code") else ""
+        lines.append(("", f"the call at {c.get('function') or '?'} ({paths.show(c['filename'], c['line'])}){code}"))
+    failures = st.get("failures") or []
+    if f is not None:
+        against = f" (against {bracketed(f['failed_against'])}, the newest cache entry)" if f.get("failed_against") else ""
+        others = len(failures) - 1
+        more = f"; {plural(others, 'older entry', 'older entries')} failed too" if others > 0 else ""
+        lines.append(("cause:", f"{f.get('guard')}{against}{more}"))
+    allowed = st.get("allowed") or []
+    if allowed:
+        said = "; ".join(f"{bracketed(a['compile_id'], a.get('occurrence'))} {a['cause']}" for a in allowed)
+        lines.append(("allowed:", f"{plural(len(allowed), 'recompile')} before the stance, not the problem: {said}"))
+    if st.get("precompiled"):
+        lines.append(("", "the message also lists precompiled guards that failed (torch.compiler's precompile cache)"))
+    fix = _refused_fix(st, f)
+    lines.append(("fix:", fix))
+    ref = None
+    return Finding(
+        "crash", "act", claim, lines, next_step=fix, certainty=c.get("certainty") or "certain",
+        ranks=[c["rank"]], compiles=[], target=ref, evidence=_ev(c), facet="stance_refused",
+        code=fn, short=f"set_stance('{st.get('stance')}') refused a {what}" + (f" of {st['function']}" if st.get("function") else ""),
+        key=f"crash:{c['rank']}:stance:{st.get('function')}:{st.get('line')}",
+    )
 
 
 def _memory_claim(c: dict[str, Any], paths: Paths) -> str:
@@ -609,12 +688,20 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
     behind = [s for s in storms for d in report.get("rank_divergence") or [] if recompile_behind(d, s)]
     # a recompile made on some ranks only while the others waited: the stall is its finding
     behind += [s for s in storms if s.get("stall") and set((s.get("compile_ids") or [])[1:]) <= alone.get(s["rank"], set())]
+    # a code object's recompiles before set_stance("fail_on_recompile") refused one: the program's
+    # warm-up, allowed by it (the refusal is the finding)
+    warmed = {(c["rank"], c["stance"]["function"], c["stance"].get("filename")) for c in report.get("crashes") or []
+              if c.get("category") == "stance_refused" and c.get("stance") and c["stance"].get("function")}
     out = []
     for s, ranks in group_ranks([s for s in storms if not any(s is b for b in behind)], storm_key):
-        expected = bool(s.get("expected"))
+        allowed = any((r, s["function"], s.get("filename")) in warmed or (r, s["function"], None) in warmed for r in ranks)
+        expected = bool(s.get("expected")) or allowed
         fixed = not expected and bool(s.get("fixed_later"))  # the run applied the fix after a reset
         kind = "expected" if expected else "fixed" if fixed else ("storm" if s.get("is_storm") else "recompile")
         line, lines = _storm_lines(s, paths, optim)
+        if allowed and not s.get("expected"):
+            lines = [("allowed:", "before set_stance('fail_on_recompile'), which then refused the next one (CRASHED): "
+                                  "the program's warm-up, not the problem"), *lines]
         applied = _resume_of_fixed_break(s, report)
         if applied:  # the break that hands this value over was fixed later in the run
             lines = [(label, applied if label.strip() == "fix:" else text) for label, text in lines]
@@ -929,6 +1016,96 @@ def _max_autotune(report: dict[str, Any]) -> list[Finding]:
     )]
 
 
+_ARTIFACT_WORDS = {"inductor": "Inductor (FX graph)", "aot_autograd": "AOTAutograd", "pgo": "PGO", "autotune": "autotune",
+                   "precompile": "precompile"}
+
+
+def _lookups(x: dict[str, Any]) -> str:
+    """`FX graph 2 hits / 0 misses, AOTAutograd 1 hit / 0 misses` (what was looked up)."""
+    parts = []
+    for what, h, m in (("FX graph", x["fx_hits"], x["fx_misses"]), ("AOTAutograd", x["aot_hits"], x["aot_misses"])):
+        if h or m:
+            parts.append(f"{what} {plural(h, 'hit')} / {plural(m, 'miss', 'misses')}")
+    return ", ".join(parts) or "no lookup logged"
+
+
+def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    """A process that loaded portable cache artifacts (torch.compiler.load_cache_artifacts) before
+    compiling: a warm start when every lookup after it hit (a fact), in part when some compiles
+    missed them, or nothing served when every lookup missed (both: act)."""
+    out = []
+    # ranks whose loads read the same (the same artifacts, the same lookups per compile) are one finding
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for ld in (report.get("cache") or {}).get("loaded") or []:
+        sig = (tuple(sorted(ld["artifacts"].items())), ld["certainty"], tuple(
+            (c["compile_id"], c["fx_hits"], c["fx_misses"], c["aot_hits"], c["aot_misses"]) for c in ld.get("compiles") or []))
+        groups.setdefault(sig, []).append(ld)
+    for same in groups.values():
+        ld = {**same[0], "dynamo_s": max(x.get("dynamo_s") or 0 for x in same),
+              "kernel_build_s": max(x.get("kernel_build_s") or 0 for x in same)}
+        ranks = [x["rank"] for x in same]
+        who = ranks_text(ranks)
+        slowest = " on the slowest rank" if len(same) > 1 else ""
+        order = list(_ARTIFACT_WORDS)
+        arts = ", ".join(f"{n} {_ARTIFACT_WORDS.get(k, k)}" for k, n in sorted(
+            ld["artifacts"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))) or "its"
+        wrote = f"torch.compiler.load_cache_artifacts wrote {arts} entr{'y' if sum(ld['artifacts'].values()) == 1 else 'ies'} into the cache"
+        comps = ld.get("compiles") or []
+        n = len(comps)
+        lines: list[tuple[str, str]] = []
+        if not comps:
+            severity, facet = "fact", "unused"
+            claim = f"{who}loaded cache artifacts: {wrote}; no FX graph or AOTAutograd lookup was logged after it"
+            step = "the compiles after the load logged no cache lookup: TORCH_TRACE (or TORCH_LOGS=torch._inductor.codecache) shows them"
+        elif not ld["missed"]:
+            severity, facet = "fact", "served"
+            claim = (f"{who}warm start from loaded cache artifacts: {wrote} before compiling; every lookup "
+                     f"after it hit ({_lookups(ld)}, in {plural(n, 'compile')})")
+            step = ("`traceview diff` of the run that saved the artifacts and this one says what the load saved, per compile "
+                    "and per phase")
+        else:
+            severity = "act"
+            facet = "missed" if not ld["served"] else "partial"
+            if ld["served"]:
+                claim = (f"{who}warm start from loaded cache artifacts, in part: {plural(ld['missed'], 'compile')} "
+                         f"of {n} missed them ({_lookups(ld)}); {wrote}")
+                step = ("save the artifacts after a run that compiled every shape, dtype and mode this run needs (or mark the "
+                        "varying dimension dynamic), so that the load serves every compile; `traceview diff` of the saving run "
+                        "and this one shows which compiles are new")
+            else:
+                claim = (f"{who}loaded cache artifacts served nothing: every lookup after "
+                         f"torch.compiler.load_cache_artifacts missed ({_lookups(ld)}); {wrote}")
+                step = ("compile with the torch version, configs and inputs the artifacts were saved with: the cache keys "
+                        "differ; `traceview diff` of the saving run and this one names the key component that changed")
+        for c in comps:
+            if ld["missed"] and not (c["fx_misses"] or c["aot_misses"]):
+                continue  # where some missed, the lines name those
+            name = f"{bracketed(c['compile_id'], c.get('occurrence'))} {paths.compile_name(c)}" if c.get("function") else bracketed(c["compile_id"])
+            state = "missed: compiled from scratch" if (c["fx_misses"] or c["aot_misses"]) else "served"
+            lines.append(("", f"{name}: {_lookups(c)} ({state})"))
+        if ld.get("dynamo_s") and ld["served"]:
+            lines.append(("", f"Dynamo still traced every frame ({seconds_text(ld['dynamo_s'])} in all{slowest}): the artifacts hold "
+                              "what comes after Dynamo (AOTAutograd and Inductor)"))
+        if ld.get("kernel_build_s"):
+            lines.append(("kernels:", f"the compiles the artifacts served built their C++ kernels again "
+                                      f"({seconds_text(ld['kernel_build_s'])} of compile_file{slowest}): the artifacts hold the "
+                                      "generated code, not the compiled kernels"))
+        if ld["certainty"] != "certain":
+            lines.append(("how sure:", f"{ld['certainty']}: the trace does not name the call; {ld['how']}, which only a "
+                                       "load does (TORCH_LOGS=+torch.compiler._cache names each artifact)"))
+        lines.append(("next:" if severity != "act" else "fix:", step))
+        cost = Cost(seconds=float(sum(c["dynamo_s"] or 0 for c in comps if c["fx_misses"] or c["aot_misses"])))
+        out.append(Finding(
+            "cache", severity, claim, lines, next_step=step, certainty=ld["certainty"], cost=cost, ranks=ranks,
+            compiles=[CompileRef(r, c["compile_id"], c.get("occurrence")) for r in ranks for c in comps],
+            evidence=[Evidence(x.get("file"), x.get("lineno"), x["rank"]) for x in same], facet=facet,
+            short=("loaded cache artifacts served nothing" if facet == "missed"
+                   else f"loaded cache artifacts missed {plural(ld['missed'], 'compile')}" if facet == "partial" else None),
+            key=f"cache:{who.strip()}:{facet}",
+        ))
+    return out
+
+
 def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
     ct = report.get("compile_time") or {}
     out = []
@@ -964,7 +1141,7 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         _compiled_nothing(report) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths)
         + _collectives(report, paths) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
-        + _graph_breaks(report, paths) + _max_autotune(report) + _slow(report, paths)
+        + _graph_breaks(report, paths) + _cache_loads(report, paths) + _max_autotune(report) + _slow(report, paths)
     )
     return ranked(found)  # the one order (Finding.rank_key)
 
@@ -1001,7 +1178,15 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
                 found.append(plural(len(fs), _noun("collectives")))
         elif kind == "crash":
             oom = sum(1 for f in fs if f.facet == "out_of_memory")
-            if oom == len(fs):  # said as memory, not as a crash of the program's logic
+            refused = [f for f in fs if f.facet == "stance_refused"]
+            # the stance's refusal is what ended it: said as that (a launcher's report of the rank
+            # that stopped is its consequence, not another crash)
+            rest = [f for f in fs if f.facet not in ("stance_refused", "launcher_child_failed")]
+            if refused:
+                found.append((refused[0].short or refused[0].claim) + (f" (on {len(refused)} processes)" if len(refused) > 1 else ""))
+                if rest:
+                    found.append("the program crashed" if len(rest) == 1 else f"{len(rest)} processes crashed")
+            elif oom == len(fs):  # said as memory, not as a crash of the program's logic
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
             else:
                 sig = [f for f in fs if f.facet == "signal"]
@@ -1032,7 +1217,7 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             found.append(plural(sum(f.count for f in fs), _noun("failure")))
         elif kind == "cudagraphs":
             found.append(plural(len(fs), _noun("cudagraphs")))
-        elif kind == "autotune":
+        elif kind in ("autotune", "cache"):
             found.append(fs[0].short or fs[0].claim)
         elif kind == "divergence":
             ranks = [r for f in fs for r in f.ranks]
@@ -1056,6 +1241,11 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
         out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
     if breaks:
         out.append(f"expected: {plural(len(breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)")
+    served = [f for f in findings if f.kind == "cache" and f.facet == "served"]
+    if served:
+        out.append("warm start: every cache lookup hit the artifacts torch.compiler.load_cache_artifacts loaded"
+                   + (f" (on {n} processes)" if (n := sum(len(f.ranks) or 1 for f in served)) > 1 else "")
+                   + ("" if all(f.certainty == "certain" for f in served) else " (likely: read from the trace's marks)"))
     if text_log_only(report):
         # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
         what = "compile times or status" if (report.get("cache") or {}).get("from_text_log") else "compile times, cache or status"

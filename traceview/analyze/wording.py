@@ -30,6 +30,7 @@ CRASH_CATEGORY_WORDS = {
     "segfault": "segmentation fault",
     "runtime_error_in_compiled_code": "runtime error in compiled code",
     "user_error_after_compile": "error in the program after compiling",
+    "stance_refused": "a compile stance (set_stance) refused the compile a call needed",
     "launcher_child_failed": "torchrun: a rank failed",
     "distributed_desync": "distributed desync (the ranks' collectives out of step)",
 }

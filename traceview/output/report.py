@@ -33,6 +33,7 @@ from traceview.analyze.failures import failures
 from traceview.analyze.hotspots import graph_break_hotspots
 from traceview.analyze.judge import cache_key_lines, head_lines, judge
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
+from traceview.analyze.portable_caches import cache_loads
 from traceview.analyze.stalls import mark_lone_recompiles, rank_stalls
 from traceview.analyze.stops import stop_findings, tie_unfinished
 from traceview.analyze.storms import recompile_storms
@@ -190,7 +191,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "frameless": ct.frameless_groups(trace),
         },
         # with why the keys of one graph differ (ranks, compiles again): analyze.cache_keys
-        "cache": {**ct.cache_summary(trace), "keys": key_verdicts(trace)},
+        "cache": {**ct.cache_summary(trace), "keys": key_verdicts(trace), "loaded": cache_loads(trace)},
         "cudagraphs": {
             **cudagraph_counts(trace),
             "findings": cudagraph_findings(trace),
