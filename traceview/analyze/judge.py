@@ -383,6 +383,9 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             where = f"compiling {bracketed(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))} {code_label(cc, paths.show)}"
         claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: "
                  f"{CATEGORY_WORDS.get(c['category'], c['category'])}" + ("" if cc else f", raised in {c['raised_in']}"))
+        if c.get("category") == "export_data_dependent":  # the verdict first, at the user's line
+            place = f"in {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
+            claim = f"{rank_prefix(c['rank'])}{CATEGORY_WORDS['export_data_dependent']} {place} ({c['exc_type']})"
         ran = c.get("ran") if c.get("category") == "out_of_memory" else None
         if c.get("category") == "out_of_memory":
             claim, cc = _memory_claim(c, paths), (ran if ran and ran.get("compile_id") else None)
@@ -583,8 +586,12 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
 
 def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
     fails = report.get("failures") or []
+    exported = [f for f in fails if f["category"] == "export_data_dependent" and f.get("compile_id")]
     out = []
     for g in report.get("graph_breaks") or []:
+        if exported and all(any(f["compile_id"] == c and f.get("rank") in (g.get("ranks") or [None]) for f in exported)
+                            for c in g.get("compile_ids") or [None]):
+            continue  # strict torch.export's failure, not a break: said as the export's failure (or crash)
         gb = f" [{g['gb_id']}]" if g.get("gb_id") else ""
         ranks = list(g.get("ranks") or [])
         where = f"{ranks_text(ranks)}{g['count']}x" if ranks else f"{g['count']}x"
@@ -657,10 +664,13 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
     eager (a break that raised under fullgraph=True stays a failure: the compile failed)."""
     storms = report.get("recompiles") or []
     breaks = report.get("graph_breaks") or []
+    # an export the program crashed of is said once, as the crash (the same error)
+    exported = {c.get("rank") for c in report.get("crashes") or [] if c.get("category") == "export_data_dependent"}
     fails = [
         f for f in report.get("failures") or []
         if not any(storm_failure(s, f) and recompiled_repeatedly(s) for s in storms)
         and not any(g.get("frame_skipped") and break_failure(g, f) for g in breaks)
+        and not (f["category"] == "export_data_dependent" and f.get("rank") in exported)
     ]
     out = []
     # the same failure on many ranks, or of many compiles, is one finding (findings.group_failures)
@@ -668,6 +678,10 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
         ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
         claim = (f"{ranks_text(franks)}{_failed_ids(same)} {code_label(f, paths.show)}: "
                  f"{CATEGORY_WORDS.get(f['category'], f['category'])}{ft}")
+        if f["category"] == "export_data_dependent":  # the verdict first, at the user's line
+            ids = f" {_failed_ids(same)}" if f.get("compile_id") else ""
+            claim = (f"{ranks_text(franks)}{CATEGORY_WORDS['export_data_dependent']} in {f.get('function') or '?'} "
+                     f"({paths.show(f['filename'], f['line'])}){ids}{ft}")
         lines: list[tuple[str, str]] = [("", f["reason"] or "")]
         if injected := injection_words(f.get("testing_only_config")):
             lines.append(("cause:", injected[0]))
@@ -679,10 +693,11 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
         lines.append(("next:", f["next_step"]))
         ranks = sorted({r for r in franks if r is not None}) or [None]
         more = [("reason:", f.get("reason_full") or f.get("reason") or "?"), *_on_ranks(ranks)]
-        ref = CompileRef(f["rank"], f["compile_id"], f.get("occurrence"), f.get("attempts"))
+        # a non-strict export that stopped partway has no compile id (no compile to open)
+        ref = CompileRef(f["rank"], f["compile_id"], f.get("occurrence"), f.get("attempts")) if f.get("compile_id") else None
         out.append(Finding(
             "failure", "act", claim, lines, more, next_step=f["next_step"], certainty=f.get("certainty") or "certain",
-            ranks=ranks, compiles=[CompileRef(x["rank"], x["compile_id"], x.get("occurrence"), x.get("attempts")) for x in same],
+            ranks=ranks, compiles=[CompileRef(x["rank"], x["compile_id"], x.get("occurrence"), x.get("attempts")) for x in same if x.get("compile_id")],
             evidence=_ev(f), count=len(same), facet=f["category"], target=ref,
             key=f"failure:{f['compile_id']}:{f.get('occurrence')}:{f['category']}:{ranks_text(franks).strip()}",
         ))
@@ -983,6 +998,20 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
         out.append(f"fixed: {plural(len(fixed_breaks), 'graph break')}, gone after the run applied torch's config fix")
     if recompiled:
         out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
+    facts = report.get("facts") or {}
+    splits = {(d["compile_id"], d.get("occurrence")): d for d in facts.get("ddp_splits") or []}
+    if splits:  # DDPOptimizer's split is by design, and no graph break: said beside DDP's own breaks
+        first = next(iter(splits.values()))
+        what = (f"{bracketed(first['compile_id'], first.get('occurrence'))} into {plural(first['submodules'], 'submodule')}"
+                if len(splits) == 1 else plural(len(splits), "graph"))
+        out.append(f"expected: DDPOptimizer split {what} at DDP's gradient buckets (by design, not graph breaks)")
+    drafted = facts.get("draft_export_issues") or []
+    if drafted:  # draft_export's program works; what it assumed is said as a note, not a failure
+        out.append(f"note: draft_export decided {plural(len(drafted), 'data-dependent expression')} from the example input (FACTS)")
+    unsplit = facts.get("ddp_unsplit") or []
+    if unsplit:
+        ids = ", ".join(bracketed(d["compile_id"], d.get("occurrence")) for d in unsplit[:3])
+        out.append(f"note: optimize_ddp=False: {ids} compiled as one graph (DDP's all-reduce cannot overlap the compiled backward)")
     if breaks:
         out.append(f"expected: {plural(len(breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)")
     if text_log_only(report):
