@@ -498,13 +498,14 @@ def _failure_rows(
         filename = r["fail_user_filename"] or r["filename"]
         line = r["fail_user_line"] if r["fail_user_line"] is not None else r["line"]
         function = r["function"]
-        if r["fail_user_line"] is None and (uf := user_frame_of(r["fail_reason"])) is not None:
+        uf = user_frame_of(r["fail_reason"])
+        if r["fail_user_line"] is None and uf is not None:
             filename, line = uf[0], uf[1]  # the message's user stack, not the def line
-            if function is None:
-                function = uf[2]
         if exported and r["file"] in exported and data_dependent(r["fail_type"], r["fail_reason"]):
             cat = "export_data_dependent"  # torch.export on a value only the data decides, not fullgraph
             step = NEXT_STEPS[cat]
+            if function is None and uf is not None:
+                function = uf[2]  # strict export names no code object: the user's function that failed
         if r.get("suppress_errors"):
             step = (
                 "torch._dynamo.config.suppress_errors=True hid this failure: the frame runs eagerly "
