@@ -501,7 +501,8 @@ def _failure_rows(
         uf = user_frame_of(r["fail_reason"])
         if r["fail_user_line"] is None and uf is not None:
             filename, line = uf[0], uf[1]  # the message's user stack, not the def line
-        if exported and r["file"] in exported and data_dependent(r["fail_type"], r["fail_reason"]):
+        # strict torch.export's Dynamo compile names no code object (a torch.compile failure always does)
+        if exported and r["file"] in exported and r["function"] is None and data_dependent(r["fail_type"], r["fail_reason"]):
             cat = "export_data_dependent"  # torch.export on a value only the data decides, not fullgraph
             step = NEXT_STEPS[cat]
             if function is None and uf is not None:
