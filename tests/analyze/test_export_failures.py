@@ -54,7 +54,7 @@ def test_the_verdict_is_first_at_the_users_line(name: str, part: str) -> None:
     assert first["claim"] == f"{VERDICT} in forward ({name}.py:{line}) ({exc})"
     # one finding for the one error: no failed compile, no graph break beside the crash
     assert [f["kind"] for f in rep["findings"]] == ["crash"]
-    assert rep["head"][0] == "findings: the program crashed"
+    assert rep["head"][0] == "findings: torch.export failed on control flow that needs a tensor's value (the program crashed)"
     (crash,) = rep["crashes"]
     assert crash["called_from"]["line"] == _line_of(name, call)
     step = crash["next_step"]
@@ -70,6 +70,7 @@ def test_strict_export_from_the_trace_alone(name: str) -> None:
     assert f["kind"] == "failure" and f["facet"] == "export_data_dependent" and f["certainty"] == "certain"
     assert f["claim"] == f"{VERDICT} in forward ({name}.py:{_line_of(name, code)}) [0/0] ({exc.rsplit('.', 1)[-1]})"
     assert "fullgraph" not in f["next_step"]
+    assert rep["head"][0] == "findings: torch.export failed on control flow that needs a tensor's value"
     # torch counted no graph break (its counters have none): the gb0170 record is the export's failure
     counters = json.loads((CORPUS / name / "oracle.json").read_text())["processes"][0]["counters"]
     assert "graph_break" not in counters
@@ -95,7 +96,7 @@ def test_non_strict_export_from_the_trace_alone_is_likely(name: str, code: str, 
     (row,) = rep["failures"]
     assert row["source"] == "trace_partial" and row["compile_id"] is None
     assert f"data-dependent value {symbol} " in row["reason"] and f"{name}.py:{line}" in row["reason"]
-    assert rep["head"][0] == "findings: 1 failed compile"
+    assert rep["head"][0] == "findings: torch.export failed on control flow that needs a tensor's value"
 
 
 def test_exports_that_did_not_fail_this_way_are_not_called_so() -> None:

@@ -919,6 +919,8 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
 
 
 # ------------------------------------------------------------------------- the head line
+EXPORT_FAILED = "torch.export failed on control flow that needs a tensor's value"
+
 def _noun(kind: str) -> str:
     """What the head line counts of a kind (KIND_WORDS' noun; a kind without one: its title's
     findings)."""
@@ -950,8 +952,11 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
                 found.append(plural(len(fs), _noun("collectives")))
         elif kind == "crash":
             oom = sum(1 for f in fs if f.facet == "out_of_memory")
+            exported = sum(1 for f in fs if f.facet == "export_data_dependent")
             if oom == len(fs):  # said as memory, not as a crash of the program's logic
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
+            elif exported == len(fs):  # the verdict, not "a crash"
+                found.append(f"{EXPORT_FAILED} (the program crashed)" if len(fs) == 1 else f"{EXPORT_FAILED} in {len(fs)} processes")
             else:
                 found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
         elif kind in ("stop", "compiled_nothing"):
@@ -973,7 +978,11 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             eager = sum(1 for f in fs if f.facet == "frame_skipped")
             found.append(plural(len(fs), _noun("graph_break")) + (f" ({eager} sent a whole frame to eager)" if eager else ""))
         elif kind == "failure":
-            found.append(plural(sum(f.count for f in fs), _noun("failure")))
+            exported = sum(f.count for f in fs if f.facet == "export_data_dependent")
+            if exported:  # an export is no compile: its verdict
+                found.append(EXPORT_FAILED if exported == 1 else f"{EXPORT_FAILED} ({exported} exports)")
+            if sum(f.count for f in fs) > exported:
+                found.append(plural(sum(f.count for f in fs) - exported, _noun("failure")))
         elif kind == "cudagraphs":
             found.append(plural(len(fs), _noun("cudagraphs")))
         elif kind == "autotune":
