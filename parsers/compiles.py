@@ -133,6 +133,15 @@ SPANS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+
+def _optimize_ddp(value: object) -> bool | None:
+    """`torch._dynamo.config.optimize_ddp` as DDPOptimizer's split: true or "ddp_optimizer" split
+    at the buckets, false or "no_optimization" one graph; the python_reducer modes (compiled
+    autograd's reducer) are neither: null."""
+    if type(value) is bool:
+        return value
+    return {"ddp_optimizer": True, "no_optimization": False}.get(value) if isinstance(value, str) else None
+
 def _stack(frames: object, strings: dict[int, str]) -> list[str]:
     """A stack field as `path:line in name[: loc]` texts ([] when it is damaged: the parse
     counted it as a problem, parsers.coerce)."""
@@ -371,7 +380,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "capture_scalar_outputs": bool_of(cfg.get("capture_scalar_outputs")),
                 "capture_dynamic_output_shape_ops": bool_of(cfg.get("capture_dynamic_output_shape_ops")),
                 # DDPOptimizer: split a DDP module's graph at its gradient buckets (off: one graph)
-                "optimize_ddp": bool_of(cfg.get("optimize_ddp")),
+                "optimize_ddp": _optimize_ddp(cfg.get("optimize_ddp")),
                 # torch's test-only settings the run turned on (fault injection: a failure asked for)
                 "testing_only_config": testing_only_settings(m.get("dynamo_config"), m.get("inductor_config")),
                 # set at compile time when CUDA graphs were refused (graph partition off)
