@@ -536,7 +536,9 @@ def ddp_splits(trace: Trace) -> list[dict[str, Any]]:
         e["function"], e["filename"], e["line"] = first.get("function"), first.get("filename"), first.get("line")
         e["fx_cache"] = [
             {"rank": rk, "hits": rows[rk]["fx_cache_hits"] or 0, "misses": rows[rk]["fx_cache_misses"] or 0}
-            for rk in e["ranks"] if rk in rows and rows[rk].get("fx_cache_hits") is not None
+            for rk in e["ranks"]
+            # a cache whose lookups the log never recorded is unknown, not "0 hits / 0 misses"
+            if rk in rows and (rows[rk].get("fx_cache_hits") or 0) + (rows[rk].get("fx_cache_misses") or 0) > 0
         ]
         e["graph_breaks"] = sum(rows[rk]["graph_breaks"] or 0 for rk in e["ranks"] if rk in rows) if rows else None
     return sorted(groups.values(), key=lambda e: (sort_key(e["compile_id"] or ""), e["occurrence"] or 0, e["split"], e["ranks"]))
