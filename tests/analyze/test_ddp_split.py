@@ -106,3 +106,19 @@ def test_gpu_split_layers_and_cache() -> None:
     (d,) = _report(GPU)["facts"]["ddp_splits"]
     assert d["layers"] == [["layers.0"], ["layers.1", "layers.2"], ["layers.3", "layers.4"], ["layers.5", "head"]]
     assert d["fx_cache"] == [{"rank": 0, "hits": 2, "misses": 6}, {"rank": 1, "hits": 2, "misses": 6}]
+
+
+def test_a_cache_the_log_never_looked_up_is_not_zero_hits() -> None:
+    # ddp_rank_recompile: torch counted no FX graph cache lookup (no `inductor` counters) and
+    # the trace logged none: the split says no cache figure, never "0 hits / 0 misses"
+    from traceview.output.summary import render_text
+
+    d = FIXTURES / "corpus" / "ddp_rank_recompile"
+    assert all("inductor" not in c for c in _counters(d).values())
+    rep = _report(d)
+    splits = rep["facts"]["ddp_splits"]
+    assert [(s["compile_id"], s["ranks"], s["fx_cache"]) for s in splits] == [("4/0", [0, 1, 2, 3], []), ("4/1", [3], [])]
+    assert splits[0]["layers"][1][0] == "blocks.0.fc" and len(splits[0]["layers"][1]) == 8
+    text = " ".join(render_text(rep).split())
+    assert "0 hits / 0 misses" not in text
+    assert "submod_1: blocks.0.fc … blocks.3.norm (8 modules) (1.0 MiB)" in text
