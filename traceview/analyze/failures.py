@@ -501,8 +501,10 @@ def _failure_rows(
         uf = user_frame_of(r["fail_reason"])
         if r["fail_user_line"] is None and uf is not None:
             filename, line = uf[0], uf[1]  # the message's user stack, not the def line
-        # strict torch.export's Dynamo compile names no code object (a torch.compile failure always does)
-        if exported and r["file"] in exported and r["function"] is None and data_dependent(r["fail_type"], r["fail_reason"]):
+        # strict torch.export's Dynamo compile: torch 2.13 names no code object (a torch.compile
+        # failure always does); a torch that logs its dynamo_start has torch.export on that stack
+        by_export = r["function"] is None or any(EXPORT_PATH.search(str(fr)) for fr in r.get("user_stack") or [])
+        if exported and r["file"] in exported and by_export and data_dependent(r["fail_type"], r["fail_reason"]):
             cat = "export_data_dependent"  # torch.export on a value only the data decides, not fullgraph
             step = NEXT_STEPS[cat]
             if function is None and uf is not None:
