@@ -372,7 +372,7 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
         lines.append(
             f"draft_export: {d.get('expr') or '?'}{at}{code} could not be decided from shapes; decided from the example "
             f"input ({d.get('result') or '?'}) with a runtime assert: the exported program assumes it for every input "
-            "(torch.cond / torch.where capture both cases)"
+            "(if other inputs can differ: torch._check states it, torch.cond / torch.where keep both cases)"
         )
     for d in f.get("ddp_unsplit", []):
         lines.append(ddp_unsplit_line(d, paths.show))
