@@ -23,7 +23,15 @@ from parsers.oom import is_oom_message, oom_of
 from parsers.stops import is_stop_exception
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.collectives import distributed_error, mismatch_ranks
-from traceview.analyze.failures import categorize, detail_of, headline, next_step, user_frame_of
+from traceview.analyze.failures import (
+    EXPORT_PATH,
+    categorize,
+    data_dependent,
+    detail_of,
+    headline,
+    next_step,
+    user_frame_of,
+)
 from traceview.analyze.findings import ranks_text
 from traceview.analyze.signals import (
     CRASH_SIGNALS,
@@ -194,6 +202,9 @@ def _category(exc_type: str, message: str, frames: list[str], other_text: str) -
     if "/triton/" in joined and _where(frames) != "program":
         return "triton", "compiled code"
     short = exc_type.rsplit(".", 1)[-1]
+    if data_dependent(short, message) and (EXPORT_PATH.search(joined) or "calling torch.export" in message):
+        # torch.export (strict or not) could not trace a branch or value that needs a tensor's data
+        return "export_data_dependent", "exporting"
     if exc_type.startswith("torch.") and short not in ("AcceleratorError", "OutOfMemoryError"):
         if "._dynamo." in exc_type or "._inductor." in exc_type or short in ("ConstraintViolationError", "UserError"):
             return categorize(short, message), "compiling"
@@ -650,7 +661,7 @@ def _crash_rows(
             cat = "distributed_desync"
         filename, line, function, code = _user_frame(frames, sources)
         # a torch.compile error names the user line in its message ("from user code:", "User stack:")
-        if raised_in == "compiling":
+        if raised_in in ("compiling", "exporting"):
             uf = user_frame_of(message)
             if uf is not None:
                 filename, line, function, code = uf
@@ -670,6 +681,11 @@ def _crash_rows(
         # a compiled frame's line is its `@torch.compile` or (out of memory) its `def`: the call is the next user frame
         opener = ("@", "def ") if cat == "out_of_memory" else ("@",)
         called_from = _caller(frames, sources, line, filename) if (code or "").lstrip().startswith(opener) else None
+        if cat == "export_data_dependent":  # the program's export call: its user frame before torch.export's
+            k = next((i for i, fr in enumerate(frames) if EXPORT_PATH.search(_frame_parts(fr)[0])), len(frames))
+            ef, el, efn, ecode = _user_frame(frames[:k], sources[:k])
+            if ef is not None and (ef, el) != (filename, line):
+                called_from = {"filename": ef, "line": el, "function": efn, "code": (ecode or "").strip() or None}
         root = roots.get(r["file"])
         consequence = root if root is not None and r["rank"] is not None and r["rank"] != root else None
         certainty, evidence = r["certainty"], r["evidence"]

@@ -452,6 +452,9 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
         if c.get("category") == "stance_refused" and c.get("stance"):
             out.append(_stance_refusal(c, paths))
             continue
+        if c.get("category") == "export_data_dependent":  # the verdict first, at the user's line
+            place = f"in {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
+            claim = f"{rank_prefix(c['rank'])}{CATEGORY_WORDS['export_data_dependent']} {place} ({c['exc_type']})"
         ran = c.get("ran") if c.get("category") == "out_of_memory" else None
         if c.get("category") == "out_of_memory":
             claim, cc = _memory_claim(c, paths), (ran if ran and ran.get("compile_id") else None)
@@ -736,8 +739,15 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
 
 def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
     fails = report.get("failures") or []
+    # strict torch.export's data-dependent failure logs its break too: the failure (or the
+    # crash) says it; a break is left out only where all of it is such failures, in its own file
+    exported = [f for f in fails if f["category"] == "export_data_dependent" and f.get("compile_id")]
     out = []
     for g in report.get("graph_breaks") or []:
+        mine = [f for f in exported if f.get("file") == g.get("file") and f["compile_id"] in (g.get("compile_ids") or [])
+                and f.get("rank") in (g.get("ranks") or [None])]
+        if mine and len(mine) >= int(g.get("count") or 0):
+            continue
         gb = f" [{g['gb_id']}]" if g.get("gb_id") else ""
         ranks = list(g.get("ranks") or [])
         where = f"{ranks_text(ranks)}{g['count']}x" if ranks else f"{g['count']}x"
@@ -810,10 +820,13 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
     eager (a break that raised under fullgraph=True stays a failure: the compile failed)."""
     storms = report.get("recompiles") or []
     breaks = report.get("graph_breaks") or []
+    # an export the program crashed of is said once, as the crash (the same error)
+    exported = {c.get("rank") for c in report.get("crashes") or [] if c.get("category") == "export_data_dependent"}
     fails = [
         f for f in report.get("failures") or []
         if not any(storm_failure(s, f) and recompiled_repeatedly(s) for s in storms)
         and not any(g.get("frame_skipped") and break_failure(g, f) for g in breaks)
+        and not (f["category"] == "export_data_dependent" and f.get("rank") in exported)
     ]
     out = []
     # the same failure on many ranks, or of many compiles, is one finding (findings.group_failures)
@@ -821,6 +834,10 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
         ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
         claim = (f"{ranks_text(franks)}{_failed_ids(same)} {code_label(f, paths.show)}: "
                  f"{CATEGORY_WORDS.get(f['category'], f['category'])}{ft}")
+        if f["category"] == "export_data_dependent":  # the verdict first, at the user's line
+            ids = f" {_failed_ids(same)}" if f.get("compile_id") else ""
+            claim = (f"{ranks_text(franks)}{CATEGORY_WORDS['export_data_dependent']} in {f.get('function') or '?'} "
+                     f"({paths.show(f['filename'], f['line'])}){ids}{ft}")
         lines: list[tuple[str, str]] = [("", f["reason"] or "")]
         if injected := injection_words(f.get("testing_only_config")):
             lines.append(("cause:", injected[0]))
@@ -832,10 +849,11 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
         lines.append(("next:", f["next_step"]))
         ranks = sorted({r for r in franks if r is not None}) or [None]
         more = [("reason:", f.get("reason_full") or f.get("reason") or "?"), *_on_ranks(ranks)]
-        ref = CompileRef(f["rank"], f["compile_id"], f.get("occurrence"), f.get("attempts"))
+        # a non-strict export that stopped partway has no compile id (no compile to open)
+        ref = CompileRef(f["rank"], f["compile_id"], f.get("occurrence"), f.get("attempts")) if f.get("compile_id") else None
         out.append(Finding(
             "failure", "act", claim, lines, more, next_step=f["next_step"], certainty=f.get("certainty") or "certain",
-            ranks=ranks, compiles=[CompileRef(x["rank"], x["compile_id"], x.get("occurrence"), x.get("attempts")) for x in same],
+            ranks=ranks, compiles=[CompileRef(x["rank"], x["compile_id"], x.get("occurrence"), x.get("attempts")) for x in same if x.get("compile_id")],
             evidence=_ev(f), count=len(same), facet=f["category"], target=ref,
             key=f"failure:{f['compile_id']}:{f.get('occurrence')}:{f['category']}:{ranks_text(franks).strip()}",
         ))
@@ -1147,6 +1165,8 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
 
 
 # ------------------------------------------------------------------------- the head line
+EXPORT_FAILED = "torch.export failed on control flow that needs a tensor's value"
+
 def _noun(kind: str) -> str:
     """What the head line counts of a kind (KIND_WORDS' noun; a kind without one: its title's
     findings)."""
@@ -1182,12 +1202,15 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             # the stance's refusal is what ended it: said as that (a launcher's report of the rank
             # that stopped is its consequence, not another crash)
             rest = [f for f in fs if f.facet not in ("stance_refused", "launcher_child_failed")]
+            exported = sum(1 for f in fs if f.facet == "export_data_dependent")
             if refused:
                 found.append((refused[0].short or refused[0].claim) + (f" (on {len(refused)} processes)" if len(refused) > 1 else ""))
                 if rest:
                     found.append("the program crashed" if len(rest) == 1 else f"{len(rest)} processes crashed")
             elif oom == len(fs):  # said as memory, not as a crash of the program's logic
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
+            elif exported == len(fs):  # the verdict, not "a crash"
+                found.append(f"{EXPORT_FAILED} (the program crashed)" if len(fs) == 1 else f"{EXPORT_FAILED} in {len(fs)} processes")
             else:
                 sig = [f for f in fs if f.facet == "signal"]
                 if sig and len(fs) == 1:
@@ -1214,7 +1237,11 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             eager = sum(1 for f in fs if f.facet == "frame_skipped")
             found.append(plural(len(fs), _noun("graph_break")) + (f" ({eager} sent a whole frame to eager)" if eager else ""))
         elif kind == "failure":
-            found.append(plural(sum(f.count for f in fs), _noun("failure")))
+            exported = sum(f.count for f in fs if f.facet == "export_data_dependent")
+            if exported:  # an export is no compile: its verdict
+                found.append(EXPORT_FAILED if exported == 1 else f"{EXPORT_FAILED} ({exported} exports)")
+            if sum(f.count for f in fs) > exported:
+                found.append(plural(sum(f.count for f in fs) - exported, _noun("failure")))
         elif kind == "cudagraphs":
             found.append(plural(len(fs), _noun("cudagraphs")))
         elif kind in ("autotune", "cache"):
@@ -1239,6 +1266,20 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
         out.append(f"fixed: {plural(len(fixed_breaks), 'graph break')}, gone after the run applied torch's config fix")
     if recompiled:
         out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
+    facts = report.get("facts") or {}
+    splits = {(d["compile_id"], d.get("occurrence")): d for d in facts.get("ddp_splits") or []}
+    if splits:  # DDPOptimizer's split is by design, and no graph break: said beside DDP's own breaks
+        first = next(iter(splits.values()))
+        what = (f"{bracketed(first['compile_id'], first.get('occurrence'))} into {plural(first['submodules'], 'submodule')}"
+                if len(splits) == 1 else plural(len(splits), "graph"))
+        out.append(f"expected: DDPOptimizer split {what} at DDP's gradient buckets (by design, not graph breaks)")
+    drafted = facts.get("draft_export_issues") or []
+    if drafted:  # draft_export's program works; what it assumed is said as a note, not a failure
+        out.append(f"note: draft_export decided {plural(len(drafted), 'data-dependent expression')} from the example input (FACTS)")
+    unsplit = facts.get("ddp_unsplit") or []
+    if unsplit:
+        ids = ", ".join(bracketed(d["compile_id"], d.get("occurrence")) for d in unsplit[:3])
+        out.append(f"note: optimize_ddp=False: {ids} compiled as one graph (DDP's all-reduce cannot overlap the compiled backward)")
     if breaks:
         out.append(f"expected: {plural(len(breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)")
     served = [f for f in findings if f.kind == "cache" and f.facet == "served"]

@@ -43,6 +43,7 @@ CATEGORY_WORDS = {
     "recompile_limit": "recompile limit",
     "internal_dynamo_error": "internal Dynamo error",
     "export_guard_data_dependent": "export / guard / data-dependent error",
+    "export_data_dependent": "torch.export could not capture control flow on a tensor's value",
     "user_exception": "user exception",
     "accuracy": "accuracy failure",
     "user_error": "error in your code (fails in eager too)",
