@@ -61,7 +61,13 @@ and sizes matches; the real traces are used in place):
   is the exports' size on disk.  Building hosts4_1024 takes a few minutes; the exports are
   built again when traceview's SCHEMA_VERSION is not the one they were written with.
 
-``--scenario all`` runs all eight.  Files are given as the file path, multi-rank inputs as the
+* ``cluster_stdout_1gb``: one text log, a 2048-rank job's stdout as Slurm's ``srun -l``
+  writes it (about 1 GB), built from the real capture fixtures/cluster/srun_label_before_init:
+  each of its 4 ranks' lines given to ranks R = r, r+4, ... behind srun's prefix for 2048 tasks,
+  interleaved line by line, repeated with another pid each round.  Only ``summary-cold`` and
+  ``summary-warm`` apply (a text log: tlparse and the floor read traces).
+
+``--scenario all`` runs all nine.  Files are given as the file path, multi-rank inputs as the
 directory path.
 
 Tools (each run in its own child process; see the command constants below):
@@ -416,6 +422,43 @@ def build_single_1gb(traces: Path, dst: Path) -> dict[str, int]:
     return {name: copies * len(data)}
 
 
+CLUSTER_SOURCE = REPO / "fixtures" / "cluster" / "srun_label_before_init" / "combined.log"
+CLUSTER_RANKS = 2048
+
+
+def build_cluster_stdout(size: int) -> Callable[[Path, Path], dict[str, int]]:
+    """A 2048-rank job's stdout as `srun -l` writes it, about `size` bytes: the real 4-rank
+    capture fixtures/cluster/srun_label_before_init (srun's prefix only), its rank r's lines
+    given to ranks R = r, r+4, ... behind srun's prefix for 2048 tasks (`   7: `, as wide as
+    2047), interleaved line by line as parallel ranks arrive; repeated with another pid each
+    round (new processes: new records) until `size`."""
+
+    def build(traces: Path, dst: Path) -> dict[str, int]:
+        by_rank: dict[int, list[bytes]] = {}
+        for line in CLUSTER_SOURCE.read_bytes().splitlines(keepends=True):
+            m = re.match(rb"(\d+): ", line)
+            by_rank.setdefault(int(m[1]), []).append(line[m.end():])
+        pid = re.compile(rb"^([VIWEC]\d{4} \S+ +)(\d+)")
+        width = len(str(CLUSTER_RANKS - 1))
+        name = "job_stdout.log"
+        written = 0
+        with open(dst / name, "wb") as fh:
+            rep = 0
+            while written < size:
+                rep += 1
+                streams = []
+                for rank in range(CLUSTER_RANKS):
+                    tag = f"{rank:>{width}}: ".encode()
+                    streams.append([tag + pid.sub(lambda m, k=rep: m[1] + str(int(m[2]) + 100000 * k).encode(), x)
+                                    for x in by_rank[rank % len(by_rank)]])
+                block = b"".join(s[k] for k in range(max(map(len, streams))) for s in streams if k < len(s))
+                fh.write(block)
+                written += len(block)
+        return {name: written}
+
+    return build
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -453,6 +496,14 @@ SCENARIOS: dict[str, Scenario] = {
             True,
             True,
             real_path="peer-tlparse/multi_rank_runtime",
+        ),
+        Scenario(
+            "cluster_stdout_1gb",
+            "a 2048-rank job's stdout behind srun -l's prefix, ~1 GB (text log)",
+            False,
+            False,
+            build=build_cluster_stdout(1_000_000_000),
+            tools=("summary-cold", "summary-warm"),
         ),
         *(
             Scenario(

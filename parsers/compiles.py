@@ -93,6 +93,7 @@ COMPILES_SCHEMA: dict[str, pl.DataType] = {
     "assume_static_by_default": pl.Boolean,
     "capture_scalar_outputs": pl.Boolean,
     "capture_dynamic_output_shape_ops": pl.Boolean,
+    "optimize_ddp": pl.Boolean,
     "testing_only_config": pl.String,
     "cudagraph_skip_reason": pl.String,
     "fx_cache_hits": pl.Int32,
@@ -131,6 +132,15 @@ SPANS_SCHEMA: dict[str, pl.DataType] = {
     "end_lineno": pl.Int64,
 }
 
+
+
+def _optimize_ddp(value: object) -> bool | None:
+    """`torch._dynamo.config.optimize_ddp` as DDPOptimizer's split: true or "ddp_optimizer" split
+    at the buckets, false or "no_optimization" one graph; the python_reducer modes (compiled
+    autograd's reducer) are neither: null."""
+    if type(value) is bool:
+        return value
+    return {"ddp_optimizer": True, "no_optimization": False}.get(value) if isinstance(value, str) else None
 
 def _stack(frames: object, strings: dict[int, str]) -> list[str]:
     """A stack field as `path:line in name[: loc]` texts ([] when it is damaged: the parse
@@ -369,6 +379,8 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 # the settings torch's graph-break hints name as the fix of .item() / nonzero
                 "capture_scalar_outputs": bool_of(cfg.get("capture_scalar_outputs")),
                 "capture_dynamic_output_shape_ops": bool_of(cfg.get("capture_dynamic_output_shape_ops")),
+                # DDPOptimizer: split a DDP module's graph at its gradient buckets (off: one graph)
+                "optimize_ddp": _optimize_ddp(cfg.get("optimize_ddp")),
                 # torch's test-only settings the run turned on (fault injection: a failure asked for)
                 "testing_only_config": testing_only_settings(m.get("dynamo_config"), m.get("inductor_config")),
                 # set at compile time when CUDA graphs were refused (graph partition off)
@@ -420,6 +432,7 @@ def build_compiles(events: pl.DataFrame, strings: pl.DataFrame, chromium: pl.Dat
                 "assume_static_by_default",
                 "capture_scalar_outputs",
                 "capture_dynamic_output_shape_ops",
+                "optimize_ddp",
                 "testing_only_config",
                 "cudagraph_skip_reason",
                 "user_stack",

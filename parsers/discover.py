@@ -18,14 +18,15 @@ from pathlib import Path
 
 from parsers.code_location import TORCH_FILE_BYTES
 from parsers.flight_recorder import looks_like_dump
-from parsers.glog import HEAD, PREFIX, as_bytes, plain
-from parsers.gzipped import is_gzip, read_all
+from parsers.glog import PREFIX, TEXT_HEAD, TEXT_PREFIX, as_bytes, plain
+from parsers.gzipped import GzipStream, is_gzip, read_all
 
 TRACE_NAME_RE = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_?)?.*\.log(?:\.gz)?$")
 _PREFIX = as_bytes("^" + plain(PREFIX) + " ")
 TRACE_LINE_RE = re.compile(_PREFIX + rb"\{\"")
-TEXT_LINE_RE = re.compile(_PREFIX)
-TS_RE = re.compile(as_bytes("^" + HEAD))
+# a text log's line may carry a cluster launcher's prefix before torch's (parsers.glog.LAUNCHER)
+TEXT_LINE_RE = re.compile(as_bytes("^" + plain(TEXT_PREFIX) + " "))
+TS_RE = re.compile(as_bytes("^" + TEXT_HEAD))
 _RANK_KEY = re.compile(rb', "rank": (\d+)')
 RUN_GAP_S = 600.0
 _SNIFF = 64 * 1024
@@ -84,8 +85,9 @@ def sniff(path: str) -> tuple[str, str]:
     """Classify a file: ('trace'|'text'|'empty'|'binary'|'other', first timestamp).
 
     Reads the first 64 KiB; a text file with no torch log line there (a job that printed a
-    lot before compiling) is read further, up to 8 MiB. Raises InputError for a gzip file
-    of which nothing is readable."""
+    lot before compiling) is read further, up to 8 MiB, then on in 8 MiB blocks to its first
+    torch log line (a many-rank job's stdout). Raises InputError for a gzip file of which
+    nothing is readable."""
     head = _head(path)
     if not head.strip():
         return "empty", ""
@@ -93,10 +95,35 @@ def sniff(path: str) -> tuple[str, str]:
     # file binary, only one where no line is a torch log line
     kind, start = _classify(head)
     if kind == "other" and len(head) == _SNIFF:
-        kind, start = _classify(_head(path, _SNIFF_MORE))
+        more = _head(path, _SNIFF_MORE)
+        kind, start = _classify(more)
+        if kind == "other" and len(more) == _SNIFF_MORE and b"\x00" not in head[:8192]:
+            kind, start = _first_text_line(path)
     if kind == "other" and b"\x00" in head[:8192]:
         return "binary", ""
     return kind, start
+
+
+_TEXT_LINE_M = re.compile(b"(?m)" + TEXT_LINE_RE.pattern)
+
+
+def _first_text_line(path: str) -> tuple[str, str]:
+    """A text file with no torch log line in its first 8 MiB (a many-rank job's stdout: every
+    rank's start-up output first): read on, 8 MiB at a time, to its first torch log line
+    ('text' and its timestamp; 'other' when there is none)."""
+    with open(path, "rb") as fh:
+        blocks = GzipStream(fh).pieces(_SNIFF_MORE) if is_gzip(fh) else iter(lambda: fh.read(_SNIFF_MORE), b"")
+        carry = b""
+        for block in blocks:
+            data = carry + block
+            cut = data.rfind(b"\n") + 1
+            m = _TEXT_LINE_M.search(data, 0, cut or len(data))
+            if m:
+                line_end = data.find(b"\n", m.start())
+                kind, start = _classify(data[m.start(): line_end if line_end >= 0 else len(data)])
+                return ("text" if kind == "other" else kind), start
+            carry = data[cut:] if cut else data[-65536:]
+    return "other", ""
 
 
 # A stderr that holds only an uncaught exception's traceback (TORCH_LOGS printed nothing: a
@@ -110,6 +137,8 @@ _TORCH_IN_TRACEBACK = re.compile(
 
 
 _QUOTED = re.compile(rb"^(?:```|~~~|>)", re.M)  # a document quoting a traceback (markdown)
+# `traceview run`'s capture of a command a signal ended (its stderr may hold nothing else)
+_CAPTURE_EXIT = re.compile(rb"^traceview run: the command exited with \d+ \(SIG[A-Z0-9]+\)$", re.M)
 
 
 def is_torch_traceback(head: bytes) -> bool:
@@ -135,7 +164,7 @@ def _classify(head: bytes) -> tuple[str, str]:
         if trace + text >= 64:  # enough to tell
             break
     kind = "trace" if trace > text else "text" if text else "other"
-    if kind == "other" and is_torch_traceback(head):
+    if kind == "other" and (is_torch_traceback(head) or _CAPTURE_EXIT.search(head)):
         kind = "text"
     return kind, start
 
@@ -161,19 +190,58 @@ def _secs(start: str) -> float:
 
 
 def _assign_runs(traces: list[TraceFile]) -> int:
+    """Number the runs: a new one starts when a rank appears again, or a file starts long
+    after the one before. Files without a rank (processes that never joined a process group)
+    are one run while they overlap in time — one starts before another's last record: the
+    processes of one job (torch.multiprocessing, a launcher) — and a new run where one starts
+    after the others ended (the same program run again)."""
     traces.sort(key=lambda t: (_secs(t.start) or t.mtime, t.rank if t.rank is not None else -1))
     run = 0
     seen: set[int | None] = set()
     prev = None
+    rankless_end = 0.0  # the last record of this run's files without a rank (0: unknown)
     for t in traces:
         s = _secs(t.start)
-        if t.rank in seen or (prev is not None and s and prev and s - prev > RUN_GAP_S):
+        again = t.rank in seen and not (t.rank is None and s and rankless_end and s <= rankless_end)
+        if again or (prev is not None and s and prev and s - prev > RUN_GAP_S):
             run += 1
             seen = set()
+            rankless_end = 0.0
         seen.add(t.rank)
         t.run = run
         prev = s or prev
+        if t.rank is None:
+            end = _secs(last_start(t.path))
+            rankless_end = max(rankless_end, end) if end else 0.0
     return run + 1 if traces else 0
+
+
+_TAIL = 256 * 1024
+
+
+_GZ_TAIL_MAX = 64 << 20
+
+
+def last_start(path: str) -> str:
+    """"MMDD HH:MM:SS.ffffff" of the last record a trace file holds in its last 256 KiB ("" when
+    none; a .gz is decompressed, up to 64 MiB: "" beyond)."""
+    try:
+        with open(path, "rb") as fh:
+            if is_gzip(fh):
+                data, _ = read_all(fh, limit=_GZ_TAIL_MAX)
+                if len(data) >= _GZ_TAIL_MAX:
+                    return ""
+                tail = data[-_TAIL:]
+            else:
+                size = os.fstat(fh.fileno()).st_size
+                fh.seek(max(0, size - _TAIL))
+                tail = fh.read(_TAIL)
+    except (OSError, EOFError, ValueError):
+        return ""
+    for line in reversed(tail.split(b"\n")):
+        if line[:1] != b"\t" and (m := TS_RE.match(line)):
+            return f"{m['md'].decode()} {m['time'].decode()}"
+    return ""
 
 
 def _seen(f: Path, read: dict[tuple[int, int], str]) -> str | None:
@@ -330,8 +398,17 @@ def _not_a_file(f: Path) -> str | None:
 
 
 def rank_in_file(path: str) -> int | None:
-    """The rank of a trace whose file name does not say it: from its first `"rank": N` key."""
+    """The rank of a trace whose file name does not say it: from its first `"rank": N` key.
+    A file opened before init_process_group (torch names it at its first record, before the
+    rank is known) has records without `rank` first: read on up to 8 MiB for the first."""
     head = _head(path)
+    rank = _first_rank(head)
+    if rank is None and len(head) == _SNIFF:
+        rank = _first_rank(_head(path, _SNIFF_MORE))
+    return rank
+
+
+def _first_rank(head: bytes) -> int | None:
     for line in head.split(b"\n"):  # (one regex over the head was quadratic on some lines)
         at = line.find(b'] {"', 1)
         if at < 0 or line[:1] == b"\t":

@@ -529,6 +529,9 @@ _UNBACKED_OPS = {
 # AOTAutograd's make_fx in _create_graph): its symbols are not at a user line of their own
 _BACKEND_FRAMES = frozenset({"call_user_compiler", "_call_user_compiler", "_create_graph", "make_fx"})
 _BACKEND_FILE = re.compile(r"torch[/\\]_(?:functorch|inductor)[/\\]")
+# torch.export's own files: a non-strict export traces the user's forward with make_fx (AOT's
+# functional_call on the stack too), so a symbol it makes has the user's line (no Dynamo compile)
+EXPORT_FILE = re.compile(r"torch[/\\]_?export[/\\]")
 _TEXT_UNBACKED = re.compile(
     r"^create_unbacked_sym\w* (?P<sym>\S+) (?P<vr>\[[^\]]*\])(?: (?P<code>.*?)  # (?P<file>\S+?):(?P<line>\d+) in (?P<fn>\S+))?"
     r"(?: \((?P<where>\S+?):\d+ in (?P<op>\w+)\))?\s*$"
@@ -579,7 +582,8 @@ def unbacked_symbols_from_trace(events: pl.DataFrame) -> pl.DataFrame:
         if symbol is None:  # no symbol (or a damaged one) is no fact
             continue
         last = stack[-1] if stack else None
-        backend = any(fr.name in _BACKEND_FRAMES or _BACKEND_FILE.search(fr.filename or "") for fr in stack)
+        exported = ev["compile_id"] is None and any(EXPORT_FILE.search(fr.filename or "") for fr in stack)
+        backend = not exported and any(fr.name in _BACKEND_FRAMES or _BACKEND_FILE.search(fr.filename or "") for fr in stack)
         user = None
         for fr in [] if backend else reversed(user_stack):
             if fr.filename and not _is_torch_file(fr.filename) and not fr.filename.startswith("<"):
@@ -593,7 +597,7 @@ def unbacked_symbols_from_trace(events: pl.DataFrame) -> pl.DataFrame:
                 "op": _unbacked_op(last.name, last.filename) if last else None,
                 "user_file": user.filename if user else None, "user_line": user.line if user else None,
                 "user_function": user.name if user else None, "user_code": user.loc if user else None,
-                "created_by": "backend" if backend else "dynamo",
+                "created_by": "backend" if backend else "export" if exported else "dynamo",
                 "source": "trace", "file": ev["file"], "lineno": ev["lineno"],
             }
         )

@@ -30,11 +30,65 @@ if TYPE_CHECKING:
 # enough to tell a record's line from anything else. (No lookahead: polars' regex has none; the
 # lazy `??` skips the first bracket only when a second one follows.)
 _ROLE = r"[A-Za-z_][A-Za-z_.-]*"  # no digits: the rank's digits follow unambiguously (linear time)
-RANK = r"(?:\[" + _ROLE + r"\d+\]:)??\[" + _ROLE + r"(?P<rank>\d+)\]:"
+# `tag`: the last bracket's name: `rank` where torch wrote it (the global rank), a torchrun role
+# (`default`) where torchrun did (its number is the local rank: the rank only on one node);
+# `local`: torchrun's local rank where both are there.
+RANK = r"(?:\[" + _ROLE + r"(?P<local>\d+)\]:)??\[(?P<tag>" + _ROLE + r")(?P<rank>\d+)\]:"
 HEAD = r"(?:" + RANK + r")?(?P<level>[VIWEC])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d{6})"
 # The whole prefix up to and with its `]`: HEAD, thread id (glog's pid), `path:line`. A record's
 # message starts after the `] ` that follows.
 PREFIX = HEAD + r" +(?P<pid>\d+) (?P<src_file>[^\]]+):(?P<src_line>\d+)\]"
+
+# A cluster launcher's prefix, before everything above, on each line of the output it collects
+# from its processes (a text log only: torch writes its trace files itself). One of:
+# * Slurm `srun -l` / `--label`: the task id, right-aligned to the width of the largest one, `: `
+#   (`3: `, ` 3: ` among 11 or more tasks) — `task`;
+# * Open MPI `mpirun --tag-output`: `[jobid,rank]<stdout>:` (`<stderr>:`, `<stddiag>:`), a space
+#   may follow (4.1.4, run here, writes none; newer versions, PRRTE-based, are read the same) — `mpi_rank`;
+# * MPICH / Intel MPI `mpiexec -l` (`-prepend-rank`): `[rank] ` — `pmi_rank`;
+# * a host name (pdsh and the launchers built on it, DeepSpeed's), or host and rank, then `: `
+#   (`node-017: `, `node-017:3: `) — `host`, `host_rank`.
+# The launcher's number is its process index: the rank where the program is launched once per
+# rank, not where it starts torchrun (then it is the node's index).
+_HOST = r"[A-Za-z][A-Za-z0-9_.-]*"
+LAUNCHER_FORMS = {
+    "srun": r" *(?P<task>\d+): ",
+    "mpirun": r"\[\d+,(?P<mpi_rank>\d+)\]<std(?:out|err|diag)>: ?",
+    "mpiexec": r"\[(?P<pmi_rank>\d+)\] ",
+    "host": r"(?P<host>" + _HOST + r")(?::(?P<host_rank>\d+))?: ",
+}
+# each form's group that says it is there
+LAUNCHER_MARKS = {"srun": "task", "mpirun": "mpi_rank", "mpiexec": "pmi_rank", "host": "host"}
+
+
+def launcher(forms: list[str] | None = None, hosts: list[str] | None = None) -> str:
+    """The launcher prefix of the `forms` named (all when None); `hosts`: the host form only
+    for these host names (a line that is no record is taken for prefixed only by a launcher
+    and a host its file's records show: `RuntimeError: ...` is a message, not a host)."""
+    alts = []
+    for name, pat in LAUNCHER_FORMS.items():
+        if forms is not None and name not in forms:
+            continue
+        if name == "host" and hosts is not None:
+            pat = r"(?P<host>" + "|".join(re.escape(h) for h in hosts) + r")(?::(?P<host_rank>\d+))?: "
+        alts.append(pat)
+    return r"(?:" + "|".join(alts) + r")"
+
+
+LAUNCHER = launcher()
+# The launcher's groups that give a rank (the host alone does not).
+LAUNCHER_RANKS = ("task", "mpi_rank", "pmi_rank", "host_rank")
+# The same, for a text log's line: a launcher's prefix (optional), then torch's.
+TEXT_HEAD = r"(?:" + LAUNCHER + r")?" + HEAD
+TEXT_PREFIX = r"(?:" + LAUNCHER + r")?" + PREFIX
+
+
+def line_ranks(forms: list[str] | None = None, hosts: list[str] | None = None) -> str:
+    """What comes before the text of any line of a text log (a record's or not): the launcher's
+    prefix (of `forms`, see `launcher`; none when `forms` is empty), then torchrun's and
+    torch's (each optional; as a whole it may match nothing)."""
+    lead = r"(?P<launcher>" + launcher(forms, hosts) + r")?" if forms is None or forms else ""
+    return lead + r"(?:" + RANK + r")?"
 # What torch's text-log formatter adds after the prefix (text logs only): ` [trace id]` and
 # ` [__artifact]`.
 TEXT_TAGS = r"(?: \[(?P<tid>!?\d+(?:/\d+){0,2}(?:_\d+)?)\])?(?: \[__(?P<artifact>[^\]\s]+)\])?"

@@ -690,3 +690,49 @@ def parse_annotation(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
         close(st)
     rows.sort(key=lambda r: (str(r["file"]), r["lineno"] if r["lineno"] is not None else -1))
     return rows
+
+
+# ------------------------------------------------------------------ compile stances
+
+# torch.compiler.set_stance("fail_on_recompile") refusing a compile (torch/_dynamo/eval_frame.py,
+# fail_callback): `Detected recompile when torch.compile stance is 'fail_on_recompile'.
+# filename: 'F', function name: 'N', line number: L`, then, when the code object has cache
+# entries, `    triggered by the following guard failure(s):` and one `    - <id>: <guard>` per
+# entry (newest first, as a recompile message has them), and, with precompiled entries,
+# `Failed on the following precompiled guards: ...`.
+# Older torch (before the location was added) writes the first sentence alone.
+_STANCE_REFUSAL = re.compile(
+    r"Detected recompile when torch\.compile stance is '(?P<stance>[\w-]+)'"
+    r"(?:\.\s*filename: '(?P<file>.*?)', function name: '(?P<fn>.*?)', line number: (?P<line>\d+))?"
+)
+
+
+def parse_stance_refusal(message: str | None) -> dict[str, Any] | None:
+    """The compile a compile stance refused, from the RuntimeError's message: stance,
+    function, filename, line (the frame's line when it was called; None where the message
+    has no location, as older torch writes it), failures (one row per failed guard, as
+    parse_recompile_reasons gives them: failed_against, guard, kind, guard_source, dim,
+    expected, actual, ...; empty when the code object had no cache entry: its first compile
+    was refused, or where torch wrote no guard block), precompiled (the message lists
+    precompiled guards). None for any other message."""
+    if not message:
+        return None
+    text = message[:MESSAGE_MAX]
+    m = _STANCE_REFUSAL.search(text)
+    if m is None:
+        return None
+    rest = text[m.end():]
+    precompiled = "Failed on the following precompiled guards:" in rest
+    rest = rest.split("Failed on the following precompiled guards:", 1)[0]
+    failures: list[dict[str, Any]] = []
+    if "triggered by the following guard failure(s):" in rest:
+        # the same body as a `Recompiling function` message: read it with that grammar
+        header = f"Recompiling function {m['fn'] or '?'} in {m['file'] or '?'}:{m['line'] or 0}\n"
+        failures = [
+            {**f, "function": m["fn"], "filename": m["file"], "line": int(m["line"]) if m["line"] else None}
+            for f in parse_recompile_reasons(header + rest.lstrip("\n"))
+        ]
+    return {
+        "stance": m["stance"], "function": m["fn"], "filename": m["file"],
+        "line": int(m["line"]) if m["line"] else None, "failures": failures, "precompiled": precompiled,
+    }

@@ -16,6 +16,12 @@ What is read (torch 2.13's own texts, `torch/distributed/elastic`, `torch/multip
   (SIGKILL) received by PID 12178`; the one under `Root Cause (first observed failure):` is the
   root.
 * torch.multiprocessing.spawn: `process 1 terminated with signal SIGKILL` (`spawn_signal`).
+* A shell that ran the program (a job script) on the same stderr: `bash: line 1: 18684
+  Segmentation fault      "$@"` (`shell_signal`, exit code 128 + N); srun's `srun: error: node1:
+  task 0: Segmentation fault` (`srun_signal`). Only the crash signals' words (SIGSEGV, SIGBUS,
+  SIGABRT, SIGILL, SIGFPE): a process that died of its own fault.
+* `traceview run`'s own line at the end of its capture when a signal ended the command:
+  `traceview run: the command exited with 139 (SIGSEGV)` (`capture_signal`).
 * SLURM: `slurmstepd: error: *** JOB 123 ON node1 CANCELLED AT 2024-05-01T12:00:00 DUE TO TIME
   LIMIT ***` (also `STEP 123.0`; without `DUE TO ...` when scancel'ed: `slurm_cancel`).
 * A Python `KeyboardInterrupt` (SIGINT, Ctrl-C) is an uncaught exception: read from the
@@ -39,7 +45,7 @@ STOPS_SCHEMA: dict[str, pl.DataType] = {
     "lineno": pl.Int64,
     "ts": pl.Datetime("us"),  # when, where the line says (null: a traceback line has no time)
     "ts_from": pl.String,  # "record" (the glog prefix), "failure time" (torchrun's, seconds), "slurm"
-    "kind": pl.String,  # death_signal, closing_signal, child_exit, child_failed, signal_exception, spawn_signal, slurm_cancel
+    "kind": pl.String,  # death_signal, closing_signal, child_exit, child_failed, signal_exception, spawn_signal, slurm_cancel, shell_signal, srun_signal, capture_signal
     "launcher": pl.String,  # torchrun, mp.spawn, SLURM
     "signal": pl.String,  # SIGTERM, SIGKILL, ... (null: an exit code that is not a signal)
     "exit_code": pl.Int32,  # a child's exit code (negative: the signal it died of)
@@ -62,6 +68,19 @@ _SPAWN = re.compile(r"process (\d+) terminated with signal (SIG[A-Z0-9]+)")
 _SLURM = re.compile(
     r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?: DUE TO ([A-Z][A-Z ]*[A-Z]))? \*\*\*"
 )
+# a shell that ran the program (a job script) reports its death on the same stderr: bash's
+# `bash: line 1: 18684 Segmentation fault      "$@"`, a SLURM script's `…/slurm_script: line 12:
+# 4567 Segmentation fault      (core dumped) python train.py`; srun's `srun: error: node1: task 0:
+# Segmentation fault (core dumped)`. The words are strsignal()'s for the crash signals.
+_SIGNAL_WORDS = {
+    "Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS", "Aborted": "SIGABRT",
+    "Illegal instruction": "SIGILL", "Floating point exception": "SIGFPE",
+}
+_WORDS = "|".join(re.escape(w) for w in _SIGNAL_WORDS)
+_SHELL_SIGNAL = re.compile(r"(?:^|: )(\d+) (" + _WORDS + r")(?:\s|$)")
+_SRUN_SIGNAL = re.compile(r"^srun: error: \S+: tasks? (\d+)(?:[-,][\d,-]*)?: (" + _WORDS + r")\b")
+# `traceview run` appends the command's exit status to the capture when a signal ended it
+_CAPTURE_EXIT = re.compile(r"^traceview run: the command exited with (\d+) \((SIG[A-Z0-9]+)\)$")
 _LINE_PREFIX = re.compile("^(?:" + RANK + " ?)+")
 
 # the exceptions that say the process was stopped, not that its code failed
@@ -162,7 +181,8 @@ def stops_from_text(log_records: pl.DataFrame, other_lines: pl.DataFrame) -> pl.
 def _from_other_lines(other_lines: pl.DataFrame) -> list[dict]:
     rows: list[dict] = []
     hits = other_lines.filter(
-        pl.col("text").str.contains(r"SignalException: Process|exitcode\s*: -?\d+ \(pid|terminated with signal|CANCELLED AT")
+        pl.col("text").str.contains(r"SignalException: Process|exitcode\s*: -?\d+ \(pid|terminated with signal|CANCELLED AT|^traceview run: |"
+                                    + _WORDS)
     )
     if hits.height == 0:
         return rows
@@ -193,6 +213,16 @@ def _from_other_lines(other_lines: pl.DataFrame) -> list[dict]:
             elif m := _SPAWN.search(text):
                 rows.append(_row(file, linenos[k], "spawn_signal", text.strip(), launcher="mp.spawn",
                                  signal=m.group(2), rank=int(m.group(1))))
+            elif m := _CAPTURE_EXIT.match(text):
+                rows.append(_row(file, linenos[k], "capture_signal", text.strip(), launcher="traceview run",
+                                 signal=m.group(2), exit_code=int(m.group(1))))
+            elif m := _SRUN_SIGNAL.search(text):
+                rows.append(_row(file, linenos[k], "srun_signal", text.strip(), launcher="srun",
+                                 signal=_SIGNAL_WORDS[m.group(2)], rank=int(m.group(1))))
+            elif (m := _SHELL_SIGNAL.search(text)) and not text.startswith(("Fatal Python error", " ")):
+                rows.append(_row(file, linenos[k], "shell_signal", text.strip(), launcher="shell",
+                                 signal=_SIGNAL_WORDS[m.group(2)], exit_code=128 + _signal.Signals[_SIGNAL_WORDS[m.group(2)]].value,
+                                 pid=int(m.group(1))))
             elif m := _SLURM.search(text):
                 rows.append(_row(file, linenos[k], "slurm_cancel", text.strip(), launcher="SLURM",
                                  ts=_dt.datetime.fromisoformat(m.group(1)), ts_from="slurm", reason=m.group(2)))

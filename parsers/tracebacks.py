@@ -30,7 +30,11 @@ _CHAINED = ("The above exception was the direct cause", "During handling of the 
 _WONT = re.compile(r"^WON'T CONVERT (?P<fn>\S+) (?P<path>.+) line (?P<line>\d+)\s*$")
 # torch prefixes every line a rank writes to stderr with `[rankN]: ` once the process group is
 # up (tracebacks included): in a capture of several ranks, their lines interleave.
-_RANK_PREFIX = re.compile("^" + RANK + " ?")
+_RANK_PREFIX = re.compile("^" + RANK)
+# torch's own `[rankN]: ` is followed by a space (Python's stderr lines); torchrun --tee's
+# `[defaultN]:` is not: a faulthandler dump, written to fd 2 below torch's prefixing, reads
+# `[default1]:  File "…", line 99 in call` and keeps its two spaces
+_TORCH_RANK_END = re.compile(r"\[rank\d+\]:$")
 # torchrun's own error when a child failed; its "Root Cause (first observed failure)" block
 # names the rank that failed first
 _LAUNCHER_ERROR = "ChildFailedError"
@@ -190,11 +194,20 @@ def _streams(part: pl.DataFrame) -> list[tuple[int | None, bool, list[str], list
     by_rank: dict[int, tuple[list[str], list[int]]] = {}
     plain: tuple[list[str], list[int]] = ([], [])
     plain_ranks: set[int] = set()  # the rank of unprefixed lines (a rank's own file), if any
+    # lines whose rank a launcher's prefix gave (srun -l, mpirun --tag-output: several ranks in
+    # the file, their lines without torch's prefix): each rank's lines are its stream
+    launched = part["rank"].drop_nulls().n_unique() > 1
     for text, lineno, rank in zip(part["text"].to_list(), part["lineno"].to_list(), part["rank"].to_list()):
+        launched_line = launched and rank is not None
         m = _RANK_PREFIX.match(text)
-        if m:
-            t, n = by_rank.setdefault(int(m["rank"]), ([], []))
-            t.append(text[m.end():])
+        if m or launched_line:
+            # torch's prefix, or a launcher's (taken off by the reader, its rank in `rank`)
+            t, n = by_rank.setdefault(int(m["rank"]) if m else rank, ([], []))
+            if m:
+                rest = text[m.end():]
+                t.append(rest[1:] if rest.startswith(" ") and _TORCH_RANK_END.search(m.group(0)) else rest)
+            else:
+                t.append(text)
             n.append(lineno)
         else:
             plain[0].append(text)

@@ -16,6 +16,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from parsers.cache_keys import KEYED_ARTIFACTS, key_problem
 from parsers.coerce import RECORD_FIELDS, field_problems
 from parsers.discover import rank_number
 from parsers.glog import PREFIX, renamed, year_and_month
@@ -185,6 +186,8 @@ def scan_bytes(
     else:
         kept_payloads = summary_payloads(data, kinds, names, raw_start, raw_end, kept_payload_lines, kept_cand, problems)
 
+    _check_cache_keys(data, kinds, names, raw_start, raw_end, kept_payload_lines, kept_cand, problems)
+
     file_rank_m = FILE_RANK_RE.search(os.path.basename(file))
     file_rank = rank_number(file_rank_m.group(1)) if file_rank_m else None
     if file_rank is not None:
@@ -260,6 +263,21 @@ def scan_bytes(
             "invalid_utf8": invalid_utf8,
         },
     )
+
+
+def _check_cache_keys(
+    data: bytes, kinds: list[str], names: list, raw_start: np.ndarray, raw_end: np.ndarray,
+    n_lines: np.ndarray, cand: np.ndarray, problems: Problems,
+) -> None:
+    """A `bad_cache_key` problem for each FX graph / AOTAutograd cache hit or miss whose key
+    components cannot be read (parsers.cache_keys.key_problem): its payload is read here once,
+    the `cache_keys` table reads it again on demand."""
+    for i, kind in enumerate(kinds):
+        if kind == "artifact" and type(names[i]) is str and names[i] in KEYED_ARTIFACTS:
+            payload = raw_payload(data, int(raw_start[i]), int(raw_end[i])) if n_lines[i] else None
+            why = key_problem(payload)
+            if why is not None:
+                problems.add(int(cand[i]) + 1, "bad_cache_key", f"{names[i]}: {why}")
 
 
 def scan_gzip(fh: BinaryIO, path: str, st: os.stat_result, *, lazy: bool) -> Scan:

@@ -81,6 +81,16 @@ def build_tables(scans: list[Scan], *, lazy: bool) -> ParsedFile:
             pl.when(pl.col("n_payload") > 0).then(pl.col("block")).otherwise(None).alias("payload"),
         )
     )
+    # A file named without its rank (opened before init_process_group: torch names it when it
+    # writes its first record) holds records without `rank` before the process group was up and
+    # with it after: one process writes one file, so its records' one rank is the file's.
+    known = pl.col("rank").drop_nulls()
+    events = events.with_columns(
+        pl.when(pl.col("rank").is_null() & (known.n_unique().over("file") == 1))
+        .then(known.first().over("file"))
+        .otherwise(pl.col("rank"))
+        .alias("rank")
+    )
     # the same columns whether or not each file of a lazy parse could be read lazily
     schema = {**EVENTS_SCHEMA, **INDEX_SCHEMA} if lazy else EVENTS_SCHEMA
     events = events.select([pl.col(c).cast(t) for c, t in schema.items()])

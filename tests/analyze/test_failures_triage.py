@@ -349,8 +349,9 @@ def _oracle_uncaught(name: str) -> list[tuple[str, str]]:
         u = p["uncaught"]
         if u and u["type"] == "ProcessRaisedException":
             # mp.spawn re-raises a rank's exception with its traceback as the message: the
-            # rank's own exception (its last line) is what ended the program
-            last = u["message"].strip().rsplit("\n", 1)[-1]
+            # rank's own exception (its last unindented line: its message may go on, indented,
+            # as a stance refusal's guard failures do) is what ended the program
+            last = [ln for ln in u["message"].strip().split("\n") if ln and not ln[0].isspace()][-1]
             exc, _, msg = last.partition(": ")
             out.append((exc, msg))
         elif u:

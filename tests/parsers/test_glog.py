@@ -130,7 +130,8 @@ def test_readers_patterns_agree_with_the_grammar(source: str) -> None:
         assert prefix == t[: len(prefix)] and prefix.endswith("] ") and {rename.get(k, k): v for k, v in row.items()} == g, t
         assert discover.TEXT_LINE_RE.match(t.encode()) is not None
         assert bool(discover.TRACE_LINE_RE.match(t.encode())) == t[len(prefix) :].startswith('{"')
-        assert _groups(discover.TS_RE.match(t.encode())) == {k: g[k] for k in ("rank", "level", "md", "time")}
+        ts = _groups(discover.TS_RE.match(t.encode()))
+        assert ts is not None and {k: ts[k] for k in ("rank", "level", "md", "time")} == {k: g[k] for k in ("rank", "level", "md", "time")}
         assert pipeline._RECORD_START.match(t.encode()) is not None
         assert ablate_rung._RECORD.search(b"output\n" + t.encode()) is not None
 
@@ -140,7 +141,7 @@ def test_readers_patterns_agree_with_the_grammar(source: str) -> None:
     for t, g, p, f in zip(texts, grammar, prefixes, fields, strict=True):
         assert (p is None) == (g is None), t
         if p is not None:
-            assert t.startswith(p) and {k: f[k] for k in GROUPS} == g, t
+            assert t.startswith(p) and {k: f[k] for k in GROUPS} == {k: g[k] for k in GROUPS}, t
             tags = re.fullmatch(glog.TEXT_TAGS, p[len(re.match(glog.PREFIX, p)[0]) :])
             assert tags is not None and (f["tid"], f["artifact"]) == (tags["tid"], tags["artifact"]), t
 

@@ -161,3 +161,37 @@ def test_run_names_a_fatal_signal(tmp_path: Path) -> None:
     )
     assert r.returncode == 139
     assert "traceview: the command was killed by SIGSEGV: a crash in native code (segmentation fault)" in r.stderr
+
+
+SEGFAULT = """
+import ctypes
+import torch
+
+@torch.compile(backend="eager")
+def f(x):
+    return x.sin() + 1
+
+print(f(torch.randn(4)).sum().item(), flush=True)
+ctypes.string_at(0)  # a real SIGSEGV: a null read, no faulthandler
+"""
+
+
+@pytest.mark.e2e
+def test_run_records_the_signal_in_the_capture(tmp_path: Path) -> None:
+    """Issue 45 class 3: a process killed by SIGSEGV without faulthandler leaves no traceback;
+    `run` appends the exit status to the capture, and the summary says the signal first."""
+    prog = tmp_path / "segv.py"
+    prog.write_text(SEGFAULT)
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_LOGS", "TORCH_TRACE", "PYTHONFAULTHANDLER")}
+    r = subprocess.run(
+        [sys.executable, "-m", "traceview", "run", "-o", str(tmp_path / "cap"), "--", sys.executable, str(prog)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert r.returncode == 139, r.stderr[-2000:]
+    log = (tmp_path / "cap" / "torch_logs.txt").read_text()
+    assert log.endswith("traceview run: the command exited with 139 (SIGSEGV)\n")
+    out = " ".join(r.stdout.split())  # the summary wraps its lines
+    assert "findings: the program was killed by SIGSEGV" in out
+    assert "killed by SIGSEGV, exit code 139 (no Python error) where: unknown (no Python stack)" in out
+    assert "certain that it died of SIGSEGV (the capture's exit status: traceview run: the command exited with 139 (SIGSEGV))" in out
+    assert "Rerun with PYTHONFAULTHANDLER=1" in out

@@ -43,7 +43,8 @@ def changed_sections(d: dict) -> set[str]:
 
 def test_graph_break_added() -> None:
     d = diff("graph_break/a", "graph_break/b")
-    assert changed_sections(d) == {"functions", "graph_breaks", "graphs", "guards", "kernels", "cache"}
+    # the break cut the graph: both runs missed (fresh caches), B's key's graph lost sum (cache_keys)
+    assert changed_sections(d) == {"functions", "graph_breaks", "graphs", "guards", "kernels", "cache", "cache_keys"}
     assert [(f["change"], f["function"], f["file"], f["line_b"], f["compiles_a"], f["compiles_b"]) for f in d["functions"]] == [
         ("new", "torch_dynamo_resume_in_step_at_7", "train.py", 7, 0, 1)
     ]
@@ -271,8 +272,8 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     a, b = PAIRS / "graph_break" / "a" / "trace", PAIRS / "graph_break" / "b" / "trace"
     assert main(["diff", str(a), str(b), "--no-cache", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["diff_schema_version"] == 1 and d["changes"] == 7 and not d["no_changes"]
-    assert set(d) == {"diff_schema_version", "a", "b", *SECTIONS, "compile_time", "findings", "changes", "no_changes"}
+    assert d["diff_schema_version"] == 1 and d["changes"] == 8 and not d["no_changes"]
+    assert set(d) == {"diff_schema_version", "a", "b", *SECTIONS, "compile_time", "cache_load", "findings", "changes", "no_changes"}
     [fn] = d["functions"]
     assert (fn["change"], fn["label"], fn["compile_ids_a"], fn["compile_ids_b"]) == (
         "new", "torch_dynamo_resume_in_step_at_7 (train.py:7)", [], ["1/0"])

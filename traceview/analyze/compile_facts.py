@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers.code_location import is_torch
 from parsers.coerce import (
     DamagedField,
     int_of,
@@ -480,9 +481,33 @@ def cache_bypasses(trace: Trace, *, events: list[dict[str, Any]] | None = None) 
     return sorted(out, key=lambda g: (g["owner"] != "torch", -g["count"], g["reason"] or ""))
 
 
+_PARAM_PART = re.compile(r"(?:^|_)(modules|parameters|buffers)_")
+
+
+def param_module(name: str) -> str:
+    """The module path of a parameter as Dynamo names the graph argument
+    (`l_self_modules_blocks_modules_0_modules_fc_parameters_weight_` -> `blocks.0.fc`, from
+    `L['self']._modules['blocks']._modules['0']._modules['fc']._parameters['weight']`); the
+    compiled module's own parameter is `self`."""
+    s = re.sub(r"^[lL]_(?:self_)?", "", name).rstrip("_")
+    parts = _PARAM_PART.split(s)
+    mods = [parts[i + 1] for i in range(1, len(parts) - 1, 2) if parts[i] == "modules"]
+    return ".".join(mods) or "self"
+
+
+def _layers(params: list[str]) -> list[str]:
+    """The modules of a piece's parameters, in order, each once."""
+    return list(dict.fromkeys(param_module(p) for p in params))
+
+
 def ddp_splits(trace: Trace) -> list[dict[str, Any]]:
     """DDPOptimizer's splits (parsers.collectives ``ddp_splits``): one entry per split of a
-    compile, the ranks that split it the same way together (first rank's evidence)."""
+    compile, the ranks that split it the same way together (first rank's evidence). Each also
+    has `layers` (per submodule, the module paths of its parameters: `blocks.0.fc`), `function`,
+    `filename`, `line` (the split compile's code object), `fx_cache` (per rank of the entry, the FX graph cache hits and misses
+    of the split compile: its pieces' Inductor compiles, forward and backward, where identical
+    pieces hit the cache in the process) and `graph_breaks` (the compile's own, summed over the
+    ranks: a split is not a break)."""
     df = trace.ddp_splits
     if df.is_empty():
         return []
@@ -498,9 +523,97 @@ def ddp_splits(trace: Trace) -> list[dict[str, Any]]:
             groups[k] = {
                 "compile_id": cid, "occurrence": occ, "split": split, "ranks": [rank],
                 "submodules": r.height, "names": list(sig[0]), "param_counts": list(sig[1]), "param_bytes": list(sig[2]),
+                "layers": [_layers(list(p or [])) for p in r["params"].to_list()],
                 "rank": rank, "file": r["file"][0], "lineno": r["lineno"][0],
             }
+    c = trace.compiles
+    for e in groups.values():
+        mine = c.filter(pl.col("compile_id") == e["compile_id"]) if c.height else c
+        if mine.height and e["occurrence"] is not None:
+            mine = mine.filter(pl.col("occurrence") == e["occurrence"])
+        rows = {r["rank"]: r for r in mine.iter_rows(named=True)} if mine.height else {}
+        first = next((r for r in rows.values() if r.get("function")), {})
+        e["function"], e["filename"], e["line"] = first.get("function"), first.get("filename"), first.get("line")
+        e["fx_cache"] = [
+            {"rank": rk, "hits": rows[rk]["fx_cache_hits"] or 0, "misses": rows[rk]["fx_cache_misses"] or 0}
+            for rk in e["ranks"]
+            # a cache whose lookups the log never recorded is unknown, not "0 hits / 0 misses"
+            if rk in rows and (rows[rk].get("fx_cache_hits") or 0) + (rows[rk].get("fx_cache_misses") or 0) > 0
+        ]
+        e["graph_breaks"] = sum(rows[rk]["graph_breaks"] or 0 for rk in e["ranks"] if rk in rows) if rows else None
     return sorted(groups.values(), key=lambda e: (sort_key(e["compile_id"] or ""), e["occurrence"] or 0, e["split"], e["ranks"]))
+
+
+def _ddp_forward_call(stack: list[str] | None) -> bool:
+    """Whether a compile's user stack shows DDP's forward calling the compiled frame
+    (torch/nn/parallel/distributed.py `_run_ddp_forward`, or DDP's `forward` in torch builds
+    without that helper)."""
+    for frame in stack or []:
+        m = re.match(r"^(.*):\d+ in (\w+)", frame)
+        if m and m.group(1).replace("\\", "/").endswith("torch/nn/parallel/distributed.py") and m.group(2) in ("_run_ddp_forward", "forward"):
+            return True
+    return False
+
+
+def ddp_unsplit(trace: Trace) -> list[dict[str, Any]]:
+    """Compiles of a DDP module's forward (DDP's forward on their user stack, graph ops > 0)
+    under `torch._dynamo.config.optimize_ddp = False` (compilation_metrics' dynamo_config): one
+    graph, not split at the gradient buckets, so DDP's all-reduce (a hook in the backward) waits
+    for the whole compiled backward. One entry per compile id and occurrence: `compile_id`,
+    `occurrence`, `function`, `filename`, `line`, `ranks`, and the first rank's evidence."""
+    c = trace.compiles
+    if c.is_empty() or "optimize_ddp" not in c.columns:
+        return []
+    off = c.filter((pl.col("optimize_ddp") == False) & (pl.col("graph_op_count").fill_null(0) > 0))  # noqa: E712
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in off.sort("rank", "lineno", nulls_last=False).iter_rows(named=True):
+        if not _ddp_forward_call(r.get("user_stack")):
+            continue
+        k = (r["compile_id"], r["occurrence"])
+        if k in out:
+            out[k]["ranks"].append(r["rank"])
+            continue
+        out[k] = {"compile_id": r["compile_id"], "occurrence": r["occurrence"], "function": r["function"],
+                  "filename": r["filename"], "line": r["line"], "ranks": [r["rank"]], "rank": r["rank"],
+                  "file": r["file"], "lineno": r["metrics_lineno"] if r["metrics_lineno"] is not None else r["lineno"]}
+    return sorted(out.values(), key=lambda e: (sort_key(e["compile_id"] or ""), e["occurrence"] or 0))
+
+
+def draft_export_issues(trace: Trace) -> list[dict[str, Any]]:
+    """What torch.export.draft_export could not decide from shapes and decided from the example
+    input's real values instead (its `propagate_real_tensors_provenance` records: the
+    expression, the value it took, the user's line): the exported program assumes that value
+    for every input (a runtime assert checks it), so another input can fail or take the branch
+    the export did not capture. One entry per record: `expr`, `result`, `user_file`,
+    `user_line`, `user_function`, `user_code`, `rank`, `file`, `lineno`."""
+    ev = trace.index_events()
+    if ev.is_empty():
+        return []
+    recs = ev.filter(pl.col("kind") == "propagate_real_tensors_provenance")
+    if recs.height == 0:
+        return []
+    strings: dict[str, dict[int, str]] = {}
+    for file, meta in ev.filter((pl.col("kind") == "str") & pl.col("file").is_in(recs["file"].unique().implode())).select("file", "metadata").iter_rows():
+        pair = list_of(json_value(meta))
+        if len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], int):
+            strings.setdefault(file, {})[pair[1]] = pair[0]
+    out = []
+    for r in recs.sort("file", "lineno").iter_rows(named=True):
+        m = json_object(r["metadata"])
+        m = m.get("propagate_real_tensors_provenance") if isinstance(m.get("propagate_real_tensors_provenance"), dict) else m
+        try:
+            user = [fr for fr in stack_of(m.get("user_stack"), strings.get(r["file"], {}))
+                    if fr.filename and not is_torch(fr.filename) and not fr.filename.startswith("<")]
+        except DamagedField:
+            user = []
+        last = user[-1] if user else None
+        out.append({
+            "expr": text_of(m.get("expr")), "result": text_of(m.get("result")),
+            "user_file": last.filename if last else None, "user_line": last.line if last else None,
+            "user_function": last.name if last else None, "user_code": last.loc if last else None,
+            "rank": r["rank"], "file": r["file"], "lineno": r["lineno"],
+        })
+    return out
 
 
 def compile_facts(trace: Trace) -> dict[str, list[dict[str, Any]]]:
@@ -515,4 +628,6 @@ def compile_facts(trace: Trace) -> dict[str, list[dict[str, Any]]]:
         "cache_events": events,
         "cache_bypasses": cache_bypasses(trace, events=events),
         "ddp_splits": ddp_splits(trace),
+        "ddp_unsplit": ddp_unsplit(trace),
+        "draft_export_issues": draft_export_issues(trace),
     }

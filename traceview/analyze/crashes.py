@@ -18,12 +18,30 @@ import polars as pl
 
 from parsers.code_location import is_user
 from parsers.compile_ids import bracketed
+from parsers.messages import parse_stance_refusal
 from parsers.oom import is_oom_message, oom_of
 from parsers.stops import is_stop_exception
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.collectives import distributed_error, mismatch_ranks
-from traceview.analyze.failures import categorize, detail_of, headline, next_step, user_frame_of
+from traceview.analyze.failures import (
+    EXPORT_PATH,
+    categorize,
+    data_dependent,
+    detail_of,
+    headline,
+    next_step,
+    user_frame_of,
+)
 from traceview.analyze.findings import ranks_text
+from traceview.analyze.signals import (
+    CRASH_SIGNALS,
+    last_record,
+    nested_generate,
+    ran_in,
+    signal_of,
+    signal_step,
+    whose,
+)
 from traceview.trace import Trace
 
 _COMPILED = re.compile(r"<eval_with_key>|torchinductor|/tv_gpu_cache_|[/\\][a-z0-9]{2}[/\\]c[a-z0-9]{50,}\.py")
@@ -74,6 +92,12 @@ CRASH_STEPS: dict[str, str] = {
     "user_error_after_compile": (
         "The program's own code raised after compiling (no torch.compile frame in the traceback): "
         "fix it at the user line; torch.compile is not involved."
+    ),
+    # made specific per crash by analyze.judge from the refused guard (crash["stance"])
+    "stance_refused": (
+        "torch.compiler.set_stance('fail_on_recompile') refused a compile the call needed: warm up "
+        "every input kind before setting the stance, or use set_stance('eager_on_recompile') to run "
+        "such calls eagerly instead of failing."
     ),
 }
 
@@ -163,6 +187,8 @@ def _category(exc_type: str, message: str, frames: list[str], other_text: str) -
     """(category, raised_in)."""
     low = message.lower()
     joined = "\n".join(frames)
+    if parse_stance_refusal(message) is not None:  # refused before compiling: not a compile failure
+        return "stance_refused", "stance"
     if is_oom_message(message):
         return "out_of_memory", _where(frames)
     if "tensor output of cudagraphs that has been overwritten" in low:
@@ -171,11 +197,14 @@ def _category(exc_type: str, message: str, frames: list[str], other_text: str) -
         return "cuda_illegal_memory_access", "compiled code"
     if "device-side assert triggered" in low and "Assertion `index out of bounds" in other_text:
         return "triton_assert", "compiled code"
-    if exc_type == "Segmentation fault" or exc_type.startswith(("Bus error", "Aborted", "Floating point")):
+    if exc_type == "Segmentation fault" or exc_type.startswith(("Bus error", "Aborted", "Floating", "Illegal instruction")):
         return "segfault", _where(frames)
     if "/triton/" in joined and _where(frames) != "program":
         return "triton", "compiled code"
     short = exc_type.rsplit(".", 1)[-1]
+    if data_dependent(short, message) and (EXPORT_PATH.search(joined) or "calling torch.export" in message):
+        # torch.export (strict or not) could not trace a branch or value that needs a tensor's data
+        return "export_data_dependent", "exporting"
     if exc_type.startswith("torch.") and short not in ("AcceleratorError", "OutOfMemoryError"):
         if "._dynamo." in exc_type or "._inductor." in exc_type or short in ("ConstraintViolationError", "UserError"):
             return categorize(short, message), "compiling"
@@ -250,12 +279,174 @@ def crash_findings(
 
         collectives = collective_mismatches(trace)
     rows = _crash_rows(uncaught, trace.other_lines, collectives)
+    for c in rows:
+        if c["category"] == "stance_refused":
+            c["stance"] = _stance(trace, c)
+    _signals(trace, rows)
     if any(c["category"] == "out_of_memory" for c in rows):
         modules = _output_modules(trace)
         for c in rows:
             if c["category"] == "out_of_memory":
                 _memory(c, uncaught, modules)
     return rows
+
+
+# --------------------------------------------------------------------------------------
+# a compile stance's refusal: set_stance("fail_on_recompile") and a call that needs a new graph
+
+
+def _stance(trace: Trace, c: dict[str, Any]) -> dict[str, Any]:
+    """What the stance refused (parsers.messages.parse_stance_refusal: stance, function,
+    filename, line, failures, precompiled), with `refused`: the failure that is the cause (the
+    newest cache entry's — the highest compile id, whichever order torch listed them in — as a
+    recompile's primary cause; None where the code object had no cache entry: its first
+    compile was refused), and `allowed`: the recompiles of that code object the log shows
+    before the refusal, each {compile_id, occurrence, cause} (the cause as the recompile
+    findings say it), in order. Where the message names no function (older torch), the code
+    object is the one whose compile ids the failed entries are."""
+    from traceview.analyze.storms import primary_causes
+
+    st = parse_stance_refusal(c["message_full"]) or {}
+    failures = st.get("failures") or []
+
+    def newest(f: dict[str, Any]) -> tuple[int, int]:
+        m = re.match(r"^(\d+)/(\d+)$", f.get("failed_against") or "")
+        return (int(m.group(2)), -int(f.get("reason_index") or 0)) if m else (-1, -int(f.get("reason_index") or 0))
+
+    refused = max(failures, key=newest) if failures else None
+    allowed: list[dict[str, Any]] = []
+    rec = trace.recompiles
+    if rec.height and not st.get("function") and refused is not None and refused.get("failed_against"):
+        mine = rec.filter(pl.col("rank").is_null() if c["rank"] is None else pl.col("rank") == c["rank"])
+        frame = refused["failed_against"].split("/")[0]
+        named = mine.filter(pl.col("compile_id").str.starts_with(f"{frame}/") & pl.col("function").is_not_null())
+        if named.height:
+            r0 = named.row(0, named=True)
+            st = {**st, "function": r0["function"], "filename": r0["filename"]}
+    if rec.height and st.get("function"):
+        same = rec.filter(
+            (pl.col("function") == st["function"])
+            & (pl.col("rank").is_null() if c["rank"] is None else pl.col("rank") == c["rank"])
+        )
+        if st.get("filename"):  # the code object: its file, where the rows name one
+            same = same.filter(pl.col("filename").is_null() | (pl.col("filename") == st["filename"]))
+        causes = primary_causes(trace)
+        seen: set[tuple[str, Any]] = set()
+        # a text log's rows carry no occurrence: they are the first use of the id, as the trace's
+        for r in same.sort(["occurrence", "lineno"], nulls_last=True).iter_rows(named=True):
+            k = (r["compile_id"], r["occurrence"] or 1)
+            if r["compile_id"] is None or k in seen:
+                continue
+            seen.add(k)
+            cause = causes.get((r["rank"], *k))
+            allowed.append({"compile_id": r["compile_id"], "occurrence": k[1],
+                            "cause": (cause or {}).get("text") or r["guard"]})
+    return {**st, "refused": refused, "allowed": allowed}
+# killed by a signal of its own (analyze.signals): which signal, in whose code, after which record
+
+
+def _signals(trace: Trace, rows: list[dict[str, Any]]) -> None:
+    """Fill each crash by a fatal signal (faulthandler's dump) and add one for each process a
+    launcher or a shell says died of a crash signal without one: `signal`, `exit_code`,
+    `faulthandler`, `innermost` (analyze.signals.whose), `ran` (the compile whose generated
+    code it died in), `after` (the rank's last trace record), `nested` (transformers' generate
+    compiling the decode step over a compiled forward) and the next step."""
+    from traceview.analyze.accounts.compiles import stop_lines
+
+    frames_of = {id(c): c.pop("_frames", None) or [] for c in rows}
+    deaths = [d for d in stop_lines(trace).to_dicts() if d["signal"] in CRASH_SIGNALS
+              and d["kind"] in ("child_exit", "child_failed", "shell_signal", "srun_signal", "spawn_signal", "capture_signal")]
+    fatal = [c for c in rows if c["category"] == "segfault" and c["kind"] == "fatal"]
+    if not fatal and not deaths:
+        return
+    modules = _output_modules(trace)
+    for c in fatal:
+        sig = signal_of(c["exc_type"])
+        said = [d for d in deaths if d["file"] == c["file"] and d["signal"] == sig]
+        if c["rank"] is None:  # faulthandler writes to fd 2 itself: no `[rankN]:` prefix
+            ranks = {d["rank"] for d in said if d["rank"] is not None}
+            if len(ranks) == 1:
+                c["rank"] = ranks.pop()
+                c["evidence"] += f"; the launcher says rank {c['rank']} died of {sig}"
+            elif ranks:  # several died of it: their dumps interleave, which one this is cannot be told
+                c["signal_ranks"] = sorted(ranks)
+                c["evidence"] += f"; the launcher says {ranks_text(sorted(ranks)).strip()} died of {sig}"
+        if c["rank"] is not None:
+            _consequences(rows, c["file"], c["rank"], sig)
+        code = next((d["exit_code"] for d in said if d["rank"] in (c["rank"], None) and d["exit_code"] is not None), None)
+        frames = list(frames_of.get(id(c)) or [])
+        _fill_signal(trace, c, sig, code, frames, modules, faulthandler=True)
+    seen = {(c["file"], c["rank"]) for c in fatal}
+    by_proc: dict[tuple[str, Any], dict[str, Any]] = {}
+    # a launcher's report that is already a crash row of its own (mp.spawn's ProcessExitedException)
+    # or that the capture's lines explain as a distributed desync (an NCCL watchdog's SIGABRT) stays one
+    explained = {c["file"] for c in rows if c["kind"] == "launcher" and c["category"] == "distributed_desync"}
+    for d in deaths:
+        key = (d["file"], d["rank"])
+        if d["kind"] == "spawn_signal" or d["file"] in explained:
+            continue
+        if key in seen or (d["file"], None) in seen or key in by_proc:
+            continue
+        by_proc[key] = d
+    for (file, rank), d in by_proc.items():
+        if rank is None:
+            ranks = trace.ranks
+            rank = ranks[0] if len(ranks) == 1 else None
+        what = {"child_exit": "torchrun", "child_failed": "torchrun", "shell_signal": "the shell that ran it",
+                "srun_signal": "srun", "spawn_signal": "torch.multiprocessing.spawn",
+                "capture_signal": "the capture's exit status"}[d["kind"]]
+        c = {
+            "rank": rank, "kind": "signal", "exc_type": d["signal"], "message": d["text"], "message_full": d["text"],
+            "category": "segfault", "raised_in": "unknown", "function": None, "filename": None, "line": None,
+            "code": None, "called_from": None, "kernel": None, "memory": None, "ran": None, "stance": None, "next_step": "",
+            "consequence_of": None, "distributed_error": None, "look_first": [], "diverged_in": None,
+            "certainty": "certain", "evidence": f"{what}: {d['text']}", "file": file, "lineno": d["lineno"],
+        }
+        _fill_signal(trace, c, d["signal"], d["exit_code"], [], modules, faulthandler=False)
+        _consequences(rows, file, rank, d["signal"])
+        rows.append(c)
+    # a launcher's bare report of a rank that a signal row now says: keep one
+    said_ranks = {(c["file"], c["rank"]) for c in rows if c["category"] == "segfault"}
+    rows[:] = [c for c in rows if not (c["kind"] == "launcher" and (c["file"], c["rank"]) in said_ranks)]
+    rows.sort(key=lambda c: (c["consequence_of"] is not None, c["category"] != "segfault"))
+
+
+def _consequences(rows: list[dict[str, Any]], file: str, rank: int | None, sig: str | None) -> None:
+    """The other ranks' errors in the capture of a rank that died of a signal are its
+    consequence (a collective that lost its peer), unless already tied to another rank."""
+    if rank is None:
+        return
+    for o in rows:
+        if o["file"] != file or o["rank"] in (rank, None) or o["consequence_of"] is not None or o["kind"] in ("launcher", "fatal", "signal"):
+            continue
+        o["consequence_of"] = rank
+        o["next_step"] = (
+            f"Probably a consequence of rank {rank}'s death ({sig}): when one rank dies, the collectives of the "
+            f"others fail. Fix rank {rank}'s crash first."
+        )
+        o["certainty"], o["evidence"] = "likely", f"{o['evidence']}; rank {rank} died of {sig} first"
+
+
+def _fill_signal(
+    trace: Trace, c: dict[str, Any], sig: str | None, code: int | None, frames: list[str],
+    modules: dict[str, list[dict[str, Any]]], *, faulthandler: bool,
+) -> None:
+    c.setdefault("signal_ranks", None)
+    c["signal"] = sig
+    c["exit_code"] = code
+    c["faulthandler"] = faulthandler
+    c["innermost"] = whose(frames)
+    ran = ran_in(trace, frames=frames, rank=c["rank"], modules=modules) if frames else None
+    c["signal_ran"] = ran
+    if ran and ran.get("kernel") and ran.get("compile_id"):
+        c["kernel"] = ran["kernel"]
+    rec = last_record(trace, rank=c["rank"])
+    c["after"] = None if rec is None else {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in rec.items()}
+    c["nested"] = nested_generate(frames)
+    c["next_step"] = signal_step(sig or "a signal", faulthandler=faulthandler, who=c["innermost"], ran=ran,
+                                 frames=frames, nested=c["nested"])
+    if ran and ran.get("compile_id"):
+        c["raised_in"] = "compiled code"
 
 
 # --------------------------------------------------------------------------------------
@@ -408,7 +599,8 @@ def _desync(exc_type: str, message: str, category: str, others: str) -> tuple[st
     """The distributed error this crash is (or, for a launcher's report of a rank that died by
     a signal, the one the capture's other lines show)."""
     found = distributed_error(message)
-    if found is None and (exc_type.rsplit(".", 1)[-1] in _LAUNCHER_EXC or category == "segfault"):
+    # (an NCCL watchdog aborts the process: SIGABRT; a segmentation fault is the process's own)
+    if found is None and (exc_type.rsplit(".", 1)[-1] in _LAUNCHER_EXC or (category == "segfault" and exc_type.startswith("Aborted"))):
         found = distributed_error(others)
     return found
 
@@ -469,7 +661,7 @@ def _crash_rows(
             cat = "distributed_desync"
         filename, line, function, code = _user_frame(frames, sources)
         # a torch.compile error names the user line in its message ("from user code:", "User stack:")
-        if raised_in == "compiling":
+        if raised_in in ("compiling", "exporting"):
             uf = user_frame_of(message)
             if uf is not None:
                 filename, line, function, code = uf
@@ -489,6 +681,11 @@ def _crash_rows(
         # a compiled frame's line is its `@torch.compile` or (out of memory) its `def`: the call is the next user frame
         opener = ("@", "def ") if cat == "out_of_memory" else ("@",)
         called_from = _caller(frames, sources, line, filename) if (code or "").lstrip().startswith(opener) else None
+        if cat == "export_data_dependent":  # the program's export call: its user frame before torch.export's
+            k = next((i for i, fr in enumerate(frames) if EXPORT_PATH.search(_frame_parts(fr)[0])), len(frames))
+            ef, el, efn, ecode = _user_frame(frames[:k], sources[:k])
+            if ef is not None and (ef, el) != (filename, line):
+                called_from = {"filename": ef, "line": el, "function": efn, "code": (ecode or "").strip() or None}
         root = roots.get(r["file"])
         consequence = root if root is not None and r["rank"] is not None and r["rank"] != root else None
         certainty, evidence = r["certainty"], r["evidence"]
@@ -508,8 +705,10 @@ def _crash_rows(
             )
             certainty, evidence = "likely", f"{evidence}; rank {consequence} failed first ({how})"
         detail = detail_of(cat, message)
+        extra = {"_frames": frames} if r["kind"] == "fatal" else {}
         out.append(
             {
+                **extra,
                 "rank": r["rank"],
                 "kind": r["kind"],
                 "exc_type": r["exc_type"],
@@ -525,6 +724,7 @@ def _crash_rows(
                 "kernel": kernel if at_launch else None,
                 "memory": None,
                 "ran": None,
+                "stance": None,
                 "next_step": step,
                 "consequence_of": consequence,
                 "distributed_error": None if desync is None else {"kind": desync[0], "line": desync[1]},
@@ -537,7 +737,8 @@ def _crash_rows(
             }
         )
     # the rank that failed first before the ranks that failed because of it
-    out.sort(key=lambda c: c["consequence_of"] is not None)
+    # (a stance's refusal before the launcher's report of it)
+    out.sort(key=lambda c: (c["consequence_of"] is not None, c["category"] != "stance_refused"))
     return out
 
 
@@ -582,7 +783,7 @@ def _launcher_finding(r: dict[str, Any]) -> dict[str, Any]:
         "rank": root, "kind": "launcher", "exc_type": r["exc_type"],
         "message": f"torchrun: {who}", "message_full": r["message"], "category": "launcher_child_failed",
         "raised_in": "launcher", "function": None, "filename": None, "line": None, "code": None,
-        "called_from": None, "kernel": None, "memory": None, "ran": None,
+        "called_from": None, "kernel": None, "memory": None, "ran": None, "stance": None,
         "next_step": (
             f"torchrun says {who}, but the ranks' own tracebacks are not in this capture: read that "
             "rank's stderr (torchrun --log-dir DIR --tee 3 keeps each rank's output in a file of "

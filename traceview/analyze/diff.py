@@ -52,6 +52,7 @@ SECTIONS = (
     "kernels",
     "autotuning",
     "cache",
+    "cache_keys",
     "pgo",
     "rank_divergence",
     "collectives",
@@ -638,6 +639,40 @@ def _cache(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     return [{"counter": k, "a": a.get(k), "b": b.get(k)} for k in counters if a.get(k) != b.get(k)]
 
 
+def _cache_keys(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
+    """B's cache misses of a graph A also looked up, with the key inputs that changed
+    (analyze.cache_keys.diff_lookups; worded by judge.cache_pair_words): the FX graph and
+    AOTAutograd lookups of one graph with the same words are one row (`caches`); a cache whose
+    components were not logged is left out where the other explains the graph, and a miss of A's
+    very key that A missed too (both cold) is no change."""
+    from traceview.analyze.cache_keys import diff_lookups
+    from traceview.analyze.judge import cache_pair_words
+
+    every = sa.rank is _ANY_RANK and sb.rank is _ANY_RANK
+    rows = diff_lookups(sa.trace, against=sb.trace, rank_a=None if every else sa.rank, rank_b=None if every else sb.rank,
+                        every_rank=every, ignore_device_index=not every and sa.rank != sb.rank)
+    explained = {(r["rank"], r["function"], r["filename"], r["line"], r["nth"]) for r in rows if r["changes"] or r["same_key"]}
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        g = (r["rank"], r["function"], r["filename"], r["line"], r["nth"])
+        if not (r["changes"] or r["same_key"]) and g in explained:
+            continue
+        if r["same_key"] and r["state_a"] == "miss":  # both cold for the same key: nothing changed
+            continue
+        words = cache_pair_words(r)
+        e = out.get((*g, words))
+        if e is None:
+            c = sb.view.compiles.filter((pl.col("file") == r["file"]) & (pl.col("compile_id") == r["compile_id_b"])
+                                        & pl.col("occurrence").eq_missing(r["occurrence_b"]))
+            label = (sb.label(c["rank"][0], c["function"][0], c["filename"][0], c["line"][0], compile_id=r["compile_id_b"],
+                              occurrence=r["occurrence_b"]) if c.height else code_object(r["function"], r["filename"], r["line"]))
+            e = out[(*g, words)] = {**{k: v for k, v in r.items() if k not in ("cache", "lookup")}, "caches": [], "words": words,
+                                     "key_changed": not r["same_key"], "label": label}
+        if r["cache"] not in e["caches"]:
+            e["caches"] = sorted([*e["caches"], r["cache"]], key=lambda c: (c != "fx_graph", c))
+    return list(out.values())
+
+
 def _autotuning(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
     """Autotuned template ops (by op, input shapes and dtypes, in order) whose winner or
     number of choices changed, or that one side only autotuned."""
@@ -661,6 +696,67 @@ def _autotuning(sa: _Side, sb: _Side) -> list[dict[str, Any]]:
                     "shape": k[2], "dtypes": k[3], "best_a": a and a["best_kernel"], "best_b": b and b["best_kernel"],
                     "choices_a": a and a["choices"], "choices_b": b and b["choices"]})
     return out
+
+
+_LOAD_PHASES = ("dynamo", "aot", "inductor", "backward")
+
+
+def _cache_load(pairs: list, fa: dict, fb: dict, sa: _Side, sb: _Side) -> dict[str, Any] | None:
+    """Where a side loaded portable cache artifacts (analyze.portable_caches): what the load
+    served against the other side, per matched compile and in all: each side's FX graph and
+    AOTAutograd hits and misses (the sum torch's counters keep) and seconds per phase (Dynamo,
+    AOTAutograd, Inductor, the backward's compile), and the kernels the loaded side built again.
+    None where neither side shows a load."""
+    from traceview.analyze.portable_caches import cache_loads
+
+    la, lb = cache_loads(sa.view), cache_loads(sb.view)
+    if not la and not lb:
+        return None
+
+    def rows(side: _Side) -> dict[tuple, dict[str, Any]]:
+        out: dict[tuple, dict[str, Any]] = {}
+        for r in side.compiles.iter_rows(named=True):
+            ph = ct.compile_phases(r)
+            out[(side.rank_of(r), r["compile_id"], r["occurrence"])] = {
+                **{f"{k}_s": round(ph[k], 3) for k in _LOAD_PHASES},
+                "total_s": round(float(r.get("total_time_s") or 0.0), 3),
+                "fx_hits": int(r.get("fx_cache_hits") or 0), "fx_misses": int(r.get("fx_cache_misses") or 0),
+                "aot_hits": int(r.get("aot_cache_hits") or 0), "aot_misses": int(r.get("aot_cache_misses") or 0),
+            }
+        return out
+
+    ra, rb = rows(sa), rows(sb)
+    built = {(x["rank"], x["compile_id"]): x["kernel_build_s"] for ld in lb for x in ld["compiles"]}
+    compiles = []
+    for ka, kb in pairs:
+        if ka is None or kb is None:
+            continue
+        for (ia, ib) in zip(fa[ka], fb[kb]):
+            a, b = ra.get((ka[0], *ia)), rb.get((kb[0], *ib))
+            if a is None or b is None:
+                continue
+            compiles.append({
+                "rank": kb[0], "function": kb[1], "file": kb[2], "line": kb[3], "label": sb.label_of(kb, ib),
+                "compile_id": ib[0], "occurrence": ib[1],
+                **{k: [a[k], b[k]] for k in a},
+                "kernel_build_s": built.get((kb[0], ib[0])),
+            })
+    matched = {(c["rank"], c["compile_id"], c["occurrence"]) for c in compiles}
+    only_b = [{"rank": k[0], "compile_id": k[1], "occurrence": k[2], **{x: v[x] for x in ("fx_hits", "fx_misses", "aot_hits", "aot_misses", "total_s")}}
+              for k, v in rb.items() if k not in matched and (v["fx_hits"] or v["fx_misses"] or v["aot_hits"] or v["aot_misses"])]
+    ca, cb = ct.cache_summary(sa.view), ct.cache_summary(sb.view)
+    keys = {"fx_hits": "fx_graph_hits", "fx_misses": "fx_graph_misses", "aot_hits": "aot_autograd_hits", "aot_misses": "aot_autograd_misses"}
+    return {
+        "loaded": "b" if lb and not la else "a" if la and not lb else "both",
+        "certainty": (lb or la)[0]["certainty"],
+        "a": {k: ca[v] for k, v in keys.items()},
+        "b": {k: cb[v] for k, v in keys.items()},
+        "compiles": compiles,
+        "only_b": only_b,
+        "phases_s": {f"{k}_s": [round(sum(c[f"{k}_s"][0] for c in compiles), 3), round(sum(c[f"{k}_s"][1] for c in compiles), 3)]
+                     for k in (*_LOAD_PHASES, "total")},
+        "kernel_build_s": round(sum(ld["kernel_build_s"] for ld in lb), 3),
+    }
 
 
 _PGO = re.compile(r"^(get|put)_(local|remote)_code_state$")
@@ -758,7 +854,9 @@ def compare_runs(
         "kernels": _per_compile(pairs, fa, fb, _kernels(sa), _kernels(sb), "kernels", failed, sb),
         "autotuning": _autotuning(sa, sb),
         "cache": _cache(sa, sb),
+        "cache_keys": _cache_keys(sa, sb),
         "pgo": _pgo(sa, sb),
+        "cache_load": _cache_load(pairs, fa, fb, sa, sb),
         "rank_divergence": _divergence(sa, sb),
         "collectives": _collectives(pairs, fa, fb, sa, sb, unfinished),
         "compile_time": _compile_time(sa, sb, noise),

@@ -17,6 +17,7 @@ says so, `likely` when it is read from indirect evidence (`evidence` says which)
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import polars as pl
 
@@ -28,6 +29,7 @@ from traceview.trace import Trace
 
 CATEGORIES = (
     "graph_break",
+    "compile_worker_died",
     "backend_compiler_failure",
     "recompile_limit",
     "accuracy",
@@ -35,13 +37,16 @@ CATEGORIES = (
     "user_error",
     "constraint_violation",
     "export_guard_data_dependent",
+    "export_data_dependent",
     "user_exception",
     "other",
 )
 
 # Order of failures in the report: what breaks the program or hides a torch bug first.
 SEVERITY = (
+    "export_data_dependent",
     "accuracy",
+    "compile_worker_died",
     "backend_compiler_failure",
     "internal_dynamo_error",
     "user_error",
@@ -97,6 +102,13 @@ NEXT_STEPS: dict[str, str] = {
         + _MINIFY.format(after="dynamo")
         + "; REPRO_AFTER=aot when only Inductor fails."
     ),
+    "compile_worker_died": (
+        "The compile was lost to the host killing one of Inductor's compile worker processes (as the "
+        "kernel's OOM killer does), not to the model: check the host's memory limits and the OOM killer "
+        "(dmesg, the job's memory limit; compile workers hold memory of their own); compile with fewer "
+        "workers (TORCHINDUCTOR_COMPILE_THREADS=4, say), or with TORCHINDUCTOR_COMPILE_THREADS=1 to compile "
+        "in-process (no worker to lose; an error in the compile itself then shows with its own traceback)."
+    ),
     "recompile_limit": (
         "The frame hit torch._dynamo.config.recompile_limit and runs eagerly from now on: fix "
         "the cause in the recompile storm of this function (TORCH_LOGS=recompiles_verbose "
@@ -112,6 +124,15 @@ NEXT_STEPS: dict[str, str] = {
         "shows where guards are added, TORCHDYNAMO_EXTENDED_DEBUG_GUARD_ADDED='<expr>' the stack "
         "of one; add torch._check(...) / torch._check_is_size(...) on the value or mark it "
         "unbacked; for export, torch.export.draft_export lists every such issue."
+    ),
+    "export_data_dependent": (
+        "torch.export traces with fake tensors, which have shapes but no values: a Python `if` on a "
+        "tensor (or on `.item()`, or on a size only the data decides, like torch.nonzero's) cannot be "
+        "captured. Rewrite it as data: torch.cond(pred, true_fn, false_fn, (x,)) keeps both branches "
+        "in the graph, torch.where(cond, a, b) selects elementwise; where the value is only checked, "
+        "torch._check(...) tells export what holds. torch.export.draft_export(model, args) lists every "
+        "such problem of the model in one run, each with its line. Your code runs fine in eager: not a "
+        "torch.compile or Dynamo bug."
     ),
     "accuracy": (
         "The compiled code gives wrong results: run the minifier script torch wrote "
@@ -155,6 +176,18 @@ _USER_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)$', 
 _YOU_MARKED = re.compile(r"^\s*- (You marked .*)$", re.M)
 _SUGGESTED = re.compile(r"Suggested fixes:\s*\n((?:[ \t]+\S.*\n?)+)")
 _GB = re.compile(r"\b(gb\d{4})\b")
+# torch's words for control flow or a concrete value that needs a tensor's data (torch 2.13:
+# symbolic_convert.py gb0170 "Data-dependent branching" and its "with non-constant __bool__"
+# form; symbolic_shapes.py `_make_data_dependent_error`: "Could not guard on data-dependent
+# expression", "Could not extract specialized integer from data-dependent expression"; older
+# Dynamo: "Dynamic control flow is not supported")
+_DATA_DEPENDENT = re.compile(
+    r"Data-dependent branching|Could not guard on data-dependent expression|"
+    r"Could not extract specialized integer from data-dependent expression|Dynamic control flow is not supported",
+    re.I,
+)
+# a frame of torch.export itself (torch/export/, torch/_export/)
+EXPORT_PATH = re.compile(r"torch[/\\]_?export[/\\]")
 _LOOP_GB = "gb7000"
 _BACKEND = re.compile(r"backend='([^']+)'")
 
@@ -174,6 +207,8 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
         return "recompile_limit"
     if "AccuracyError" in (fail_reason or ""):
         return "accuracy"
+    if worker_died(fail_reason):
+        return "compile_worker_died"
     if (
         "BackendCompilerFailed" in ft
         or "InductorError" in ft  # torch 2.13 raises Inductor's failures as InductorError
@@ -200,6 +235,40 @@ def categorize(fail_type: str | None, fail_reason: str | None) -> str:
     if "graph break" in reason:
         return "graph_break"
     return "other"
+
+
+# torch's words when a compile worker process died under a compile (torch/_inductor/async_compile.py
+# `wait`: a Triton/C++ kernel's worker; concurrent.futures' BrokenProcessPool: the SubprocPool's
+# worker, e.g. TORCHINDUCTOR_FX_COMPILE_MODE=SUBPROCESS; subproc_pool.py: the pool's sidecar gone)
+_WORKER_DIED = re.compile(
+    r"A compilation subprocess exited unexpectedly|BrokenProcessPool|"
+    r"A process in the process pool was terminated abruptly|A child process terminated abruptly, the process pool is not usable|"
+    r"Attempting to use a closed pool"
+)
+
+
+def worker_died(reason: str | None) -> bool:
+    """Whether a failure's message is torch's for a compile worker process that died (see _WORKER_DIED)."""
+    return bool(_WORKER_DIED.search(reason or ""))
+
+
+def _how_far(r: dict[str, Any]) -> str:
+    """How far a compile lost to a dead worker got, from its compilation_metrics' times."""
+
+    def f(key: str) -> float:
+        v = r.get(key)
+        return float(v) if isinstance(v, (int, float)) else 0.0
+
+    dynamo, backend, inductor = f("dynamo_time_s"), f("backend_compile_time_s"), f("inductor_compile_time_s")
+    if not inductor:
+        return ""
+    aot = max(backend - inductor, 0.0)
+    return (f"Lost after Dynamo {dynamo:.2f}s, AOTAutograd {aot:.2f}s and {inductor:.2f}s in Inductor, whose "
+            "worker died. ")
+def data_dependent(fail_type: str | None, reason: str | None) -> bool:
+    """Whether a failure is torch's data-dependent error: a branch or a concrete value that
+    needs a tensor's data (see _DATA_DEPENDENT; GuardOnDataDependentSymNode whatever its text)."""
+    return bool(_DATA_DEPENDENT.search(reason or "")) or "GuardOnDataDependentSymNode" in (fail_type or "")
 
 
 def user_frame_of(reason: str | None) -> tuple[str, int, str, str] | None:
@@ -336,14 +405,107 @@ def failures(trace: Trace, *, caught: bool = True, uncaught: pl.DataFrame | None
             uncaught.select("file", "lineno"), on=["file", "lineno"], how="anti"
         )
         wont_convert = wont_convert_from_text(trace.log_records)
-    return _failure_rows(
+    exported = export_files(trace)
+    rows = _failure_rows(
         trace.compiles,
         limit_hits=trace.limit_hits,
         graph_breaks=trace.graph_break_records,
         wont_convert=wont_convert,
         printed=printed,
         log_records=trace.log_records if caught else None,
+        exported=exported,
     )
+    partial = _partial_exports(trace, exported)
+    if not partial:
+        return rows
+    return pl.concat([rows, pl.DataFrame(partial, schema=SCHEMA)]).sort(
+        pl.col("category").replace_strict({c: i for i, c in enumerate(SEVERITY)}, return_dtype=pl.Int32), maintain_order=True
+    )
+
+
+def export_files(trace: Trace) -> set[str]:
+    """The trace files that ran torch.export: a failed Dynamo compile whose compilation_metrics
+    named no code object (strict export writes its failure with compile id and co_name null,
+    parsers.frameless `attach_unnamed_metrics`), strict export's root module
+    (`L['self']._modules['_export_root']` in a describe_source), or a Python stack through
+    torch.export's own files (its file names are interned by `str` records: non-strict export,
+    draft_export)."""
+    out: set[str] = set()
+    c = trace.compiles
+    if c.height:
+        nameless = c.filter((pl.col("status") == "failed") & pl.col("function").is_null() & (pl.col("compile_kind") == "dynamo"))
+        out |= set(nameless["file"].to_list())
+    ev = trace.index_events()
+    if ev.height:
+        marks = ev.filter(
+            ((pl.col("kind") == "describe_source") & pl.col("metadata").str.contains("_export_root", literal=True))
+            | ((pl.col("kind") == "str") & pl.col("metadata").str.contains(EXPORT_PATH.pattern))
+        )
+        out |= set(marks["file"].to_list())
+    return out
+
+
+def _partial_exports(trace: Trace, exported: set[str]) -> list[dict]:
+    """Non-strict exports that stopped partway, from the trace alone: torch logs the graph
+    make_fx had traced (`make_fx_fail_partial`, no compile id) and neither compilation_metrics
+    nor the exception (that is in stderr). Where the export made a data-dependent value
+    (create_unbacked_symbol with the user's line) since the previous such record, that is very
+    likely what stopped it: a branch or a concrete value on it (category export_data_dependent,
+    `likely`); otherwise the export failed for a reason the trace does not hold (`other`)."""
+    from parsers.facts import unbacked_symbols_from_trace
+
+    ev = trace.index_events()
+    if ev.is_empty() or not exported:
+        return []
+    parts = ev.filter(
+        (pl.col("kind") == "artifact") & (pl.col("name") == "make_fx_fail_partial") & pl.col("compile_id").is_null()
+        & pl.col("file").is_in(list(exported))
+    ).sort("file", "lineno")
+    if parts.height == 0:
+        return []
+    unb = unbacked_symbols_from_trace(ev)
+    unb = unb.filter(pl.col("compile_id").is_null() & (pl.col("created_by") == "export")) if unb.height else unb
+    rows: list[dict] = []
+    prev: dict[str, int] = {}
+    for p in parts.iter_rows(named=True):
+        since = prev.get(p["file"], 0)
+        prev[p["file"]] = p["lineno"]
+        mine = unb.filter((pl.col("file") == p["file"]) & (pl.col("lineno") > since) & (pl.col("lineno") < p["lineno"])) if unb.height else unb
+        row = {
+            "rank": p["rank"], "compile_id": None, "function": None, "fail_type": None, "gb_id": None,
+            "filename": None, "line": None, "code_filename": None, "code_line": None, "source": "trace_partial",
+            "file": p["file"], "lineno": p["lineno"], "occurrence": None, "attempts": None, "certainty": "likely",
+            "testing_only_config": None,
+        }
+        if mine.height:
+            last = mine.sort("lineno").row(-1, named=True)
+            syms = ", ".join(dict.fromkeys(mine["symbol"].to_list()))
+            base = re.split(r"[/\\]", last["user_file"] or "?")[-1]
+            where = f"{base}:{last['user_line']}" if last["user_line"] is not None else "an unknown line"
+            code = f" `{last['user_code'].strip()}`" if last.get("user_code") else ""
+            reason = (
+                f"Non-strict torch.export stopped tracing right after it made the data-dependent value {syms} "
+                f"({last['op'] or 'a value read from a tensor'}) at {where}{code}: the graph traced so far "
+                "(make_fx_fail_partial) ends there, and the trace logs no exception (it is in the program's stderr)"
+            )
+            row.update({
+                "function": last["user_function"], "category": "export_data_dependent", "reason": reason,
+                "headline": headline(reason), "filename": last["user_file"], "line": last["user_line"],
+                "next_step": NEXT_STEPS["export_data_dependent"],
+                "evidence": (f"make_fx_fail_partial with no compilation_metrics, after create_unbacked_symbol {syms} at {where}; "
+                             "the exception itself is not in the trace"),
+            })
+        else:
+            reason = ("Non-strict torch.export stopped tracing (make_fx_fail_partial: the graph traced so far); "
+                      "the trace logs no exception (it is in the program's stderr)")
+            row.update({
+                "category": "other", "reason": reason, "headline": headline(reason),
+                "next_step": ("Read the exception in the program's stderr (TORCH_LOGS text or the traceback); "
+                              "torch.export.draft_export(model, args) lists every problem of the export in one run."),
+                "evidence": "make_fx_fail_partial with no compilation_metrics; the exception is not in the trace",
+            })
+        rows.append(row)
+    return rows
 
 
 def _failure_rows(
@@ -354,9 +516,12 @@ def _failure_rows(
     wont_convert: pl.DataFrame | None = None,
     printed: pl.DataFrame | None = None,
     log_records: pl.DataFrame | None = None,
+    exported: set[str] | None = None,
 ) -> pl.DataFrame:
     """`failures` over the tables: `wont_convert` is parsers.tracebacks.wont_convert_from_text,
-    `printed` parsers.tracebacks.tracebacks_from_text without the uncaught traceback."""
+    `printed` parsers.tracebacks.tracebacks_from_text without the uncaught traceback,
+    `exported` the trace files that ran torch.export (`export_files`): a data-dependent failure
+    there is export's (export_data_dependent), not a graph break under fullgraph."""
     failed = compiles.filter(pl.col("status") == "failed")
     in_loop: set[tuple] = set()
     if graph_breaks is not None and graph_breaks.height:
@@ -372,8 +537,18 @@ def _failure_rows(
         certainty, evidence = "certain", None
         filename = r["fail_user_filename"] or r["filename"]
         line = r["fail_user_line"] if r["fail_user_line"] is not None else r["line"]
-        if r["fail_user_line"] is None and (uf := user_frame_of(r["fail_reason"])) is not None:
+        function = r["function"]
+        uf = user_frame_of(r["fail_reason"])
+        if r["fail_user_line"] is None and uf is not None:
             filename, line = uf[0], uf[1]  # the message's user stack, not the def line
+        # strict torch.export's Dynamo compile: torch 2.13 names no code object (a torch.compile
+        # failure always does); a torch that logs its dynamo_start has torch.export on that stack
+        by_export = r["function"] is None or any(EXPORT_PATH.search(str(fr)) for fr in r.get("user_stack") or [])
+        if exported and r["file"] in exported and by_export and data_dependent(r["fail_type"], r["fail_reason"]):
+            cat = "export_data_dependent"  # torch.export on a value only the data decides, not fullgraph
+            step = NEXT_STEPS[cat]
+            if function is None and uf is not None:
+                function = uf[2]  # strict export names no code object: the user's function that failed
         if r.get("suppress_errors"):
             step = (
                 "torch._dynamo.config.suppress_errors=True hid this failure: the frame runs eagerly "
@@ -390,13 +565,15 @@ def _failure_rows(
                 "split the graph there."
                 + (f" {m.group(1)}: https://meta-pytorch.github.io/compile-graph-break-site/gb/{m.group(1)}.html" if m else "")
             )
+        if cat == "compile_worker_died":
+            step = _how_far(r) + step
         detail = detail_of(cat, r["fail_reason"])
         testing = r.get("testing_only_config")  # a fault injection: the judge says the config asked for it
         rows.append(
             {
                 "rank": r["rank"],
                 "compile_id": r["compile_id"],
-                "function": r["function"],
+                "function": function,
                 "category": cat,
                 "fail_type": r["fail_type"],
                 "reason": r["fail_reason"],

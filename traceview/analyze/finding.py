@@ -32,11 +32,11 @@ SEVERITIES: tuple[str, ...] = ("act", "expected", "fact")
 # alone, ranks whose
 # collectives differ (a hang or a wrong result), a crash, a rank that compiled differently, a
 # recompile storm, a failed compile (its frame runs eagerly), CUDA-graph findings (each step),
-# graph breaks, a single recompile, then what costs once (max-autotune's autotuning, a slow
+# graph breaks, loaded cache artifacts that missed (a compile from scratch each), a single recompile, then what costs once (max-autotune's autotuning, a slow
 # compile).
 KINDS: tuple[str, ...] = (
     "compiled_nothing", "timeout", "stop", "unfinished", "collectives", "stall", "crash", "divergence", "storm", "failure", "cudagraphs", "graph_break",
-    "recompile", "expected", "fixed", "autotune", "compile_time",
+    "cache", "recompile", "expected", "fixed", "autotune", "compile_time",
 )
 
 @dataclass(frozen=True)
@@ -76,6 +76,8 @@ KIND_WORDS: dict[str, KindWords] = {
         "expected": "{distinct} distinct, {total} in all: a wrapper's own (nothing of yours to avoid)",
         "fact": "{distinct} distinct, {total} in all: the run applied torch's fix after torch._dynamo.reset()"},
         "graph break"),
+    "cache": KindWords("LOADED CACHE", "LOADED CACHE ARTIFACTS",
+                       "torch.compiler.load_cache_artifacts before compiling: what it served"),
     "recompile": KindWords("RECOMPILED ONCE", "RECOMPILES", "{functions}, most costly first", "recompiling function"),
     "expected": KindWords("EXPECTED RECOMPILES", "EXPECTED RECOMPILES", "{functions}, nothing to fix"),
     "fixed": KindWords("RECOMPILES FIXED LATER", "RECOMPILES FIXED LATER",

@@ -47,6 +47,7 @@ from traceview.analyze.findings import (
     text_log_only,
 )
 from traceview.analyze.wording import (
+    CACHE_NAMES,
     CATEGORY_WORDS,
     DDP_WRAPPER_WHY,
     Paths,
@@ -515,11 +516,75 @@ def _timeouts(report: dict[str, Any], paths: Paths) -> list[Finding]:
     return out
 
 
+_WHOSE = {
+    "launcher": "the kernel launcher",
+    "generated": "the code Inductor generated (its kernel, launched on that line)",
+    "torch": "torch's own code",
+    "program": "your own code",
+    "library": "a library's code",
+}
+
+
+def _signal_crash(c: dict[str, Any], paths: Paths) -> Finding:
+    """A process killed by a crash signal (analyze.signals): which signal, in which compile's
+    generated code and kernel, right after which record, and how sure."""
+    sig = c.get("signal") or c.get("exc_type") or "a signal"
+    code = f", exit code {c['exit_code']}" if c.get("exit_code") is not None else ""
+    ran = c.get("signal_ran") or {}
+    inner = c.get("innermost")
+    ref = None
+    if ran.get("compile_id"):
+        where = f"in the generated code of {bracketed(ran['compile_id'], ran.get('occurrence'))} {code_label(ran, paths.show)}"
+        ref = CompileRef(c["rank"], ran["compile_id"], ran.get("occurrence"))
+    elif inner:
+        where = f"in {_WHOSE[inner['whose']]}"
+    else:
+        where = "where: unknown (no Python stack)"
+    many = c.get("signal_ranks") or []
+    who = f"{ranks_text(many).strip()} " if many else rank_prefix(c["rank"])
+    claim = f"{who}killed by {sig}{code} (no Python error) {where}"
+    lines: list[tuple[str, str]] = []
+    if ran.get("module"):
+        module = re.split(r"[/\\]", ran["module"])[-1]
+        stmt = f": {ran['statement']}" if ran.get("statement") else ""
+        lines.append(("code:", f"{module}:{ran.get('module_line')} in {ran.get('module_function')}{stmt}"))
+        if ran.get("kernel"):
+            lines.append(("kernel:", f"{ran['kernel']} (launched on that line of the trace's copy of the generated code)"))
+        if not ran.get("compile_id") and ran.get("how"):
+            lines.append(("compile:", ran["how"]))
+    if inner:
+        base = re.split(r"[/\\]", inner["path"])[-1]
+        at = f"{base}:{inner['line']} in {inner['function']}"
+        lines.append(("died in:", f"{_WHOSE[inner['whose']]} (innermost Python frame: {at})"))
+    after = c.get("after")
+    if after:
+        cid = f"{bracketed(after['compile_id'])}'s " if after.get("compile_id") else ""
+        when = str(after.get("ts") or "")[11:23]
+        lines.append(("after:", f"the last record torch logged: {cid}{after['kind']}" + (f" at {when}" if when else "")
+                      + " (nothing is logged while compiled code runs; the crash came after it)"))
+    if c.get("nested"):
+        n = c["nested"]
+        lines.append(("nested:", f"transformers' generate ({n['generate']}) calls a torch.compile wrapper around another "
+                                 f"({n['wrappers']} compile wrappers on the stack)"))
+    if not c.get("faulthandler"):
+        lines.append(("how sure:", f"certain that it died of {sig} ({c.get('evidence')}); where is unknown: no "
+                                   "faulthandler stack in the capture"))
+    lines.append(("next:", c["next_step"]))
+    short = f"killed by {sig}" + (" in compiled code" if ran.get("compile_id") else "")
+    return Finding(
+        "crash", "act", claim, lines, next_step=c["next_step"], certainty="certain",
+        ranks=list(many) or [c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), facet="signal", short=short,
+        key=f"crash:{c['rank']}:{sig}:{ran.get('compile_id')}:{ran.get('module_line')}",
+    )
+
 
 def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
     out = []
     explained = timeout_explained(report)
     for c in report.get("crashes") or []:
+        if c.get("signal"):
+            out.append(_signal_crash(c, paths))
+            continue
         where = f"at {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
         cc = c.get("compile")
         if cc:  # raised compiling: the compile, named as every line names it
@@ -531,6 +596,12 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
                      f"[{timed['culprit']['label'] or timed['culprit']['compile_id']}] (COLLECTIVE TIMEOUT)")
         claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: "
                  f"{words}" + ("" if cc else f", raised in {c['raised_in']}"))
+        if c.get("category") == "stance_refused" and c.get("stance"):
+            out.append(_stance_refusal(c, paths))
+            continue
+        if c.get("category") == "export_data_dependent":  # the verdict first, at the user's line
+            place = f"in {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
+            claim = f"{rank_prefix(c['rank'])}{CATEGORY_WORDS['export_data_dependent']} {place} ({c['exc_type']})"
         ran = c.get("ran") if c.get("category") == "out_of_memory" else None
         if c.get("category") == "out_of_memory":
             claim, cc = _memory_claim(c, paths), (ran if ran and ran.get("compile_id") else None)
@@ -563,6 +634,82 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
             ranks=[c["rank"]], compiles=[ref] if ref else [], target=ref, evidence=_ev(c), facet=c.get("category"), key=f"crash:{c['rank']}:{c['exc_type']}:{c.get('filename')}:{c.get('line')}",
         ))
     return out
+
+
+_CHANGED = {"size": "dimension {dim} of {src}", "stride": "stride {dim} of {src}", "dtype": "the dtype of {src}",
+            "device": "the device of {src}", "requires_grad": "requires_grad of {src}",
+            "ndim": "the number of dimensions of {src}", "value": "{src}"}
+
+
+def _refused_cause(f: dict[str, Any] | None) -> str:
+    """What changed, from the failed guard of the newest cache entry (a recompile's cause)."""
+    if f is None:
+        return "no cache entry yet: the call needed the first compile of the function"
+    what = _CHANGED.get(f.get("kind") or "", "").format(dim=f.get("dim"), src=f.get("guard_source"))
+    if what and f.get("expected") and f.get("actual"):
+        return f"{what} changed: {f['expected']} -> {f['actual']}"
+    if what and f.get("expected"):
+        return f"{what} is no longer {f['expected']}, the value every compile was made for"
+    return f"the guard `{f.get('guard')}` failed"
+
+
+def _refused_fix(st: dict[str, Any], f: dict[str, Any] | None) -> str:
+    """The fix of a refused recompile: warm up what it refused before the stance, or
+    eager_on_recompile (those calls then run eagerly, uncompiled)."""
+    eager = "or torch.compiler.set_stance('eager_on_recompile'), which runs such calls eagerly instead of failing"
+    fn = st.get("function") or "the function"
+    if f is None:
+        return (f"call {fn} once, with every input kind it will see, before set_stance('{st.get('stance')}'): "
+                f"the stance refuses a first compile too; {eager}")
+    kind, src, dim = f.get("kind"), f.get("guard_source"), f.get("dim")
+    if kind in ("size", "stride") and src and dim is not None:
+        return (f"warm up every shape before set_stance('{st.get('stance')}') (one call of {fn} per shape), or "
+                f"torch._dynamo.mark_dynamic({src}, {dim}) before the first call so one graph serves every size; {eager}")
+    if kind == "dtype" and src:
+        return (f"warm up every dtype before set_stance('{st.get('stance')}') (call {fn} once with {f.get('actual') or 'that'} "
+                f"inputs), or cast {src} to {f.get('expected')} before the call; {eager}")
+    if kind == "value" and src:
+        return (f"warm up every value of {src} before set_stance('{st.get('stance')}'), or pass it as a tensor so a new "
+                f"value needs no new graph; {eager}")
+    return f"warm up every input kind before set_stance('{st.get('stance')}'); {eager}"
+
+
+def _stance_refusal(c: dict[str, Any], paths: Paths) -> Finding:
+    """set_stance("fail_on_recompile") refused the compile a call needed (the RuntimeError that
+    ends the program): what changed (the guard the newest cache entry failed, parsed as a
+    recompile's), the recompiles allowed before the stance, the fix."""
+    st = c["stance"]
+    f = st.get("refused")
+    fn = (f"{st['function']} ({paths.show(st.get('filename'), st.get('line'))})" if st.get("function")
+          else "a compiled function (torch's message names none)")
+    what = "recompile" if f is not None else "first compile"
+    claim = (f"{rank_prefix(c['rank'])}torch.compiler.set_stance('{st.get('stance')}') refused a {what} of {fn}: "
+             f"{_refused_cause(f)}; the program stopped with {c['exc_type']}")
+    lines: list[tuple[str, str]] = []
+    if c.get("filename"):
+        code = f": {c['code']}" if c.get("code") else ""
+        lines.append(("", f"the call at {c.get('function') or '?'} ({paths.show(c['filename'], c['line'])}){code}"))
+    failures = st.get("failures") or []
+    if f is not None:
+        against = f" (against {bracketed(f['failed_against'])}, the newest cache entry)" if f.get("failed_against") else ""
+        others = len(failures) - 1
+        more = f"; {plural(others, 'older entry', 'older entries')} failed too" if others > 0 else ""
+        lines.append(("cause:", f"{f.get('guard')}{against}{more}"))
+    allowed = st.get("allowed") or []
+    if allowed:
+        said = "; ".join(f"{bracketed(a['compile_id'], a.get('occurrence'))} {a['cause']}" for a in allowed)
+        lines.append(("allowed:", f"{plural(len(allowed), 'recompile')} before the stance, not the problem: {said}"))
+    if st.get("precompiled"):
+        lines.append(("", "the message also lists precompiled guards that failed (torch.compiler's precompile cache)"))
+    fix = _refused_fix(st, f)
+    lines.append(("fix:", fix))
+    ref = None
+    return Finding(
+        "crash", "act", claim, lines, next_step=fix, certainty=c.get("certainty") or "certain",
+        ranks=[c["rank"]], compiles=[], target=ref, evidence=_ev(c), facet="stance_refused",
+        code=fn, short=f"set_stance('{st.get('stance')}') refused a {what}" + (f" of {st['function']}" if st.get("function") else ""),
+        key=f"crash:{c['rank']}:stance:{st.get('function')}:{st.get('line')}",
+    )
 
 
 def _memory_claim(c: dict[str, Any], paths: Paths) -> str:
@@ -694,12 +841,20 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
     behind = [s for s in storms for d in report.get("rank_divergence") or [] if recompile_behind(d, s)]
     # a recompile made on some ranks only while the others waited: the stall is its finding
     behind += [s for s in storms if s.get("stall") and set((s.get("compile_ids") or [])[1:]) <= alone.get(s["rank"], set())]
+    # a code object's recompiles before set_stance("fail_on_recompile") refused one: the program's
+    # warm-up, allowed by it (the refusal is the finding)
+    warmed = {(c["rank"], c["stance"]["function"], c["stance"].get("filename")) for c in report.get("crashes") or []
+              if c.get("category") == "stance_refused" and c.get("stance") and c["stance"].get("function")}
     out = []
     for s, ranks in group_ranks([s for s in storms if not any(s is b for b in behind)], storm_key):
-        expected = bool(s.get("expected"))
+        allowed = any((r, s["function"], s.get("filename")) in warmed or (r, s["function"], None) in warmed for r in ranks)
+        expected = bool(s.get("expected")) or allowed
         fixed = not expected and bool(s.get("fixed_later"))  # the run applied the fix after a reset
         kind = "expected" if expected else "fixed" if fixed else ("storm" if s.get("is_storm") else "recompile")
         line, lines = _storm_lines(s, paths, optim)
+        if allowed and not s.get("expected"):
+            lines = [("allowed:", "before set_stance('fail_on_recompile'), which then refused the next one (CRASHED): "
+                                  "the program's warm-up, not the problem"), *lines]
         applied = _resume_of_fixed_break(s, report)
         if applied:  # the break that hands this value over was fixed later in the run
             lines = [(label, applied if label.strip() == "fix:" else text) for label, text in lines]
@@ -734,8 +889,15 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
 
 def _graph_breaks(report: dict[str, Any], paths: Paths) -> list[Finding]:
     fails = report.get("failures") or []
+    # strict torch.export's data-dependent failure logs its break too: the failure (or the
+    # crash) says it; a break is left out only where all of it is such failures, in its own file
+    exported = [f for f in fails if f["category"] == "export_data_dependent" and f.get("compile_id")]
     out = []
     for g in report.get("graph_breaks") or []:
+        mine = [f for f in exported if f.get("file") == g.get("file") and f["compile_id"] in (g.get("compile_ids") or [])
+                and f.get("rank") in (g.get("ranks") or [None])]
+        if mine and len(mine) >= int(g.get("count") or 0):
+            continue
         gb = f" [{g['gb_id']}]" if g.get("gb_id") else ""
         ranks = list(g.get("ranks") or [])
         where = f"{ranks_text(ranks)}{g['count']}x" if ranks else f"{g['count']}x"
@@ -808,10 +970,13 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
     eager (a break that raised under fullgraph=True stays a failure: the compile failed)."""
     storms = report.get("recompiles") or []
     breaks = report.get("graph_breaks") or []
+    # an export the program crashed of is said once, as the crash (the same error)
+    exported = {c.get("rank") for c in report.get("crashes") or [] if c.get("category") == "export_data_dependent"}
     fails = [
         f for f in report.get("failures") or []
         if not any(storm_failure(s, f) and recompiled_repeatedly(s) for s in storms)
         and not any(g.get("frame_skipped") and break_failure(g, f) for g in breaks)
+        and not (f["category"] == "export_data_dependent" and f.get("rank") in exported)
     ]
     out = []
     # the same failure on many ranks, or of many compiles, is one finding (findings.group_failures)
@@ -819,6 +984,10 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
         ft = f" ({f['fail_type']})" if f.get("fail_type") else ""
         claim = (f"{ranks_text(franks)}{_failed_ids(same)} {code_label(f, paths.show)}: "
                  f"{CATEGORY_WORDS.get(f['category'], f['category'])}{ft}")
+        if f["category"] == "export_data_dependent":  # the verdict first, at the user's line
+            ids = f" {_failed_ids(same)}" if f.get("compile_id") else ""
+            claim = (f"{ranks_text(franks)}{CATEGORY_WORDS['export_data_dependent']} in {f.get('function') or '?'} "
+                     f"({paths.show(f['filename'], f['line'])}){ids}{ft}")
         lines: list[tuple[str, str]] = [("", f["reason"] or "")]
         if injected := injection_words(f.get("testing_only_config")):
             lines.append(("cause:", injected[0]))
@@ -830,10 +999,11 @@ def _failures(report: dict[str, Any], paths: Paths) -> list[Finding]:
         lines.append(("next:", f["next_step"]))
         ranks = sorted({r for r in franks if r is not None}) or [None]
         more = [("reason:", f.get("reason_full") or f.get("reason") or "?"), *_on_ranks(ranks)]
-        ref = CompileRef(f["rank"], f["compile_id"], f.get("occurrence"), f.get("attempts"))
+        # a non-strict export that stopped partway has no compile id (no compile to open)
+        ref = CompileRef(f["rank"], f["compile_id"], f.get("occurrence"), f.get("attempts")) if f.get("compile_id") else None
         out.append(Finding(
             "failure", "act", claim, lines, more, next_step=f["next_step"], certainty=f.get("certainty") or "certain",
-            ranks=ranks, compiles=[CompileRef(x["rank"], x["compile_id"], x.get("occurrence"), x.get("attempts")) for x in same],
+            ranks=ranks, compiles=[CompileRef(x["rank"], x["compile_id"], x.get("occurrence"), x.get("attempts")) for x in same if x.get("compile_id")],
             evidence=_ev(f), count=len(same), facet=f["category"], target=ref,
             key=f"failure:{f['compile_id']}:{f.get('occurrence')}:{f['category']}:{ranks_text(franks).strip()}",
         ))
@@ -1014,6 +1184,96 @@ def _max_autotune(report: dict[str, Any]) -> list[Finding]:
     )]
 
 
+_ARTIFACT_WORDS = {"inductor": "Inductor (FX graph)", "aot_autograd": "AOTAutograd", "pgo": "PGO", "autotune": "autotune",
+                   "precompile": "precompile"}
+
+
+def _lookups(x: dict[str, Any]) -> str:
+    """`FX graph 2 hits / 0 misses, AOTAutograd 1 hit / 0 misses` (what was looked up)."""
+    parts = []
+    for what, h, m in (("FX graph", x["fx_hits"], x["fx_misses"]), ("AOTAutograd", x["aot_hits"], x["aot_misses"])):
+        if h or m:
+            parts.append(f"{what} {plural(h, 'hit')} / {plural(m, 'miss', 'misses')}")
+    return ", ".join(parts) or "no lookup logged"
+
+
+def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
+    """A process that loaded portable cache artifacts (torch.compiler.load_cache_artifacts) before
+    compiling: a warm start when every lookup after it hit (a fact), in part when some compiles
+    missed them, or nothing served when every lookup missed (both: act)."""
+    out = []
+    # ranks whose loads read the same (the same artifacts, the same lookups per compile) are one finding
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for ld in (report.get("cache") or {}).get("loaded") or []:
+        sig = (tuple(sorted(ld["artifacts"].items())), ld["certainty"], tuple(
+            (c["compile_id"], c["fx_hits"], c["fx_misses"], c["aot_hits"], c["aot_misses"]) for c in ld.get("compiles") or []))
+        groups.setdefault(sig, []).append(ld)
+    for same in groups.values():
+        ld = {**same[0], "dynamo_s": max(x.get("dynamo_s") or 0 for x in same),
+              "kernel_build_s": max(x.get("kernel_build_s") or 0 for x in same)}
+        ranks = [x["rank"] for x in same]
+        who = ranks_text(ranks)
+        slowest = " on the slowest rank" if len(same) > 1 else ""
+        order = list(_ARTIFACT_WORDS)
+        arts = ", ".join(f"{n} {_ARTIFACT_WORDS.get(k, k)}" for k, n in sorted(
+            ld["artifacts"].items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))) or "its"
+        wrote = f"torch.compiler.load_cache_artifacts wrote {arts} entr{'y' if sum(ld['artifacts'].values()) == 1 else 'ies'} into the cache"
+        comps = ld.get("compiles") or []
+        n = len(comps)
+        lines: list[tuple[str, str]] = []
+        if not comps:
+            severity, facet = "fact", "unused"
+            claim = f"{who}loaded cache artifacts: {wrote}; no FX graph or AOTAutograd lookup was logged after it"
+            step = "the compiles after the load logged no cache lookup: TORCH_TRACE (or TORCH_LOGS=torch._inductor.codecache) shows them"
+        elif not ld["missed"]:
+            severity, facet = "fact", "served"
+            claim = (f"{who}warm start from loaded cache artifacts: {wrote} before compiling; every lookup "
+                     f"after it hit ({_lookups(ld)}, in {plural(n, 'compile')})")
+            step = ("`traceview diff` of the run that saved the artifacts and this one says what the load saved, per compile "
+                    "and per phase")
+        else:
+            severity = "act"
+            facet = "missed" if not ld["served"] else "partial"
+            if ld["served"]:
+                claim = (f"{who}warm start from loaded cache artifacts, in part: {plural(ld['missed'], 'compile')} "
+                         f"of {n} missed them ({_lookups(ld)}); {wrote}")
+                step = ("save the artifacts after a run that compiled every shape, dtype and mode this run needs (or mark the "
+                        "varying dimension dynamic), so that the load serves every compile; `traceview diff` of the saving run "
+                        "and this one shows which compiles are new")
+            else:
+                claim = (f"{who}loaded cache artifacts served nothing: every lookup after "
+                         f"torch.compiler.load_cache_artifacts missed ({_lookups(ld)}); {wrote}")
+                step = ("compile with the torch version, configs and inputs the artifacts were saved with: the cache keys "
+                        "differ; `traceview diff` of the saving run and this one names the key component that changed")
+        for c in comps:
+            if ld["missed"] and not (c["fx_misses"] or c["aot_misses"]):
+                continue  # where some missed, the lines name those
+            name = f"{bracketed(c['compile_id'], c.get('occurrence'))} {paths.compile_name(c)}" if c.get("function") else bracketed(c["compile_id"])
+            state = "missed: compiled from scratch" if (c["fx_misses"] or c["aot_misses"]) else "served"
+            lines.append(("", f"{name}: {_lookups(c)} ({state})"))
+        if ld.get("dynamo_s") and ld["served"]:
+            lines.append(("", f"Dynamo still traced every frame ({seconds_text(ld['dynamo_s'])} in all{slowest}): the artifacts hold "
+                              "what comes after Dynamo (AOTAutograd and Inductor)"))
+        if ld.get("kernel_build_s"):
+            lines.append(("kernels:", f"the compiles the artifacts served built their C++ kernels again "
+                                      f"({seconds_text(ld['kernel_build_s'])} of compile_file{slowest}): the artifacts hold the "
+                                      "generated code, not the compiled kernels"))
+        if ld["certainty"] != "certain":
+            lines.append(("how sure:", f"{ld['certainty']}: the trace does not name the call; {ld['how']}, which only a "
+                                       "load does (TORCH_LOGS=+torch.compiler._cache names each artifact)"))
+        lines.append(("next:" if severity != "act" else "fix:", step))
+        cost = Cost(seconds=float(sum(c["dynamo_s"] or 0 for c in comps if c["fx_misses"] or c["aot_misses"])))
+        out.append(Finding(
+            "cache", severity, claim, lines, next_step=step, certainty=ld["certainty"], cost=cost, ranks=ranks,
+            compiles=[CompileRef(r, c["compile_id"], c.get("occurrence")) for r in ranks for c in comps],
+            evidence=[Evidence(x.get("file"), x.get("lineno"), x["rank"]) for x in same], facet=facet,
+            short=("loaded cache artifacts served nothing" if facet == "missed"
+                   else f"loaded cache artifacts missed {plural(ld['missed'], 'compile')}" if facet == "partial" else None),
+            key=f"cache:{who.strip()}:{facet}",
+        ))
+    return out
+
+
 def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
     ct = report.get("compile_time") or {}
     out = []
@@ -1049,12 +1309,14 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         _compiled_nothing(report) + _timeouts(report, paths) + _stops(report, paths) + _stalls(report) + _unfinished(report, paths)
         + _collectives(report, paths) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
-        + _graph_breaks(report, paths) + _max_autotune(report) + _slow(report, paths)
+        + _graph_breaks(report, paths) + _cache_loads(report, paths) + _max_autotune(report) + _slow(report, paths)
     )
     return ranked(found)  # the one order (Finding.rank_key)
 
 
 # ------------------------------------------------------------------------- the head line
+EXPORT_FAILED = "torch.export failed on control flow that needs a tensor's value"
+
 def _noun(kind: str) -> str:
     """What the head line counts of a kind (KIND_WORDS' noun; a kind without one: its title's
     findings)."""
@@ -1086,10 +1348,26 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
                 found.append(plural(len(fs), _noun("collectives")))
         elif kind == "crash":
             oom = sum(1 for f in fs if f.facet == "out_of_memory")
-            if oom == len(fs):  # said as memory, not as a crash of the program's logic
+            refused = [f for f in fs if f.facet == "stance_refused"]
+            # the stance's refusal is what ended it: said as that (a launcher's report of the rank
+            # that stopped is its consequence, not another crash)
+            rest = [f for f in fs if f.facet not in ("stance_refused", "launcher_child_failed")]
+            exported = sum(1 for f in fs if f.facet == "export_data_dependent")
+            if refused:
+                found.append((refused[0].short or refused[0].claim) + (f" (on {len(refused)} processes)" if len(refused) > 1 else ""))
+                if rest:
+                    found.append("the program crashed" if len(rest) == 1 else f"{len(rest)} processes crashed")
+            elif oom == len(fs):  # said as memory, not as a crash of the program's logic
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
+            elif exported == len(fs):  # the verdict, not "a crash"
+                found.append(f"{EXPORT_FAILED} (the program crashed)" if len(fs) == 1 else f"{EXPORT_FAILED} in {len(fs)} processes")
             else:
-                found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed")
+                sig = [f for f in fs if f.facet == "signal"]
+                if sig and len(fs) == 1:
+                    found.append(f"the program was {sig[0].short}")
+                else:
+                    found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed"
+                                 + (f" ({rank_prefix(sig[0].ranks[0]).strip() or 'one'} {sig[0].short})" if sig else ""))
         elif kind in ("stop", "compiled_nothing", "timeout"):
             found += [f.short or f.claim for f in fs]
         elif kind == "stall":
@@ -1109,10 +1387,14 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             eager = sum(1 for f in fs if f.facet == "frame_skipped")
             found.append(plural(len(fs), _noun("graph_break")) + (f" ({eager} sent a whole frame to eager)" if eager else ""))
         elif kind == "failure":
-            found.append(plural(sum(f.count for f in fs), _noun("failure")))
+            exported = sum(f.count for f in fs if f.facet == "export_data_dependent")
+            if exported:  # an export is no compile: its verdict
+                found.append(EXPORT_FAILED if exported == 1 else f"{EXPORT_FAILED} ({exported} exports)")
+            if sum(f.count for f in fs) > exported:
+                found.append(plural(sum(f.count for f in fs) - exported, _noun("failure")))
         elif kind == "cudagraphs":
             found.append(plural(len(fs), _noun("cudagraphs")))
-        elif kind == "autotune":
+        elif kind in ("autotune", "cache"):
             found.append(fs[0].short or fs[0].claim)
         elif kind == "divergence":
             ranks = [r for f in fs for r in f.ranks]
@@ -1134,8 +1416,27 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
         out.append(f"fixed: {plural(len(fixed_breaks), 'graph break')}, gone after the run applied torch's config fix")
     if recompiled:
         out.append(f"expected: {plural(len(recompiled), 'function')} recompiled by design (nothing to fix)")
+    facts = report.get("facts") or {}
+    splits = {(d["compile_id"], d.get("occurrence")): d for d in facts.get("ddp_splits") or []}
+    if splits:  # DDPOptimizer's split is by design, and no graph break: said beside DDP's own breaks
+        first = next(iter(splits.values()))
+        what = (f"{bracketed(first['compile_id'], first.get('occurrence'))} into {plural(first['submodules'], 'submodule')}"
+                if len(splits) == 1 else plural(len(splits), "graph"))
+        out.append(f"expected: DDPOptimizer split {what} at DDP's gradient buckets (by design, not graph breaks)")
+    drafted = facts.get("draft_export_issues") or []
+    if drafted:  # draft_export's program works; what it assumed is said as a note, not a failure
+        out.append(f"note: draft_export decided {plural(len(drafted), 'data-dependent expression')} from the example input (FACTS)")
+    unsplit = facts.get("ddp_unsplit") or []
+    if unsplit:
+        ids = ", ".join(bracketed(d["compile_id"], d.get("occurrence")) for d in unsplit[:3])
+        out.append(f"note: optimize_ddp=False: {ids} compiled as one graph (DDP's all-reduce cannot overlap the compiled backward)")
     if breaks:
         out.append(f"expected: {plural(len(breaks), 'graph break')} of DDP's own wrapper (nothing of yours to avoid)")
+    served = [f for f in findings if f.kind == "cache" and f.facet == "served"]
+    if served:
+        out.append("warm start: every cache lookup hit the artifacts torch.compiler.load_cache_artifacts loaded"
+                   + (f" (on {n} processes)" if (n := sum(len(f.ranks) or 1 for f in served)) > 1 else "")
+                   + ("" if all(f.certainty == "certain" for f in served) else " (likely: read from the trace's marks)"))
     if text_log_only(report):
         # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
         what = "compile times or status" if (report.get("cache") or {}).get("from_text_log") else "compile times, cache or status"
@@ -1307,3 +1608,133 @@ def stop_verdict(
     )
     return head, doing, step, "likely", QUIET_MEANS
 
+
+
+# ------------------------------------------------------------------ why a lookup missed the cache
+# (traceview.analyze.cache_keys: the key components whose hash differs; words only here)
+_AOT_DEBUG = "TORCH_LOGS=+torch._functorch._aot_autograd.autograd_cache"
+
+
+def _plain(text: str | None) -> str:
+    if text is None:
+        return "?"
+    return one_line(re.sub(r"Size\((\[[^\]]*\])\)", r"\1", text.replace("torch.", "")), 80)
+
+
+def cache_change_words(c: dict[str, Any]) -> str:
+    """One key component that changed (cache_keys.Change.to_json), in words: which input to the
+    key, old -> new."""
+    kind, item, old, new = c["kind"], c.get("item"), c.get("old"), c.get("new")
+    if old is None or new is None:
+        return f"{c['component']} {'added to' if old is None else 'gone from'} the key"
+    if kind == "inductor_config":
+        return f"Inductor config {item}: {_plain(old)} -> {_plain(new)}"
+    if kind in ("dynamo_config", "functorch_config"):
+        return f"{'Dynamo' if kind == 'dynamo_config' else 'functorch'} config {item}: {_plain(old)} -> {_plain(new)}"
+    if kind == "graph":
+        removed, added = c.get("removed_lines") or [], c.get("added_lines") or []
+        if not removed and not added:
+            return "the graph (the same lines in another order)"
+        shown = [f"- {one_line(x, 90)}" for x in removed[:2]] + [f"+ {one_line(x, 90)}" for x in added[:2]]
+        more = (c.get("lines_changed") or len(removed) + len(added)) - len(shown)
+        at = f" (at {', '.join(c['sources'])})" if c.get("sources") else ""
+        return "the graph: " + " | ".join(shown) + (f" | ({more} more lines)" if more > 0 else "") + at
+    if kind == "example_input":
+        fields = c.get("fields") or {}
+        if fields:
+            return f"example input {item}: " + ", ".join(f"{k} {_plain(a)} -> {_plain(b)}" for k, (a, b) in fields.items())
+        return f"example input {item} changed"
+    if kind == "torch_version":
+        return "torch's version (its source hash) changed"
+    if kind in ("triton_version", "cuda_version"):
+        return f"{kind.split('_')[0].capitalize()}'s version changed: {_plain(old)} -> {_plain(new)}"
+    if kind == "system":
+        return "the system changed (device, CUDA, compiler: system_info hash)"
+    if kind == "threads":
+        # the log does not say which of them set it: both named
+        why = (" (the threads torch runs with: OMP_NUM_THREADS=1, which torchrun sets when it starts several processes, "
+               "or torch.set_num_threads(1))" if new.strip() == "1"
+               else " (the threads torch runs with: OMP_NUM_THREADS or torch.set_num_threads)")
+        return f"cpp_runtime_thread_count {_plain(old)} -> {_plain(new)}{why}"
+    if kind == "custom_pass":
+        return f"custom pass {item}: {_plain(old)} -> {_plain(new)}"
+    if kind == "fx_kwargs":
+        return f"compile option {item}: {_plain(old)} -> {_plain(new)}"
+    if kind == "torch_setting":
+        return f"{item}: {_plain(old)} -> {_plain(new)}"
+    if kind == "tag":
+        return f"cache_key_tag: {_plain(old)} -> {_plain(new)}"
+    return f"{c['component']}: {_plain(old)} -> {_plain(new)}"
+
+
+def _changes_words(e: dict[str, Any], cache: str) -> str:
+    """What differs in a compared pair's keys: its changes, else why none can be said."""
+    if e.get("changes"):
+        # the graph first: a changed graph changes its inputs too (the rest is counted)
+        ch = sorted(e["changes"], key=lambda c: c["kind"] != "graph")
+        more = len(ch) - 3
+        return "; ".join(cache_change_words(c) for c in ch[:3]) + (f"; and {more} more key inputs (--json)" if more > 0 else "")
+    if e.get("logged"):
+        return "the keys differ, but no logged component does"
+    return "not logged" + (f" (torch logs the AOTAutograd key's components only with {_AOT_DEBUG})" if cache == "aot_autograd" else "")
+
+
+def _graph_words(e: dict[str, Any]) -> str:
+    where = f"{e.get('filename') or '?'}:{e.get('line')}" if e.get("line") is not None else (e.get("filename") or "?")
+    return f"{e.get('function') or '?'} ({where})"
+
+
+def cache_key_lines(keys: dict[str, Any]) -> list[str]:
+    """The verdicts beside COMPILE TIME's cache line (build_report's `cache.keys`): ranks whose keys
+    for one graph differ (they can never share a cache entry) or that missed a key other ranks
+    hit, a graph compiled again that missed, and the caches whose key components were not
+    logged."""
+    # the same verdict for both caches of one graph is said once: "FX graph and AOTAutograd keys"
+    said: dict[str, list[str]] = {}
+    unlogged = {c for c, n in (keys.get("not_logged") or {}).items() if n.get("empty") and n["empty"] == n.get("lookups")}
+    for e in keys.get("ranks") or []:
+        if e["cache"] in unlogged or e["kind"] == "device_index":  # (each rank on its own device: expected)
+            continue
+        if e["kind"] == "key_differs":
+            kinds = {c["kind"] for c in e["changes"]}
+            fix = ("the same config on every rank" if kinds & {"inductor_config", "dynamo_config", "functorch_config",
+                                                               "custom_pass", "threads"}
+                   else "the same code on every rank: no rank-dependent branch or constant in the compiled code" if "graph" in kinds
+                   else "the input made rank independent" if "example_input" in kinds
+                   else "the same setting on every rank")
+            text = (f"{_ranks_words(e['odd_ranks'])}: the {{caches}} of {_graph_words(e)} {{differ}} from "
+                    f"{_ranks_words(e['common_ranks'])}'s in {_changes_words(e, e['cache'])}; these ranks can never share a "
+                    f"cache entry (fix: {fix})")
+        else:
+            text = (f"{_ranks_words(e['missed'])} missed the {{caches}} of {_graph_words(e)} that {_ranks_words(e['hit'])} "
+                    "hit: the same key, so the cache was not shared (another cache directory) or was written too late")
+        said.setdefault(text, []).append(e["cache"])
+    for e in keys.get("repeats") or []:
+        if e["cache"] in unlogged:
+            continue
+        rank = f"rank {e['rank']} " if e.get("rank") is not None else ""
+        text = (f"{rank}{bracketed(e['compile_id'], e.get('occurrence'))} {_graph_words(e)} missed the cache again: its "
+                f"{{caches}} {{differ}} from {bracketed(e['previous'])}'s in {_changes_words(e, e['cache'])}")
+        said.setdefault(text, []).append(e["cache"])
+    out = []
+    for text, caches in said.items():
+        names = [CACHE_NAMES.get(c, c) for c in sorted(set(caches), key=lambda c: (c != "fx_graph", c))]
+        text = text.replace("{caches}", " and ".join(names) + (" keys" if len(names) > 1 else " key"))
+        out.append(text.replace("{differ}", "differ" if len(names) > 1 else "differs"))
+    for cache, n in (keys.get("not_logged") or {}).items():
+        name = CACHE_NAMES.get(cache, cache)
+        if n.get("bad"):
+            out.append(f"{name} key components of {n['bad']} lookups unreadable (see problems: bad_cache_key): not logged")
+        if n.get("empty") and n["empty"] == n.get("lookups") and n.get("missed"):  # (said where a miss needs it)
+            out.append(f"{name} key components not logged: this torch logs no key components"
+                       + (f" for it unless {_AOT_DEBUG}" if cache == "aot_autograd" else ""))
+    return out
+
+
+def cache_pair_words(p: dict[str, Any]) -> str:
+    """Why a lookup of B missed against A's lookup of the same graph (analyze.cache_keys.
+    diff_lookups), without the cache's name (the diff says which caches)."""
+    a = "hit" if p["state_a"] == "hit" else "missed too"
+    if p.get("same_key"):
+        return f"missed with A's key (A {a}): B's cache did not hold the entry (another cache directory, or evicted)"
+    return f"missed (A {a}): {_changes_words(p, p['cache'])}"

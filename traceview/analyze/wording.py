@@ -30,6 +30,7 @@ CRASH_CATEGORY_WORDS = {
     "segfault": "segmentation fault",
     "runtime_error_in_compiled_code": "runtime error in compiled code",
     "user_error_after_compile": "error in the program after compiling",
+    "stance_refused": "a compile stance (set_stance) refused the compile a call needed",
     "launcher_child_failed": "torchrun: a rank failed",
     "distributed_desync": "distributed desync (the ranks' collectives out of step)",
 }
@@ -37,10 +38,12 @@ CRASH_CATEGORY_WORDS = {
 
 CATEGORY_WORDS = {
     "graph_break": "graph break",
+    "compile_worker_died": "a compile worker process was killed (lost to the host, not the model)",
     "backend_compiler_failure": "backend compiler failure",
     "recompile_limit": "recompile limit",
     "internal_dynamo_error": "internal Dynamo error",
     "export_guard_data_dependent": "export / guard / data-dependent error",
+    "export_data_dependent": "torch.export could not capture control flow on a tensor's value",
     "user_exception": "user exception",
     "accuracy": "accuracy failure",
     "user_error": "error in your code (fails in eager too)",

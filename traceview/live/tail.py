@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from parsers.discover import kind_of, trace_rank, walk
-from parsers.glog import PREFIX, as_bytes, plain
+from parsers.glog import TEXT_PREFIX, as_bytes, plain
 from parsers.gzipped import is_gzip
 
 _HAS_PAYLOAD = re.compile(rb'"has_payload": ?"([0-9a-f]{32})"')
-_TEXT_RECORD = re.compile(as_bytes("^" + plain(PREFIX)), re.M)
+_TEXT_RECORD = re.compile(as_bytes("^" + plain(TEXT_PREFIX)), re.M)
 MAX_READ = 64 << 20  # the most a poll reads of one file (a backlog is handed on in pieces)
 BACK_READ = 4 << 20  # read back from a file's end for its last complete record (more if longer)
 DEFER_MAX_S = 5.0

@@ -17,6 +17,7 @@ from parsers.compiles import STATUSES
 from traceview.analyze import compile_time as ct
 from traceview.analyze.accounts.compiles import OPEN, compile_account
 from traceview.analyze.accounts.compiles import uncaught as uncaught_of
+from traceview.analyze.cache_keys import key_verdicts
 from traceview.analyze.code_objects import describe, of_compile
 from traceview.analyze.collectives import collective_mismatches
 from traceview.analyze.compile_facts import compile_facts
@@ -30,8 +31,9 @@ from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.eager_model import compiled_nothing
 from traceview.analyze.failures import failures
 from traceview.analyze.hotspots import graph_break_hotspots
-from traceview.analyze.judge import head_lines, judge
+from traceview.analyze.judge import cache_key_lines, head_lines, judge
 from traceview.analyze.optimizer import compiled_optimizer_findings, scheduler_wrapper_advice
+from traceview.analyze.portable_caches import cache_loads
 from traceview.analyze.stalls import mark_lone_recompiles, rank_stalls
 from traceview.analyze.stops import stop_findings, tie_unfinished
 from traceview.analyze.storms import recompile_storms
@@ -189,7 +191,8 @@ def build_report(trace: Trace) -> dict[str, Any]:
             # compiles without a Dynamo frame (counted in total_s), by where they came from
             "frameless": ct.frameless_groups(trace),
         },
-        "cache": ct.cache_summary(trace),
+        # with why the keys of one graph differ (ranks, compiles again): analyze.cache_keys
+        "cache": {**ct.cache_summary(trace), "keys": key_verdicts(trace), "loaded": cache_loads(trace)},
         "cudagraphs": {
             **cudagraph_counts(trace),
             "findings": cudagraph_findings(trace),
@@ -229,8 +232,11 @@ def build_report(trace: Trace) -> dict[str, Any]:
         f = compile_of_crash(c, report["failures"])
         c["compile"] = None if f is None else {k: f.get(k) for k in (
             "compile_id", "occurrence", "attempts", "function", "filename", "line", "code", "testing_only_config")}
-        if f is not None and injection_words(f.get("testing_only_config")):
-            c["next_step"] = f["next_step"]  # the run's config asked for the failure: its step, not the minifier
+        if f is not None and (injection_words(f.get("testing_only_config")) or f.get("category") == "compile_worker_died"):
+            # the run's config asked for the failure, or the host took its worker: its step (how far
+            # the compile got, and why), not the minifier
+            c["next_step"] = f["next_step"]
+    report["cache"]["verdicts"] = cache_key_lines(report["cache"]["keys"])  # judge's words
     findings = judge(trace, report=report)
     report["findings"] = [f.to_json() for f in findings]
     report["head"] = head_lines(findings, report)  # the head line, computed once: every view prints it

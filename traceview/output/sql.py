@@ -2,7 +2,8 @@
 (always installed) or DuckDB (when installed: `pip install traceview[sql]`).
 
 Every table of `traceview.trace.TABLES` is a table of the same name, and so are the accounts
-(`compile_account`, `rank_account`: traceview.analyze.accounts, docs/tables.md), registered from Arrow in
+(`compile_account`, `rank_account`: traceview.analyze.accounts, docs/tables.md) and `cache_keys`
+(traceview.analyze.cache_keys), registered from Arrow in
 DuckDB (it scans the Arrow buffers polars holds; nothing is copied) or given to polars'
 SQLContext as the DataFrame itself. A table is only built when the query names it (`compiles`
 does not need `graph_nodes`). The engine: `--engine duckdb|polars`; by default DuckDB when it is
@@ -21,11 +22,13 @@ from typing import Any
 
 from traceview.analyze.accounts.compiles import compile_account
 from traceview.analyze.accounts.ranks import rank_table
+from traceview.analyze.cache_keys import cache_keys
 from traceview.errors import UserError
 from traceview.trace import TABLES, Trace
 
 # the accounts every finding reads (one row per compile; per rank), queryable beside the tables
-ACCOUNTS = {"compile_account": compile_account, "rank_account": rank_table}
+# and each cache lookup's key components (analyze.cache_keys: payloads read when a query names it)
+ACCOUNTS = {"compile_account": compile_account, "rank_account": rank_table, "cache_keys": cache_keys}
 NAMES = TABLES + tuple(ACCOUNTS)
 
 FORMATS = ("table", "csv", "json")

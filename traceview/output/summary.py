@@ -266,14 +266,61 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def ddp_split_line(d: dict[str, Any]) -> str:
-    """One FACTS line for a DDPOptimizer split (compile_facts.ddp_splits)."""
+def _layers_text(layers: list[str]) -> str:
+    if not layers:
+        return "no parameters"
+    if len(layers) <= 3:
+        return ", ".join(layers)
+    return f"{layers[0]} … {layers[-1]} ({len(layers)} modules)"
+
+
+def ddp_split_line(d: dict[str, Any], show: Any) -> str:
+    """One FACTS line for a DDPOptimizer split (compile_facts.ddp_splits): the pieces with
+    their layers and parameter bytes, that it is not a graph break, the FX cache over the
+    pieces' compiles per rank."""
     sizes = d["param_bytes"]
-    per = ", ".join("?" if b is None else _mib(b) for b in sizes)
+    layers = d.get("layers") or [[] for _ in sizes]
+    who = f" on {ranks_text(d['ranks']).strip()}" if ranks_text(d["ranks"]) else ""
+    fn = f" {d['function']} ({show(d.get('filename'), d.get('line'))})" if d.get("function") else ""
+    pieces = "; ".join(
+        f"{name}: {_layers_text(lay)} ({'?' if b is None else _mib(b)})"
+        for name, lay, b in zip(d.get("names") or [], layers, sizes, strict=False)
+    )
+    nobreak = " (the compile logged none)" if d.get("graph_breaks") == 0 else ""
+    line = (
+        f"DDPOptimizer split {bracketed(d['compile_id'], d.get('occurrence'), d.get('attempts'))}{fn}{who} into "
+        f"{plural(d['submodules'], 'submodule')} at the gradient-bucket boundaries, by design "
+        f"(torch._dynamo.config.optimize_ddp, on by default: each bucket's all-reduce overlaps the backward of the "
+        f"pieces before it); not graph breaks{nobreak}. Parameters per submodule, in graph order: {pieces}; "
+        "each submodule is compiled on its own"
+    )
+    cache = d.get("fx_cache") or []
+    if cache:
+        by: dict[tuple[int, int], list[Any]] = {}
+        for c in cache:
+            by.setdefault((c["hits"], c["misses"]), []).append(c["rank"])
+        per = ", ".join(
+            f"{ranks_text(rs).strip() or 'the process'}{' each' if len(rs) > 1 else ''} {h} hits / {m} misses"
+            for (h, m), rs in by.items()
+        )
+        hit = any(c["hits"] for c in cache)
+        line += (
+            f"; FX graph cache over the submodules' compiles (forward and backward): {per}"
+            + (" (identical submodules compiled once and served from the cache)" if hit else "")
+        )
+    return line
+
+
+def ddp_unsplit_line(d: dict[str, Any], show: Any) -> str:
+    """One FACTS line for a DDP module's forward compiled with optimize_ddp=False
+    (compile_facts.ddp_unsplit)."""
     who = f" on {ranks_text(d['ranks']).strip()}" if ranks_text(d["ranks"]) else ""
     return (
-        f"DDPOptimizer split {bracketed(d['compile_id'], d.get('occurrence'), d.get('attempts'))}{who} into {plural(d['submodules'], 'submodule')} at the gradient-bucket "
-        f"boundaries (parameters per submodule, in graph order: {per}); each submodule is compiled on its own"
+        f"optimize_ddp=False: {bracketed(d['compile_id'], d.get('occurrence'))} {d.get('function') or '?'} "
+        f"({show(d.get('filename'), d.get('line'))}){who}, the module under DistributedDataParallel, compiled as one graph, "
+        "not split at DDP's gradient buckets: DDP's all-reduce (a hook in the backward) can start only after the whole "
+        "compiled backward ran, so communication no longer overlaps the backward's compute. torch._dynamo.config."
+        "optimize_ddp = True (the default) splits it; keep it off only if the split itself is the problem"
     )
 
 
@@ -287,7 +334,9 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
         lines.append(
             f"{bracketed(sp['compile_id'], sp.get('occurrence'), sp.get('attempts'))} {sp.get('source') or sp['symbol']} specialized to {sp['value']}{at}{code}: "
             f"a dynamic dimension forced to a constant ({sp['reason']}); "
-            + ("the exported program accepts only this size" if is_frameless(sp["compile_id"]) else "another size will recompile")
+            + ("the exported program accepts only this size" if is_frameless(sp["compile_id"])
+               else "torch.export (no compile): the exported program assumes this value" if sp["compile_id"] is None
+               else "another size will recompile")
         )
     for d in f.get("export_dims", []):
         if d.get("specialized_to") is not None:
@@ -316,7 +365,17 @@ def _render_facts(t: _Text, report: dict[str, Any], paths: Paths) -> None:
         n = f" x{h['count']}" if h["count"] > 1 else ""
         lines.append(f"{bracketed(h['compile_id'], h.get('occurrence'), h.get('attempts'))} higher-order op {h['op']}{n} in the captured graph")
     for d in f.get("ddp_splits", []):
-        lines.append(ddp_split_line(d))
+        lines.append(ddp_split_line(d, paths.show))
+    for d in f.get("draft_export_issues", []):
+        at = f" at {paths.show(d['user_file'], d['user_line'])}" if d.get("user_file") else ""
+        code = f" ({d['user_code'].strip()})" if d.get("user_code") else ""
+        lines.append(
+            f"draft_export: {d.get('expr') or '?'}{at}{code} could not be decided from shapes; decided from the example "
+            f"input ({d.get('result') or '?'}) with a runtime assert: the exported program assumes it for every input "
+            "(if other inputs can differ: torch._check states it, torch.cond / torch.where keep both cases)"
+        )
+    for d in f.get("ddp_unsplit", []):
+        lines.append(ddp_unsplit_line(d, paths.show))
     for b in f.get("cache_bypasses", []):
         lines.append(_bypass_line(b))
     # lookups a text log gave (the trace has none of them): what COMPILE TIME cannot show
@@ -462,6 +521,10 @@ def _render_time(t: _Text, report: dict[str, Any], paths: Paths, text_only: bool
     cache_line = _cache_line(report["cache"])
     if cache_line:
         t.label("cache:", cache_line, "  ")
+    for v in (report["cache"].get("verdicts") or [])[:8]:  # why a key differs (judge.cache_key_lines)
+        t.add(v, "    ", "      ")
+    if len(report["cache"].get("verdicts") or []) > 8:
+        t.add(f"… {len(report['cache']['verdicts']) - 8} more cache-key verdicts (--json lists all)", "    ")
 
 
 def _cache_line(cache: dict[str, Any]) -> str:

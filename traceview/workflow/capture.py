@@ -58,6 +58,18 @@ _SIGNAL_STEPS = {
 }
 
 
+# the line `run` appends to the captured stderr when the command died of a signal
+# (parsers.stops reads it: `traceview run: the command exited with 139 (SIGSEGV)`)
+EXIT_LINE = "traceview run: the command exited with"
+
+
+def _signal_name(n: int) -> str | None:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return None
+
+
 def killed_by(rc: int) -> str | None:
     """What an exit status above 128 (a signal; `run_capture` maps -N to 128+N) says."""
     try:
@@ -121,6 +133,10 @@ def run_capture(
         watcher.join(timeout=30)
     if rc < 0:
         rc = 128 - rc
+    if rc > 128 and (name := _signal_name(rc - 128)):
+        # the exit status into the capture itself: a signal leaves no traceback (parsers.stops reads it)
+        with open(log_path, "ab") as log:
+            log.write(f"{EXIT_LINE} {rc} ({name})\n".encode())
     sys.stderr.write(f"traceview: command exited with {rc}; trace and logs in {out}\n")
     if rc > 128 and (why := killed_by(rc)):
         sys.stderr.write(f"traceview: {why}\n")

@@ -16,6 +16,7 @@ from parsers.compile_ids import label as id_label
 from traceview.analyze.compile_time import PHASE_WITHIN
 from traceview.analyze.diff import Noise, code_object, compare_runs
 from traceview.analyze.finding import Finding, findings_of, tag_of
+from traceview.analyze.wording import CACHE_NAMES
 from traceview.errors import UserError
 from traceview.printable import one_line, printable
 from traceview.trace import Trace
@@ -52,7 +53,7 @@ class Rule:
         return f"{self.name}:+{self.pct:g}%" if self.pct is not None else self.name
 
 
-RULES = ("new-graph-breaks", "new-recompiles", "new-failures", "new-eager-frames", "compile-time")
+RULES = ("new-graph-breaks", "new-recompiles", "new-failures", "new-eager-frames", "compile-time", "cache-key-changed")
 
 
 def parse_fail_on(spec: str) -> list[Rule]:
@@ -99,6 +100,11 @@ def gate(diff: dict[str, Any], rules: list[Rule]) -> list[str]:
             new = [f for f in diff["frames_eager"] if f["change"] == "new"]
             if new:
                 lines.append(f"{rule}: {len(new)} frame(s) newly run eagerly, first: {code_object(new[0]['function'], new[0]['file'], new[0]['line'])}")
+        elif rule.name == "cache-key-changed":
+            changed = [r for r in diff.get("cache_keys") or [] if r["key_changed"]]
+            if changed:
+                lines.append(f"{rule}: {len(changed)} cache miss(es) with a changed key, first: "
+                             f"{_rank(changed[0])}{changed[0]['label']}: {_caches(changed[0])} {changed[0]['words']}")
         elif rule.name == "compile-time":
             c = diff["compile_time"]
             grew = c["total_b_s"] - c["total_a_s"]
@@ -107,6 +113,10 @@ def gate(diff: dict[str, Any], rules: list[Rule]) -> list[str]:
                 shown = f"+{pct:g}%" if pct is not None else "from 0"
                 lines.append(f"{rule}: compile time {c['total_a_s']:.2f}s -> {c['total_b_s']:.2f}s ({shown})")
     return [one_line(x, 400) for x in lines]
+
+
+def _caches(r: dict[str, Any]) -> str:
+    return " and ".join(CACHE_NAMES.get(c, c) for c in r["caches"]) + " cache" + ("s" if len(r["caches"]) > 1 else "")
 
 
 def _where(r: dict[str, Any]) -> str:
@@ -282,6 +292,11 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         add("PGO profile: " + ", ".join(f"{r['artifact']} {r['a']} -> {r['b']}" for r in diff["pgo"]))
     if diff["cache"]:
         add("cache: " + ", ".join(f"{r['counter']} {r['a']} -> {r['b']}" for r in diff["cache"]))
+    for r in diff.get("cache_keys") or []:  # why B missed (judge.cache_pair_words)
+        add(f"cache key: {_rank(r)}{r['label']}: {_caches(r)} {r['words']}")
+    if diff.get("cache_load"):
+        for line in cache_load_lines(diff["cache_load"]):
+            add(line[1], line[0])
     if diff["rank_divergence"]:
         add("rank divergence (a rank that compiled differently from the majority):")
     for r in diff["rank_divergence"]:
@@ -302,6 +317,33 @@ def render_diff(diff: dict[str, Any], *, width: int = 100) -> str:
         n = ctime["noise"]
         add(f"({len(ctime['within_noise'])} time changes below the noise threshold of {n['pct']:g}% or {n['seconds']:g}s)", "  ")
     return "\n".join(out) + "\n"
+
+
+def cache_load_lines(ld: dict[str, Any]) -> list[tuple[str, str]]:
+    """The diff's account of a load of portable cache artifacts: (indent, line) — which side
+    loaded them, the hits and misses of each side, and per matched compile the seconds per
+    phase, A -> B."""
+    side = {"b": "B", "a": "A", "both": "A and B"}[ld["loaded"]]
+    sure = "" if ld["certainty"] == "certain" else f" ({ld['certainty']}: read from the trace's marks)"
+    a, b = ld["a"], ld["b"]
+    out = [("", f"loaded cache artifacts: {side} loaded torch.compiler.load_cache_artifacts before compiling{sure}; "
+                f"FX graph hits {a['fx_hits']} -> {b['fx_hits']}, misses {a['fx_misses']} -> {b['fx_misses']}; "
+                f"AOTAutograd hits {a['aot_hits']} -> {b['aot_hits']}, misses {a['aot_misses']} -> {b['aot_misses']}")]
+    ph = ld["phases_s"]
+    saved = ", ".join(f"{k.removesuffix('_s')} {v[0]:.2f}s -> {v[1]:.2f}s" for k, v in ph.items() if k != "total_s" and (v[0] or v[1]))
+    out.append(("  ", f"the compiles both runs made: {ph['total_s'][0]:.2f}s -> {ph['total_s'][1]:.2f}s ({saved})"))
+    for c in ld["compiles"]:
+        parts = ", ".join(f"{k} {c[k + '_s'][0]:.2f}s -> {c[k + '_s'][1]:.2f}s" for k in ("dynamo", "aot", "inductor", "backward")
+                          if c[k + "_s"][0] or c[k + "_s"][1])
+        hits = f"FX graph hits {c['fx_hits'][0]} -> {c['fx_hits'][1]}, AOTAutograd hits {c['aot_hits'][0]} -> {c['aot_hits'][1]}"
+        out.append(("  ", f"{_rank(c)}{c['label']}: {c['total_s'][0]:.2f}s -> {c['total_s'][1]:.2f}s ({parts}); {hits}"))
+    for c in ld.get("only_b") or []:
+        out.append(("  ", f"{_rank(c)}{id_label(c['compile_id'], c.get('occurrence'))} only in B: {c['total_s']:.2f}s; FX graph "
+                          f"{c['fx_hits']} hits / {c['fx_misses']} misses, AOTAutograd {c['aot_hits']} hits / {c['aot_misses']} misses"))
+    if ld.get("kernel_build_s"):
+        out.append(("  ", f"B built the served compiles' C++ kernels again: {ld['kernel_build_s']:.2f}s of compile_file "
+                          "(the artifacts hold the generated code, not the compiled kernels; on a hit AOTAutograd's seconds hold the load)"))
+    return out
 
 
 def report_diff(

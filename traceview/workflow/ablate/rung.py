@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from parsers.glog import PREFIX, as_bytes, plain
+from parsers.glog import TEXT_PREFIX, as_bytes, plain
 from traceview.errors import UserError
 from traceview.printable import one_line, printable
 from traceview.workflow.capture import capture_env
@@ -450,4 +450,4 @@ def _is_torch_log(path: Path) -> bool:
     return _RECORD.search(head) is not None
 
 
-_RECORD = re.compile(as_bytes("(?m)^" + plain(PREFIX)))
+_RECORD = re.compile(as_bytes("(?m)^" + plain(TEXT_PREFIX)))
