@@ -189,6 +189,10 @@ def test_nccl_timeout_without_the_dumps_reads_the_dump_signal_lines():
     t = r["timeouts"][0]
     assert [(b["rank"], b["last_enqueued"], b["last_completed"], b["source"]) for b in t["by_rank"]] == [
         (0, 15, 12, "dump signal"), (1, 12, 12, "dump signal")]
+    # rank 0's SIGABRT (the watchdog's abort) and its Python DistBackendError are that timeout, nothing else
+    crashes = [f for f in r["findings"] if f["kind"] == "crash"]
+    assert len(crashes) == 2 and all("COLLECTIVE TIMEOUT" in f["claim"] for f in crashes)
+    assert not [f for f in crashes if "PYTHONFAULTHANDLER" in (f["next_step"] or "") or "not involved" in (f["next_step"] or "")]
 
 
 def test_time_limit_in_the_forwards_autotuning():

@@ -583,13 +583,25 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
     explained = timeout_explained(report)
     for c in report.get("crashes") or []:
         if c.get("signal"):
-            out.append(_signal_crash(c, paths))
+            f = _signal_crash(c, paths)
+            timed = explained.get((c.get("file"), c.get("rank"))) if c.get("signal") == "SIGABRT" else None
+            if timed is not None:  # NCCL's watchdog aborts the process whose collective timed out
+                cul = timed["culprit"]
+                f.claim = (f"{rank_prefix(c['rank'])}killed by SIGABRT: the process group's watchdog took it down after its "
+                           f"collective timed out while rank {cul['rank']} compiled [{cul['label'] or cul['compile_id']}] "
+                           "(COLLECTIVE TIMEOUT)")
+                f.next_step = ("Not a crash of the generated code: the watchdog aborts a process whose collective timed "
+                               "out; see COLLECTIVE TIMEOUT for the compile and the fixes.")
+                f.lines = [x for x in f.lines if x[0] not in ("how sure:", "next:")] + [("next:", f.next_step)]
+                f.short = "aborted by the watchdog after the timeout"
+            out.append(f)
             continue
         where = f"at {c['function'] or '?'} ({paths.show(c['filename'], c['line'])})" if c.get("filename") else "at ?"
         cc = c.get("compile")
         if cc:  # raised compiling: the compile, named as every line names it
             where = f"compiling {bracketed(cc['compile_id'], cc.get('occurrence'), cc.get('attempts'))} {code_label(cc, paths.show)}"
-        timed = explained.get((c.get("file"), c.get("rank"))) if c.get("distributed_error") else None
+        dist_error = c.get("distributed_error") or (c.get("exc_type") or "").rsplit(".", 1)[-1].startswith("Dist")
+        timed = explained.get((c.get("file"), c.get("rank"))) if dist_error else None
         words = CATEGORY_WORDS.get(c['category'], c['category'])
         if timed is not None:  # the timeout a compile on another rank explains: said there, not as a desync
             words = (f"its collective timed out while rank {timed['culprit']['rank']} compiled "
