@@ -1336,6 +1336,13 @@ def _noun(kind: str) -> str:
     return w.noun or f"{w.title.lower()} finding"
 
 
+def _processes(fs: list[Finding]) -> int:
+    """How many processes these crash findings are about: one per rank (a rank's uncaught
+    error and the signal that then ended it are one death); a finding without a rank, its own."""
+    ranks = {r for f in fs for r in f.ranks if r is not None}
+    return len(ranks) + sum(1 for f in fs if not any(r is not None for r in f.ranks))
+
+
 def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
     """The head line, computed once and kept in the report (`head`): the `findings:` line
     (what needs action, counted, in the findings' order), then `fixed:` and `expected:` lines,
@@ -1368,17 +1375,19 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             if refused:
                 found.append((refused[0].short or refused[0].claim) + (f" (on {len(refused)} processes)" if len(refused) > 1 else ""))
                 if rest:
-                    found.append("the program crashed" if len(rest) == 1 else f"{len(rest)} processes crashed")
+                    found.append("the program crashed" if _processes(rest) == 1 else f"{_processes(rest)} processes crashed")
             elif oom == len(fs):  # said as memory, not as a crash of the program's logic
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
             elif exported == len(fs):  # the verdict, not "a crash"
                 found.append(f"{EXPORT_FAILED} (the program crashed)" if len(fs) == 1 else f"{EXPORT_FAILED} in {len(fs)} processes")
             else:
                 sig = [f for f in fs if f.facet == "signal"]
-                if sig and len(fs) == 1:
-                    found.append(f"the program was {sig[0].short}")
+                procs = _processes(fs)  # a rank's Python error and the signal that then killed it: one process
+                if sig and procs == 1:
+                    r = sig[0].ranks[0] if sig[0].ranks else None
+                    found.append(f"{'the program' if r is None else f'rank {r}'} was {sig[0].short}")
                 else:
-                    found.append("the program crashed" if len(fs) == 1 else f"{len(fs)} processes crashed"
+                    found.append("the program crashed" if procs == 1 else f"{procs} processes crashed"
                                  + (f" ({rank_prefix(sig[0].ranks[0]).strip() or 'one'} {sig[0].short})" if sig else ""))
         elif kind in ("stop", "compiled_nothing", "timeout"):
             found += [f.short or f.claim for f in fs]
