@@ -1383,9 +1383,10 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             else:
                 sig = [f for f in fs if f.facet == "signal"]
                 procs = _processes(fs)  # a rank's Python error and the signal that then killed it: one process
-                if sig and procs == 1:
-                    r = sig[0].ranks[0] if sig[0].ranks else None
-                    found.append(f"{'the program' if r is None else f'rank {r}'} was {sig[0].short}")
+                if sig and procs == _processes(sig[:1]):  # one signal's death is every crash here
+                    rs = [r for r in sig[0].ranks if r is not None]
+                    who = "the program was" if not rs else f"{_ranks_words(rs)} {'was' if len(rs) == 1 else 'were'}"
+                    found.append(f"{who} {sig[0].short}")
                 else:
                     found.append("the program crashed" if procs == 1 else f"{procs} processes crashed"
                                  + (f" ({rank_prefix(sig[0].ranks[0]).strip() or 'one'} {sig[0].short})" if sig else ""))
