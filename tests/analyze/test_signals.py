@@ -182,3 +182,13 @@ def test_torchrun_every_rank_segfaults_in_the_same_compile() -> None:
     assert c["signal_ran"]["how"].endswith("(on each of 2 ranks)")
     f = first("crash_signal_torchrun_all")
     assert f["claim"].startswith("ranks 0-1 killed by SIGSEGV (no Python error) in the generated code of [0/1] gather")
+
+
+def test_the_head_line_counts_processes_not_crash_records() -> None:
+    # rank 0's DistBackendError and the SIGABRT that then ended it are one death; two ranks one
+    # signal killed are named together, not "2 processes crashed (rank 0 …)"
+    nofr = report(str(GPU / "timeout_behind_compile_nccl_nofr"))
+    assert sum(1 for c in nofr["crashes"] if c["rank"] == 0) == 2
+    assert "rank 0 was aborted by the watchdog after the timeout" in " ".join(nofr["head"])
+    assert "processes crashed" not in " ".join(nofr["head"])
+    assert report(str(FIXTURES / "crash_signal_torchrun_all"))["head"][0] == "findings: ranks 0, 1 were killed by SIGSEGV in compiled code"
