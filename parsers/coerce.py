@@ -196,6 +196,7 @@ RECORD_FIELDS: dict[str, dict[str, Any]] = {
     "create_unbacked_symbol": {"symbol": (str,), "vr": (str,), "node_id": (int,), "stack": _STACK, "user_stack": _STACK},
     "symbolic_shape_specialization": {"symbol": (str,), "sources": (list,), "reason": (str,), "stack": _STACK, "user_stack": _STACK},
     "guard_added_fast": {"expr": (str,), "stack": _STACK, "user_stack": _STACK},
+    "propagate_real_tensors_provenance": {"stack": _STACK, "user_stack": _STACK},  # (draft_export's: analyze.compile_facts)
     "compilation_metrics": {
         "compile_id": (str,), "co_name": (str,), "co_filename": (str,), "co_firstlineno": (int,),
         "fail_type": (str,), "fail_reason": (str,), "recompile_reason": (str,),

@@ -69,7 +69,7 @@ async def test_graph_break_pair_rows_and_enter_into_each_run(size: tuple[int, in
         text = screen_text(app)
         lines = text.splitlines()
         # the title names both runs; the changes follow in build_diff's order, on screen at 80x24
-        assert "Diff · 7 changes · A fixtures/diff/graph_break/a/trace (1 compiles)" in text
+        assert "Diff · 8 changes · A fixtures/diff/graph_break/a/trace (1 compiles)" in text
         assert [(r.section, r.change, r.side) for r in screen.rows[:7]] == [
             ("functions", "new", "b"),
             ("graph_breaks", "new", "b"),

@@ -287,6 +287,20 @@ def _code_objects(trace: Trace) -> dict[tuple, tuple]:
     return out
 
 
+def _paths(trace: Trace) -> dict[tuple, str]:
+    """(log file, function, file tail, line) -> the code object's file as that process named it
+    (the compiles table's `filename`): the row's `path`, by which the report names the code."""
+
+    def build() -> dict[tuple, str]:
+        c = trace.compiles
+        if c.is_empty():
+            return {}
+        rows = c.select("file", "function", "filename", "line").unique().to_dicts()
+        return {(r["file"], r["function"], brief(r["filename"]), r["line"]): r["filename"] for r in rows if r["filename"]}
+
+    return trace.keep("cache_key_paths", build)  # type: ignore[return-value]
+
+
 def graph_of(trace: Trace) -> dict[tuple, tuple]:
     """(file, lineno) of each lookup -> the graph it is of, as the same graph is named in every
     process: (function, file tail, line, n-th compile of the code object, cache, lookup)."""
@@ -327,7 +341,8 @@ def rank_key_groups(trace: Trace) -> list[dict[str, Any]]:
         ranks = sorted({lk.rank for lk in lks})
         if len(ranks) < 2:
             continue
-        base = {"function": g[0], "filename": g[1], "line": g[2], "nth": g[3], "cache": g[4], "lookup": g[5], "ranks": ranks}
+        path = _paths(trace).get((lks[0].file, g[0], g[1], g[2]))
+        base = {"function": g[0], "filename": g[1], "path": path, "line": g[2], "nth": g[3], "cache": g[4], "lookup": g[5], "ranks": ranks}
         keys = Counter(lk.key for lk in lks)
         if len(keys) > 1:
             common = keys.most_common(1)[0][0]
@@ -375,7 +390,8 @@ def repeat_misses(trace: Trace) -> list[dict[str, Any]]:
             if lk.state != "miss" or prev.key == lk.key:
                 continue
             ch = add_sources(trace, lk=lk, changes=key_changes(prev, lk))
-            out.append({"rank": lk.rank, "function": fn, "filename": filename, "line": line, "cache": cache,
+            out.append({"rank": lk.rank, "function": fn, "filename": filename, "path": _paths(trace).get((lk.file, fn, filename, line)),
+                        "line": line, "cache": cache,
                         "lookup": n, "compile_id": lk.compile_id, "occurrence": lk.occurrence,
                         "previous": prev.compile_id, "previous_state": prev.state, "changes": [c.to_json() for c in ch],
                         "logged": prev.logged and lk.logged, "file": lk.file, "lineno": lk.lineno})

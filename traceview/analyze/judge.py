@@ -13,6 +13,7 @@ whose guard failed).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -1701,12 +1702,16 @@ def _changes_words(e: dict[str, Any], cache: str) -> str:
     return "not logged" + (f" (torch logs the AOTAutograd key's components only with {_AOT_DEBUG})" if cache == "aot_autograd" else "")
 
 
-def _graph_words(e: dict[str, Any]) -> str:
+def _graph_words(e: dict[str, Any], show: Callable[[Any, Any], str] | None = None) -> str:
+    """The graph's code object as every line names it (findings.code_label, from the row's
+    `code`), else its function and place."""
+    if show is not None and e.get("code"):
+        return code_label(e, show)
     where = f"{e.get('filename') or '?'}:{e.get('line')}" if e.get("line") is not None else (e.get("filename") or "?")
     return f"{e.get('function') or '?'} ({where})"
 
 
-def cache_key_lines(keys: dict[str, Any]) -> list[str]:
+def cache_key_lines(keys: dict[str, Any], show: Callable[[Any, Any], str] | None = None) -> list[str]:
     """The verdicts beside COMPILE TIME's cache line (build_report's `cache.keys`): ranks whose keys
     for one graph differ (they can never share a cache entry) or that missed a key other ranks
     hit, a graph compiled again that missed, and the caches whose key components were not
@@ -1724,18 +1729,18 @@ def cache_key_lines(keys: dict[str, Any]) -> list[str]:
                    else "the same code on every rank: no rank-dependent branch or constant in the compiled code" if "graph" in kinds
                    else "the input made rank independent" if "example_input" in kinds
                    else "the same setting on every rank")
-            text = (f"{_ranks_words(e['odd_ranks'])}: the {{caches}} of {_graph_words(e)} {{differ}} from "
+            text = (f"{_ranks_words(e['odd_ranks'])}: the {{caches}} of {_graph_words(e, show)} {{differ}} from "
                     f"{_ranks_words(e['common_ranks'])}'s in {_changes_words(e, e['cache'])}; these ranks can never share a "
                     f"cache entry (fix: {fix})")
         else:
-            text = (f"{_ranks_words(e['missed'])} missed the {{caches}} of {_graph_words(e)} that {_ranks_words(e['hit'])} "
+            text = (f"{_ranks_words(e['missed'])} missed the {{caches}} of {_graph_words(e, show)} that {_ranks_words(e['hit'])} "
                     "hit: the same key, so the cache was not shared (another cache directory) or was written too late")
         said.setdefault(text, []).append(e["cache"])
     for e in keys.get("repeats") or []:
         if e["cache"] in unlogged:
             continue
         rank = f"rank {e['rank']} " if e.get("rank") is not None else ""
-        text = (f"{rank}{bracketed(e['compile_id'], e.get('occurrence'))} {_graph_words(e)} missed the cache again: its "
+        text = (f"{rank}{bracketed(e['compile_id'], e.get('occurrence'))} {_graph_words(e, show)} missed the cache again: its "
                 f"{{caches}} {{differ}} from {bracketed(e['previous'])}'s in {_changes_words(e, e['cache'])}")
         said.setdefault(text, []).append(e["cache"])
     out = []

@@ -42,6 +42,7 @@ import polars as pl
 
 from parsers.compile_ids import bracketed, compile_number, sort_key
 from parsers.facts import user_name
+from traceview.analyze.accounts.compiles import compile_account
 from traceview.analyze.code_objects import describe
 from traceview.analyze.ddp import ddp_evidence
 from traceview.analyze.findings import ranks_text
@@ -105,6 +106,8 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
         reasons[(r["rank"], r["compile_id"])].append(r)
 
     primary = primary_causes(trace)
+    account = {(a["file"], a["compile_id"], a["occurrence"] or 1): a
+               for a in compile_account(trace).select("file", "compile_id", "occurrence", "seconds", "forward_s", "backward_s").iter_rows(named=True)}
     groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[dict[str, Any]]] = defaultdict(list)
     for (cid, _occ), on in by_id.items():
         if len(on) == len(ranks) or cid in covered:
@@ -115,12 +118,15 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
         if not waiting:
             continue  # a function only these ranks run: nothing to compare with
         for rank, row in sorted(on.items()):
-            fwd = row.get("compile_time_s") or 0.0
-            bwd = row.get("bwd_compile_time_s") or 0.0
+            # its time is its account's: every backward piece, a compile still open up to the capture's end
+            a = account.get((row["file"], cid, row["occurrence"] or 1))
+            fwd = (a["forward_s"] if a else row.get("compile_time_s")) or 0.0
+            bwd = (a["backward_s"] if a else row.get("bwd_compile_time_s")) or 0.0
+            secs = (a["seconds"] if a and a["seconds"] is not None else fwd + bwd)
             groups[(tuple(sorted(on)), tuple(waiting))].append({
                 "rank": rank, "compile_id": cid, "function": row["function"], "filename": row["filename"],
-                "line": row["line"], "seconds": round(fwd + bwd, 3), "forward_s": round(fwd, 3),
-                "backward_s": round(bwd, 3) if row.get("bwd_compile_time_s") is not None else None,
+                "line": row["line"], "seconds": round(secs, 3), "forward_s": round(fwd, 3),
+                "backward_s": round(bwd, 3) if (a and a["backward_s"] is not None) or row.get("bwd_compile_time_s") is not None else None,
                 "start": row["start"], "cause": _cause(reasons.get((rank, cid), []), primary.get((rank, cid, _occ or 1))),
                 "file": row["file"], "lineno": row["lineno"],
             })

@@ -39,7 +39,7 @@ from traceview.analyze.stops import stop_findings, tie_unfinished
 from traceview.analyze.storms import recompile_storms
 from traceview.analyze.timeouts import collective_timeouts, skipped_choices
 from traceview.analyze.unfinished import unfinished_compiles
-from traceview.analyze.wording import injection_words
+from traceview.analyze.wording import Paths, injection_words
 from traceview.trace import Trace
 from traceview.versions import REPORT_SCHEMA_VERSION
 
@@ -236,7 +236,10 @@ def build_report(trace: Trace) -> dict[str, Any]:
             # the run's config asked for the failure, or the host took its worker: its step (how far
             # the compile got, and why), not the minifier
             c["next_step"] = f["next_step"]
-    report["cache"]["verdicts"] = cache_key_lines(report["cache"]["keys"])  # judge's words
+    keys = report["cache"]["keys"]
+    codes.add(keys["ranks"], place=("path", "line"))  # each graph named as every line names its code object
+    codes.add(keys["repeats"], place=("path", "line"))
+    report["cache"]["verdicts"] = cache_key_lines(keys, Paths(report).show)  # judge's words
     findings = judge(trace, report=report)
     report["findings"] = [f.to_json() for f in findings]
     report["head"] = head_lines(findings, report)  # the head line, computed once: every view prints it
