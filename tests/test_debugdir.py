@@ -142,3 +142,16 @@ def test_empty_debug_folder_is_noted_not_an_error(tmp_path: Path) -> None:
     assert (str(empty), "TORCH_COMPILE_DEBUG folder with nothing written in it") in inputs.stray
     r = report_of(tmp_path)
     assert r["inputs"]["debug_dirs"][0]["graphs"] == 5
+
+
+def test_an_export_keeps_the_folder_and_what_it_cannot_tell(tmp_path: Path) -> None:
+    from traceview.output.export import write_export
+
+    src = DEBUG / "debugdir_train_plain"
+    write_export(traceview.load(src), tmp_path / "exp")
+    back = traceview.load(tmp_path / "exp")
+    assert back.graphs.select("label", "kind", "compile_id").sort("label", "kind").rows() == (
+        traceview.load(src).graphs.select("label", "kind", "compile_id").sort("label", "kind").rows())
+    r = build_report(back)
+    assert r["inputs"]["debug_dirs"] == report_of(src)["inputs"]["debug_dirs"]
+    assert r["head"] == report_of(src)["head"]
