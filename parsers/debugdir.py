@@ -48,7 +48,9 @@ if TYPE_CHECKING:
     import polars as pl
 
 # torch/_dynamo/utils.py: "run_" + strftime("%Y_%m_%d_%H_%M_%S_%f") + "-pid_" + pid
-RUN_DIR_RE = re.compile(r"^run_\d{4}(?:_\d\d){5}_\d{6}-pid_(?P<pid>\d+)$")
+RUN_DIR_RE = re.compile(
+    r"^run_(?P<y>\d{4})_(?P<mo>\d\d)_(?P<d>\d\d)_(?P<h>\d\d)_(?P<mi>\d\d)_(?P<s>\d\d)_(?P<us>\d{6})-pid_(?P<pid>\d+)$"
+)
 # torch/_functorch/_aot_autograd/logging_utils.py get_aot_graph_name() + DebugContext's ".N"
 GRAPH_DIR_RE = re.compile(
     r"^(?P<model>\w+?)__(?P<aot>\d+)_(?P<part>forward|backward|inference)_(?P<nth>\d+)(?:\.(?P<counter>\d+))?$"
@@ -101,6 +103,12 @@ class DebugRun:
     graphs: list[GraphFolder] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)  # aot_*_debug.log, a folder's debug.log/info.log
     covered_by: str | None = None  # a TORCH_TRACE log of the same process (parsers.sources)
+    run: int = 0  # which run of the job(s) in the directory (parsers.discover)
+
+    @property
+    def started(self) -> float | None:
+        """When the process made the folder (its name's time, local), in seconds."""
+        return run_started(Path(self.path).name)
 
     @property
     def files(self) -> list[str]:
@@ -109,6 +117,16 @@ class DebugRun:
         for g in self.graphs:
             out += [str(Path(g.path) / f) for f in g.files]
         return out
+
+
+def run_started(name: str) -> float | None:
+    """The time in a run folder's name (seconds since the epoch, local time), None if none."""
+    import datetime as dt
+
+    m = RUN_DIR_RE.match(name)
+    if not m:
+        return None
+    return dt.datetime(int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), int(m["us"])).timestamp()
 
 
 def is_run_dir(p: Path) -> bool:

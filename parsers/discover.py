@@ -279,11 +279,15 @@ def discover(
     if passed_over and not inputs.traces and not inputs.text_logs:
         raise InputError(f"{passed_over[0][0]}: {passed_over[0][1]}")
     _covered_debug_runs(inputs)
-    inputs.runs = _assign_runs(inputs.traces)
-    if latest and inputs.runs > 1:
+    inputs.runs = max(_assign_runs(inputs.traces), _assign_debug_runs(inputs.debug_runs))
+    if latest and len({t.run for t in inputs.traces}) > 1:
         newest = max(t.run for t in inputs.traces)
         inputs.dropped_runs = [t.path for t in inputs.traces if t.run != newest]
         inputs.traces = [t for t in inputs.traces if t.run == newest]
+    if latest and len({r.run for r in inputs.debug_runs}) > 1:
+        newest = max(r.run for r in inputs.debug_runs)
+        inputs.dropped_runs += [r.path for r in inputs.debug_runs if r.run != newest]
+        inputs.debug_runs = [r for r in inputs.debug_runs if r.run == newest]
     inputs.traces.sort(key=lambda t: (t.run, t.rank if t.rank is not None else -1, t.path))
     if not inputs.traces and not inputs.text_logs and not inputs.debug_runs:
         if p.is_dir():
@@ -307,6 +311,20 @@ def _debug_runs(inputs: Inputs, run_dirs: list[Path]) -> None:
             inputs.stray.append((str(d), "TORCH_COMPILE_DEBUG folder with nothing written in it"))
             continue
         inputs.debug_runs.append(run)
+
+
+def _assign_debug_runs(runs: list[DebugRun]) -> int:
+    """Group TORCH_COMPILE_DEBUG run folders into runs of a job: the processes of one job make
+    theirs within moments; a folder made long after the one before (RUN_GAP_S) is another run."""
+    runs.sort(key=lambda r: (r.started or 0.0, r.path))
+    run, prev = 0, None
+    for r in runs:
+        s = r.started
+        if prev is not None and s is not None and s - prev > RUN_GAP_S:
+            run += 1
+        r.run = run
+        prev = s if s is not None else prev
+    return run + 1 if runs else 0
 
 
 def _covered_debug_runs(inputs: Inputs) -> None:

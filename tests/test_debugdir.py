@@ -155,3 +155,22 @@ def test_an_export_keeps_the_folder_and_what_it_cannot_tell(tmp_path: Path) -> N
     r = build_report(back)
     assert r["inputs"]["debug_dirs"] == report_of(src)["inputs"]["debug_dirs"]
     assert r["head"] == report_of(src)["head"]
+
+
+def test_two_ranks_each_folder_tied_to_its_rank_and_the_lone_recompile_found() -> None:
+    name = "debugdir_ranks"
+    procs = {p["rank"]: p for p in json.loads((DEBUG / name / "oracle.json").read_text())["processes"]}
+    t = traceview.load(DEBUG / name)
+    per_rank = t.graphs.filter(pl.col("kind").str.starts_with("aot_")).group_by("rank").len().sort("rank").rows()
+    # one Inductor graph per FX graph cache miss of each process: rank 1 compiled forward twice
+    assert per_rank == [(r, procs[r]["counters"]["inductor"]["fxgraph_cache_miss"]) for r in (0, 1)] == [(0, 2), (1, 4)]
+    assert t.kernels.filter(pl.col("kind") == "extern").group_by("rank").len().sort("rank").rows() == [
+        (r, procs[r]["counters"]["inductor"]["extern_calls"]) for r in (0, 1)]
+    assert set(t.graphs.filter(pl.col("rank") == 1)["compile_id"]) == {"0/0", "0/1"}
+    r = report_of(DEBUG / name)
+    assert r["head"][0] == "findings: 1 diverging rank (rank 1), 1 recompiling function"
+    assert (r["findings"][0]["kind"], r["findings"][0]["ranks"]) == ("divergence", [1])
+    # the folders alone: which rank is which is unknown, that the processes differ is said
+    alone = report_of(DEBUG / name / "torch_compile_debug")
+    assert "its processes compiled different numbers of Inductor graphs (pid 3872: 4, pid 3871: 2)" in alone["head"][1]
+    assert {p["pid"]: p["rank"] for p in procs.values()} == {3872: 1, 3871: 0}

@@ -88,3 +88,20 @@ def test_failing_compile_folder() -> None:
     assert len(run.graphs) == oracle("debugdir_failure")["counters"]["inductor"]["fxgraph_cache_miss"] == 1
     ties = debug_ties([str(DEBUG / "debugdir_failure" / "stderr.txt")], run.pid)
     assert {t[1] for t in ties.values()} == {"0/0"}
+
+
+def test_folders_made_far_apart_are_two_runs_and_latest_keeps_the_newest(tmp_path: Path) -> None:
+    import shutil
+
+    from parsers.discover import discover
+
+    src = find_run_dirs(DEBUG / "debugdir_train_plain")[0]
+    # the same process's folder again, as a job started an hour later would name it
+    later = src.name.replace(src.name[4:17], src.name[4:15] + f"{(int(src.name[15:17]) + 1) % 24:02d}")
+    for name in (src.name, later):
+        shutil.copytree(src, tmp_path / "torch_compile_debug" / name)
+    inputs = discover(tmp_path)
+    assert inputs.runs == 2 and [r.run for r in inputs.debug_runs] == [0, 1]
+    newest = discover(tmp_path, latest=True)
+    assert [Path(r.path).name for r in newest.debug_runs] == [later]
+    assert newest.dropped_runs == [str(tmp_path / "torch_compile_debug" / src.name)]

@@ -1046,6 +1046,12 @@ def _debug_dirs_line(debug: list[dict[str, Any]], report: dict[str, Any]) -> str
         else:
             line += (f"; {plural(graphs, 'Inductor graph')}, compile ids unknown (the folder counter and the AOT id are not "
                      "compile ids: give the run's stderr beside it)")
+    counts = {d["pid"]: d["graphs"] for d in debug}
+    if len(debug) > 1 and tied < graphs and len(set(counts.values())) > 1:
+        # which rank each process was is unknown here; that they compiled differently is not
+        each = ", ".join(f"pid {pid}: {n}" for pid, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        line += (f"; its processes compiled different numbers of Inductor graphs ({each}): one may have "
+                 "recompiled alone (which rank is which: the run's stderr)")
     return line + " (rerun with TORCH_TRACE=<dir>)"
 
 
