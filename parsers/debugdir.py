@@ -166,16 +166,26 @@ def read_run_dir(path: Path) -> DebugRun:
         base = path / sub
         if not base.is_dir():
             continue
-        for entry in sorted(base.iterdir(), key=lambda e: e.name):
+        for entry in sorted(_listing(base) or [], key=lambda e: e.name):
             if entry.is_file() and AOT_LOG_RE.match(entry.name):
                 run.logs.append(str(entry))
             elif entry.is_dir() and (gm := GRAPH_DIR_RE.match(entry.name)):
-                files = sorted(f.name for f in entry.iterdir() if f.is_file())
+                listed = _listing(entry)
+                if listed is None:  # a folder that cannot be listed tells nothing: left out
+                    continue
+                files = sorted(f.name for f in listed if f.is_file())
                 run.graphs.append(GraphFolder(str(entry), f"{gm['aot']}_{gm['part']}", files))
                 run.logs += [str(entry / f) for f in ("debug.log", "info.log") if f in files]
     # in the order Inductor made them (DebugContext's counter), then by name
     run.graphs.sort(key=lambda g: (_counter(g.path), g.path))
     return run
+
+
+def _listing(d: Path) -> list[Path] | None:
+    try:
+        return list(d.iterdir())
+    except OSError:
+        return None
 
 
 def _counter(path: str) -> int:
@@ -334,13 +344,13 @@ def debug_records(run: DebugRun, ties: dict[str, tuple[int | None, str, str]] | 
         })
 
     if run.dynamo_log:
-        for first, last, msg in split_dynamo_log(_text(run.dynamo_log)):
+        for first, last, msg in split_dynamo_log(_text(run.dynamo_log) or ""):
             if _norm(msg) not in elsewhere:
                 add(run.dynamo_log, first, last, msg, _artifact_of(msg))
     for log in run.logs:
         folder = graph_folder_of(log)
         tie = ties.get(Path(log).parent.name) if folder else None
-        for first, last, msg in _bracket_messages(_text(log)):
+        for first, last, msg in _bracket_messages(_text(log) or ""):
             add(log, first, last, msg, None, tie)
     for g in run.graphs:
         tie = ties.get(Path(g.path).name)
@@ -348,7 +358,7 @@ def debug_records(run: DebugRun, ties: dict[str, tuple[int | None, str, str]] | 
             if name in g.files:
                 f = str(Path(g.path) / name)
                 text = _text(f)
-                if text.strip():
+                if text is not None and text.strip():
                     add(f, 1, max(text.count("\n"), 1), text.rstrip("\n"), artifact, tie)
     df = pl.DataFrame(rows, schema={k: LOG_RECORDS_SCHEMA[k] for k in (
         "file", "lineno", "end_lineno", "lines", "contiguous", "rank", "pid", "compile_id", "trace_id", "artifact", "text")})
@@ -364,6 +374,11 @@ def debug_records(run: DebugRun, ties: dict[str, tuple[int | None, str, str]] | 
     return df.select(LOG_RECORDS_SCHEMA.names()).cast(dict(LOG_RECORDS_SCHEMA))
 
 
-def _text(path: str) -> str:
-    with open(path, "rb") as fh:
-        return fh.read().decode("utf-8", "replace")
+def _text(path: str) -> str | None:
+    """A file's text (bytes that are not UTF-8 replaced); None when it cannot be read (removed
+    or unreadable since the folder was listed: the rest of the folder is still read)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None

@@ -307,7 +307,7 @@ def _debug_runs(inputs: Inputs, run_dirs: list[Path]) -> None:
         except OSError as exc:
             inputs.stray.append((str(d), f"TORCH_COMPILE_DEBUG folder, cannot read: {exc.strerror or exc}"))
             continue
-        if not run.graphs and not any(os.path.getsize(f) for f in run.files if os.path.isfile(f)):
+        if not run.graphs and not any(_size(f) for f in run.files):
             inputs.stray.append((str(d), "TORCH_COMPILE_DEBUG folder with nothing written in it"))
             continue
         inputs.debug_runs.append(run)
@@ -325,6 +325,13 @@ def _assign_debug_runs(runs: list[DebugRun]) -> int:
         r.run = run
         prev = s if s is not None else prev
     return run + 1 if runs else 0
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _covered_debug_runs(inputs: Inputs) -> None:

@@ -108,7 +108,7 @@ def test_failing_compile_is_the_crash_and_the_folder_says_nothing_twice() -> Non
 
 
 def _copy_run(tmp_path: Path, name: str = "debugdir_train_plain") -> Path:
-    src = next((DEBUG / name / "torch_compile_debug").glob("run_*"))
+    src = next((DEBUG / name).glob("**/torch_compile_debug/run_*"))
     dst = tmp_path / "torch_compile_debug" / src.name
     shutil.copytree(src, dst)
     return dst
@@ -174,3 +174,29 @@ def test_two_ranks_each_folder_tied_to_its_rank_and_the_lone_recompile_found() -
     alone = report_of(DEBUG / name / "torch_compile_debug")
     assert "its processes compiled different numbers of Inductor graphs (pid 3872: 4, pid 3871: 2)" in alone["head"][1]
     assert {p["pid"]: p["rank"] for p in procs.values()} == {3872: 1, 3871: 0}
+
+
+def test_damaged_debug_folders_end_cleanly_from_the_command_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def tv(path: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "traceview", "summary", "--no-cache", str(path)],
+                              capture_output=True, text=True, timeout=300)
+
+    empty = tmp_path / "empty" / "torch_compile_debug" / "run_2026_11_28_14_37_07_371432-pid_10686" / "torchinductor"
+    empty.mkdir(parents=True)
+    r = tv(tmp_path / "empty")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith("traceview: error: ") and "Traceback" not in r.stderr
+    # a half-written one: a graph folder with only its first file, a debug.log cut mid-message
+    # and with bytes that are not text
+    run = _copy_run(tmp_path / "half", "debugdir_train_logs")
+    for f in (run / "torchinductor" / "model__3_backward_6.4").iterdir():
+        if f.name != "fx_graph_runnable.py":
+            f.unlink()
+    log = run / "torchdynamo" / "debug.log"
+    log.write_bytes(log.read_bytes()[:700] + b"\x00\xff\xfe")
+    r = tv(tmp_path / "half")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout.splitlines()[2] == "findings: 1 unfinished compile, 1 graph break"

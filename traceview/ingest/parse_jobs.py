@@ -168,7 +168,7 @@ def process_debug_run(path: str, outdir: str, covered_by: str | None = None, tex
     logs = text_logs or []
     records = (empty_table("log_records") if covered_by
                else debug_records(run, debug_ties(logs, run.pid), logged_with_prefix(logs, run.pid) if run.dynamo_log else set()))
-    size = sum(os.path.getsize(f) for f in run.files if os.path.isfile(f))
+    size = sum(os.stat(f).st_size for f in run.files if os.path.isfile(f))
     stats = pl.DataFrame(
         [{"file": path, "bytes": size, "lines": int(records["lines"].sum() or 0), "records": records.height,
           "record_lines": int(records["lines"].sum() or 0), "continuation_lines": 0, "other_lines": 0,
