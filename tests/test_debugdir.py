@@ -127,6 +127,9 @@ def test_half_written_graph_folder_is_an_unfinished_compile(tmp_path: Path) -> N
     assert first["claim"].startswith("Inductor did not finish AOT graph 3_backward (a compile whose id the folder does not tell)")
     assert r["inputs"]["debug_dirs"][0]["unfinished"] == [{"folder": "model__3_backward_6.4", "aot_id": "3_backward", "compile_id": None}]
     assert r["head"][0] == "findings: 1 unfinished compile"
+    from tests.output.test_report_schema import _errors
+
+    assert _errors(json.loads(json.dumps(r))) == []
 
 
 def test_empty_debug_folder_is_noted_not_an_error(tmp_path: Path) -> None:
@@ -200,3 +203,11 @@ def test_damaged_debug_folders_end_cleanly_from_the_command_line(tmp_path: Path)
     r = tv(tmp_path / "half")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert r.stdout.splitlines()[2] == "findings: 1 unfinished compile, 1 graph break"
+
+
+@pytest.mark.parametrize("name", ["debugdir_train_plain", "debugdir_train_logs/debug_root", "debugdir_train_trace",
+                                  "debugdir_failure", "debugdir_ranks"])
+def test_reports_of_debug_folders_validate(name: str) -> None:
+    from tests.output.test_report_schema import _as_printed, _errors
+
+    assert _errors(_as_printed(traceview.load(DEBUG / name))) == []
