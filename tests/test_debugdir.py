@@ -125,7 +125,10 @@ def test_half_written_graph_folder_is_an_unfinished_compile(tmp_path: Path) -> N
     first = r["findings"][0]
     assert (first["kind"], first["facet"], first["certainty"]) == ("unfinished", "debug_dir", "likely")
     assert first["claim"].startswith("Inductor did not finish AOT graph 3_backward (a compile whose id the folder does not tell)")
-    assert r["inputs"]["debug_dirs"][0]["unfinished"] == [{"folder": "model__3_backward_6.4", "aot_id": "3_backward", "compile_id": None}]
+    folder = run / "torchinductor" / "model__3_backward_6.4"
+    assert r["inputs"]["debug_dirs"][0]["unfinished"] == [
+        {"folder": folder.name, "path": str(folder), "aot_id": "3_backward", "compile_id": None}]
+    assert first["evidence"][0]["file"] == str(folder)
     assert r["head"][0] == "findings: 1 unfinished compile"
     from tests.output.test_report_schema import _errors
 

@@ -45,3 +45,14 @@ async def test_graphs_and_kernels_of_a_debug_folder_are_browsed() -> None:
         await until(pilot, lambda: browser.item is not None and browser.item.get("kind") == "aot_backward", "the backward graph")
         shown = "\n".join(browser.query_one("#code-text", CodeView).lines).rstrip()
         assert shown == backward["text"].rstrip()
+
+
+@sync
+async def test_a_debug_folder_alone_is_not_said_as_zero_compiles() -> None:
+    app = build_app(open_args(FOLDER + "/torch_compile_debug"))
+    async with app.run_test(size=SIZE) as pilot:
+        await tables(pilot)
+        text = screen_text(app)
+        assert "5 Inductor graphs in TORCH_COMPILE_DEBUG folders (no compile metrics)" in text
+        assert "0 compiles" not in text and "compiling" not in text.split("\n")[1]
+        assert "findings: none found (a TORCH_COMPILE_DEBUG folder alone shows neither failures" in text

@@ -20,7 +20,7 @@ from traceview.trace import Trace
 def debug_dirs(trace: Trace) -> list[dict[str, Any]]:
     """One entry per run folder: `path`, `pid`, `graphs` (graph folders), `tied` (of them, with
     a compile id), `ties` (folder name -> compile id), `unfinished` (graph folders without
-    output_code.py, with their compile id when tied), `messages` (records of its
+    output_code.py: name, path, AOT id, compile id when tied), `messages` (records of its
     torchdynamo/debug.log), `covered_by` (the same process's TORCH_TRACE log, which was read
     instead)."""
     inp = trace.inputs
@@ -45,7 +45,8 @@ def debug_dirs(trace: Trace) -> list[dict[str, Any]]:
             "graphs": len(run.graphs),
             "tied": sum(1 for n in names if ties.get(n)),
             "ties": {n: ties.get(n) for n in names},
-            "unfinished": [{"folder": Path(g.path).name, "aot_id": g.aot_id, "compile_id": ties.get(Path(g.path).name)}
+            "unfinished": [{"folder": Path(g.path).name, "path": g.path, "aot_id": g.aot_id,
+                            "compile_id": ties.get(Path(g.path).name)}
                            for g in run.graphs if not g.finished],
             "messages": messages,
             "covered_by": run.covered_by,

@@ -96,7 +96,7 @@ def _debug_unfinished(report: dict[str, Any]) -> list[Finding]:
             base = cid.split("_")[0] if cid else None
             if base is not None and base in named:
                 continue
-            folder = f"{d['path']}/{u['folder']}"
+            folder = u.get("path") or f"{d['path']}/{u['folder']}"
             which = f"[{cid}]" if cid else "a compile whose id the folder does not tell"
             claim = f"Inductor did not finish AOT graph {u['aot_id']} ({which}): its TORCH_COMPILE_DEBUG folder has no output_code.py"
             nxt = ("the run's stderr says why (a traceback: give it beside the folder); "
