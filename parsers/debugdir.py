@@ -219,6 +219,21 @@ def debug_ties(text_logs: list[str], pid: int | None = None) -> dict[str, tuple[
     return out
 
 
+# a TORCH_TRACE wrapper record and its payload's first line: `\t# AOT ID: ['3_forward']`
+_TRACE_WRAPPER_RE = re.compile(rb'\] \{"inductor_output_code": [^\n]*\n\t# AOT ID: \[\'([^\']+)\'\]')
+
+
+def held_aot_ids(trace_path: str) -> set[str]:
+    """The AOT graphs whose wrapper a TORCH_TRACE log holds (`inductor_output_code`, by its
+    `# AOT ID`): a graph folder of the same process with one of these ids is the trace's
+    already (parsers.sources)."""
+    try:
+        data = _read(trace_path)
+    except OSError:
+        return set()
+    return {m.group(1).decode("utf-8", "replace") for m in _TRACE_WRAPPER_RE.finditer(data)}
+
+
 def _read(path: str) -> bytes:
     from parsers.gzipped import is_gzip, read_all
 
@@ -323,10 +338,12 @@ def _may_hold_pid(path: str, pid: int) -> bool:
 
 
 def debug_records(run: DebugRun, ties: dict[str, tuple[int | None, str, str]] | None = None,
-                  elsewhere: set[str] | None = None) -> pl.DataFrame:
+                  elsewhere: set[str] | None = None, held: set[str] | None = None) -> pl.DataFrame:
     """The log records of a run folder: one per message of its logs (but those in `elsewhere`:
     logged_with_prefix), one per graph file (DEBUG_ARTIFACTS); a graph file's compile id from
-    `ties` (debug_ties), else null."""
+    `ties` (debug_ties), else null. `held`: the folder's process has a TORCH_TRACE log among
+    the inputs, which holds these AOT graphs (held_aot_ids) and Dynamo's messages: only the
+    graph folders it lacks are read (parsers.sources)."""
     import polars as pl
 
     from parsers.textlog import LOG_RECORDS_SCHEMA
@@ -343,16 +360,18 @@ def debug_records(run: DebugRun, ties: dict[str, tuple[int | None, str, str]] | 
             "artifact": artifact, "text": text,
         })
 
-    if run.dynamo_log:
+    if run.dynamo_log and held is None:
         for first, last, msg in split_dynamo_log(_text(run.dynamo_log) or ""):
             if _norm(msg) not in elsewhere:
                 add(run.dynamo_log, first, last, msg, _artifact_of(msg))
-    for log in run.logs:
+    for log in run.logs if held is None else []:
         folder = graph_folder_of(log)
         tie = ties.get(Path(log).parent.name) if folder else None
         for first, last, msg in _bracket_messages(_text(log) or ""):
             add(log, first, last, msg, None, tie)
     for g in run.graphs:
+        if held is not None and g.aot_id in held:
+            continue
         tie = ties.get(Path(g.path).name)
         for name, artifact in DEBUG_ARTIFACTS.items():
             if name in g.files:

@@ -68,8 +68,8 @@ class Inputs:
 
     @property
     def debug_files(self) -> list[str]:
-        """The files of the debug run folders that are read (for the parse cache's key)."""
-        return [f for r in self.debug_runs if r.covered_by is None for f in r.files]
+        """The files of the debug run folders (for the parse cache's key)."""
+        return [f for r in self.debug_runs for f in r.files]
 
 
 def _head(path: str, size: int = _SNIFF) -> bytes:

@@ -8,9 +8,11 @@ is structured and complete where it has a fact; the text log has facts the trace
 carries, e.g. seq_nr annotations, and captures of runs without TORCH_TRACE).
 
 A TORCH_COMPILE_DEBUG=1 run folder (parsers.debugdir) is text of the same process: when a
-TORCH_TRACE log of that process (same pid) is among the inputs, the trace holds every graph,
-wrapper and message the folder holds (torch writes both from the same compile), so the folder is
-not read (`covering_trace`); otherwise its files are text-log records like any other.
+TORCH_TRACE log of that process (same pid) is among the inputs (`covering_trace`), the trace
+wins for what it holds: Dynamo's messages, and each graph folder whose AOT graph's wrapper the
+trace has (`parsers.debugdir.held_aot_ids`; torch writes both from the same compile); only the
+graph folders it lacks (a trace cut short) are read. Otherwise the folder's files are text-log
+records like any other.
 """
 
 from __future__ import annotations

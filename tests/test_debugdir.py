@@ -214,3 +214,28 @@ def test_reports_of_debug_folders_validate(name: str) -> None:
     from tests.output.test_report_schema import _as_printed, _errors
 
     assert _errors(_as_printed(traceview.load(DEBUG / name))) == []
+
+
+def test_a_trace_cut_short_leaves_the_graph_folders_it_lacks_to_the_folder(tmp_path: Path) -> None:
+    import gzip
+
+    # the trace wins for what it holds: cut before the backward's wrapper, the folder's
+    # backward graph is read from the folder, every other graph from the trace alone
+    src = DEBUG / "debugdir_train_trace" / "torch_compile_debug"
+    dst = tmp_path / "torch_compile_debug"
+    shutil.copytree(src / next(src.glob("run_*")).name, dst / next(src.glob("run_*")).name)
+    (gz,) = (src / "tlparse").glob("*.log.gz")
+    data = gzip.decompress(gz.read_bytes())
+    cut = data.index(b"# AOT ID: ['3_backward']")
+    cut = data.rindex(b"\nV", 0, cut) + 1  # the start of that wrapper's record
+    (dst / "tlparse").mkdir()
+    (dst / "tlparse" / gz.name.removesuffix(".gz")).write_bytes(data[:cut])
+    t = traceview.load(tmp_path)
+    kernels = t.kernels.group_by("graph", "source").len().sort("graph").rows()
+    assert kernels == [("0_inference", "trace", 1), ("1_inference", "trace", 1), ("2_inference", "trace", 1),
+                       ("3_backward", "text", 3), ("3_forward", "trace", 2)]
+    from_folder = t.graphs.filter(pl.col("source") == "text")
+    assert sorted(from_folder["kind"]) == ["aot_backward", "post_grad"] and set(from_folder["aot_id"]) == {"3_backward"}
+    r = report_of(tmp_path)
+    (d,) = r["inputs"]["debug_dirs"]
+    assert d["covered_by"] is not None and d["from_folder"] == 1

@@ -21,8 +21,8 @@ def debug_dirs(trace: Trace) -> list[dict[str, Any]]:
     """One entry per run folder: `path`, `pid`, `graphs` (graph folders), `tied` (of them, with
     a compile id), `ties` (folder name -> compile id), `unfinished` (graph folders without
     output_code.py: name, path, AOT id, compile id when tied), `messages` (records of its
-    torchdynamo/debug.log), `covered_by` (the same process's TORCH_TRACE log, which was read
-    instead)."""
+    torchdynamo/debug.log), `from_folder` (graph folders read from the folder: all, or with
+    `covered_by`, the same process's TORCH_TRACE log, those whose graph it lacks)."""
     inp = trace.inputs
     runs = getattr(inp, "debug_runs", None) or []
     if not runs:
@@ -49,6 +49,7 @@ def debug_dirs(trace: Trace) -> list[dict[str, Any]]:
                             "compile_id": ties.get(Path(g.path).name)}
                            for g in run.graphs if not g.finished],
             "messages": messages,
+            "from_folder": len({n for n in ties}),
             "covered_by": run.covered_by,
         })
     return out

@@ -157,17 +157,24 @@ def process_debug_run(path: str, outdir: str, covered_by: str | None = None, tex
     """Worker: read one TORCH_COMPILE_DEBUG run folder (parsers.debugdir) into a part: its
     messages and graph files as log records, each graph file tied to its compile id by the
     `debug trace:` lines of the stderr captures among `text_logs` (and a message those captures
-    hold with its prefix left to them). A folder whose process's
-    TORCH_TRACE log is among the inputs (`covered_by`) gives no records: the trace holds them
-    (parsers.sources)."""
-    from parsers.debugdir import debug_records, debug_ties, logged_with_prefix, read_run_dir
+    hold with its prefix left to them). A folder whose process's TORCH_TRACE log is among the
+    inputs (`covered_by`) gives only the graph folders whose wrapper that trace lacks (a trace
+    cut short): the trace wins for what it holds (parsers.sources)."""
+    from parsers.debugdir import (
+        debug_records,
+        debug_ties,
+        held_aot_ids,
+        logged_with_prefix,
+        read_run_dir,
+    )
     from parsers.facts import facts_from_text
     from parsers.textlog import STATS_SCHEMA
 
     run = read_run_dir(Path(path))
     logs = text_logs or []
-    records = (empty_table("log_records") if covered_by
-               else debug_records(run, debug_ties(logs, run.pid), logged_with_prefix(logs, run.pid) if run.dynamo_log else set()))
+    held = held_aot_ids(covered_by) if covered_by else None
+    elsewhere = logged_with_prefix(logs, run.pid) if run.dynamo_log and held is None else set()
+    records = debug_records(run, debug_ties(logs, run.pid), elsewhere, held)
     size = sum(os.stat(f).st_size for f in run.files if os.path.isfile(f))
     stats = pl.DataFrame(
         [{"file": path, "bytes": size, "lines": int(records["lines"].sum() or 0), "records": records.height,

@@ -530,8 +530,10 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
     for d in inp.get("debug_dirs") or []:
         name = clean_line(d["path"].rstrip("/").rsplit("/", 1)[-1])
         if d.get("covered_by"):
+            lacks = d.get("from_folder") or 0
             t.add(f"TORCH_COMPILE_DEBUG {name}: read from the same process's TORCH_TRACE log instead "
-                  f"({clean_line(d['covered_by'].rsplit('/', 1)[-1])})", "  ", "    ")
+                  f"({clean_line(d['covered_by'].rsplit('/', 1)[-1])})"
+                  + (f"; {plural(lacks, 'graph folder')} it lacks read from the folder" if lacks else ""), "  ", "    ")
             continue
         tied = f", {d['tied']} tied to a compile id" if d["tied"] else ", compile ids unknown" if d["graphs"] else ""
         t.add(f"TORCH_COMPILE_DEBUG {name}: {plural(d['graphs'], 'Inductor graph folder')}{tied}, "
