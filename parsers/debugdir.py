@@ -62,8 +62,11 @@ INDUCTOR_DIRS = ("torchinductor", "aot_torchinductor")
 DEBUG_ARTIFACTS = {
     "fx_graph_readable.py": "debug_fx_graph_readable",
     "fx_graph_transformed.py": "debug_fx_graph_transformed",
+    "fx_graph_runnable.py": "debug_fx_graph_runnable",
     "output_code.py": "debug_output_code",
 }
+# the graphs among them (parsers.graphs); the others are whole files (the wrapper, the repro)
+DEBUG_GRAPH_ARTIFACTS = ("debug_fx_graph_readable", "debug_fx_graph_transformed")
 # `[file.py:123 LEVEL] message` (debug.py's file handlers of Inductor and AOTAutograd)
 _BRACKET_LINE = re.compile(r"^\[[^\]\s]+:\d+ [A-Z]+\] ")
 # messages of torch._dynamo that debug.log holds without a prefix: where a record starts

@@ -151,10 +151,9 @@ def _debug_graphs(lr: pl.DataFrame) -> pl.DataFrame:
     """The graph files of TORCH_COMPILE_DEBUG folders (parsers.debugdir): the graph Inductor
     received (`fx_graph_readable.py`: the AOT forward, backward or inference graph the folder
     is named after) and the one after its FX passes (`fx_graph_transformed.py`: post-grad)."""
-    from parsers.debugdir import DEBUG_ARTIFACTS, GRAPH_DIR_RE
+    from parsers.debugdir import DEBUG_GRAPH_ARTIFACTS, GRAPH_DIR_RE
 
-    graph_files = [a for a in DEBUG_ARTIFACTS.values() if a != "debug_output_code"]
-    recs = lr.filter(pl.col("artifact").is_in(graph_files))
+    recs = lr.filter(pl.col("artifact").is_in(list(DEBUG_GRAPH_ARTIFACTS)))
     if recs.is_empty():
         return pl.DataFrame(schema=GRAPHS_SCHEMA)
     folder = pl.col("file").str.replace(r"[/\\][^/\\]*$", "").str.extract(r"([^/\\]+)$")

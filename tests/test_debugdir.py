@@ -239,3 +239,17 @@ def test_a_trace_cut_short_leaves_the_graph_folders_it_lacks_to_the_folder(tmp_p
     r = report_of(tmp_path)
     (d,) = r["inputs"]["debug_dirs"]
     assert d["covered_by"] is not None and d["from_folder"] == 1
+
+
+def test_dynamo_debug_logs_in_the_folder_give_the_break_once() -> None:
+    # TORCH_LOGS=+dynamo,guards,recompiles_verbose,graph_breaks: debug.log holds Dynamo's
+    # tracing (one record per line) around the break's message; the break is found once,
+    # from the folder alone (compile unknown) and beside stderr (compile 0/0)
+    name = "debugdir_train_verbose"
+    assert sum(counters(name)["graph_break"].values()) == 1
+    alone = traceview.load(DEBUG / name / "torch_compile_debug")
+    assert alone.graph_breaks.select("line", "function", "gb_id", "compile_id").rows() == [(15, "scale", "gb0059", None)]
+    assert alone.log_records.filter(pl.col("artifact") == "graph_breaks").height == 1
+    both = traceview.load(DEBUG / name)
+    assert both.graph_breaks.select("line", "function", "compile_id").rows() == [(15, "scale", "0/0")]
+    assert report_of(DEBUG / name / "torch_compile_debug")["head"][0] == "findings: 1 graph break"

@@ -66,7 +66,7 @@ def test_records_of_graph_files_carry_the_tie_or_none() -> None:
     name = "debugdir_train_plain"
     run = read_run_dir(find_run_dirs(DEBUG / name)[0])
     tied = debug_records(run, debug_ties([str(DEBUG / name / "stderr.txt")], run.pid))
-    assert tied.height == 15  # 5 folders x (readable graph, transformed graph, wrapper); debug.log empty
+    assert tied.height == 20  # 5 folders x (readable graph, transformed graph, runnable, wrapper); debug.log empty
     assert tied["compile_id"].null_count() == 0
     assert sorted(tied.filter(tied["artifact"] == "debug_output_code")["compile_id"].to_list()) == ["0/0", "1/0", "1/1", "2/0", "2/0"]
     untied = debug_records(run)

@@ -4,6 +4,8 @@ stderr ties them to."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -32,7 +34,8 @@ async def test_graphs_and_kernels_of_a_debug_folder_are_browsed() -> None:
         assert "TORCH_COMPILE_DEBUG folder without TORCH_TRACE" in screen_text(app)
         await press(pilot, "4")
         browser = main.query_one(CodeBrowser)
-        assert "Graphs & kernels: 10 graphs, 8 kernels" in static_text(browser.query_one("#code-title"))
+        assert ("Graphs & kernels: 10 graphs, 8 kernels, 10 Inductor files (output code, fx_graph_runnable)"
+                in static_text(browser.query_one("#code-title")))
         listed = browser.query_one("#code-list", LazyTable).frame
         assert listed.filter(pl.col("what") == "graph").group_by("kind").len().sort("kind").rows() == [
             ("aot_backward", 1), ("aot_forward", 1), ("aot_inference", 3), ("post_grad", 5)]
@@ -45,6 +48,20 @@ async def test_graphs_and_kernels_of_a_debug_folder_are_browsed() -> None:
         await until(pilot, lambda: browser.item is not None and browser.item.get("kind") == "aot_backward", "the backward graph")
         shown = "\n".join(browser.query_one("#code-text", CodeView).lines).rstrip()
         assert shown == backward["text"].rstrip()
+        # the folder's whole wrapper and repro script, tagged with their AOT graph
+        folder = Path(backward["file"]).parent
+        for name, file in (("inductor_output_code", "output_code.py"), ("fx_graph_runnable", "fx_graph_runnable.py")):
+            listed = browser.query_one("#code-list", LazyTable).frame
+            row = listed.filter((pl.col("name") == name) & (pl.col("graph") == "3_backward")).row(0, named=True)
+            assert (row["compile_id"], row["part"]) == ("2/0", "backward")
+            await press(pilot, "slash", *name, "enter")
+            for _ in range(listed.height):  # F3: the next match, until it is this folder's
+                if browser.item is not None and browser.item["key"] == row["key"]:
+                    break
+                await press(pilot, "f3")
+            assert browser.item["key"] == row["key"]
+            shown = "\n".join(browser.query_one("#code-text", CodeView).lines).rstrip()
+            assert shown == (folder / file).read_text().rstrip()
 
 
 @sync
