@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from parsers.code_location import TORCH_FILE_BYTES
+from parsers.debugdir import DebugRun, find_run_dirs, read_run_dir
 from parsers.flight_recorder import looks_like_dump
 from parsers.glog import PREFIX, TEXT_HEAD, TEXT_PREFIX, as_bytes, plain
 from parsers.gzipped import GzipStream, is_gzip, read_all
@@ -64,10 +65,17 @@ class Inputs:
     # how many bytes of a file to read (a log being written: its complete records, as
     # traceview.live.watch found them); a file not named here is read whole
     limits: dict[str, int] = field(default_factory=dict)
+    # TORCH_COMPILE_DEBUG=1 run folders (parsers.debugdir), read as a whole each
+    debug_runs: list[DebugRun] = field(default_factory=list)
 
     @property
     def trace_paths(self) -> list[str]:
         return [t.path for t in self.traces]
+
+    @property
+    def debug_files(self) -> list[str]:
+        """The files of the debug run folders (for the parse cache's key)."""
+        return [f for r in self.debug_runs for f in r.files]
 
 
 def _head(path: str, size: int = _SNIFF) -> bytes:
@@ -267,7 +275,11 @@ def discover(
     inputs = Inputs(root=str(path))
     candidates: list[tuple[Path, bool]]
     if p.is_dir():
-        candidates = [(f, False) for f in walk(p)]
+        # TORCH_COMPILE_DEBUG folders are read as a whole (parsers.debugdir), not file by file
+        run_dirs = find_run_dirs(p)
+        inside = tuple(str(r) + os.sep for r in run_dirs)
+        candidates = [(f, False) for f in walk(p) if not str(f).startswith(inside)]
+        _debug_runs(inputs, run_dirs)
     else:
         candidates = [(p, True)]
     candidates += [(Path(x), True) for x in extra_logs or []]
@@ -341,19 +353,87 @@ def discover(
             inputs.stray.append((fs, {"empty": "empty file", "binary": "binary file"}.get(kind, "not a torch log")))
     if passed_over and not inputs.traces and not inputs.text_logs:
         raise InputError(f"{passed_over[0][0]}: {passed_over[0][1]}")
-    inputs.runs = _assign_runs(inputs.traces)
-    if latest and inputs.runs > 1:
+    _covered_debug_runs(inputs)
+    inputs.runs = max(_assign_runs(inputs.traces), _assign_debug_runs(inputs.debug_runs))
+    if latest and len({t.run for t in inputs.traces}) > 1:
         newest = max(t.run for t in inputs.traces)
         inputs.dropped_runs = [t.path for t in inputs.traces if t.run != newest]
         inputs.traces = [t for t in inputs.traces if t.run == newest]
+    if latest and len({r.run for r in inputs.debug_runs}) > 1:
+        newest = max(r.run for r in inputs.debug_runs)
+        inputs.dropped_runs += [r.path for r in inputs.debug_runs if r.run != newest]
+        inputs.debug_runs = [r for r in inputs.debug_runs if r.run == newest]
     inputs.traces.sort(key=lambda t: (t.run, t.rank if t.rank is not None else -1, t.path))
-    if not inputs.traces and not inputs.text_logs:
+    if not inputs.traces and not inputs.text_logs and not inputs.debug_runs:
         if p.is_dir():
             if not any(True for _ in p.iterdir()):
                 raise InputError(f"{path}: empty directory")
             raise InputError(f"{path}: no TORCH_TRACE or TORCH_LOGS logs in this directory")
         raise InputError(f"{path}: not a TORCH_TRACE log or a TORCH_LOGS text log")
     return inputs
+
+
+def _debug_runs(inputs: Inputs, run_dirs: list[Path]) -> None:
+    """The TORCH_COMPILE_DEBUG run folders worth reading; an empty one (nothing written yet,
+    or a process that compiled nothing) is noted and skipped."""
+    for d in run_dirs:
+        try:
+            run = read_run_dir(d)
+        except OSError as exc:
+            inputs.stray.append((str(d), f"TORCH_COMPILE_DEBUG folder, cannot read: {exc.strerror or exc}"))
+            continue
+        if not run.graphs and not any(_size(f) for f in run.files):
+            inputs.stray.append((str(d), "TORCH_COMPILE_DEBUG folder with nothing written in it"))
+            continue
+        inputs.debug_runs.append(run)
+
+
+def _assign_debug_runs(runs: list[DebugRun]) -> int:
+    """Group TORCH_COMPILE_DEBUG run folders into runs of a job: the processes of one job make
+    theirs within moments; a folder made long after the one before (RUN_GAP_S) is another run."""
+    runs.sort(key=lambda r: (r.started or 0.0, r.path))
+    run, prev = 0, None
+    for r in runs:
+        s = r.started
+        if prev is not None and s is not None and s - prev > RUN_GAP_S:
+            run += 1
+        r.run = run
+        prev = s if s is not None else prev
+    return run + 1 if runs else 0
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _covered_debug_runs(inputs: Inputs) -> None:
+    """Mark the debug run folders whose process also wrote a TORCH_TRACE log among the inputs
+    (the rule: parsers.sources.covering_trace)."""
+    if not inputs.debug_runs or not inputs.traces:
+        return
+    from parsers.sources import covering_trace
+
+    pids = {t.path: trace_pid(t.path) for t in inputs.traces}
+    for run in inputs.debug_runs:
+        run.covered_by = covering_trace(run.pid, pids)
+
+
+_PID = re.compile(as_bytes("^" + PREFIX))
+
+
+def trace_pid(path: str) -> int | None:
+    """The process id of a trace log: the glog prefix's of its first record."""
+    try:
+        head = _head(path)
+    except (OSError, InputError):
+        return None
+    for line in head.split(b"\n", 64)[:64]:
+        if m := _PID.match(line):
+            return int(m["pid"])
+    return None
 
 
 def trace_rank(path: str) -> int | None:

@@ -147,6 +147,30 @@ def _trace_graphs(ev: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _debug_graphs(lr: pl.DataFrame) -> pl.DataFrame:
+    """The graph files of TORCH_COMPILE_DEBUG folders (parsers.debugdir): the graph Inductor
+    received (`fx_graph_readable.py`: the AOT forward, backward or inference graph the folder
+    is named after) and the one after its FX passes (`fx_graph_transformed.py`: post-grad)."""
+    from parsers.debugdir import DEBUG_GRAPH_ARTIFACTS, GRAPH_DIR_RE
+
+    recs = lr.filter(pl.col("artifact").is_in(list(DEBUG_GRAPH_ARTIFACTS)))
+    if recs.is_empty():
+        return pl.DataFrame(schema=GRAPHS_SCHEMA)
+    folder = pl.col("file").str.replace(r"[/\\][^/\\]*$", "").str.extract(r"([^/\\]+)$")
+    parts = folder.str.extract_groups(GRAPH_DIR_RE.pattern.replace("?P<", "?<"))
+    return recs.with_columns(folder.alias("folder"), parts.alias("p")).unnest("p").select(
+        pl.format("{}:{}", pl.col("file"), pl.col("lineno")).alias("graph_id"),
+        "rank", "compile_id", pl.lit(None, dtype=_I32).alias("occurrence"), "trace_id",
+        pl.when(pl.col("artifact") == "debug_fx_graph_transformed").then(pl.lit("post_grad"))
+        .otherwise(pl.format("aot_{}", pl.col("part"))).alias("kind"),
+        pl.col("artifact").alias("name"),
+        pl.col("folder").alias("label"),
+        pl.format("{}_{}", pl.col("aot"), pl.col("part")).alias("aot_id"),
+        "text", pl.lit("text").alias("source"), "file", "lineno",
+        pl.col("lineno").alias("text_lineno"),
+    ).cast({"rank": _I32, "lineno": _I64, "text_lineno": _I64})
+
+
 def _text_graphs(lr: pl.DataFrame) -> pl.DataFrame:
     if lr.is_empty():
         return pl.DataFrame(schema=GRAPHS_SCHEMA)
@@ -182,7 +206,7 @@ def _text_graphs(lr: pl.DataFrame) -> pl.DataFrame:
         .then(pl.format("{}_{}", pl.col("n"), pl.col("kind").replace_strict(_PART, default="")))
         .alias("aot_id")
     )
-    return g.select(GRAPHS_SCHEMA.names())
+    return pl.concat([g.select(GRAPHS_SCHEMA.names()), _debug_graphs(lr).select(GRAPHS_SCHEMA.names())], how="vertical_relaxed")
 
 
 def _output_code_index(ev: pl.DataFrame, lr: pl.DataFrame) -> pl.DataFrame:
@@ -193,8 +217,8 @@ def _output_code_index(ev: pl.DataFrame, lr: pl.DataFrame) -> pl.DataFrame:
         pl.col("payload").str.extract(r"^# AOT ID: \['([^']*)'").alias("aot_id"),
         pl.lit("trace").alias("source"),
     )
-    x = lr.filter((pl.col("artifact") == "output_code")
-                  & pl.col("text").str.contains(r"^\s*Output code:"))
+    x = lr.filter(((pl.col("artifact") == "output_code") & pl.col("text").str.contains(r"^\s*Output code:"))
+                  | (pl.col("artifact") == "debug_output_code"))
     x = x.select(
         "file", "rank", "compile_id", "lineno",
         pl.col("text").str.extract(r"(?m)^# AOT ID: \['([^']*)'").alias("aot_id"),
@@ -291,10 +315,12 @@ def _wrappers(ev: pl.DataFrame, lr: pl.DataFrame) -> list[dict[str, Any]]:
         for r in aot.filter(pl.col("name") == AOT_DUMPS[0]).iter_rows(named=True):
             out.append({**{k: r[k] for k in ("file", "lineno", "rank", "compile_id", "occurrence", "trace_id")},
                         "text": r["payload"], "source": "trace", "aot_kernels": kernel_code.get((r["file"], r["compile_id"], r["occurrence"]), "")})
-    x = lr.filter((pl.col("artifact") == "output_code") & pl.col("text").str.contains(r"^\s*Output code:"))
+    x = lr.filter(((pl.col("artifact") == "output_code") & pl.col("text").str.contains(r"^\s*Output code:"))
+                  | (pl.col("artifact") == "debug_output_code"))
     x = x.with_columns(text_occurrence_at(x, lr).alias("occurrence"))
     for r in x.iter_rows(named=True):
-        code = output_code_from_log_text(r["text"])
+        # a TORCH_COMPILE_DEBUG folder's output_code.py is the wrapper itself
+        code = r["text"] if r["artifact"] == "debug_output_code" else output_code_from_log_text(r["text"])
         if code:
             out.append({**{k: r[k] for k in ("file", "lineno", "rank", "compile_id", "occurrence", "trace_id")},
                         "text": code, "source": "text"})

@@ -90,7 +90,14 @@ def text_log_only(report: dict[str, Any]) -> bool:
     inp = report.get("inputs") or {}
     return report.get("compiles", 0) == 0 and (
         (report.get("compile_ids_in_text_logs") or 0) > 0 or bool(inp.get("text_logs") and not inp.get("trace_files"))
+        or bool(uncovered_debug_dirs(report))
     )
+
+
+def uncovered_debug_dirs(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The TORCH_COMPILE_DEBUG run folders read without their process's TORCH_TRACE log
+    (traceview.analyze.debug_dirs)."""
+    return [d for d in (report.get("inputs") or {}).get("debug_dirs") or [] if not d.get("covered_by")]
 
 
 def after_resets(epoch: int | None) -> str:

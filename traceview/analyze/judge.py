@@ -46,6 +46,7 @@ from traceview.analyze.findings import (
     storm_failure,
     storm_key,
     text_log_only,
+    uncovered_debug_dirs,
 )
 from traceview.analyze.wording import (
     CACHE_NAMES,
@@ -84,6 +85,36 @@ def _on_ranks(ranks: list[Any]) -> list[tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------- the kinds
+def _debug_unfinished(report: dict[str, Any]) -> list[Finding]:
+    """An Inductor graph folder of a TORCH_COMPILE_DEBUG run without `output_code.py` (written
+    last): that compile did not finish. Not said again where a failure or crash of the report
+    names the same compile."""
+    named = {(f.get("compile_id")) for f in report.get("failures") or []}
+    named |= {(c.get("compile") or {}).get("compile_id") for c in report.get("crashes") or []}
+    out = []
+    for d in uncovered_debug_dirs(report):
+        for u in d.get("unfinished") or []:
+            cid = u.get("compile_id")
+            base = cid.split("_")[0] if cid else None
+            if base is not None and base in named:
+                continue
+            folder = u.get("path") or f"{d['path']}/{u['folder']}"
+            which = f"[{cid}]" if cid else "a compile whose id the folder does not tell"
+            claim = f"Inductor did not finish AOT graph {u['aot_id']} ({which}): its TORCH_COMPILE_DEBUG folder has no output_code.py"
+            nxt = ("the run's stderr says why (a traceback: give it beside the folder); "
+                   f"python {folder}/fx_graph_runnable.py re-runs Inductor on that graph")
+            lines = [("folder:", folder),
+                     ("means:", "Inductor writes output_code.py last: the compile failed or was stopped (the folder alone does not say which)"),
+                     ("next:", nxt)]
+            ref = CompileRef(None, base) if base else None
+            out.append(Finding(
+                "unfinished", "act", claim, lines, next_step=nxt, certainty="likely", facet="debug_dir",
+                compiles=[ref] if ref else [], evidence=[Evidence(folder, None, None)], target=ref,
+                key=f"unfinished:debug:{folder}", short=f"Inductor did not finish {u['aot_id']}",
+            ))
+    return out
+
+
 def _unfinished(report: dict[str, Any], paths: Paths) -> list[Finding]:
     out = []
     for u in report.get("unfinished_compiles") or []:
@@ -1323,6 +1354,7 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
         + _collectives(report, paths) + _crashes(report, paths) + _divergence(report)
         + _storms(report, paths, recompiles) + _failures(report, paths) + _cudagraphs(report)
         + _graph_breaks(report, paths) + _cache_loads(report, paths) + _max_autotune(report) + _slow(report, paths)
+        + _debug_unfinished(report)
     )
     return ranked(found)  # the one order (Finding.rank_key)
 
@@ -1431,6 +1463,8 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
     fixed_breaks = [f for f in findings if f.kind == "graph_break" and f.severity == "fact"]
     # "no graph breaks" only where there is none: expected and fixed ones are said on their own line
     none = ("none that needs action" if recompiled or fixed or fixed_breaks or breaks
+            else "none found (a TORCH_COMPILE_DEBUG folder alone shows neither failures nor recompiles: see below)"
+            if uncovered_debug_dirs(report) and not report.get("inputs", {}).get("text_logs")
             else "none (no recompiles, graph breaks or failures)")
     out = ["findings: " + (", ".join(found) if found else none)]
     if fixed:
@@ -1460,11 +1494,40 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
         out.append("warm start: every cache lookup hit the artifacts torch.compiler.load_cache_artifacts loaded"
                    + (f" (on {n} processes)" if (n := sum(len(f.ranks) or 1 for f in served)) > 1 else "")
                    + ("" if all(f.certainty == "certain" for f in served) else " (likely: read from the trace's marks)"))
-    if text_log_only(report):
+    debug = uncovered_debug_dirs(report)
+    if debug:
+        out.append(_debug_dirs_line(debug, report))
+    elif text_log_only(report):
         # cache lookups are in a text log with TORCH_LOGS=torch._inductor.codecache (FACTS)
         what = "compile times or status" if (report.get("cache") or {}).get("from_text_log") else "compile times, cache or status"
         out.append(f"text log only: no {what} (add the TORCH_TRACE directory)")
     return out
+
+
+def _debug_dirs_line(debug: list[dict[str, Any]], report: dict[str, Any]) -> str:
+    """What TORCH_COMPILE_DEBUG folders read without TORCH_TRACE cannot tell (the head line)."""
+    graphs = sum(d["graphs"] for d in debug)
+    tied = sum(d["tied"] for d in debug)
+    folders = plural(len(debug), "TORCH_COMPILE_DEBUG folder")
+    line = f"{folders} without TORCH_TRACE: no compile times, guards, cache or status"
+    if not report.get("inputs", {}).get("text_logs"):
+        line += "; recompiles, graph breaks and failures only as far as its debug.log holds them (TORCH_LOGS)"
+    if graphs:
+        if tied == graphs:
+            line += f"; {plural(graphs, 'Inductor graph')}, each tied to its compile id by torch's `debug trace:` line on stderr"
+        elif tied:
+            line += (f"; {tied} of {plural(graphs, 'Inductor graph')} tied to a compile id by torch's `debug trace:` line on stderr, "
+                     "the others' frame unknown")
+        else:
+            line += (f"; {plural(graphs, 'Inductor graph')}, compile ids unknown (the folder counter and the AOT id are not "
+                     "compile ids: give the run's stderr beside it)")
+    counts = {d["pid"]: d["graphs"] for d in debug}
+    if len(debug) > 1 and tied < graphs and len(set(counts.values())) > 1:
+        # which rank each process was is unknown here; that they compiled differently is not
+        each = ", ".join(f"pid {pid}: {n}" for pid, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        line += (f"; its processes compiled different numbers of Inductor graphs ({each}): one may have "
+                 "recompiled alone (which rank is which: the run's stderr)")
+    return line + " (rerun with TORCH_TRACE=<dir>)"
 
 
 # ------------------------------------------------------------------ a stop's words

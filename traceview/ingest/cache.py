@@ -48,7 +48,7 @@ def is_cached(inputs: Inputs) -> bool:
 def cache_key(inputs: Inputs) -> str:
     h = hashlib.sha256()
     h.update(f"schema={SCHEMA_VERSION};parser={PARSER_VERSION}".encode())
-    for p in [*inputs.trace_paths, *inputs.text_logs]:
+    for p in [*inputs.trace_paths, *inputs.text_logs, *inputs.debug_files]:
         st = os.stat(p)
         # the path as given too: the tables hold file names as given (a relative and an
         # absolute open of one file would otherwise share an entry naming the files one way)

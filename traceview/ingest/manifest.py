@@ -65,6 +65,7 @@ def inputs_of_exports(roots: list[Path], manifests: list[dict], *, where: str | 
     """The inputs of several exports as one: every export's trace files, text logs and stray
     files (as the host that exported them named them), `where` (default: the first export)
     as the root. An export that left runs out (`--latest`) says so in `dropped_runs`."""
+    from parsers.debugdir import DebugRun, GraphFolder
     from parsers.discover import Inputs, TraceFile
 
     merged = Inputs(root=where or str(roots[0]))
@@ -78,6 +79,8 @@ def inputs_of_exports(roots: list[Path], manifests: list[dict], *, where: str | 
         merged.stray.extend((s["path"], s["why"]) for s in inp.get("stray_files") or [])
         merged.dropped_runs.extend(inp.get("left_out_by_latest") or [])
         merged.runs = max(merged.runs, inp.get("runs") or 0)
+        for r in inp.get("debug_runs") or []:
+            merged.debug_runs.append(DebugRun(**{**r, "graphs": [GraphFolder(**g) for g in r.get("graphs") or []]}))
     if where is not None:
         why = "beside the exports, not read (export it too)"
         merged.stray.extend((str(c), why) for c in beside_exports(where, roots))

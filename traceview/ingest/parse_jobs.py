@@ -151,3 +151,41 @@ def process_text_log(path: str, outdir: str, end: int | None = None) -> None:
             schema=empty_table("problems").schema,
         )
     write_part(Path(outdir), tables)
+
+
+def process_debug_run(path: str, outdir: str, covered_by: str | None = None, text_logs: list[str] | None = None) -> None:
+    """Worker: read one TORCH_COMPILE_DEBUG run folder (parsers.debugdir) into a part: its
+    messages and graph files as log records, each graph file tied to its compile id by the
+    `debug trace:` lines of the stderr captures among `text_logs` (and a message those captures
+    hold with its prefix left to them). A folder whose process's TORCH_TRACE log is among the
+    inputs (`covered_by`) gives only the graph folders whose wrapper that trace lacks (a trace
+    cut short): the trace wins for what it holds (parsers.sources)."""
+    from parsers.debugdir import (
+        debug_records,
+        debug_ties,
+        held_aot_ids,
+        logged_with_prefix,
+        read_run_dir,
+    )
+    from parsers.facts import facts_from_text
+    from parsers.textlog import STATS_SCHEMA
+
+    run = read_run_dir(Path(path))
+    logs = text_logs or []
+    held = held_aot_ids(covered_by) if covered_by else None
+    elsewhere = logged_with_prefix(logs, run.pid) if run.dynamo_log and held is None else set()
+    records = debug_records(run, debug_ties(logs, run.pid), elsewhere, held)
+    size = sum(os.stat(f).st_size for f in run.files if os.path.isfile(f))
+    stats = pl.DataFrame(
+        [{"file": path, "bytes": size, "lines": int(records["lines"].sum() or 0), "records": records.height,
+          "record_lines": int(records["lines"].sum() or 0), "continuation_lines": 0, "other_lines": 0,
+          "legacy_continuation": False, "invalid_utf8": False, "truncated_tail": False}],
+        schema=STATS_SCHEMA,
+    )
+    tables = {
+        "log_records": records,
+        "other_lines": empty_table("other_lines"),
+        "stats": stats.with_columns(pl.lit("debug_dir").alias("format"), pl.lit(run.pid, dtype=pl.Int32).alias("pid")),
+        **{k: v for k, v in facts_from_text(records).items() if k != "guards"},
+    }
+    write_part(Path(outdir), tables)

@@ -34,6 +34,7 @@ from traceview import timing
 from traceview.ingest.graph_tables import ensure_graph_tables
 from traceview.ingest.parse_jobs import (
     finish_trace_file,
+    process_debug_run,
     process_text_log,
     process_trace_chunk,
     process_trace_files,
@@ -119,6 +120,12 @@ def parse_to_dir(
         if not out.exists():
             args = (path, str(out), limits[path]) if path in limits else (path, str(out))
             todo.append((process_text_log, args, sizes[path]))
+    for i, run in enumerate(inputs.debug_runs):
+        # a TORCH_COMPILE_DEBUG run folder, one part (its files are small)
+        out = workdir / f"d{i:05d}"
+        parts.append(out.name)
+        if not out.exists():
+            todo.append((process_debug_run, (run.path, str(out), run.covered_by, inputs.text_logs), 0))
     run_jobs(todo, jobs, min_bytes=HEAVY_PARALLEL_MIN_BYTES if heavy else PARALLEL_MIN_BYTES)
     run_jobs(finish, jobs, min_bytes=0, isolate=True)
     write_part_list(workdir, parts)

@@ -27,6 +27,7 @@ from traceview.analyze.cudagraphs import (
     cudagraph_findings,
     recordings_per_function,
 )
+from traceview.analyze.debug_dirs import debug_dirs
 from traceview.analyze.divergence import rank_divergence
 from traceview.analyze.eager_model import compiled_nothing
 from traceview.analyze.failures import failures
@@ -213,6 +214,7 @@ def build_report(trace: Trace) -> dict[str, Any]:
             "flight_recorder": list(getattr(inp, "flight_recorder", None) or []) if inp else [],
             "runs": inp.runs if inp else None,
             "left_out_by_latest": inp.dropped_runs if inp else [],
+            "debug_dirs": debug_dirs(trace),
         },
         "parse": {
             "files": _rows(trace.stats),

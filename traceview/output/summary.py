@@ -79,12 +79,17 @@ def title_line(report: dict[str, Any]) -> str:
     ranks = report["ranks"]
     inp = report["inputs"]
     nfiles = len(inp["trace_files"]) + len(inp["text_logs"])
-    if text_log_only(report):
+    debug = inp.get("debug_dirs") or []
+    if text_log_only(report) and debug and not report["compile_ids_in_text_logs"]:
+        head = f"traceview: {plural(sum(d['graphs'] for d in debug), 'Inductor graph')}"
+    elif text_log_only(report):
         head = f"traceview: {plural(report['compile_ids_in_text_logs'], 'compile id')} in the text log"
     else:
         head = f"traceview: {report['compiles']} compiles"  # tests of other commands read this form
     head += f" on {plural(len(ranks), 'rank')}" if ranks else ""
-    head += f" from {plural(nfiles, 'log file')}"
+    head += f" from {plural(nfiles, 'log file')}" if nfiles or not debug else " from"
+    if debug:
+        head += f"{' and' if nfiles else ''} {plural(len(debug), 'TORCH_COMPILE_DEBUG folder')}"
     if inp.get("runs") and inp["runs"] > 1:
         head += f" ({inp['runs']} runs; --latest keeps the newest)"
     return head
@@ -585,6 +590,17 @@ def _render_ranks_and_inputs(t: _Text, report: dict[str, Any]) -> None:
             + (f"; damaged or cut: {', '.join(clean_line(d) for d in damaged[:3])}" if damaged else ""),
             "  ",
         )
+    for d in inp.get("debug_dirs") or []:
+        name = clean_line(d["path"].rstrip("/").rsplit("/", 1)[-1])
+        if d.get("covered_by"):
+            lacks = d.get("from_folder") or 0
+            t.add(f"TORCH_COMPILE_DEBUG {name}: read from the same process's TORCH_TRACE log instead "
+                  f"({clean_line(d['covered_by'].rsplit('/', 1)[-1])})"
+                  + (f"; {plural(lacks, 'graph folder')} it lacks read from the folder" if lacks else ""), "  ", "    ")
+            continue
+        tied = f", {d['tied']} tied to a compile id" if d["tied"] else ", compile ids unknown" if d["graphs"] else ""
+        t.add(f"TORCH_COMPILE_DEBUG {name}: {plural(d['graphs'], 'Inductor graph folder')}{tied}, "
+              f"{plural(d['messages'], 'message')} in torchdynamo/debug.log", "  ", "    ")
     for s in inp["stray_files"][:10]:
         why = clean_line(s["why"])
         room = max(t.width - len(why) - len("  skipped : "), 20)

@@ -324,6 +324,9 @@ class CodeBrowser(View):
     def record_ref(self) -> tuple[str, int] | None:
         if self.item is None:
             return None
+        if self.item["what"] == "output" and self.item["key"].startswith("record#"):  # a debug folder's file
+            rec = self.model.trace.log_records.slice(int(self.item["key"].removeprefix("record#")), 1)
+            return (rec["file"][0], int(rec["lineno"][0])) if rec.height else None
         if self.item["what"] == "output":  # key: the row of the trace's events
             ev = self.model.trace.index_events().slice(event_row(self.item["key"]), 1)
             return (ev["file"][0], int(ev["lineno"][0])) if ev.height else None

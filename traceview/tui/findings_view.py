@@ -11,6 +11,7 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from traceview.analyze.findings import uncovered_debug_dirs
 from traceview.output.summary import head_lines
 from traceview.tui.cursor import MarkedOptionList
 from traceview.tui.finding_rows import Finding
@@ -74,14 +75,18 @@ def header_text(model: TraceModel | ReportModel) -> Text:
     summary's head line as the report keeps it (traceview.analyze.judge.head_lines: computed
     once, never counted again here), then what could not be read."""
     r = model.report
+    debug_only = not model.text_only and model.compile_count == 0 and bool(uncovered_debug_dirs(r))
     if model.text_only:
         parts = [f"{r['compile_ids_in_text_logs']} compile ids in the text log (no compile metrics)"]
+    elif debug_only:  # a TORCH_COMPILE_DEBUG folder alone: its graphs, no compile ids
+        graphs = sum(d["graphs"] for d in uncovered_debug_dirs(r))
+        parts = [f"{graphs} Inductor graphs in TORCH_COMPILE_DEBUG folders (no compile metrics)"]
     else:
         parts = [f"{model.compile_count} compiles"]
     if r.get("ranks"):
         parts.append(f"{len(r['ranks'])} ranks")
     total = (r.get("compile_time") or {}).get("total_s")
-    if total is not None and not model.text_only:
+    if total is not None and not model.text_only and not debug_only:
         parts.append(f"{total:.2f}s compiling")
     t = safe(" · ".join(parts))
     for line in head_lines(r):
@@ -132,7 +137,11 @@ class FindingsView(View):
             n = self.model.compile_count
             what = (f"{self.model.report.get('compile_ids_in_text_logs')} compile ids in the text log" if self.model.text_only
                     else f"{n} compiles")
-            ol.add_option(Option(safe(f"No findings: {what}, no recompiles, graph breaks or failures."), disabled=True))
+            line = f"No findings: {what}, no recompiles, graph breaks or failures."
+            if n == 0 and not self.model.text_only and uncovered_debug_dirs(self.model.report):
+                # a TORCH_COMPILE_DEBUG folder alone cannot show failures: the head line's words
+                line = (head_lines(self.model.report) or [line])[0]
+            ol.add_option(Option(safe(line), disabled=True))
             self.query_one("#finding-detail", Static).update(safe("Nothing to report. Press 2 for the frames view."))
 
     def _summary(self) -> Text:

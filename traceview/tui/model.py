@@ -263,6 +263,40 @@ def _whole_files(trace: Trace, graphs: pl.DataFrame) -> pl.DataFrame | None:
     return rows.drop("file").with_columns(_part(pl.col("graph")).alias("part"))
 
 
+# a TORCH_COMPILE_DEBUG graph folder's whole files (parsers.debugdir: log records)
+_DEBUG_WHOLE_FILES = {"debug_output_code": ("inductor_output_code", "output code"),
+                      "debug_fx_graph_runnable": ("fx_graph_runnable", "fx runnable")}
+
+
+def _debug_whole_files(trace: Trace) -> pl.DataFrame | None:
+    """The output_code.py and fx_graph_runnable.py of each TORCH_COMPILE_DEBUG graph folder
+    read, one row each (key: `record#N`, the row of `trace.log_records`), tagged with the
+    folder's AOT graph."""
+    lr = trace.log_records
+    if lr.height == 0:
+        return None
+    hit = lr.with_row_index("_row").filter(pl.col("artifact").is_in(list(_DEBUG_WHOLE_FILES)))
+    if hit.height == 0:
+        return None
+    kind = pl.col("artifact").replace_strict({k: v[0] for k, v in _DEBUG_WHOLE_FILES.items()}, default=None)
+    graph = pl.col("file").str.extract(r"[/\\]\w+?__(\d+_(?:forward|backward|inference))_\d+(?:\.\d+)?[/\\][^/\\]+$")
+    return hit.select(
+        pl.lit("output").alias("what"),
+        kind.alias("kind"),
+        pl.col("artifact").replace_strict({k: v[1] for k, v in _DEBUG_WHOLE_FILES.items()}, default="?").alias("label"),
+        kind.alias("name"),
+        pl.col("rank").cast(pl.Int32),
+        pl.col("compile_id").cast(pl.String),
+        pl.lit(None, dtype=pl.Int32).alias("occurrence"),
+        pl.col("trace_id").cast(pl.String),
+        pl.lit("text").alias("src"),
+        pl.col("lines").cast(pl.Int64),
+        pl.concat_str(pl.lit("record#"), pl.col("_row").cast(pl.String)).alias("key"),
+        pl.col("lineno").cast(pl.Int64),
+        graph.alias("graph"),
+    ).with_columns(_part(pl.col("graph")).alias("part"))
+
+
 def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> pl.DataFrame:
     """Graphs (trace.graphs) and kernels (trace.kernels) in one list, text left behind.
 
@@ -315,10 +349,11 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
             )
         )
     whole = _whole_files(trace, g) if "events" not in skip else None
-    if whole is not None:
-        parts.append(whole.with_columns(
-            pl.concat_str(pl.col("key"), pl.lit("|output")).alias("_dedupe")
-        ).select(parts[0].columns if parts else [*_CODE_SCHEMA, "_dedupe"]))
+    for w in (whole, _debug_whole_files(trace)):
+        if w is not None:
+            parts.append(w.with_columns(
+                pl.concat_str(pl.col("key"), pl.lit("|output")).alias("_dedupe")
+            ).select(parts[0].columns if parts else [*_CODE_SCHEMA, "_dedupe"]))
     if not parts:
         return pl.DataFrame(schema={**_CODE_SCHEMA, "shown_id": pl.String})
     df = pl.concat(parts, how="vertical_relaxed")
@@ -333,6 +368,8 @@ def code_index(trace: Trace, skip: frozenset[str] | set[str] = frozenset()) -> p
 
 def code_text(trace: Trace, what: str, key: str) -> str:
     """The text of a row of `code_index`: a graph, a kernel, or a whole Inductor file."""
+    if what == "output" and key.startswith("record#"):  # a TORCH_COMPILE_DEBUG folder's file
+        return trace.log_records["text"][int(key.removeprefix("record#"))] or ""
     if what == "output":
         return _event_payload(trace, event_row(key))
     if what == "graph":

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from traceview.ingest.graph_tables import process_graph_tables
 from traceview.ingest.parse_jobs import (
     finish_trace_file,
+    process_debug_run,
     process_text_log,
     process_trace_chunk,
     process_trace_files,
@@ -21,6 +22,7 @@ WORKER_FUNCTIONS: dict[str, Callable] = {
         process_trace_chunk,
         finish_trace_file,
         process_text_log,
+        process_debug_run,
         process_graph_tables,
         export_part,
     )

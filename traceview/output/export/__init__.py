@@ -8,6 +8,7 @@ is written into a temporary sibling directory that is renamed into place at the 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import shutil
@@ -54,7 +55,7 @@ def write_export(
         if why:
             raise ExportError(f"{out}: directory is not empty and is not a traceview export ({why}); choose another -o")
     if trace.inputs is not None:
-        for src in [trace.inputs.root, *trace.inputs.trace_paths, *trace.inputs.text_logs]:
+        for src in [trace.inputs.root, *trace.inputs.trace_paths, *trace.inputs.text_logs, *(r.path for r in trace.inputs.debug_runs)]:
             sp = Path(src).resolve()
             if out.resolve() == sp or sp in out.resolve().parents:
                 raise ExportError(f"{out}: refusing to write inside the input {src}")
@@ -205,6 +206,8 @@ def _inputs_meta(trace: Trace) -> dict:
         "stray_files": [{"path": p, "why": w} for p, w in inp.stray],
         "runs": inp.runs,
         "left_out_by_latest": inp.dropped_runs,
+        # TORCH_COMPILE_DEBUG run folders as discovered (parsers.debugdir.DebugRun)
+        "debug_runs": [dataclasses.asdict(r) for r in inp.debug_runs],
     }
 
 
