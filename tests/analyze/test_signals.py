@@ -192,3 +192,9 @@ def test_the_head_line_counts_processes_not_crash_records() -> None:
     assert "rank 0 was aborted by the watchdog after the timeout" in " ".join(nofr["head"])
     assert "processes crashed" not in " ".join(nofr["head"])
     assert report(str(FIXTURES / "crash_signal_torchrun_all"))["head"][0] == "findings: ranks 0, 1 were killed by SIGSEGV in compiled code"
+
+
+def test_the_head_line_says_a_worker_was_killed_not_the_program_crashed() -> None:
+    # the compile lost to a dead worker ended the program: one verdict, not "crashed, 1 failed compile"
+    head = report(str(FIXTURES / "crash_worker_killed"))["head"]
+    assert head[0] == "findings: a compile worker process was killed (lost to the host, not the model)"

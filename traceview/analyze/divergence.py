@@ -2,9 +2,11 @@
 
 A rank that compiles something the others do not (or skips a compile they do) is the classic
 cause of collective hangs and of one slow rank. Compared per compile id: presence, the code
-object, the status, the graph breaks (reason and line), the cache behaviour and the recompile
-reason. Object ids and addresses in guard texts differ between processes by nature and are
-normalised before comparing. Ties (two ranks, two behaviours) go to the lowest rank's.
+object, the status, the graph breaks (reason and line) and the recompile reason. Not the cache:
+ranks sharing a cache directory race to write each entry, so which rank hits is timing, not a
+divergence (why a rank missed a key others hit is analyze.cache_keys'). Object ids and
+addresses in guard texts differ between processes by nature and are normalised before
+comparing. Ties (two ranks, two behaviours) go to the lowest rank's.
 
 Without a trace (text logs only) the compile ids each rank logged are compared, with the
 graph breaks and recompile reasons the text shows; a compile that logged nothing is not seen.
@@ -31,7 +33,7 @@ SCHEMA = {
     "lineno": pl.Int64,
 }
 
-_FIELDS = ("function", "status", "graph breaks", "cache hits", "recompile reason")
+_FIELDS = ("function", "status", "graph breaks", "recompile reason")
 
 
 def _normalise(expr: pl.Expr) -> pl.Expr:
@@ -101,10 +103,6 @@ def _signatures_from_compiles(
             pl.col("graph_breaks").cast(pl.String),
             pl.lit(": "),
             pl.col("breaks").fill_null(""),
-            pl.lit(" | cache="),
-            (pl.col("fx_cache_hits") > 0).cast(pl.String),
-            pl.lit("/"),
-            (pl.col("aot_cache_hits") > 0).cast(pl.String),
             pl.lit(" | reason="),
             _normalise(pl.col("_reason_key") if "_reason_key" in c.columns else pl.col("recompile_reason")),
         )).alias("sig"),
@@ -141,7 +139,6 @@ def _signatures_from_text(
             pl.lit(" | status=?"),
             pl.lit(" | breaks="),
             pl.col("breaks").fill_null(""),
-            pl.lit(" | cache=?"),
             pl.lit(" | reason="),
             _normalise(pl.col("reason")),
         ).alias("sig"),

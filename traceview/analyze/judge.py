@@ -1361,6 +1361,7 @@ def judge(trace: Trace | None, *, report: dict[str, Any]) -> list[Finding]:
 
 # ------------------------------------------------------------------------- the head line
 EXPORT_FAILED = "torch.export failed on control flow that needs a tensor's value"
+WORKER_DIED = "a compile worker process was killed (lost to the host, not the model)"
 
 def _noun(kind: str) -> str:
     """What the head line counts of a kind (KIND_WORDS' noun; a kind without one: its title's
@@ -1405,10 +1406,13 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             # that stopped is its consequence, not another crash)
             rest = [f for f in fs if f.facet not in ("stance_refused", "launcher_child_failed")]
             exported = sum(1 for f in fs if f.facet == "export_data_dependent")
+            worker = sum(1 for f in fs if f.facet == "compile_worker_died")
             if refused:
                 found.append((refused[0].short or refused[0].claim) + (f" (on {len(refused)} processes)" if len(refused) > 1 else ""))
                 if rest:
                     found.append("the program crashed" if _processes(rest) == 1 else f"{_processes(rest)} processes crashed")
+            elif worker == len(fs):  # the host took a compile worker: said as that, not as the program's crash
+                found.append(WORKER_DIED + (f" in {_processes(fs)} processes" if _processes(fs) > 1 else ""))
             elif oom == len(fs):  # said as memory, not as a crash of the program's logic
                 found.append("out of device memory" + (f" in {len(fs)} processes" if len(fs) > 1 else ""))
             elif exported == len(fs):  # the verdict, not "a crash"
@@ -1445,8 +1449,12 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             exported = sum(f.count for f in fs if f.facet == "export_data_dependent")
             if exported:  # an export is no compile: its verdict
                 found.append(EXPORT_FAILED if exported == 1 else f"{EXPORT_FAILED} ({exported} exports)")
-            if sum(f.count for f in fs) > exported:
-                found.append(plural(sum(f.count for f in fs) - exported, _noun("failure")))
+            # a compile lost to a dead worker that ended the program: the crash's words said it
+            lost = sum(f.count for f in fs if f.facet == "compile_worker_died")
+            if lost and not any(f.kind == "crash" and f.facet == "compile_worker_died" for f in findings):
+                found.append(WORKER_DIED if lost == 1 else f"{WORKER_DIED} ({lost} compiles lost)")
+            if sum(f.count for f in fs) > exported + lost:
+                found.append(plural(sum(f.count for f in fs) - exported - lost, _noun("failure")))
         elif kind == "cudagraphs":
             found.append(plural(len(fs), _noun("cudagraphs")))
         elif kind in ("autotune", "cache"):
