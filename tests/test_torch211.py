@@ -1,0 +1,41 @@
+"""Issue 45: the verdicts that key on torch's message grammar, on the same programs run under
+torch 2.11 (fixtures/torch211, the GPU machine's version) as under 2.13."""
+
+from __future__ import annotations
+
+import pytest
+
+import traceview
+from traceview.output.report import build_report
+
+from .conftest import FIXTURES
+
+T211 = FIXTURES / "torch211"
+PAIRS = {
+    "stance_fail_dtype": FIXTURES / "corpus" / "stance_fail_dtype",
+    "export_dd_nonstrict": FIXTURES / "corpus" / "export_dd_nonstrict",
+    "crash_worker_killed": FIXTURES / "crash_worker_killed",
+}
+
+
+def _report(path) -> dict:
+    return build_report(traceview.load(str(path)))
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_the_verdict_is_the_same_under_torch_2_11(name: str) -> None:
+    old, new = _report(T211 / name), _report(PAIRS[name])
+    assert "2.11" in (T211 / name / "PROVENANCE.md").read_text()
+    assert old["head"] == new["head"]
+    first_old, first_new = old["findings"][0], new["findings"][0]
+    assert (first_old["kind"], first_old["facet"]) == (first_new["kind"], first_new["facet"])
+
+
+def test_each_verdict_under_torch_2_11() -> None:
+    stance = _report(T211 / "stance_fail_dtype")
+    assert stance["head"][0] == "findings: set_stance('fail_on_recompile') refused a recompile of scale"
+    assert "the dtype of x changed: Float -> BFloat16" in stance["findings"][0]["claim"]
+    export = _report(T211 / "export_dd_nonstrict")
+    assert export["head"][0] == "findings: torch.export failed on control flow that needs a tensor's value (the program crashed)"
+    worker = _report(T211 / "crash_worker_killed")
+    assert worker["head"][0] == "findings: a compile worker process was killed (lost to the host, not the model)"
