@@ -39,3 +39,19 @@ def test_each_verdict_under_torch_2_11() -> None:
     assert export["head"][0] == "findings: torch.export failed on control flow that needs a tensor's value (the program crashed)"
     worker = _report(T211 / "crash_worker_killed")
     assert worker["head"][0] == "findings: a compile worker process was killed (lost to the host, not the model)"
+
+
+def test_an_empty_debug_graph_folder_is_a_cache_hit_not_an_unfinished_compile() -> None:
+    # torch 2.11, 2 gloo ranks sharing one Inductor cache: rank 1's backward hit the entry rank 0
+    # had just written, and Inductor wrote nothing into that graph's folder
+    import json
+
+    run = T211 / "debugdir_ranks"
+    oracle = json.loads((run / "oracle.json").read_text())
+    hits = sum(p["counters"]["inductor"].get("fxgraph_cache_hit", 0) for p in oracle["processes"])
+    r = _report(run)
+    dirs = r["inputs"]["debug_dirs"]
+    assert sum(len(d["empty"]) for d in dirs) == hits == 1
+    assert not [d for d in dirs if d["unfinished"]]
+    assert not [f for f in r["findings"] if f["kind"] == "unfinished"]
+    assert "1 empty graph folder" in " ".join(r["head"]) and "likely cache hits" in " ".join(r["head"])

@@ -4,8 +4,9 @@ A folder (parsers.debugdir) holds one process's Inductor compiles, one graph fol
 the messages Dynamo logged (only what TORCH_LOGS enabled). Without that process's TORCH_TRACE
 log: no compile times, guards, cache lookups or compile status; a graph folder's compile id is
 known only from torch's `debug trace:` warning on stderr (a capture given beside the folder);
-a graph folder without `output_code.py` is an Inductor compile that did not finish (it failed or
-was stopped: the folder alone does not say which)."""
+a graph folder with files but without `output_code.py` is an Inductor compile that did not
+finish (it failed or was stopped: the folder alone does not say which); an empty one is a graph
+Inductor found in its FX graph cache (a hit writes no debug file)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from traceview.trace import Trace
 
 
 def debug_dirs(trace: Trace) -> list[dict[str, Any]]:
-    """One entry per run folder: `path`, `pid`, `graphs` (graph folders), `tied` (of them, with
+    """One entry per run folder: `path`, `pid`, `graphs` (graph folders with files), `empty` (graph
+    folders Inductor wrote nothing into: name, path, AOT id; an FX graph cache hit), `tied` (of them, with
     a compile id), `ties` (folder name -> compile id), `unfinished` (graph folders without
     output_code.py: name, path, AOT id, compile id when tied), `messages` (records of its
     torchdynamo/debug.log), `from_folder` (graph folders read from the folder: all, or with
@@ -37,17 +39,21 @@ def debug_dirs(trace: Trace) -> list[dict[str, Any]]:
             name = Path(r["file"]).parent.name
             if r["compile_id"] is not None or name not in ties:
                 ties[name] = r["trace_id"][1:-1] if r["trace_id"] else None
-        names = [Path(g.path).name for g in run.graphs]
+        # a graph folder Inductor wrote nothing into: it made the folder, then found the graph in
+        # its FX graph cache (a hit writes no debug file); not a compile that failed
+        written = [g for g in run.graphs if g.files]
+        names = [Path(g.path).name for g in written]
         messages = mine.filter(pl.col("file") == run.dynamo_log).height if run.dynamo_log else 0
         out.append({
             "path": run.path,
             "pid": run.pid,
-            "graphs": len(run.graphs),
+            "graphs": len(written),
+            "empty": [{"folder": Path(g.path).name, "path": g.path, "aot_id": g.aot_id} for g in run.graphs if not g.files],
             "tied": sum(1 for n in names if ties.get(n)),
             "ties": {n: ties.get(n) for n in names},
             "unfinished": [{"folder": Path(g.path).name, "path": g.path, "aot_id": g.aot_id,
                             "compile_id": ties.get(Path(g.path).name)}
-                           for g in run.graphs if not g.finished],
+                           for g in written if not g.finished],
             "messages": messages,
             "from_folder": len({n for n in ties}),
             "covered_by": run.covered_by,

@@ -1529,7 +1529,11 @@ def _debug_dirs_line(debug: list[dict[str, Any]], report: dict[str, Any]) -> str
         else:
             line += (f"; {plural(graphs, 'Inductor graph')}, compile ids unknown (the folder counter and the AOT id are not "
                      "compile ids: give the run's stderr beside it)")
-    counts = {d["pid"]: d["graphs"] for d in debug}
+    empty = sum(len(d.get("empty") or []) for d in debug)
+    if empty:
+        line += (f"; {plural(empty, 'empty graph folder')} (Inductor writes none of its debug files for a graph it found "
+                 "in the FX graph cache: likely cache hits)")
+    counts = {d["pid"]: d["graphs"] + len(d.get("empty") or []) for d in debug}
     if len(debug) > 1 and tied < graphs and len(set(counts.values())) > 1:
         # which rank each process was is unknown here; that they compiled differently is not
         each = ", ".join(f"pid {pid}: {n}" for pid, n in sorted(counts.items(), key=lambda kv: -kv[1]))
