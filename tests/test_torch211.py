@@ -41,12 +41,22 @@ def test_each_verdict_under_torch_2_11() -> None:
     assert worker["head"][0] == "findings: a compile worker process was killed (lost to the host, not the model)"
 
 
-def test_an_empty_debug_graph_folder_is_a_cache_hit_not_an_unfinished_compile() -> None:
+def test_an_empty_debug_graph_folder_is_a_cache_hit_not_an_unfinished_compile(tmp_path) -> None:
     # torch 2.11, 2 gloo ranks sharing one Inductor cache: rank 1's backward hit the entry rank 0
-    # had just written, and Inductor wrote nothing into that graph's folder
+    # had just written, and Inductor wrote nothing into that graph's folder. git keeps no empty
+    # folder: the run is copied and that folder made again where torch's `debug trace:` line on
+    # stderr names it (fixtures/torch211/README.md)
     import json
+    import re
+    import shutil
 
-    run = T211 / "debugdir_ranks"
+    run = tmp_path / "debugdir_ranks"
+    shutil.copytree(T211 / "debugdir_ranks", run)
+    named = re.findall(r"debug trace: \S*/(torch_compile_debug/\S+)", (run / "stderr.txt").read_text())
+    made = [run / n for n in named if not (run / n).exists()]
+    assert [p.name for p in made] == ["model__0_backward_3.1"]
+    for p in made:
+        p.mkdir()
     oracle = json.loads((run / "oracle.json").read_text())
     hits = sum(p["counters"]["inductor"].get("fxgraph_cache_hit", 0) for p in oracle["processes"])
     r = _report(run)
