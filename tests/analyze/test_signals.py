@@ -198,3 +198,11 @@ def test_the_head_line_says_a_worker_was_killed_not_the_program_crashed() -> Non
     # the compile lost to a dead worker ended the program: one verdict, not "crashed, 1 failed compile"
     head = report(str(FIXTURES / "crash_worker_killed"))["head"]
     assert head[0] == "findings: a compile worker process was killed (lost to the host, not the model)"
+
+
+def test_a_rank_whose_collective_lost_the_dead_rank_is_its_consequence() -> None:
+    # torchrun, rank 1 killed by SIGSEGV; rank 0's gloo barrier: "Connection closed by peer"
+    r = report(str(FIXTURES / "crash_signal_torchrun"))
+    assert r["head"][0] == "findings: rank 1 was killed by SIGSEGV in compiled code (rank 0 failed after it)"
+    [after] = [f for f in r["findings"] if f["kind"] == "crash" and f["ranks"] == [0]]
+    assert "its collective lost rank 1, which had failed first" in after["claim"] and "desync" not in after["claim"]

@@ -638,6 +638,9 @@ def _crashes(report: dict[str, Any], paths: Paths) -> list[Finding]:
         if timed is not None:  # the timeout a compile on another rank explains: said there, not as a desync
             words = (f"its collective timed out while rank {timed['culprit']['rank']} compiled "
                      f"[{timed['culprit']['label'] or timed['culprit']['compile_id']}] (COLLECTIVE TIMEOUT)")
+        elif c.get("category") == "distributed_desync" and c.get("consequence_of") is not None:
+            # its collective lost a peer that had died: the other rank's death, not a desync
+            words = f"its collective lost rank {c['consequence_of']}, which had failed first"
         claim = (f"{rank_prefix(c['rank'])}{c['exc_type']} {where}: "
                  f"{words}" + ("" if cc else f", raised in {c['raised_in']}"))
         if c.get("category") == "stance_refused" and c.get("stance"):
@@ -1420,10 +1423,15 @@ def head_lines(findings: list[Finding], report: dict[str, Any]) -> list[str]:
             else:
                 sig = [f for f in fs if f.facet == "signal"]
                 procs = _processes(fs)  # a rank's Python error and the signal that then killed it: one process
-                if sig and procs == _processes(sig[:1]):  # one signal's death is every crash here
+                # the ranks whose collectives failed because the signal's rank died: its consequence
+                led = {r for f in sig[:1] for r in f.ranks if r is not None}
+                after = sorted({c["rank"] for c in report.get("crashes") or []
+                                if c.get("consequence_of") in led and c.get("rank") is not None and c["rank"] not in led})
+                if sig and procs == _processes(sig[:1]) + len(after):  # one signal's death is every crash here
                     rs = [r for r in sig[0].ranks if r is not None]
                     who = "the program was" if not rs else f"{_ranks_words(rs)} {'was' if len(rs) == 1 else 'were'}"
-                    found.append(f"{who} {sig[0].short}")
+                    then = f" ({_ranks_words(after)} failed after it)" if after else ""
+                    found.append(f"{who} {sig[0].short}{then}")
                 else:
                     found.append("the program crashed" if procs == 1 else f"{procs} processes crashed"
                                  + (f" ({rank_prefix(sig[0].ranks[0]).strip() or 'one'} {sig[0].short})" if sig else ""))
