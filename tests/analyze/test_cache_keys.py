@@ -149,8 +149,8 @@ def test_within_a_run_the_recompile_that_missed():
         ("example_inputs[0]", {"shape": ["torch.Size([8, 8])", "torch.Size([6, 8])"]})]
     # the AOTAutograd key's components were not logged there (no DEBUG): said once, never a cause
     v = build_report(t)["cache"]["verdicts"]
-    assert v == ["rank 1 [0/1] step (collective_size_mismatch.py:29) missed the cache again: its FX graph key differs "
-                 "from [0/0]'s in example input 0: shape [8, 8] -> [6, 8]",
+    assert v == ["rank 1 [0/1] step (collective_size_mismatch.py:29) missed the cache, as its recompile must (dimension 0 "
+                 "of x varies (seen: 8, 6)): its FX graph key differs from [0/0]'s in example input 0: shape [8, 8] -> [6, 8]",
                  "AOTAutograd key components not logged: this torch logs no key components for it unless "
                  "TORCH_LOGS=+torch._functorch._aot_autograd.autograd_cache"]
 

@@ -1773,16 +1773,24 @@ def cache_change_words(c: dict[str, Any]) -> str:
     return f"{c['component']}: {_plain(old)} -> {_plain(new)}"
 
 
-def _changes_words(e: dict[str, Any], cache: str) -> str:
-    """What differs in a compared pair's keys: its changes, else why none can be said."""
+def _changes_words(e: dict[str, Any], cache: str, *, brief_graph: bool = False) -> str:
+    """What differs in a compared pair's keys: its changes, else why none can be said.
+    `brief_graph`: a changed graph counted, not quoted (a recompile's graph changes with it)."""
     if e.get("changes"):
         # the graph first: a changed graph changes its inputs too (the rest is counted)
         ch = sorted(e["changes"], key=lambda c: c["kind"] != "graph")
         more = len(ch) - 3
-        return "; ".join(cache_change_words(c) for c in ch[:3]) + (f"; and {more} more key inputs (--json)" if more > 0 else "")
+        words = [_graph_count_words(c) if brief_graph and c["kind"] == "graph" else cache_change_words(c) for c in ch[:3]]
+        return "; ".join(words) + (f"; and {more} more key inputs (--json)" if more > 0 else "")
     if e.get("logged"):
         return "the keys differ, but no logged component does"
     return "not logged" + (f" (torch logs the AOTAutograd key's components only with {_AOT_DEBUG})" if cache == "aot_autograd" else "")
+
+
+def _graph_count_words(c: dict[str, Any]) -> str:
+    n = c.get("lines_changed") or len(c.get("removed_lines") or []) + len(c.get("added_lines") or [])
+    at = f", at {', '.join(c['sources'])}" if c.get("sources") else ""
+    return f"the graph ({n} lines changed{at}; --json)" if n else "the graph (the same lines in another order)"
 
 
 def _graph_words(e: dict[str, Any], show: Callable[[Any, Any], str] | None = None) -> str:
@@ -1823,8 +1831,16 @@ def cache_key_lines(keys: dict[str, Any], show: Callable[[Any, Any], str] | None
         if e["cache"] in unlogged:
             continue
         rank = f"rank {e['rank']} " if e.get("rank") is not None else ""
-        text = (f"{rank}{bracketed(e['compile_id'], e.get('occurrence'))} {_graph_words(e, show)} missed the cache again: its "
-                f"{{caches}} {{differ}} from {bracketed(e['previous'])}'s in {_changes_words(e, e['cache'])}")
+        if e.get("recompile_cause"):  # a recompile: its key changes with the graph it traced anew
+            text = (f"{rank}{bracketed(e['compile_id'], e.get('occurrence'))} {_graph_words(e, show)} missed the cache, as its "
+                    f"recompile must ({e['recompile_cause']}): its {{caches}} {{differ}} from {bracketed(e['previous'])}'s "
+                    # a graph traced anew shifts its inputs' positions: counted, not compared one by one
+                    + (f"in the graph and {plural(len(e['changes']) - 1, 'other key input')} (--json)"
+                       if any(c["kind"] == "graph" for c in e.get("changes") or [])
+                       else f"in {_changes_words(e, e['cache'])}"))
+        else:
+            text = (f"{rank}{bracketed(e['compile_id'], e.get('occurrence'))} {_graph_words(e, show)} missed the cache again: its "
+                    f"{{caches}} {{differ}} from {bracketed(e['previous'])}'s in {_changes_words(e, e['cache'], brief_graph=True)}")
         said.setdefault(text, []).append(e["cache"])
     out = []
     for text, caches in said.items():

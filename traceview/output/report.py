@@ -241,6 +241,11 @@ def build_report(trace: Trace) -> dict[str, Any]:
     keys = report["cache"]["keys"]
     codes.add(keys["ranks"], place=("path", "line"))  # each graph named as every line names its code object
     codes.add(keys["repeats"], place=("path", "line"))
+    # a graph compiled again because a guard failed: its key had to change (the account's cause)
+    causes = {(a["rank"], a["compile_id"], a["occurrence"] or 1): a["cause"]
+              for a in account.select("rank", "compile_id", "occurrence", "cause").iter_rows(named=True) if a["cause"]}
+    for e in keys["repeats"]:
+        e["recompile_cause"] = causes.get((e["rank"], e["compile_id"], e.get("occurrence") or 1))
     report["cache"]["verdicts"] = cache_key_lines(keys, Paths(report).show)  # judge's words
     findings = judge(trace, report=report)
     report["findings"] = [f.to_json() for f in findings]
