@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import traceview
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, PEER, needs_shared
 from traceview.cli import main
 
 CORPUS = FIXTURES / "corpus"
@@ -61,6 +61,22 @@ def test_n_shard_exports_summarize_as_one_export(run: str, n: int, tmp_path: Pat
     assert got["per_rank"] == want["per_rank"]
     assert got["rank_divergence"] == want["rank_divergence"]
     assert got["collectives"] == want["collectives"]
+
+
+@needs_shared
+def test_ranks_with_equal_compile_times_come_in_rank_order_whatever_the_shares(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # tlparse's 7-rank logs: ranks 1-4 are copies (equal compile times); the shares of 2 tasks
+    # come in the order 0, 2, 4, 6, 1, 3, 5, one export's in rank order: the findings are the same
+    src = PEER / "multi_rank_runtime"
+    _export(src, tmp_path / "whole")
+    for k in range(2):
+        _export(src, tmp_path / "run" / f"task-{k}", "--shard", f"{k}/2", "--partition-by-rank", "yes")
+    got, want = _summary(tmp_path / "run", capsys), _summary(tmp_path / "whole", capsys)
+    assert got["findings"] == want["findings"]
+    slow = [f for f in got["findings"] if f["kind"] == "compile_time"]
+    assert [[c["rank"] for c in f["compiles"]] for f in slow] == [[0, 1, 2, 3, 4, 5, 6], *[[0, 1, 2, 3, 4]] * 3]
 
 
 def test_multirank4_shards_find_the_lone_rank_recompile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
