@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up traceview in ./.venv (installed editable, with the dev extras: pytest, pytest-xdist, ruff, duckdb,
-# and torch==2.13.0, CPU build) and run the main job once on an included real trace.
+# and torch==2.13.0, CPU build; and the dask extra, for the LocalCluster test of traceview.export_hosts) and run the main job once on an included real trace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +13,7 @@ PIP_ARGS=(--quiet --disable-pip-version-check)
 # an unpinned or CUDA torch from the index would pull gigabytes.
 if [ -d /opt/wheels ]; then PIP_ARGS+=(--find-links /opt/wheels); fi
 .venv/bin/python -m pip install "${PIP_ARGS[@]}" --upgrade pip >/dev/null
-.venv/bin/python -m pip install "${PIP_ARGS[@]}" -e '.[dev]'
+.venv/bin/python -m pip install "${PIP_ARGS[@]}" -e '.[dev,dask]'
 
 echo "== traceview summary fixtures/recompiles (a real torch 2.13 trace + TORCH_LOGS text)"
 .venv/bin/traceview summary fixtures/recompiles --no-cache

@@ -13,9 +13,10 @@ from traceview.versions import REPORT_SCHEMA_VERSION, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from traceview.ingest.loading import load
+    from traceview.output.export.hosts import export_hosts
     from traceview.trace import TABLES, Trace
 
-__all__ = ["REPORT_SCHEMA_VERSION", "SCHEMA_VERSION", "TABLES", "Trace", "load", "read_export"]
+__all__ = ["REPORT_SCHEMA_VERSION", "SCHEMA_VERSION", "TABLES", "Trace", "export_hosts", "load", "read_export"]
 __version__ = "0.1.0"
 
 
@@ -26,6 +27,10 @@ def __getattr__(name: str) -> Any:
         from traceview.ingest.loading import load
 
         return load
+    if name == "export_hosts":
+        from traceview.output.export.hosts import export_hosts
+
+        return export_hosts
     if name in ("TABLES", "Trace"):
         from traceview import trace
 

@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="hive-partition tables by rank (auto: when there are several ranks)",
     )
+    p.add_argument(
+        "--shard", metavar="K/N", default=None,
+        help="export only the K-th of N shares of the trace files (rank mod N; K from 0, as "
+        "$SLURM_ARRAY_TASK_ID and $JOB_COMPLETION_INDEX count)",
+    )
 
     p = sub.add_parser("open", help="browse the trace in a terminal UI")
     _add_input_args(p)
@@ -190,7 +195,15 @@ def _term_width() -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    trace = _load(args, heavy=True)
+    import dataclasses
+
+    from traceview.ingest.loading import load_trace
+    from traceview.ingest.shard import parse_shard
+
+    opts = _options(args, heavy=True)
+    if args.shard is not None:
+        opts = dataclasses.replace(opts, shard=parse_shard(args.shard))
+    trace = load_trace(opts)
     from traceview.output.export import write_export
     from traceview.trace import TABLES
 

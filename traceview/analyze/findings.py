@@ -205,7 +205,9 @@ def slow_compiles(report: dict[str, Any]) -> list[tuple[dict[str, Any], list[Any
         and t["seconds"] >= SLOW_COMPILE_MIN_S and t["seconds"] >= SLOW_COMPILE_SHARE * per_rank.get(t["rank"], total)
         and compiles.get(t["rank"], report.get("compiles") or 0) > 1
     ]
-    rows.sort(key=lambda t: -t["seconds"])
+    # ties by rank: the same order whatever order the inputs came in (one export, or a
+    # directory of exports of the ranks' shares)
+    rows.sort(key=lambda t: (-t["seconds"], -1 if t["rank"] is None else t["rank"]))
     return group_ranks(rows, compile_key)
 
 

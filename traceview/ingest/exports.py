@@ -48,6 +48,9 @@ def read_exports(roots: list[Path], *, where: str | None = None) -> Trace:
     def loader(name: str) -> Callable[[], pl.DataFrame]:
         def read() -> pl.DataFrame:
             frames = [_read_table(r, m, name) for r, m in zip(roots, manifests)]
+            # an export with no rows (a share of `export --shard` that got no rank) may lack a
+            # column the others have (stats' rank): its empty table adds nothing to them
+            frames = [f for f in frames if f.height] or frames[:1]
             return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
 
         return read

@@ -47,6 +47,7 @@ class LoadOptions:
     use_cache: bool = True
     heavy: bool = False
     prestart: bool = False
+    shard: tuple[int, int] | None = None  # (K, N): only the K-th (0-based) of N shares (traceview.ingest.shard)
 
     @classmethod
     def of(cls, path: str | os.PathLike[str] | list | tuple, **kw: object) -> LoadOptions:
@@ -74,7 +75,12 @@ def discover_inputs(opts: LoadOptions) -> Inputs:
     if exports:
         manifests = [read_manifest(d) or {} for d in exports]
         return inputs_of_exports(exports, manifests, where=opts.paths[0])
-    return discover(opts.paths[0], latest=opts.latest, extra_logs=opts.all_logs)
+    inputs = discover(opts.paths[0], latest=opts.latest, extra_logs=opts.all_logs)
+    if opts.shard is not None:
+        from traceview.ingest.shard import shard_inputs
+
+        inputs = shard_inputs(inputs, *opts.shard)
+    return inputs
 
 
 def exports_of(opts: LoadOptions) -> list:  # list[Path]
@@ -83,6 +89,8 @@ def exports_of(opts: LoadOptions) -> list:  # list[Path]
     exports = export_dirs(opts.paths[0])
     if exports and opts.all_logs:
         raise InputError(f"{opts.paths[0]}: is a traceview export; more logs cannot be merged into it (export them too)")
+    if exports and opts.shard is not None:
+        raise InputError(f"{opts.paths[0]}: is a traceview export; --shard splits logs, not exports")
     if exports and opts.latest:
         raise InputError(f"{opts.paths[0]}: is a traceview export; --latest applies when the logs are parsed (export with it)")
     return exports

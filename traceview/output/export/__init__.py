@@ -44,9 +44,10 @@ def _dtype_str(dt: pl.DataType) -> str:
 
 
 def write_export(
-    trace: Trace, out_dir: str | os.PathLike[str], *, partition_by_rank: bool | None = None
+    trace: Trace, out_dir: str | os.PathLike[str], *, partition_by_rank: bool | None = None, jobs: int | None = None
 ) -> Path:
-    """Write every table of `trace` to `out_dir` (replacing an earlier traceview export there)."""
+    """Write every table of `trace` to `out_dir` (replacing an earlier traceview export there);
+    `jobs`: worker processes (default: every core when there is enough to do)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out}: exists and is not a directory")
@@ -74,7 +75,7 @@ def write_export(
             # the graph tables the workers build go to the export only, not also into the parse
             # (cache entry or temporary): the export holds them, and `traceview open` reads an
             # export; a second copy cost up to a fifth of each part's export (docs/performance.md)
-            rows = export_parts(trace.workdir, tmp)  # type: ignore[arg-type]
+            rows = export_parts(trace.workdir, tmp, jobs=jobs)  # type: ignore[arg-type]
             for name in EXPORT_PART_TABLES:
                 schema = table_schema(name)
                 meta = {"rows": rows.get(name, 0), "columns": {c: _dtype_str(t) for c, t in schema.items()}}
@@ -85,12 +86,12 @@ def write_export(
                     meta["path"] = f"{name}.parquet"
                 tables_meta[name] = meta
                 done.add(name)
-        elif parts and graph_tables_in_workers(trace.workdir):  # type: ignore[arg-type]
+        elif parts and graph_tables_in_workers(trace.workdir, jobs=jobs):  # type: ignore[arg-type]
             # worker processes build the graph tables (checking every payload's md5) while
             # this one writes the events, checking the md5s itself: a big file's two halves
             # of the work run side by side instead of one after the other
             pool = ThreadPoolExecutor(1)
-            built = pool.submit(trace.ensure_graph_tables)
+            built = pool.submit(trace.ensure_graph_tables, jobs=jobs)
             try:
                 tables_meta["events"] = _write_events(parts, tmp, bool(partition_by_rank), verify=True)
                 built.result()  # its exception, if it raised one
@@ -98,7 +99,7 @@ def write_export(
                 pool.shutdown(wait=False)  # on an error (Ctrl-C too), do not wait for it
             done.add("events")
         else:
-            trace.ensure_graph_tables()
+            trace.ensure_graph_tables(jobs=jobs)
         for name in TABLES:
             if name in done:
                 continue
