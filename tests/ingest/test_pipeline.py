@@ -160,7 +160,7 @@ def test_big_file_export_overlaps_graph_tables_and_events(monkeypatch: pytest.Mo
     monkeypatch.setattr(parts, "GROUP_BYTES", 1_000_000)
     overlapped: list[bool] = []
     real = export.graph_tables_in_workers
-    monkeypatch.setattr(export, "graph_tables_in_workers", lambda w: overlapped.append(real(w)) or overlapped[-1])
+    monkeypatch.setattr(export, "graph_tables_in_workers", lambda w, **kw: overlapped.append(real(w, **kw)) or overlapped[-1])
     trace = pipeline.load_parsed(discover(f), jobs=2)
     out = export.write_export(trace, tmp_path / "b")
     assert overlapped == [True]
