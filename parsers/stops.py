@@ -71,12 +71,15 @@ _SLURM = re.compile(
 # a shell that ran the program (a job script) reports its death on the same stderr: bash's
 # `bash: line 1: 18684 Segmentation fault      "$@"`, a SLURM script's `…/slurm_script: line 12:
 # 4567 Segmentation fault      (core dumped) python train.py`; srun's `srun: error: node1: task 0:
-# Segmentation fault (core dumped)`. The words are strsignal()'s for the crash signals.
-_SIGNAL_WORDS = {
+# Segmentation fault (core dumped)`. The words are strsignal()'s for the crash signals, and
+# Python's faulthandler's (`Fatal Python error: Floating-point exception`): one table for both.
+SIGNAL_WORDS = {
     "Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS", "Aborted": "SIGABRT",
-    "Illegal instruction": "SIGILL", "Floating point exception": "SIGFPE",
+    "Illegal instruction": "SIGILL", "Floating point exception": "SIGFPE", "Floating-point exception": "SIGFPE",
 }
-_WORDS = "|".join(re.escape(w) for w in _SIGNAL_WORDS)
+# the signals a process dies of by its own fault (not sent from outside: OUTSIDE_SIGNALS)
+CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")
+_WORDS = "|".join(re.escape(w) for w in SIGNAL_WORDS)
 _SHELL_SIGNAL = re.compile(r"(?:^|: )(\d+) (" + _WORDS + r")(?:\s|$)")
 _SRUN_SIGNAL = re.compile(r"^srun: error: \S+: tasks? (\d+)(?:[-,][\d,-]*)?: (" + _WORDS + r")\b")
 # `traceview run` appends the command's exit status to the capture when a signal ended it
@@ -218,10 +221,10 @@ def _from_other_lines(other_lines: pl.DataFrame) -> list[dict]:
                                  signal=m.group(2), exit_code=int(m.group(1))))
             elif m := _SRUN_SIGNAL.search(text):
                 rows.append(_row(file, linenos[k], "srun_signal", text.strip(), launcher="srun",
-                                 signal=_SIGNAL_WORDS[m.group(2)], rank=int(m.group(1))))
+                                 signal=SIGNAL_WORDS[m.group(2)], rank=int(m.group(1))))
             elif (m := _SHELL_SIGNAL.search(text)) and not text.startswith(("Fatal Python error", " ")):
                 rows.append(_row(file, linenos[k], "shell_signal", text.strip(), launcher="shell",
-                                 signal=_SIGNAL_WORDS[m.group(2)], exit_code=128 + _signal.Signals[_SIGNAL_WORDS[m.group(2)]].value,
+                                 signal=SIGNAL_WORDS[m.group(2)], exit_code=128 + _signal.Signals[SIGNAL_WORDS[m.group(2)]].value,
                                  pid=int(m.group(1))))
             elif m := _SLURM.search(text):
                 rows.append(_row(file, linenos[k], "slurm_cancel", text.strip(), launcher="SLURM",

@@ -20,7 +20,7 @@ from parsers.code_location import is_user
 from parsers.compile_ids import bracketed
 from parsers.messages import parse_stance_refusal
 from parsers.oom import is_oom_message, oom_of
-from parsers.stops import is_stop_exception
+from parsers.stops import CRASH_SIGNALS, is_stop_exception
 from parsers.tracebacks import uncaught_from_text
 from traceview.analyze.collectives import distributed_error, mismatch_ranks
 from traceview.analyze.failures import (
@@ -34,7 +34,6 @@ from traceview.analyze.failures import (
 )
 from traceview.analyze.findings import ranks_text
 from traceview.analyze.signals import (
-    CRASH_SIGNALS,
     last_record,
     nested_generate,
     ran_in,

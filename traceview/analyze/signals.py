@@ -26,18 +26,8 @@ from typing import Any
 import polars as pl
 
 from parsers.code_location import is_torch, is_user
+from parsers.stops import SIGNAL_WORDS
 from traceview.trace import Trace
-
-# faulthandler's words (Python's faulthandler.c) -> the signal
-FAULTHANDLER_SIGNALS = {
-    "Segmentation fault": "SIGSEGV",
-    "Bus error": "SIGBUS",
-    "Aborted": "SIGABRT",
-    "Illegal instruction": "SIGILL",
-    "Floating-point exception": "SIGFPE",
-    "Floating point exception": "SIGFPE",
-}
-CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")
 
 _FRAME = re.compile(r"^(.*):(\d+) in (.*)$")
 # the module Inductor generated for a compile (its code cache: …/xx/c<hash>.py)
@@ -51,7 +41,7 @@ _TRANSFORMERS_GENERATE = re.compile(r"transformers[/\\]generation[/\\]")
 
 def signal_of(fatal: str | None) -> str | None:
     """SIGSEGV for faulthandler's "Segmentation fault" (None for words it does not use)."""
-    return FAULTHANDLER_SIGNALS.get((fatal or "").strip())
+    return SIGNAL_WORDS.get((fatal or "").strip())
 
 
 def _parts(frame: str) -> tuple[str, int | None, str]:
