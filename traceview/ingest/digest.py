@@ -78,19 +78,33 @@ def slim_metadata(text: str | None) -> str | None:
     return json.dumps(out)
 
 
+# Rows of these kinds are read by the summary only for their timestamps (where a compile
+# starts, a rank's and the capture's last record): the digest keeps the first and the last of
+# each file and of each compile in it (a chromium event with a payload the summary reads, an
+# autotuning span's, is always kept).
+THIN_KINDS = ("chromium_event", "describe_tensor", "describe_storage")
+
+
 def slim_index(index: pl.DataFrame) -> pl.DataFrame:
     """The events' index as the digest keeps it: the metrics records' metadata reduced to what
     the summary reads (slim_metadata), none for the kinds whose metadata it never reads
-    (UNREAD_METADATA_KINDS); every row and every other column as it is."""
+    (UNREAD_METADATA_KINDS), the rows of THIN_KINDS thinned to the first and last of each file
+    and of each compile in it, no payload md5s; every other row and column as it is."""
     if index.is_empty():
         return index
     metrics = pl.col("kind").is_in(METRICS_KINDS)
     slim = pl.col("metadata").map_elements(slim_metadata, return_dtype=pl.String)
-    return index.with_columns(
+    index = index.with_columns(
         pl.when(pl.col("kind").is_in(UNREAD_METADATA_KINDS)).then(pl.lit(None, dtype=pl.String))
         .when(metrics).then(slim)
         .otherwise(pl.col("metadata")).alias("metadata")
     )
+    n = pl.int_range(pl.len())
+    ends = lambda *by: (n.over(*by, order_by="lineno") == 0) | (n.over(*by, order_by="lineno") == pl.len().over(*by) - 1)  # noqa: E731
+    keep = ~pl.col("kind").is_in(THIN_KINDS) | pl.col("payload").is_not_null() | ends("file") | ends("file", "compile_id")
+    index = index.filter(keep)
+    # torch's md5 of each payload: the page's, read with the payloads from the full events
+    return index.with_columns(pl.lit(None, dtype=index.schema["payload_md5"]).alias("payload_md5")) if "payload_md5" in index.columns else index
 
 
 def summary_guards(guards: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame | pl.DataFrame:
