@@ -349,8 +349,11 @@ def _stalls(report: dict[str, Any]) -> list[Finding]:
     out = []
     told = {(c["rank"], c["compile_id"], t["rank"]) for t in report.get("timeouts") or [] if (c := t.get("culprit"))}
     for s in report.get("rank_stalls") or []:
-        if any((r, x["compile_id"], w) in told for r in s["compiling_ranks"] for x in s.get("compiles") or []
-               for w in s["waiting_ranks"]):
+        # a timeout's (compiling rank, compile id, waiting rank) among the stall's: each timeout
+        # looked up in the stall's sets (not every compiling x waiting pair: ranks squared)
+        compiling, waiting = set(s["compiling_ranks"]), set(s["waiting_ranks"])
+        ids = {x["compile_id"] for x in s.get("compiles") or []}
+        if any(r in compiling and cid in ids and w in waiting for r, cid, w in told):
             continue  # the wait ended in a collective timeout: COLLECTIVE TIMEOUT tells it with the timeout's numbers
         lost = f": {seconds_text(s['cost_s'])} lost in all ({s['ranks_stalled']} ranks stalled)" if s["ranks_stalled"] > 1 else ""
         lines: list[tuple[str, str]] = []
