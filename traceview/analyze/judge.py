@@ -338,8 +338,9 @@ def _stall_ids(report: dict[str, Any]) -> dict[Any, set[str]]:
     """rank -> the compile ids it made alone while others waited (analyze.stalls)."""
     out: dict[Any, set[str]] = {}
     for st in report.get("rank_stalls") or []:
+        ids = {x["compile_id"] for x in st.get("compiles") or []}  # once per stall, not per rank
         for r in st["compiling_ranks"]:
-            out.setdefault(r, set()).update(x["compile_id"] for x in st.get("compiles") or [])
+            out.setdefault(r, set()).update(ids)
     return out
 
 
@@ -888,15 +889,19 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
     fails = report.get("failures") or []
     optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer") or []}
     alone = _stall_ids(report)
-    behind = [s for s in storms for d in report.get("rank_divergence") or [] if recompile_behind(d, s)]
+    diverging: dict[Any, list[dict[str, Any]]] = {}  # rank -> its divergence rows (recompile_behind: of its rank)
+    for d in report.get("rank_divergence") or []:
+        diverging.setdefault(d["rank"], []).append(d)
+    behind = {id(s) for s in storms if any(recompile_behind(d, s) for d in diverging.get(s["rank"], ()))}
     # a recompile made on some ranks only while the others waited: the stall is its finding
-    behind += [s for s in storms if s.get("stall") and set((s.get("compile_ids") or [])[1:]) <= alone.get(s["rank"], set())]
+    behind |= {id(s) for s in storms
+               if s.get("stall") and set((s.get("compile_ids") or [])[1:]) <= alone.get(s["rank"], set())}
     # a code object's recompiles before set_stance("fail_on_recompile") refused one: the program's
     # warm-up, allowed by it (the refusal is the finding)
     warmed = {(c["rank"], c["stance"]["function"], c["stance"].get("filename")) for c in report.get("crashes") or []
               if c.get("category") == "stance_refused" and c.get("stance") and c["stance"].get("function")}
     out = []
-    for s, ranks in group_ranks([s for s in storms if not any(s is b for b in behind)], storm_key):
+    for s, ranks in group_ranks([s for s in storms if id(s) not in behind], storm_key):
         allowed = any((r, s["function"], s.get("filename")) in warmed or (r, s["function"], None) in warmed for r in ranks)
         expected = bool(s.get("expected")) or allowed
         fixed = not expected and bool(s.get("fixed_later"))  # the run applied the fix after a reset
@@ -1108,8 +1113,9 @@ def _divergence(report: dict[str, Any]) -> list[Finding]:
             for r in w["waiting_ranks"]:
                 waited.setdefault(r, set()).add(w["compile_id"])
     for st in report.get("rank_stalls") or []:
+        ids = {x["compile_id"] for x in st.get("compiles") or []}
         for r in st["waiting_ranks"]:
-            waited.setdefault(r, set()).update(x["compile_id"] for x in st.get("compiles") or [])
+            waited.setdefault(r, set()).update(ids)
 
     def said_elsewhere(d: dict[str, Any]) -> bool:
         """A rank that differs only by compiles it made alone while the others waited, or by the
