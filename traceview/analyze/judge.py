@@ -366,7 +366,12 @@ def _stalls(report: dict[str, Any]) -> list[Finding]:
             lines.append(("DDP:", "shown by " + "; ".join(s["ddp"])))
         lines.append(("how sure:", f"{s['certainty']}: {s['estimate']}"))
         lines.append(("next:", s["next_step"]))
-        refs = [CompileRef(r, x["compile_id"]) for r in s["compiling_ranks"] for x in s.get("compiles") or []]
+        # each compiling rank's own lone compiles, rank by rank (not every rank with every
+        # rank's compile ids: ranks squared, and compiles a rank never made)
+        made: dict[Any, list[str]] = {}
+        for x in s.get("compiles") or []:
+            made.setdefault(x["rank"], []).append(x["compile_id"])
+        refs = [CompileRef(r, cid) for r in s["compiling_ranks"] for cid in made.get(r, ())]
         out.append(Finding(
             "stall", "act", s["message"] + lost, lines, next_step=s["next_step"], certainty=s.get("certainty") or "likely",
             cost=Cost(seconds=float(s.get("cost_s") or 0.0), ranks_stalled=int(s["ranks_stalled"]),
