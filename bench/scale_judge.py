@@ -8,7 +8,7 @@ run, read with traceview.load. For k times its ranks, every table but the graph 
 summary does not read (all but `guards`) and the index events are concatenated k times, copy i with `rank` offset
 by i * ranks and each `file` renamed (copy i's files are `c{i}_` + the name), and the inputs'
 trace files likewise (so the head line counts every rank). Each size runs in a process of its
-own: the seconds of build_report, the peak RSS while it runs (sampled every 5 ms), the process's
+own: the seconds of build_report (wall and CPU: the machine may be shared), the peak RSS while it runs (sampled every 5 ms), the process's
 peak RSS, and the growth per rank between the smallest and each larger size.
 `--profile N`: cProfile of build_report at N ranks instead (top 40 by cumulative time).
 """
@@ -104,13 +104,13 @@ def one(path: str, ranks: int, base_ranks: int) -> dict[str, float]:
     assert got == ranks, (got, ranks)
     before = _rss_mb()
     with _Peak() as peak:
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         report = build_report(trace)
-        seconds = time.perf_counter() - t
+        seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
     built = [name for name in UNREAD if trace.is_loaded(name)]
     assert not built, f"build_report read {built}: copy them too"
     return {
-        "ranks": ranks, "seconds": seconds, "rss_before_mb": before, "peak_mb": peak.peak,
+        "ranks": ranks, "seconds": seconds, "cpu_s": cpu, "rss_before_mb": before, "peak_mb": peak.peak,
         "process_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "findings": len(report["findings"]), "head": report["head"],
     }
@@ -160,9 +160,11 @@ def main() -> int:
         growth = ""
         if r is not first:
             dr = r["ranks"] - first["ranks"]
-            growth = (f"  growth {1000 * (r['seconds'] - first['seconds']) / dr:.3f} ms/rank, "
+            growth = (f"  growth {1000 * (r['seconds'] - first['seconds']) / dr:.3f} ms/rank "
+                      f"(CPU {1000 * (r['cpu_s'] - first['cpu_s']) / dr:.3f}), "
                       f"{(r['peak_mb'] - first['peak_mb']) / dr:.4f} MB/rank")
-        print(f"{r['ranks']:6d} ranks: build_report {r['seconds']:6.2f} s ({1000 * r['seconds'] / r['ranks']:.3f} ms/rank), "
+        print(f"{r['ranks']:6d} ranks: build_report {r['seconds']:6.2f} s ({1000 * r['seconds'] / r['ranks']:.3f} ms/rank; "
+              f"CPU {r['cpu_s']:.2f} s), "
               f"RSS {r['rss_before_mb']:.0f} -> peak {r['peak_mb']:.0f} MB (process peak {r['process_peak_mb']:.0f} MB), "
               f"{r['findings']} findings{growth}", flush=True)
     print("head:", rows[-1]["head"])
