@@ -203,6 +203,9 @@ def _account(trace: Trace) -> pl.DataFrame:
     seen: set[tuple[str, str, int]] = set()
     read = ("rank", "file", "compile_id", "occurrence", "start", "compile_time_s", "bwd_piece_start_us", "bwd_piece_end_us",
             "bwd_compile_time_s", "bwd_pieces", "status", "total_time_s")
+    piece_of: list[int] = []  # the backward pieces' rows, start and end
+    piece_start: list[datetime.datetime | None] = []
+    piece_end: list[datetime.datetime | None] = []
     for r in (c.select(read) if c.height else c.clear()).iter_rows(named=True):
         key = (r["file"], r["compile_id"], r["occurrence"] or 1)
         seen.add(key)
@@ -213,8 +216,11 @@ def _account(trace: Trace) -> pl.DataFrame:
         mine = _backward_pieces(r["bwd_piece_start_us"], r["bwd_piece_end_us"])
         row = {"rank": r["rank"], "file": r["file"], "start": start, "open_since": None}
         row.update(forward_s=fwd_s, backward_s=r["bwd_compile_time_s"], backward_pieces=r["bwd_pieces"],
-                   backward_start=[_dt(b) for b, _ in mine], backward_end=[_dt(e) for _, e in mine],
                    open_part=None, phase=None)
+        for b, e in mine:  # each piece's times, made lists at the end (a list per row is slow to build)
+            piece_of.append(len(rows))
+            piece_start.append(_dt(b))
+            piece_end.append(_dt(e))
         if u is not None:
             row["status"] = "interrupted" if ended else "never_ended"
             row["open_part"] = u.get("part") or "forward"
@@ -264,13 +270,29 @@ def _account(trace: Trace) -> pl.DataFrame:
     if not rows:
         return extra_rows if extra_rows is not None else pl.DataFrame(schema=SCHEMA)
     # the columns the compiles table has as they are, the rest column by column from the rows
-    worked = {k: t for k, t in SCHEMA.items() if k not in _AS_IN_COMPILES}
+    pieces = ("backward_start", "backward_end")
+    worked = {k: t for k, t in SCHEMA.items() if k not in _AS_IN_COMPILES and k not in pieces}
     out = pl.concat([
         c.select([pl.col(k).cast(t) if k in c.columns else pl.lit(None, dtype=t).alias(k) for k, t in SCHEMA.items()
                   if k in _AS_IN_COMPILES]),
         pl.DataFrame({k: [r.get(k) for r in rows] for k in worked}, schema=worked),
+        _piece_lists(len(rows), piece_of, piece_start, piece_end),
     ], how="horizontal").select(list(SCHEMA))
     return out if extra_rows is None else pl.concat([out, extra_rows])
+
+
+def _piece_lists(n: int, rows: list[int], starts: list[Any], ends: list[Any]) -> pl.DataFrame:
+    """`backward_start` and `backward_end` of `n` compiles: row `rows[i]`'s pieces are
+    (starts[i], ends[i]), in order; a compile without pieces has empty lists."""
+    pieces = pl.DataFrame({"_row": rows, "backward_start": starts, "backward_end": ends},
+                          schema={"_row": pl.Int64, "backward_start": SCHEMA["backward_start"].inner,  # type: ignore[attr-defined]
+                                  "backward_end": SCHEMA["backward_end"].inner})  # type: ignore[attr-defined]
+    lists = pieces.group_by("_row", maintain_order=True).agg("backward_start", "backward_end")
+    return (
+        pl.DataFrame({"_row": pl.int_range(n, eager=True, dtype=pl.Int64)})
+        .join(lists, on="_row", how="left", maintain_order="left")
+        .select(pl.col(k).fill_null(pl.lit([], dtype=SCHEMA[k])) for k in ("backward_start", "backward_end"))
+    )
 
 
 # the account's columns that are the compiles table's (the others are worked out per compile)
