@@ -594,7 +594,7 @@ def _failure_rows(
                 "testing_only_config": testing,
             }
         )
-    known = {(r["rank"], r["compile_id"]) for r in compiles.select("rank", "compile_id").iter_rows(named=True)}
+    known = set(compiles.select("rank", "compile_id").iter_rows())
     if limit_hits is not None and limit_hits.height:
         for r in limit_hits.filter(pl.col("source") != "trace").sort("file", "lineno").iter_rows(named=True):
             if (r["rank"], r["compile_id"]) in known:

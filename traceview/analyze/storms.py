@@ -544,7 +544,9 @@ def _recompile_storms(trace: Trace) -> tuple[list[dict[str, Any]], dict[tuple[An
 
     # trace compiles: the count and cost per frame
     dyn = comp.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
-    for r in dyn.iter_rows(named=True):
+    read = ("rank", "file", "epoch", "frame_id", "compile_id", "lineno", "occurrence", "total_time_s", "function", "filename",
+            "line", "status", "fail_reason", "assume_static_by_default")
+    for r in dyn.select(c for c in read if c in dyn.columns).iter_rows(named=True):
         k = (r["rank"], r["file"], r["epoch"], r["frame_id"])
         f = frames.setdefault(k, _new_frame(r["rank"], r["file"], r["epoch"]))
         by_rank_frame.setdefault((r["rank"], r["epoch"], r["frame_id"]), k)
