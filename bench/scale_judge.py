@@ -9,7 +9,8 @@ summary does not read (all but `guards`) and the index events are concatenated k
 by i * ranks and each `file` renamed (copy i's files are `c{i}_` + the name), and the inputs'
 trace files likewise (so the head line counts every rank). Each size runs in a process of its
 own: the seconds of build_report (wall and CPU: the machine may be shared), the peak RSS while it runs (sampled every 5 ms), the process's
-peak RSS, and the growth per rank between the smallest and each larger size.
+peak RSS, the size of the report's JSON (what `summary --json` prints) and the
+growth per rank between the smallest and each larger size.
 `--profile N`: cProfile of build_report at N ranks instead (top 40 by cumulative time).
 """
 
@@ -25,6 +26,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -97,7 +99,9 @@ def scaled_trace(path: str, copies: int):  # -> Trace
     return Trace.from_tables(tables, inputs=inp, index=lambda: index), n * copies
 
 
-def one(path: str, ranks: int, base_ranks: int) -> dict[str, float]:
+def one(path: str, ranks: int, base_ranks: int) -> dict[str, Any]:
+    import orjson
+
     from traceview.output.report import build_report
 
     trace, got = scaled_trace(path, ranks // base_ranks)
@@ -107,12 +111,16 @@ def one(path: str, ranks: int, base_ranks: int) -> dict[str, float]:
         t, cpu = time.perf_counter(), time.process_time()
         report = build_report(trace)
         seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
+        t = time.perf_counter()
+        data = orjson.dumps(report, option=orjson.OPT_INDENT_2)  # what `summary --json` writes
+        dumps = time.perf_counter() - t
     built = [name for name in UNREAD if trace.is_loaded(name)]
     assert not built, f"build_report read {built}: copy them too"
     return {
         "ranks": ranks, "seconds": seconds, "cpu_s": cpu, "rss_before_mb": before, "peak_mb": peak.peak,
         "process_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "findings": len(report["findings"]), "head": report["head"],
+        "findings": len(report["findings"]), "head": report["head"], "json_mb": len(data) / 2**20, "dumps_s": dumps,
+        "biggest": sorted(((len(orjson.dumps(v)) / 2**20, k) for k, v in report.items()), reverse=True)[:3],
     }
 
 
@@ -166,7 +174,8 @@ def main() -> int:
         print(f"{r['ranks']:6d} ranks: build_report {r['seconds']:6.2f} s ({1000 * r['seconds'] / r['ranks']:.3f} ms/rank; "
               f"CPU {r['cpu_s']:.2f} s), "
               f"RSS {r['rss_before_mb']:.0f} -> peak {r['peak_mb']:.0f} MB (process peak {r['process_peak_mb']:.0f} MB), "
-              f"{r['findings']} findings{growth}", flush=True)
+              f"{r['findings']} findings; its JSON {r['json_mb']:.1f} MB in {r['dumps_s']:.2f} s "
+              f"(largest: {', '.join(f'{k} {mb:.1f} MB' for mb, k in r['biggest'])}){growth}", flush=True)
     print("head:", rows[-1]["head"])
     return 0
 
