@@ -1338,9 +1338,12 @@ def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
 def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
     ct = report.get("compile_time") or {}
     out = []
+    top: dict[tuple, list[dict[str, Any]]] = {}  # `top` by compile: each slow compile reads its own rows
+    for r in ct.get("top") or []:
+        top.setdefault((r["compile_id"], r.get("occurrence")), []).append(r)
     for t, ranks in slow_compiles(report):
-        secs = sorted(r["seconds"] for r in ct.get("top") or [] if r["compile_id"] == t["compile_id"]
-                      and r.get("occurrence") == t.get("occurrence") and r["rank"] in ranks)
+        on = set(ranks)  # thousands of ranks: a set, not a list
+        secs = sorted(r["seconds"] for r in top.get((t["compile_id"], t.get("occurrence")), ()) if r["rank"] in on)
         lo, hi = (seconds_text(secs[0]), seconds_text(secs[-1])) if secs else ("", "")
         span = f"{lo.rstrip('s')}-{hi}" if lo != hi else seconds_text(t["seconds"])
         ref = CompileRef(t["rank"], t["compile_id"], t.get("occurrence"), t.get("attempts"))
