@@ -129,13 +129,14 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
         waiting = sorted(r for r in code_ranks[code] if r not in on)
         if not waiting:
             continue  # a function only these ranks run: nothing to compare with
+        group = groups[(tuple(sorted(on)), tuple(waiting))]  # once per compile, not per rank
         for rank, row in sorted(on.items()):
             # its time is its account's: every backward piece, a compile still open up to the capture's end
             a = account.get((row["file"], cid, row["occurrence"] or 1))
             fwd = (a["forward_s"] if a else row.get("compile_time_s")) or 0.0
             bwd = (a["backward_s"] if a else row.get("bwd_compile_time_s")) or 0.0
             secs = (a["seconds"] if a and a["seconds"] is not None else fwd + bwd)
-            groups[(tuple(sorted(on)), tuple(waiting))].append({
+            group.append({
                 "rank": rank, "compile_id": cid, "function": row["function"], "filename": row["filename"],
                 "line": row["line"], "seconds": round(secs, 3), "forward_s": round(fwd, 3),
                 "backward_s": round(bwd, 3) if (a and a["backward_s"] is not None) or row.get("bwd_compile_time_s") is not None else None,
