@@ -111,6 +111,7 @@ def one(path: str, ranks: int, base_ranks: int) -> dict[str, Any]:
         t, cpu = time.perf_counter(), time.process_time()
         report = build_report(trace)
         seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
+    with _Peak() as json_peak:
         t = time.perf_counter()
         data = orjson.dumps(report, option=orjson.OPT_INDENT_2)  # what `summary --json` writes
         dumps = time.perf_counter() - t
@@ -120,6 +121,7 @@ def one(path: str, ranks: int, base_ranks: int) -> dict[str, Any]:
         "ranks": ranks, "seconds": seconds, "cpu_s": cpu, "rss_before_mb": before, "peak_mb": peak.peak,
         "process_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "findings": len(report["findings"]), "head": report["head"], "json_mb": len(data) / 2**20, "dumps_s": dumps,
+        "json_peak_mb": json_peak.peak,
         "biggest": sorted(((len(orjson.dumps(v)) / 2**20, k) for k, v in report.items()), reverse=True)[:3],
     }
 
@@ -168,13 +170,13 @@ def main() -> int:
         growth = ""
         if r is not first:
             dr = r["ranks"] - first["ranks"]
-            growth = (f"  growth {1000 * (r['seconds'] - first['seconds']) / dr:.3f} ms/rank "
+            growth = (f"\n        growth {1000 * (r['seconds'] - first['seconds']) / dr:.3f} ms/rank "
                       f"(CPU {1000 * (r['cpu_s'] - first['cpu_s']) / dr:.3f}), "
-                      f"{(r['peak_mb'] - first['peak_mb']) / dr:.4f} MB/rank")
+                      f"{(r['peak_mb'] - first['peak_mb']) / dr:.4f} MB/rank (peak during build_report)")
         print(f"{r['ranks']:6d} ranks: build_report {r['seconds']:6.2f} s ({1000 * r['seconds'] / r['ranks']:.3f} ms/rank; "
               f"CPU {r['cpu_s']:.2f} s), "
               f"RSS {r['rss_before_mb']:.0f} -> peak {r['peak_mb']:.0f} MB (process peak {r['process_peak_mb']:.0f} MB), "
-              f"{r['findings']} findings; its JSON {r['json_mb']:.1f} MB in {r['dumps_s']:.2f} s "
+              f"{r['findings']} findings; its JSON {r['json_mb']:.1f} MB in {r['dumps_s']:.2f} s, peak {r['json_peak_mb']:.0f} MB "
               f"(largest: {', '.join(f'{k} {mb:.1f} MB' for mb, k in r['biggest'])}){growth}", flush=True)
     print("head:", rows[-1]["head"])
     return 0
