@@ -41,9 +41,9 @@ RUNS = multi_rank_runs()
 PEER_RUNS = ["multi_rank_runtime", "multi_rank_logs", "multi_rank_schedule", "multi_rank_messy_input"]
 
 
-def _judged(trace) -> tuple[list, list, list]:
-    rep = build_report(trace)
-    return rep["findings"], rep["head"], rep["per_rank"]
+def _judged(trace) -> dict:
+    """The whole report, as `summary --json` writes it."""
+    return json.loads(json.dumps(build_report(trace), default=str))
 
 
 def _no_full_tables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,9 +67,9 @@ def _check(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         trace = read_exports([out], digests=True)
         digest = _judged(trace)
         assert not any(trace.is_loaded(n) for n in ("events", "strings", *GRAPH_TABLES))
-    assert digest[0] == full[0]
-    assert digest[1] == full[1]
-    assert digest[2] == full[2]
+    assert digest["findings"] == full["findings"]
+    assert digest["head"] == full["head"]
+    assert digest == full  # every section of the report, not only the findings
 
 
 def test_every_multi_rank_fixture_is_found() -> None:

@@ -286,6 +286,12 @@ def _graph_dump(trace: Trace, lk: Lookup) -> str | None:
         from parsers.torch_trace import hydrate
 
         ev, _ = hydrate(ev)
+    elif ev["payload"][0] is None and not trace.is_loaded("events"):
+        # an export's digest holds no graph text: this one record's, from its rank's events (a detail)
+        ln = ev["lineno"][0]
+        ev = trace.rank_rows("events", lk.rank).filter((pl.col("file") == lk.file) & (pl.col("lineno") == ln))
+        if ev.is_empty():
+            return None
     return ev["payload"][0]
 
 

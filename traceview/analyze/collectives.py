@@ -89,6 +89,9 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
     info: dict[tuple[int, str], dict[str, Any]] = {}
     for r in compiles.filter(pl.col("rank").is_not_null()).iter_rows(named=True):
         info[(r["rank"], r["compile_id"])] = r  # the latest compile of the id (after a reset)
+    ids_of: dict[int, list[str]] = defaultdict(list)  # each rank's compile ids (read per rank below)
+    for rk, cid in info:
+        ids_of[rk].append(cid)
     account = compile_account(trace)
     causes = {(r, cid): why for r, cid, why in account.filter(pl.col("cause").is_not_null()).select(
         "rank", "compile_id", "cause").iter_rows()}
@@ -147,7 +150,7 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
             missing = [r for r, (st, _) in states.items() if st == "not compiled"]
             if missing and len(missing) * 2 >= len(ranks) and known:
                 alone = sorted(r for r in known if r not in missing)
-                theirs = _sibling(cid, gi, missing, sched, info)
+                theirs = _sibling(cid, gi, missing, sched, ids_of)
                 if theirs is not None:
                     other_cid, other_s = theirs
                     for s, rs in ordered:
@@ -286,13 +289,13 @@ def _recompile(info: dict, causes: dict[tuple[int, str], str], rank: int, cid: s
     return (row or {}).get("recompile_reason")
 
 
-def _sibling(cid: str, gi: int, ranks: list[int], sched: dict, info: dict) -> tuple[str, list[tuple]] | None:
+def _sibling(cid: str, gi: int, ranks: list[int], sched: dict, ids_of: dict[int, list[str]]) -> tuple[str, list[tuple]] | None:
     """The graph of the same frame that `ranks` compiled (their latest compile of it) with its
-    schedule, when they all have the same one."""
+    schedule, when they all have the same one (`ids_of`: each rank's compile ids)."""
     frame = _frame(cid)
     found: set[tuple[str, tuple]] = set()
     for r in ranks:
-        ids = sorted((c for (rk, c) in info if rk == r and _frame(c) == frame and c != cid), key=sort_key)
+        ids = sorted((c for c in ids_of.get(r, ()) if _frame(c) == frame and c != cid), key=sort_key)
         if not ids:
             return None
         other = ids[-1]
