@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
