@@ -12,6 +12,7 @@ a text log alone gives the `AUTOTUNE op(shapes)` tables Inductor prints.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -421,7 +422,12 @@ def phase_totals(trace: Trace) -> dict[str, float]:
         for k, v in compile_phases(row, by_compile.get((row["file"], row["compile_id"], row["occurrence"]))).items():
             sums[k] += v
     out = {k: round(v, 6) for k, v in sums.items()}
-    out["runtime_autotuning"] = round(float(split.filter(pl.col("phase") == "run time")["seconds"].sum()), 6) if split is not None and split.height else 0.0
+    # math.fsum: the exact sum, whatever order the rows come in (polars' sum of a column
+    # built by a group_by could differ in the last digit from one run to the next)
+    out["runtime_autotuning"] = (
+        round(math.fsum(split.filter(pl.col("phase") == "run time")["seconds"].drop_nulls().to_list()), 6)
+        if split is not None and split.height else 0.0
+    )
     return out
 
 
