@@ -80,11 +80,12 @@ _LOOKUP_COLUMNS = ("rank", "compile_id", "occurrence", "cache", "state", "lookup
 _COMPONENT_COLUMNS = ("position", "component", "hash", "text")
 
 
-def factorized(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The `cache_keys` table as (one row per lookup with the id of its list of components,
-    each distinct list of components once: `components`, position, component, hash, text), the
-    form an export's digest holds (traceview.ingest.digest): every rank of a job looks the same
-    graphs up with the same hundreds of components."""
+def factorized(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The trace's `cache_keys` table as (one row per lookup with the id of its list of
+    components, each distinct list of components once: `components`, position, component,
+    hash, text), the form an export's digest holds (traceview.ingest.digest): every rank of a
+    job looks the same graphs up with the same hundreds of components."""
+    table = cache_keys(trace)
     comps = table.filter(pl.col("component").is_not_null())
     ids = (
         comps.group_by("file", "lineno", maintain_order=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from traceview.analyze.cache_keys import cache_keys, factorized
+from traceview.analyze.cache_keys import factorized
 from traceview.ingest.digest import (
     DIGEST_DIR,
     DIGEST_TABLES,
@@ -37,7 +37,7 @@ def write_digest(root: Path, manifest: dict) -> dict:
         write(name, trace.table(name))
     write(INDEX, slim_index(trace.index_events()))
     write("summary_guards", read_rows(root, manifest, "guards", summary_guards))
-    look, parts = factorized(cache_keys(trace))
+    look, parts = factorized(trace)
     write("cache_lookups", look)
     write("cache_components", parts)
     ranks = sorted(export_ranks(root, manifest), key=lambda r: -1 if r is None else r)
