@@ -198,6 +198,8 @@ class Trace:
         self._index: pl.DataFrame | None = None  # see index_events
         self._kept: dict[str, object] = {}  # see keep: results derived from the tables
         self._index_loader = index  # index_events of a trace read from tables (an export)
+        self._summary: dict[str, Callable[[], pl.DataFrame] | pl.DataFrame] = {}  # see summary_table
+        self._rank_reader: Callable[[str, int | None], pl.DataFrame] | None = None  # see rank_rows
         self.inputs = inputs
         self.parts = parts  # the parsed parts (cache entry) behind the tables, if any
         self.workdir: Path | None = parts.workdir if parts is not None else None
@@ -271,6 +273,43 @@ class Trace:
         if self._index is None:
             self._index = self.parts.index_events() if self.parts is not None else self._index_loader()  # type: ignore[misc]
         return self._index
+
+    def provide_summary(self, name: str, source: Callable[[], pl.DataFrame]) -> None:
+        """Give a table the summary reads in the smaller form an export's digest holds
+        (traceview.ingest.digest: `guards`, the guard rows it reads; `cache_lookups` and
+        `cache_components`, the cache keys with each list of components once)."""
+        self._summary[name] = source
+
+    def summary_table(self, name: str) -> pl.DataFrame | None:
+        """The summary's form of a table (provide_summary), None when none was given."""
+        src = self._summary.get(name)
+        if callable(src):
+            src = self._summary[name] = src()
+        return src
+
+    def provide_rank_reader(self, read: Callable[[str, int | None], pl.DataFrame]) -> None:
+        """Give how to read one rank's rows of a table without opening the table (exports: that
+        rank's files alone; see rank_rows)."""
+        self._rank_reader = read
+
+    def rank_rows(self, name: str, rank: int | None) -> pl.DataFrame:
+        """Table `name`'s rows of one rank (None: the processes without a rank): a detail the
+        summary reads for one rank (a crash's kernel calls), read from that rank's files alone
+        when the trace comes from exports and the table is not open yet."""
+        if self._rank_reader is not None and not self.is_loaded(name):
+            return self._rank_reader(name, rank)
+        df = self.table(name)
+        if "rank" not in df.columns:
+            return df
+        return df.filter(pl.col("rank").is_null() if rank is None else pl.col("rank") == rank)
+
+    def summary_guards(self) -> pl.DataFrame | None:
+        """The guards the summary reads without building the guards table: the guards table
+        when it is loaded, else an export digest's guard rows (traceview.ingest.digest), else
+        None (the analyzers read them from the compile's own payload)."""
+        if self.is_loaded("guards"):
+            return self.guards
+        return self.summary_table("guards")
 
     @classmethod
     def from_tables(

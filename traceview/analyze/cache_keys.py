@@ -76,10 +76,34 @@ class Lookup:
         return self.status == "logged"
 
 
+_LOOKUP_COLUMNS = ("rank", "compile_id", "occurrence", "cache", "state", "lookup", "key", "status", "detail", "file", "lineno")
+_COMPONENT_COLUMNS = ("position", "component", "hash", "text")
+
+
+def factorized(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The `cache_keys` table as (one row per lookup with the id of its list of components,
+    each distinct list of components once: `components`, position, component, hash, text), the
+    form an export's digest holds (traceview.ingest.digest): every rank of a job looks the same
+    graphs up with the same hundreds of components."""
+    comps = table.filter(pl.col("component").is_not_null())
+    ids = (
+        comps.group_by("file", "lineno", maintain_order=True)
+        .agg(pl.concat_str([pl.col(c).cast(pl.String).fill_null("") for c in _COMPONENT_COLUMNS], separator="\x1f")
+             .str.join("\x1e").hash().cast(pl.String).alias("components"))
+    )
+    look = table.unique(["file", "lineno"], keep="first", maintain_order=True).select(*_LOOKUP_COLUMNS)
+    look = look.join(ids, on=["file", "lineno"], how="left", maintain_order="left")
+    parts = comps.join(ids, on=["file", "lineno"]).unique(["components", "position"], keep="first", maintain_order=True)
+    return look, parts.select("components", *_COMPONENT_COLUMNS)
+
+
 def lookups(trace: Trace) -> list[Lookup]:
     """Every lookup of the trace with its components, in log order per file."""
 
     def build() -> list[Lookup]:
+        known = trace.summary_table("cache_lookups")
+        if known is not None:  # an export's digest: each list of components once
+            return _unfactorized(known, trace.summary_table("cache_components"))
         out: dict[tuple, Lookup] = {}
         t = cache_keys(trace)
         for r in t.iter_rows(named=True):
@@ -93,6 +117,22 @@ def lookups(trace: Trace) -> list[Lookup]:
         return list(out.values())
 
     return trace.keep("cache_key_lookups", build)  # type: ignore[return-value]
+
+
+def _unfactorized(look: pl.DataFrame, parts: pl.DataFrame | None) -> list[Lookup]:
+    """The lookups of `factorized`'s two tables, as `lookups` makes them of the whole table
+    (in the table's order: by file and line; a list of components shared by its lookups)."""
+    lists: dict[str, dict[str, tuple[str, str]]] = {}
+    if parts is not None:
+        for cid, name, h, text in parts.sort("components", "position").select("components", "component", "hash", "text").iter_rows():
+            lists.setdefault(cid, {})[name] = (h, text)
+    out = []
+    for r in look.sort("file", "lineno", maintain_order=True).iter_rows(named=True):
+        lk = Lookup(r["rank"], r["compile_id"], r["occurrence"], r["cache"], r["state"], r["lookup"], r["key"], r["status"],
+                    r["detail"], r["file"], r["lineno"])
+        lk.components = lists.get(r["components"], {}) if r["components"] is not None else {}
+        out.append(lk)
+    return out
 
 
 # ------------------------------------------------------------------- what a component is

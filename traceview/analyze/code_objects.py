@@ -183,8 +183,9 @@ def _module_class(trace: Trace, row: dict[str, Any], param: str) -> tuple[str | 
     """The type torch guarded `L[param]` on in this compile's guard tree (or None), and
     whether it also guarded its identity (ID_MATCH: the compile is for that one object)."""
     source = f"L['{param}']"
-    if trace.is_loaded("guards"):
-        return _class_from_guards(trace.guards, row, source)
+    known = trace.summary_guards()
+    if known is not None:
+        return _class_from_guards(known, row, source)
     ev = trace.index_events().filter(
         (pl.col("kind") == "dynamo_cpp_guards_str") & (pl.col("file") == row["file"]) & (pl.col("compile_id") == row["compile_id"])
     )

@@ -738,19 +738,19 @@ def autotune_config(trace: Trace) -> dict[str, bool] | None:
     components of the first FX graph / AOTAutograd cache record: `inductor_config[max_autotune]:
     True`, with torch.compile's mode applied, which compilation_metrics' `inductor_config` is
     not): `max_autotune`, `max_autotune_gemm`, `triton.cudagraphs`, `coordinate_descent_tuning`;
-    None where no such record was logged."""
-    events = trace.index_events()
-    if events.is_empty() or "name" not in events.columns:
-        return None
-    for name in _CACHE_KEY_ARTIFACTS:  # FX graph keys list Inductor's config; AOTAutograd's may not
-        first = events.filter(pl.col("name") == name).sort("file", "lineno").head(1)
-        if first.is_empty():
-            continue
-        if "payload_start" in first.columns:  # a lazy parse: read this one payload
-            from parsers.torch_trace import hydrate
+    None where no such record was logged. Read from the cache keys' components
+    (traceview.analyze.cache_keys: the same lookups whichever way the trace was read)."""
+    from parsers.cache_keys import CACHE_KEY_ARTIFACTS
+    from traceview.analyze.cache_keys import lookups
 
-            first, _ = hydrate(first)
-        found = dict(_KEY_CONFIG.findall(first["payload"][0] or ""))
+    lks = lookups(trace)
+    for name in _CACHE_KEY_ARTIFACTS:  # FX graph keys list Inductor's config; AOTAutograd's may not
+        cache, state = CACHE_KEY_ARTIFACTS[name]
+        of_name = [lk for lk in lks if lk.cache == cache and lk.state == state]
+        if not of_name:
+            continue
+        first = min(of_name, key=lambda lk: (lk.file, lk.lineno))
+        found = {m[1]: m[2] for c, (_, text) in first.components.items() if (m := _KEY_CONFIG.fullmatch(f"{c}: {text}"))}
         if found:
             return {k: v == "True" for k, v in found.items()}
     return None

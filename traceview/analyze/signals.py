@@ -105,7 +105,7 @@ def ran_in(
         ran["how"] = "the stack's generated module is the one the trace's inductor_output_code of this compile names" + (
             f" (on each of {len(cands)} ranks)" if len(cands) > 1 else "")
         ran["unchecked_indexing"] = _unchecked_indexing(trace, k["file"], k["compile_id"])
-        calls = _kernel_calls(trace)
+        calls = _kernel_calls(trace, k["rank"])
         if calls.height and line is not None:
             at = calls.filter((pl.col("file") == k["file"]) & (pl.col("lineno") == k["lineno"]) & (pl.col("line") == line))
             if at.height:
@@ -130,9 +130,10 @@ def _unchecked_indexing(trace: Trace, file: str, compile_id: str) -> bool:
     return any(_UNCHECKED.search(x or "") for x in m["metadata"].to_list())
 
 
-def _kernel_calls(trace: Trace) -> pl.DataFrame:
+def _kernel_calls(trace: Trace, rank: int | None) -> pl.DataFrame:
+    """The kernel calls of one rank's compiles (a detail: from that rank's files alone, for an export)."""
     try:
-        return trace.kernel_calls
+        return trace.rank_rows("kernel_calls", rank)
     except Exception:  # an export without the graph tables
         return pl.DataFrame()
 

@@ -994,8 +994,9 @@ def _guards_of(trace: Trace, compile_id: str, rank: pl.Expr, epoch: int, starts:
     def of_epoch(df: pl.DataFrame) -> pl.DataFrame:
         return _with_epoch(df, starts).filter(pl.col("epoch") == epoch).drop("epoch")
 
-    if trace.is_loaded("guards"):
-        return of_epoch(trace.guards.filter((pl.col("compile_id") == compile_id) & rank))
+    known = trace.summary_guards()
+    if known is not None:
+        return of_epoch(known.filter((pl.col("compile_id") == compile_id) & rank))
     ev = of_epoch(
         trace.index_events().filter((pl.col("kind") == "dynamo_cpp_guards_str") & (pl.col("compile_id") == compile_id) & rank)
     )

@@ -19,6 +19,7 @@ from parsers.kinds import (
 )
 from parsers.schemas import empty_table
 from traceview.errors import ExportError
+from traceview.ingest.digest import DIGEST_FILES, DIGEST_VERSION, INDEX, SUMMARY_FORMS, digest_of
 from traceview.ingest.manifest import inputs_of_exports, read_manifest
 from traceview.trace import TABLES, Trace
 from traceview.versions import SCHEMA_VERSION
@@ -32,33 +33,87 @@ def read_export(path: str | os.PathLike[str]) -> Trace:
     return read_exports([root])
 
 
-def read_exports(roots: list[Path], *, where: str | None = None) -> Trace:
+def read_exports(roots: list[Path], *, where: str | None = None, digests: bool = True) -> Trace:
     """One Trace over several exports (one per host, each written by `write_export`): every
     table is the exports' tables one after another, read when something first asks for it
     (the summary never reads the graph tables). Raises ExportError when a manifest is not
     traceview's, was written by another schema version, or two exports hold the same rank
-    (`where`: the directory named in the Trace's inputs; default the first export)."""
+    (`where`: the directory named in the Trace's inputs; default the first export).
+
+    `digests`: the tables the summary reads come from each export's digest
+    (traceview.ingest.digest: a few small files per host, read now) where it has one; the
+    others (events, graph tables) from its full tables, when a view asks. An export whose digest
+    cannot be read is left out and named in the inputs' stray files (the others are read)."""
     manifests = [_manifest_of(r) for r in roots]
     for name in TABLES:
         missing = [str(r) for r, m in zip(roots, manifests) if name not in m["tables"]]
         if missing:
             raise ExportError(f"{missing[0]}: its manifest.json lists no table {name!r}")
+    damaged: list[tuple[str, str]] = []
+    held: list[dict[str, pl.DataFrame]] = []
+    if digests and all(digest_of(m) is not None for m in manifests):  # else (older exports among them): whole
+        for r, m in zip(roots, manifests):
+            if digest_of(m).get("version") != DIGEST_VERSION:  # type: ignore[union-attr]
+                raise ExportError(
+                    f"{r}: its digest is version {digest_of(m).get('version')}, this traceview reads {DIGEST_VERSION}; "  # type: ignore[union-attr]
+                    "export it again"
+                )
+        read = [_read_digest(r, m) for r, m in zip(roots, manifests)]
+        damaged = [(str(r), why) for r, (_, why) in zip(roots, read) if why]
+        kept = [(r, m, t) for r, m, (t, why) in zip(roots, manifests, read) if not why]
+        if not kept:
+            raise ExportError(f"{damaged[0][0]}: {damaged[0][1]}; no export left to read")
+        roots, manifests, held = [k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept]
     _check_ranks(roots, manifests)
 
     def loader(name: str) -> Callable[[], pl.DataFrame]:
         def read() -> pl.DataFrame:
-            frames = [_read_table(r, m, name) for r, m in zip(roots, manifests)]
-            # an export with no rows (a share of `export --shard` that got no rank) may lack a
-            # column the others have (stats' rank): its empty table adds nothing to them
-            frames = [f for f in frames if f.height] or frames[:1]
-            return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+            if held and name in held[0]:
+                return _concat([h[name] for h in held])
+            return _concat([_read_table(r, m, name) for r, m in zip(roots, manifests)])
 
         return read
 
+    def index() -> pl.DataFrame:
+        return _concat([h[INDEX] for h in held] if held else [index_events_of(r, m) for r, m in zip(roots, manifests)])
+
     inputs = inputs_of_exports(roots, manifests, where=where)
-    return Trace.from_tables(
-        {name: loader(name) for name in TABLES}, inputs=inputs, index=lambda: _index_events(roots, manifests, loader("spans"))
-    )
+    inputs.stray.extend(damaged)
+    trace = Trace.from_tables({name: loader(name) for name in TABLES}, inputs=inputs, index=index)
+    for file, name in SUMMARY_FORMS.items() if held else ():
+        trace.provide_summary(name, (lambda f: lambda: _concat([h[f] for h in held]))(file))
+
+    def rank_rows(name: str, rank: int | None) -> pl.DataFrame:
+        of_rank = pl.col("rank").is_null() if rank is None else pl.col("rank") == rank
+        frames = [read_rows(r, m, name, lambda lf: lf.filter(of_rank)) for r, m in zip(roots, manifests) if rank in export_ranks(r, m)]
+        return _concat(frames) if frames else empty_table(name)
+
+    trace.provide_rank_reader(rank_rows)
+    return trace
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    # an export with no rows (a share of `export --shard` that got no rank) may lack a
+    # column the others have (stats' rank): its empty table adds nothing to them
+    frames = [f for f in frames if f.height] or frames[:1]
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+
+
+def _read_digest(root: Path, manifest: dict) -> tuple[dict[str, pl.DataFrame], str | None]:
+    """Every file of an export's digest (name -> rows), or why it cannot be read."""
+    d = digest_of(manifest) or {}
+    tables = {}
+    try:
+        for name in DIGEST_FILES:
+            meta = d["tables"][name]
+            df = pl.read_parquet(root / meta["path"])
+            if df.height != meta.get("rows"):
+                raise ValueError(f"{meta['path']} holds {df.height} rows, its manifest says {meta.get('rows')}")
+            tables[name] = df
+    except (OSError, KeyError, TypeError, ValueError, pl.exceptions.PolarsError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return {}, f"a damaged traceview export, left out ({why[:200]})"
+    return tables, None
 
 
 def _manifest_of(root: Path) -> dict:
@@ -77,9 +132,13 @@ def _manifest_of(root: Path) -> dict:
     return manifest
 
 
-def _ranks_of(root: Path, manifest: dict) -> set[int | None]:
+def export_ranks(root: Path, manifest: dict) -> set[int | None]:
     """The ranks an export holds: its trace files' (None: a process without a rank), and
-    the ranks of its text logs' lines (`[rank3]:` prefixes; only the rank column is read)."""
+    the ranks of its text logs' lines (`[rank3]:` prefixes; only the rank column is read, or
+    the digest's list)."""
+    d = digest_of(manifest)
+    if d is not None and isinstance(d.get("ranks"), list):
+        return set(d["ranks"])
     inp = manifest.get("inputs") or {}
     ranks: set[int | None] = {t.get("rank") for t in inp.get("trace_files") or []}
     meta = manifest["tables"]["log_records"]
@@ -97,7 +156,7 @@ def _check_ranks(roots: list[Path], manifests: list[dict]) -> None:
     or one run exported twice: merging them would mix two processes' compiles as one."""
     seen: dict[int | None, Path] = {}
     for root, manifest in zip(roots, manifests):
-        ranks = _ranks_of(root, manifest)
+        ranks = export_ranks(root, manifest)
         for rank in sorted(ranks, key=lambda r: -1 if r is None else r):
             if rank in seen:
                 who = "a process without a rank" if rank is None else f"rank {rank}"
@@ -107,6 +166,13 @@ def _check_ranks(roots: list[Path], manifests: list[dict]) -> None:
                 )
         for rank in ranks:
             seen[rank] = root
+
+
+def read_rows(root: Path, manifest: dict, name: str, rows: Callable[[pl.LazyFrame], pl.LazyFrame]) -> pl.DataFrame:
+    """The rows `rows` picks of an export's table `name`, as the whole table would give them
+    (columns, types and order)."""
+    df = rows(_scan_table(root, manifest, name)).collect()
+    return _restore(df, manifest["tables"][name], name, _file_order(manifest))
 
 
 def _scan_table(root: Path, manifest: dict, name: str) -> pl.LazyFrame:
@@ -124,15 +190,16 @@ def _read_table(root: Path, manifest: dict, name: str) -> pl.DataFrame:
     return _restore(df, manifest["tables"][name], name, _file_order(manifest))
 
 
-def _index_events(roots: list[Path], manifests: list[dict], spans: Callable[[], pl.DataFrame]) -> pl.DataFrame:
-    """The exports' events with only the payloads the summary reads (Trace.index_events): those
+def index_events_of(root: Path, manifest: dict) -> pl.DataFrame:
+    """An export's events with only the payloads the summary reads (Trace.index_events): those
     a lazy parse keeps (parsers.kinds: small artifacts, the Dynamo graphs that name a
-    higher-order op or a runtime assert) and the chromium events of template autotuning (their spans' first and
-    last envelopes). The other payloads (graphs, code, chromium events: most of an export) are
-    never read: the payload column is read for the rows picked by kind and name only."""
+    higher-order op or a runtime assert) and the chromium events of template autotuning (their
+    spans' first and last envelopes). The other payloads (graphs, code, chromium events: most of
+    an export) are never read: the payload column is read for the rows picked by kind and name
+    only."""
     wanted = (pl.col("kind") == "artifact") & pl.col("name").is_in(sorted(SUMMARY_PAYLOAD_ARTIFACTS))
     wanted = wanted | (pl.col("kind") == "dynamo_output_graph") | pl.col("kind").is_in(sorted(SUMMARY_PAYLOAD_KINDS))
-    sp = spans()
+    sp = _read_table(root, manifest, "spans")
     at = sp.filter(pl.col("name").str.contains("_template_(?:autotuning|precompiling)$")) if sp.height else sp
     ends = (
         pl.concat([at.select("file", "lineno"), at.select("file", pl.col("end_lineno").alias("lineno"))]).drop_nulls().unique()
@@ -141,20 +208,17 @@ def _index_events(roots: list[Path], manifests: list[dict], spans: Callable[[], 
     )
     if ends is not None:
         wanted = wanted | ((pl.col("kind") == "chromium_event") & pl.col("lineno").is_in(ends["lineno"].unique().implode()))
-    frames = []
-    for r, m in zip(roots, manifests):
-        lf = _scan_table(r, m, "events")
-        base = lf.drop("payload").collect().with_row_index("_i")
-        pay = lf.with_row_index("_i").filter(wanted).select("_i", "kind", "file", "lineno", "payload").collect()
-        graph = pl.col("kind") == "dynamo_output_graph"
-        keep = ~graph | pl.any_horizontal(pl.col("payload").str.contains(m, literal=True) for m in SUMMARY_PAYLOAD_GRAPH_MARKS)
-        pay = pay.filter(keep)
-        if ends is not None:  # a chromium row of another file at the same line number is not one
-            chrom = pl.col("kind") == "chromium_event"
-            pay = pl.concat([pay.filter(~chrom), pay.filter(chrom).join(ends, on=["file", "lineno"], how="semi")])
-        df = base.join(pay.select("_i", "payload"), on="_i", how="left", maintain_order="left").drop("_i")
-        frames.append(_restore(df, m["tables"]["events"], "events", _file_order(m)))
-    return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+    lf = _scan_table(root, manifest, "events")
+    base = lf.drop("payload").collect().with_row_index("_i")
+    pay = lf.with_row_index("_i").filter(wanted).select("_i", "kind", "file", "lineno", "payload").collect()
+    graph = pl.col("kind") == "dynamo_output_graph"
+    keep = ~graph | pl.any_horizontal(pl.col("payload").str.contains(m, literal=True) for m in SUMMARY_PAYLOAD_GRAPH_MARKS)
+    pay = pay.filter(keep)
+    if ends is not None:  # a chromium row of another file at the same line number is not one
+        chrom = pl.col("kind") == "chromium_event"
+        pay = pl.concat([pay.filter(~chrom), pay.filter(chrom).join(ends, on=["file", "lineno"], how="semi")])
+    df = base.join(pay.select("_i", "payload"), on="_i", how="left", maintain_order="left").drop("_i")
+    return _restore(df, manifest["tables"]["events"], "events", _file_order(manifest))
 
 
 def _file_order(manifest: dict) -> dict[str, int]:

@@ -23,10 +23,12 @@ import pyarrow.parquet as pq
 
 from parsers.schemas import empty_table
 from traceview.errors import ExportError
+from traceview.ingest.digest import DIGEST_DIR
 from traceview.ingest.exports import read_export, read_exports
 from traceview.ingest.graph_tables import graph_tables_in_workers
 from traceview.ingest.manifest import EXPORT_MARKER
 from traceview.ingest.parts import event_chunks, part_dirs, read_part_table
+from traceview.output.export.digest import write_digest
 from traceview.output.export.parts import (
     EXPORT_PART_TABLES,
     PARQUET_OPTIONS,
@@ -125,6 +127,9 @@ def write_export(
             "stats": trace.stats.with_columns(pl.col(pl.Datetime).dt.to_string()).to_dicts(),
         }
         (tmp / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+        # what the summary reads, read back from the tables just written (traceview.ingest.digest)
+        manifest["digest"] = write_digest(tmp, manifest)
+        (tmp / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         _swap_into_place(tmp, out)
         (out / _PARTIAL).unlink()  # (kept until now: a kill before it leaves a marked temporary)
     except BaseException:
@@ -153,7 +158,7 @@ def _not_replaceable(out: Path) -> str | None:
             return "written by an older traceview, without the mark that makes it safe to replace: remove it first"
         return "its manifest.json is not one traceview wrote"
     tables = manifest.get("tables")
-    listed = {"manifest.json", _PARTIAL}
+    listed = {"manifest.json", _PARTIAL, DIGEST_DIR}
     for meta in (tables.values() if isinstance(tables, dict) else []):
         if isinstance(meta, dict) and isinstance(meta.get("path"), str):
             listed.add(meta["path"].split("/")[0])
