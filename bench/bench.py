@@ -1829,9 +1829,10 @@ MERGE_FINDS = {
 def merge_check(doc: dict[str, Any], ranks: int) -> dict[str, Any]:
     """Whether ``summary --json``'s findings name each planted situation's ranks exactly.
 
-    A situation is found when one finding of its kinds (MERGE_FINDS) has ``ranks`` equal to the
-    planted ranks; the findings of those kinds naming other ranks are listed under ``other``,
-    and every finding matched by no situation under ``unmatched`` (kind, facet, ranks, claim)."""
+    A situation is found when the findings of its kinds (MERGE_FINDS) that name planted ranks
+    only (one finding for them all, or one each) together name every planted rank; the findings
+    of those kinds naming other ranks are listed under ``other``, and every finding that found
+    no situation under ``unmatched`` (kind, facet, ranks, claim)."""
     findings = doc.get("findings") or []
     out: dict[str, Any] = {}
     matched: set[int] = set()
@@ -1839,15 +1840,16 @@ def merge_check(doc: dict[str, Any], ranks: int) -> dict[str, Any]:
         kinds = MERGE_FINDS[name]
         mine = [(i, f) for i, f in enumerate(findings)
                 if any(f.get("kind") == k and (facet is None or f.get("facet") == facet) for k, facet in kinds)]
-        hit = next(((i, f) for i, f in mine if sorted(f.get("ranks") or []) == planted), None)
-        if hit is not None:
-            matched.add(hit[0])
+        hits = [(i, f) for i, f in mine if f.get("ranks") and set(f["ranks"]) <= set(planted)]
+        found = bool(planted) and set().union(*(f["ranks"] for _, f in hits)) == set(planted)
+        if found:
+            matched.update(i for i, _ in hits)
         out[name] = {
             "planted": planted,
-            "found": hit is not None,
-            "claim": hit[1].get("claim") if hit else None,
+            "found": found,
+            "claims": [f.get("claim") for _, f in hits] if found else [],
             "other": [{"ranks": _short_ranks(f.get("ranks")), "claim": f.get("claim")} for i, f in mine
-                      if hit is None or i != hit[0]],
+                      if not found or (i, f) not in hits],
         }
     out["unmatched"] = [{"kind": f.get("kind"), "facet": f.get("facet"), "ranks": _short_ranks(f.get("ranks")),
                          "claim": f.get("claim")} for i, f in enumerate(findings) if i not in matched]

@@ -168,13 +168,20 @@ def test_merge_check_names_found_other_and_unmatched(bench: ModuleType) -> None:
     doc = {"findings": [f("collectives", "wait", [5, 300]), f("collectives", "wait", [*range(1000), *range(1001, 1024)]),
                         f("collectives", "mismatch", [5]), f("compile_time", None, [5, 300])]}
     got = bench.merge_check(doc, 1024)
-    assert got["lone_recompile"]["found"] and got["lone_recompile"]["claim"] == "collectives [5, 300]"
+    assert got["lone_recompile"]["found"] and got["lone_recompile"]["claims"] == ["collectives [5, 300]"]
     assert [o["ranks"] for o in got["lone_recompile"]["other"]] == ["0-999,1001-1023"]
     assert not got["collective_mismatch"]["found"]  # rank 300 is not named
     assert [o["ranks"] for o in got["collective_mismatch"]["other"]] == ["5"]
     assert not got["stopped"]["found"] and got["stopped"]["planted"] == [1000]
     assert [(u["kind"], u["ranks"]) for u in got["unmatched"]] == [
         ("collectives", "0-999,1001-1023"), ("collectives", "5"), ("compile_time", "5,300")]
+    # one finding per stopped rank; one naming a rank besides the planted ones does not count
+    doc = {"findings": [f("unfinished", "behind", [12345]), f("unfinished", "behind", [1000]),
+                        f("collectives", "mismatch", [5, 300, 1500, 3000, 9000, 16000, 7])]}
+    got = bench.merge_check(doc, 16384)
+    assert got["stopped"]["found"] and len(got["stopped"]["claims"]) == 2 and got["stopped"]["other"] == []
+    assert not got["collective_mismatch"]["found"]
+    assert [o["ranks"] for o in got["collective_mismatch"]["other"]] == ["5,7,300,1500,3000,9000,16000"]
 
 
 def test_merge_growth_and_targets(bench: ModuleType) -> None:
