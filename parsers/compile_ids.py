@@ -32,6 +32,7 @@ before compiled-autograd ones, then by frame, compile number and attempt, as num
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -350,9 +351,12 @@ def text_occurrence_at(rows: pl.DataFrame, records: pl.DataFrame | None) -> pl.S
     return out.select(pl.when(pl.col("_id")).then(pl.col("occurrence").fill_null(1))).to_series().cast(pl.Int32).alias("occurrence")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse(text: str | None) -> CompileId | None:
     """The parts of a compile id, trace id or label (`1/0`, `[1/0]`, `0/0_1`, `[0/0_1]`,
-    `!0/1/0`, `0/0 #2`, `[0/0_1 #2]`, `unknown_3013`); None when it is not one."""
+    `!0/1/0`, `0/0 #2`, `[0/0_1 #2]`, `unknown_3013`); None when it is not one. Kept per
+    text (a CompileId is frozen): a report on thousands of ranks reads the same few ids
+    tens of thousands of times."""
     if not text:
         return None
     bare = text.strip().removeprefix("[").removesuffix("]").strip()

@@ -149,12 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _options(args: argparse.Namespace, *, heavy: bool = False):  # -> traceview.ingest.loading.LoadOptions
+def _options(args: argparse.Namespace, *, heavy: bool = False, digests: bool = False):  # -> traceview.ingest.loading.LoadOptions
     from traceview.ingest.loading import LoadOptions
 
     return LoadOptions.of(
         args.path, logs=getattr(args, "logs", ()), latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache,
-        heavy=heavy, prestart=True,
+        heavy=heavy, prestart=True, digests=digests,
     )
 
 
@@ -165,7 +165,7 @@ def _load(args: argparse.Namespace, *, heavy: bool = False):  # -> Trace
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    return summarise(_options(args), as_json=args.json, width=args.width)
+    return summarise(_options(args, digests=True), as_json=args.json, width=args.width)
 
 
 def summarise(opts, *, as_json: bool = False, width: int | None = None) -> int:  # opts: LoadOptions
@@ -261,7 +261,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from traceview.output.findings_document import findings_document
 
-    opts = _options(args)
+    opts = _options(args, digests=True)
     data, trace = findings_document(opts)  # the findings as summary judged them (cached when unchanged)
     if trace is None:  # the pictures and every compile's detail need the tables
         from traceview.ingest.loading import load_trace
@@ -288,7 +288,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     def load(path: str):  # -> Trace
         return load_trace(
-            LoadOptions.of(path, latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache, prestart=True)
+            LoadOptions.of(path, latest=args.latest, jobs=args.jobs, use_cache=not args.no_cache, prestart=True, digests=True)
         )
 
     a, b = load(args.a), load(args.b)

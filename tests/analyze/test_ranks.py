@@ -353,3 +353,35 @@ def test_the_rank_that_skips_an_all_reduce_is_named_and_the_timeout_in_compiled_
     # a rank whose collective timed out inside the compiled graph: not "run it without torch.compile"
     assert c["category"] == "distributed_desync" and c["look_first"] == [0] and c["diverged_in"] == "0/0"
     assert "without torch.compile" not in c["next_step"] and "minify" not in c["next_step"]
+
+
+# ------------------------------------------------ a rank stuck in a compile waited for nobody
+
+
+def test_a_rank_stuck_in_its_compile_is_not_said_to_wait(tmp_path: Path) -> None:
+    """The real collective_size_mismatch run with rank 2's log cut at its first
+    compilation_metrics (by hand, in the test: a rank killed or hung inside [0/0], as the
+    issue-46 bench plants it): rank 2 did not wait ~21s for the others' [0/0] (it never
+    finished its own; UNFINISHED COMPILES says it is behind), nor for rank 1's [0/1], which
+    ended after rank 2 got stuck."""
+    import gzip
+
+    from traceview.analyze.collectives import collective_mismatches
+    from traceview.ingest.loading import load
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for f in (SIZES / "trace").glob("*.gz"):
+        data = gzip.decompress(f.read_bytes())
+        if "_rank_2_" in f.name:
+            data = data[: data.index(b"compilation_metrics")]
+            data = data[: data.rindex(b"\n") + 1]
+        (run / f.name.removesuffix(".gz")).write_bytes(data)
+    trace = load(run)
+    assert trace.compiles.filter((pl.col("rank") == 2) & (pl.col("compile_id") == "0/0"))["status"].to_list() == ["no_metrics"]
+    waits = collective_mismatches(trace)["waits"]
+    assert [(w["compile_id"], w["compiling_ranks"], w["waiting_ranks"]) for w in waits] == [("0/1", [1], [0, 3])]
+    r = tv("summary", "--json", "--no-cache", str(run))
+    doc = json.loads(r.stdout)
+    assert not any("rank 2 waited" in f["claim"] for f in doc["findings"])
+    assert any(f["kind"] == "unfinished" and "rank 2 [0/0]" in f["claim"] for f in doc["findings"])

@@ -61,10 +61,10 @@ def _check(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from traceview.ingest.loading import load
 
     out = write_export(load(src), tmp_path / "x")
-    full = _judged(read_exports([out], digests=False))
+    full = _judged(read_exports([out]))
     with monkeypatch.context() as m:
         _no_full_tables(m)
-        trace = read_exports([out])
+        trace = read_exports([out], digests=True)
         digest = _judged(trace)
         assert not any(trace.is_loaded(n) for n in ("events", "strings", *GRAPH_TABLES))
     assert digest[0] == full[0]
@@ -143,7 +143,7 @@ def test_a_digest_of_another_version_says_to_export_again(tmp_path: Path, capsys
     manifest["digest"]["version"] = DIGEST_VERSION + 1
     mpath.write_bytes(orjson.dumps(manifest))
     with pytest.raises(ExportError, match="export it again"):
-        read_exports([run / "host-0", run / "host-1"])
+        read_exports([run / "host-0", run / "host-1"], digests=True)
     rc, _, err = _summary(run, capsys)
     assert rc != 0 and "export it again" in err and "Traceback" not in err
 

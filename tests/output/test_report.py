@@ -248,3 +248,22 @@ def test_nonzero_break_fix_is_torchs_config_hint(capsys: pytest.CaptureFixture[s
     assert [(g["gb_id"], g["config_fix"]) for g in rep["graph_breaks"]] == [("gb0170", None)]
     text = summary_text(FIXTURES / "corpus" / "moe_nonzero_unbacked" / "trace", capsys, width=200)
     assert "    hint: This graph break is fundamental" in text
+
+
+# ------------------------------------------------------------------ findings as JSON
+@pytest.mark.parametrize("name", ["recompiles", "corpus/multirank4", "corpus/collective_wait_lone_recompile", "backend_error"])
+def test_a_findings_json_is_its_fields_in_order(name: str) -> None:
+    """Finding.to_json, built field by field (a finding on thousands of ranks holds as many
+    compiles: dataclasses.asdict deep-copied each), is what asdict gives, keys in the same order."""
+    import dataclasses
+
+    findings = judge(None, report=report_of(str(FIXTURES / name)))
+    assert findings
+    for f in findings:
+        want = dataclasses.asdict(f)
+        want["title"] = f.title
+        want["lines"] = [{"label": a, "text": b} for a, b in f.lines]
+        want["more"] = [{"label": a, "text": b} for a, b in f.more]
+        got = f.to_json()
+        assert got == want and list(got) == list(want)
+        assert json.dumps(got) == json.dumps(want)

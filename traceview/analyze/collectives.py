@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from parsers.compile_ids import bracketed, frame_group, sort_key
-from traceview.analyze.accounts.compiles import compile_account
+from traceview.analyze.accounts.compiles import OPEN, compile_account
 from traceview.analyze.findings import ranks_text
 
 if TYPE_CHECKING:
@@ -158,7 +158,14 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
                                         recompile=_recompile(info, causes, rs_alone[0], cid),
                                         at=(lines[(cid, gi, rs_alone[0])], lines[(other_cid, gi, min(missing))]))
                             )
-    out["waits"] = _waits(ids_with, ranks, info, {cid for cid, _ in sched})
+    # a compile the account says never ended (open at the capture's end): since when, per rank
+    stuck: dict[int, Any] = {}
+    for r, since in account.filter(pl.col("status").is_in(OPEN) & pl.col("rank").is_not_null()).select("rank", "start").iter_rows():
+        if since is not None and (r not in stuck or since < stuck[r]):
+            stuck[r] = since
+    spans = {(r, cid): (a, b) for r, cid, a, b in account.filter(~pl.col("status").is_in(OPEN)).select(
+        "rank", "compile_id", "start", "end").iter_rows()}
+    out["waits"] = _waits(ids_with, ranks, info, {cid for cid, _ in sched}, stuck=stuck, spans=spans)
     return out
 
 
@@ -199,22 +206,36 @@ def execution_differences(trace: Trace) -> list[dict[str, Any]]:
 WAIT_MIN_S = 1.0
 
 
-def _waits(ids: list[str], ranks: list[int], info: dict, with_collectives: set[str]) -> list[dict[str, Any]]:
+def _waits(
+    ids: list[str], ranks: list[int], info: dict, with_collectives: set[str], *,
+    stuck: dict[int, Any] | None = None, spans: dict[tuple[int, str], tuple[Any, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """The ranks that waited at a collective while another rank compiled: a graph with
     collectives compiled by some ranks only (they waited the whole compile), or by every rank
     with one much slower (a cache miss the others did not have): they waited the difference.
-    An estimate from the compiles' own times (compilation_metrics), not a measured wait."""
+    An estimate from the compiles' own times (compilation_metrics), not a measured wait.
+    `stuck`: rank -> when its compile that never ended began (the compile account's open
+    compiles): from then on that rank waited for nobody, the others were waiting for it; its
+    open compile is no compile time, and it is not among the waiting ranks of a compile that
+    ended after it got stuck (`spans`: each ended compile's (start, end))."""
+    stuck, spans = stuck or {}, spans or {}
     out = []
     for cid in ids:
         if cid not in with_collectives:
             continue
-        took = {r: info[(r, cid)].get("total_time_s") for r in ranks if (r, cid) in info}
+        took = {r: info[(r, cid)].get("total_time_s") for r in ranks if (r, cid) in info and r not in stuck}
         took = {r: t for r, t in took.items() if t is not None}
         if not took:
             continue
+        ends = [spans[(r, cid)][1] for r in took if spans.get((r, cid), (None, None))[1] is not None]
+        done = max(ends) if ends else None
+        # a rank stuck before this compile ended elsewhere was not waiting for it
+        behind = {r for r, since in stuck.items() if done is None or since < done}
         if len(took) < len(ranks):
             compiling = sorted(took)
-            waiting = sorted(r for r in ranks if r not in took)
+            waiting = sorted(r for r in ranks if r not in took and r not in behind)
+            if not waiting:
+                continue
             secs = max(took.values())
             why = ""
         else:

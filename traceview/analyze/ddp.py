@@ -80,10 +80,12 @@ def ddp_evidence(trace: Trace) -> list[str]:
         found: dict[str, int] = {}
         # a break logged in the trace and in the text log is counted once: the trace's rows
         rows = gb.filter(pl.col("source") == "trace") if (gb["source"] == "trace").any() else gb
-        for r in rows.iter_rows(named=True):
+        # each distinct break once, with how many rows it has (the same break on thousands of ranks)
+        keys = [k for k in ("reason", "explanation", "debug_context", "hint", "filename") if k in rows.columns]
+        for r in rows.group_by(keys, maintain_order=True).agg(pl.len().alias("_rows")).iter_rows(named=True):
             which = wrapper_break(r)
             if which:
-                found[which] = found.get(which, 0) + 1
+                found[which] = found.get(which, 0) + r["_rows"]
         for which, n in found.items():
             out.append(f"graph breaks at {which} ({n})")
     splits = trace.ddp_splits

@@ -202,17 +202,25 @@ def _divergence_rows(
         diff_of.setdefault(r, []).append((cid, s, m))
     rows = []
     verb = "compiles" if source == "trace" else "logs"
+    differing = []
     for r in ranks:
         mine = ids_of.get(r, set())
         extra = sorted(mine - majority, key=sort_key)
         missing = sorted(majority - mine, key=sort_key)
         d = sorted(diff_of.get(r, []), key=lambda t: sort_key(t[0]))
+        if extra or missing or d:
+            differing.append((r, extra, missing, d))
+    # the differing ranks' signature rows, in order, read in one pass
+    sig_of: dict[int, list[tuple]] = {}
+    for row in sig.filter(pl.col("rank").is_in([x[0] for x in differing])).select(
+        "rank", "compile_id", "function", "why", "file", "lineno"
+    ).iter_rows():
+        sig_of.setdefault(row[0], []).append(row[1:])
+    for r, extra, missing, d in differing:
         different = [t[0] for t in d]
-        if not (extra or missing or different):
-            continue
         parts = []
         if extra:
-            mine_rows = {c: (fn, why) for c, fn, why in sig.filter(pl.col("rank") == r).select("compile_id", "function", "why").iter_rows()}
+            mine_rows = {c: (fn, why) for c, fn, why, _file, _lineno in sig_of.get(r, [])}
             described = []
             for i, cid in enumerate(extra):
                 if i >= 3:
@@ -230,8 +238,7 @@ def _divergence_rows(
             parts.append(f"{cid}: {_explain(s, m, others)}")
         # the record to jump to: the first extra or different compile of this rank
         first = (extra + different)[:1]
-        rec = sig.filter((pl.col("rank") == r) & pl.col("compile_id").is_in(first)).select("file", "lineno").rows()
-        file, lineno = rec[0] if rec else (None, None)
+        file, lineno = next(((f, ln) for c, _fn, _why, f, ln in sig_of.get(r, []) if c in first), (None, None))
         rows.append(
             {
                 "rank": r,

@@ -437,7 +437,8 @@ def export_files(trace: Trace) -> set[str]:
         out |= set(nameless["file"].to_list())
     ev = trace.index_events()
     if ev.height:
-        marks = ev.filter(
+        # the two kinds first: the patterns are searched in their records only, not in every event
+        marks = ev.filter(pl.col("kind").is_in(["describe_source", "str"])).filter(
             ((pl.col("kind") == "describe_source") & pl.col("metadata").str.contains("_export_root", literal=True))
             | ((pl.col("kind") == "str") & pl.col("metadata").str.contains(EXPORT_PATH.pattern))
         )
@@ -594,7 +595,7 @@ def _failure_rows(
                 "testing_only_config": testing,
             }
         )
-    known = {(r["rank"], r["compile_id"]) for r in compiles.select("rank", "compile_id").iter_rows(named=True)}
+    known = set(compiles.select("rank", "compile_id").iter_rows())
     if limit_hits is not None and limit_hits.height:
         for r in limit_hits.filter(pl.col("source") != "trace").sort("file", "lineno").iter_rows(named=True):
             if (r["rank"], r["compile_id"]) in known:

@@ -338,8 +338,9 @@ def _stall_ids(report: dict[str, Any]) -> dict[Any, set[str]]:
     """rank -> the compile ids it made alone while others waited (analyze.stalls)."""
     out: dict[Any, set[str]] = {}
     for st in report.get("rank_stalls") or []:
+        ids = {x["compile_id"] for x in st.get("compiles") or []}  # once per stall, not per rank
         for r in st["compiling_ranks"]:
-            out.setdefault(r, set()).update(x["compile_id"] for x in st.get("compiles") or [])
+            out.setdefault(r, set()).update(ids)
     return out
 
 
@@ -349,8 +350,11 @@ def _stalls(report: dict[str, Any]) -> list[Finding]:
     out = []
     told = {(c["rank"], c["compile_id"], t["rank"]) for t in report.get("timeouts") or [] if (c := t.get("culprit"))}
     for s in report.get("rank_stalls") or []:
-        if any((r, x["compile_id"], w) in told for r in s["compiling_ranks"] for x in s.get("compiles") or []
-               for w in s["waiting_ranks"]):
+        # a timeout's (compiling rank, compile id, waiting rank) among the stall's: each timeout
+        # looked up in the stall's sets (not every compiling x waiting pair: ranks squared)
+        compiling, waiting = set(s["compiling_ranks"]), set(s["waiting_ranks"])
+        ids = {x["compile_id"] for x in s.get("compiles") or []}
+        if any(r in compiling and cid in ids and w in waiting for r, cid, w in told):
             continue  # the wait ended in a collective timeout: COLLECTIVE TIMEOUT tells it with the timeout's numbers
         lost = f": {seconds_text(s['cost_s'])} lost in all ({s['ranks_stalled']} ranks stalled)" if s["ranks_stalled"] > 1 else ""
         lines: list[tuple[str, str]] = []
@@ -362,7 +366,12 @@ def _stalls(report: dict[str, Any]) -> list[Finding]:
             lines.append(("DDP:", "shown by " + "; ".join(s["ddp"])))
         lines.append(("how sure:", f"{s['certainty']}: {s['estimate']}"))
         lines.append(("next:", s["next_step"]))
-        refs = [CompileRef(r, x["compile_id"]) for r in s["compiling_ranks"] for x in s.get("compiles") or []]
+        # each compiling rank's own lone compiles, rank by rank (not every rank with every
+        # rank's compile ids: ranks squared, and compiles a rank never made)
+        made: dict[Any, list[str]] = {}
+        for x in s.get("compiles") or []:
+            made.setdefault(x["rank"], []).append(x["compile_id"])
+        refs = [CompileRef(r, cid) for r in s["compiling_ranks"] for cid in made.get(r, ())]
         out.append(Finding(
             "stall", "act", s["message"] + lost, lines, next_step=s["next_step"], certainty=s.get("certainty") or "likely",
             cost=Cost(seconds=float(s.get("cost_s") or 0.0), ranks_stalled=int(s["ranks_stalled"]),
@@ -885,15 +894,19 @@ def _storms(report: dict[str, Any], paths: Paths, recompiles: pl.DataFrame | Non
     fails = report.get("failures") or []
     optim = {(o["rank"], o["function"], o["filename"], o["line"]): o for o in report.get("compiled_optimizer") or []}
     alone = _stall_ids(report)
-    behind = [s for s in storms for d in report.get("rank_divergence") or [] if recompile_behind(d, s)]
+    diverging: dict[Any, list[dict[str, Any]]] = {}  # rank -> its divergence rows (recompile_behind: of its rank)
+    for d in report.get("rank_divergence") or []:
+        diverging.setdefault(d["rank"], []).append(d)
+    behind = {id(s) for s in storms if any(recompile_behind(d, s) for d in diverging.get(s["rank"], ()))}
     # a recompile made on some ranks only while the others waited: the stall is its finding
-    behind += [s for s in storms if s.get("stall") and set((s.get("compile_ids") or [])[1:]) <= alone.get(s["rank"], set())]
+    behind |= {id(s) for s in storms
+               if s.get("stall") and set((s.get("compile_ids") or [])[1:]) <= alone.get(s["rank"], set())}
     # a code object's recompiles before set_stance("fail_on_recompile") refused one: the program's
     # warm-up, allowed by it (the refusal is the finding)
     warmed = {(c["rank"], c["stance"]["function"], c["stance"].get("filename")) for c in report.get("crashes") or []
               if c.get("category") == "stance_refused" and c.get("stance") and c["stance"].get("function")}
     out = []
-    for s, ranks in group_ranks([s for s in storms if not any(s is b for b in behind)], storm_key):
+    for s, ranks in group_ranks([s for s in storms if id(s) not in behind], storm_key):
         allowed = any((r, s["function"], s.get("filename")) in warmed or (r, s["function"], None) in warmed for r in ranks)
         expected = bool(s.get("expected")) or allowed
         fixed = not expected and bool(s.get("fixed_later"))  # the run applied the fix after a reset
@@ -1105,8 +1118,9 @@ def _divergence(report: dict[str, Any]) -> list[Finding]:
             for r in w["waiting_ranks"]:
                 waited.setdefault(r, set()).add(w["compile_id"])
     for st in report.get("rank_stalls") or []:
+        ids = {x["compile_id"] for x in st.get("compiles") or []}
         for r in st["waiting_ranks"]:
-            waited.setdefault(r, set()).update(x["compile_id"] for x in st.get("compiles") or [])
+            waited.setdefault(r, set()).update(ids)
 
     def said_elsewhere(d: dict[str, Any]) -> bool:
         """A rank that differs only by compiles it made alone while the others waited, or by the
@@ -1324,9 +1338,12 @@ def _cache_loads(report: dict[str, Any], paths: Paths) -> list[Finding]:
 def _slow(report: dict[str, Any], paths: Paths) -> list[Finding]:
     ct = report.get("compile_time") or {}
     out = []
+    top: dict[tuple, list[dict[str, Any]]] = {}  # `top` by compile: each slow compile reads its own rows
+    for r in ct.get("top") or []:
+        top.setdefault((r["compile_id"], r.get("occurrence")), []).append(r)
     for t, ranks in slow_compiles(report):
-        secs = sorted(r["seconds"] for r in ct.get("top") or [] if r["compile_id"] == t["compile_id"]
-                      and r.get("occurrence") == t.get("occurrence") and r["rank"] in ranks)
+        on = set(ranks)  # thousands of ranks: a set, not a list
+        secs = sorted(r["seconds"] for r in top.get((t["compile_id"], t.get("occurrence")), ()) if r["rank"] in on)
         lo, hi = (seconds_text(secs[0]), seconds_text(secs[-1])) if secs else ("", "")
         span = f"{lo.rstrip('s')}-{hi}" if lo != hi else seconds_text(t["seconds"])
         ref = CompileRef(t["rank"], t["compile_id"], t.get("occurrence"), t.get("attempts"))

@@ -93,11 +93,22 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
     if len(ranks) < 2:
         return []
     covered = {w["compile_id"] for w in (collectives or {}).get("waits") or []}
+    # the compiles some ranks made and others did not: only their rows are read one by one (a
+    # run of 16,384 ranks has tens of thousands of compiles, made on every rank alike)
+    occ = pl.col("occurrence").fill_null(1)
+    partial = c.with_columns(occ.alias("_occ")).group_by("compile_id", "_occ").agg(pl.col("rank").n_unique().alias("_on"))
+    partial = partial.filter(pl.col("_on") < len(ranks))
+    if partial.is_empty():
+        return []
+    lone_rows = c.with_columns(occ.alias("_occ")).join(partial.drop("_on"), on=["compile_id", "_occ"], how="semi",
+                                                       nulls_equal=True, maintain_order="left").drop("_occ")
     by_id: dict[tuple[str, int], dict[int, dict[str, Any]]] = defaultdict(dict)
-    code_ranks: dict[tuple, set[int]] = defaultdict(set)
-    for r in c.iter_rows(named=True):
+    for r in lone_rows.iter_rows(named=True):
         by_id[(r["compile_id"], r["occurrence"] or 1)][r["rank"]] = r
-        code_ranks[(r["function"], r["filename"], r["line"])].add(r["rank"])
+    code_ranks: dict[tuple, set[int]] = {
+        (fn, filename, line): set(rs)
+        for fn, filename, line, rs in c.group_by("function", "filename", "line").agg(pl.col("rank").unique()).iter_rows()
+    }
     rec = trace.recompiles
     if rec.height and "source" in rec.columns and (rec["source"] == "trace").any():
         rec = rec.filter(pl.col("source") == "trace")  # logged twice: the trace's row
@@ -106,8 +117,9 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
         reasons[(r["rank"], r["compile_id"])].append(r)
 
     primary = primary_causes(trace)
-    account = {(a["file"], a["compile_id"], a["occurrence"] or 1): a
-               for a in compile_account(trace).select("file", "compile_id", "occurrence", "seconds", "forward_s", "backward_s").iter_rows(named=True)}
+    acc = compile_account(trace).select("file", "compile_id", "occurrence", "seconds", "forward_s", "backward_s")
+    acc = acc.filter(pl.col("compile_id").is_in(list({cid for cid, _ in by_id})))  # the lone compiles' (a superset)
+    account = {(a["file"], a["compile_id"], a["occurrence"] or 1): a for a in acc.iter_rows(named=True)}
     groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[dict[str, Any]]] = defaultdict(list)
     for (cid, _occ), on in by_id.items():
         if len(on) == len(ranks) or cid in covered:
@@ -117,13 +129,14 @@ def rank_stalls(trace: Trace, *, collectives: dict[str, Any] | None = None) -> l
         waiting = sorted(r for r in code_ranks[code] if r not in on)
         if not waiting:
             continue  # a function only these ranks run: nothing to compare with
+        group = groups[(tuple(sorted(on)), tuple(waiting))]  # once per compile, not per rank
         for rank, row in sorted(on.items()):
             # its time is its account's: every backward piece, a compile still open up to the capture's end
             a = account.get((row["file"], cid, row["occurrence"] or 1))
             fwd = (a["forward_s"] if a else row.get("compile_time_s")) or 0.0
             bwd = (a["backward_s"] if a else row.get("bwd_compile_time_s")) or 0.0
             secs = (a["seconds"] if a and a["seconds"] is not None else fwd + bwd)
-            groups[(tuple(sorted(on)), tuple(waiting))].append({
+            group.append({
                 "rank": rank, "compile_id": cid, "function": row["function"], "filename": row["filename"],
                 "line": row["line"], "seconds": round(secs, 3), "forward_s": round(fwd, 3),
                 "backward_s": round(bwd, 3) if (a and a["backward_s"] is not None) or row.get("bwd_compile_time_s") is not None else None,

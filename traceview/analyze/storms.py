@@ -516,7 +516,26 @@ def recompile_storms(trace: Trace) -> list[dict[str, Any]]:
     """Code objects that compiled more than once, per rank, most costly first: frames that hit
     the recompile limit, then by compiles, then by compile seconds. Computed once per Trace
     (each caller gets its own copy to change)."""
-    return copy.deepcopy(once(trace, name="recompile_storms", build=lambda: _recompile_storms(trace))[0])
+    return _copied(once(trace, name="recompile_storms", build=lambda: _recompile_storms(trace))[0])
+
+
+_ATOMIC = (str, int, float, bool, type(None))
+
+
+def _copied(x: Any) -> Any:
+    """A deep copy of the storms (plain dicts, lists and tuples of values, none shared by two
+    places: copy.deepcopy's memo of shared objects is not needed), several times faster than
+    copy.deepcopy on a report of thousands of ranks; anything else is deep-copied."""
+    t = type(x)
+    if t is dict:
+        return {k: _copied(v) for k, v in x.items()}
+    if t is list:
+        return [_copied(v) for v in x]
+    if t in _ATOMIC:
+        return x
+    if t is tuple:
+        return tuple(_copied(v) for v in x)
+    return copy.deepcopy(x)
 
 
 def primary_causes(trace: Trace) -> dict[tuple[Any, str, int], dict[str, Any]]:
@@ -544,7 +563,9 @@ def _recompile_storms(trace: Trace) -> tuple[list[dict[str, Any]], dict[tuple[An
 
     # trace compiles: the count and cost per frame
     dyn = comp.filter(pl.col("frame_id").is_not_null() & pl.col("compiled_autograd_id").is_null())
-    for r in dyn.iter_rows(named=True):
+    read = ("rank", "file", "epoch", "frame_id", "compile_id", "lineno", "occurrence", "total_time_s", "function", "filename",
+            "line", "status", "fail_reason", "assume_static_by_default")
+    for r in dyn.select(c for c in read if c in dyn.columns).iter_rows(named=True):
         k = (r["rank"], r["file"], r["epoch"], r["frame_id"])
         f = frames.setdefault(k, _new_frame(r["rank"], r["file"], r["epoch"]))
         by_rank_frame.setdefault((r["rank"], r["epoch"], r["frame_id"]), k)

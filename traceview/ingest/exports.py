@@ -33,17 +33,18 @@ def read_export(path: str | os.PathLike[str]) -> Trace:
     return read_exports([root])
 
 
-def read_exports(roots: list[Path], *, where: str | None = None, digests: bool = True) -> Trace:
+def read_exports(roots: list[Path], *, where: str | None = None, digests: bool = False) -> Trace:
     """One Trace over several exports (one per host, each written by `write_export`): every
     table is the exports' tables one after another, read when something first asks for it
     (the summary never reads the graph tables). Raises ExportError when a manifest is not
     traceview's, was written by another schema version, or two exports hold the same rank
     (`where`: the directory named in the Trace's inputs; default the first export).
 
-    `digests`: the tables the summary reads come from each export's digest
-    (traceview.ingest.digest: a few small files per host, read now) where it has one; the
-    others (events, graph tables) from its full tables, when a view asks. An export whose digest
-    cannot be read is left out and named in the inputs' stray files (the others are read)."""
+    `digests` (summary, report, diff): the tables the summary reads come from the exports'
+    digests (traceview.ingest.digest: a few small files per host, read now) when every export
+    has one; the others (events, graph tables) from the full tables, when a view asks. An export
+    whose digest cannot be read is left out and named in the inputs' stray files (the others
+    are read)."""
     manifests = [_manifest_of(r) for r in roots]
     for name in TABLES:
         missing = [str(r) for r, m in zip(roots, manifests) if name not in m["tables"]]
@@ -110,7 +111,9 @@ def _read_digest(root: Path, manifest: dict) -> tuple[dict[str, pl.DataFrame], s
             if df.height != meta.get("rows"):
                 raise ValueError(f"{meta['path']} holds {df.height} rows, its manifest says {meta.get('rows')}")
             tables[name] = df
-    except (OSError, KeyError, TypeError, ValueError, pl.exceptions.PolarsError) as e:
+    except KeyError as e:
+        return {}, f"a damaged traceview export, left out (its digest lists no {e.args[0]!r})"
+    except (OSError, TypeError, ValueError, pl.exceptions.PolarsError) as e:
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         return {}, f"a damaged traceview export, left out ({why[:200]})"
     return tables, None

@@ -48,6 +48,9 @@ class LoadOptions:
     heavy: bool = False
     prestart: bool = False
     shard: tuple[int, int] | None = None  # (K, N): only the K-th (0-based) of N shares (traceview.ingest.shard)
+    # exports: read the digest (what the summary reads, traceview.ingest.digest) instead of the
+    # tables; summary, report and diff do, a view of the tables themselves (open, sql, ...) does not
+    digests: bool = False
 
     @classmethod
     def of(cls, path: str | os.PathLike[str] | list | tuple, **kw: object) -> LoadOptions:
@@ -105,7 +108,7 @@ def load_trace(opts: LoadOptions, inputs: Inputs | None = None) -> Trace:
     if exports:
         from traceview.ingest.exports import read_exports
 
-        return read_exports(exports, where=opts.paths[0])
+        return read_exports(exports, where=opts.paths[0], digests=opts.digests)
     if inputs is None:
         inputs = discover_inputs(opts)
     cached = opts.use_cache and cache.is_cached(inputs)
@@ -143,5 +146,6 @@ def load(
     or a traceview export, or a directory of exports (one per host), merged into one Trace.
 
     `latest` keeps only the newest run when a directory holds several; `logs` adds text logs;
-    `cache` reads and writes the parse cache (as the command line does)."""
+    `cache` reads and writes the parse cache (as the command line does). Exports are read
+    whole (every table as written; `summary` reads their digests instead)."""
     return load_trace(LoadOptions.of(path, logs=logs or (), latest=latest, jobs=jobs, use_cache=cache))

@@ -199,9 +199,14 @@ def _account(trace: Trace) -> pl.DataFrame:
     end_at = end_of["at"] if end_of else None
     ended = job_ended(trace) if open_of else False
     causes = primary_causes(trace)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []  # the compiles table's rows: what is worked out per compile
     seen: set[tuple[str, str, int]] = set()
-    for r in c.iter_rows(named=True):
+    read = ("rank", "file", "compile_id", "occurrence", "start", "compile_time_s", "bwd_piece_start_us", "bwd_piece_end_us",
+            "bwd_compile_time_s", "bwd_pieces", "status", "total_time_s")
+    piece_of: list[int] = []  # the backward pieces' rows, start and end
+    piece_start: list[datetime.datetime | None] = []
+    piece_end: list[datetime.datetime | None] = []
+    for r in (c.select(read) if c.height else c.clear()).iter_rows(named=True):
         key = (r["file"], r["compile_id"], r["occurrence"] or 1)
         seen.add(key)
         u = open_of.get(key)
@@ -209,10 +214,13 @@ def _account(trace: Trace) -> pl.DataFrame:
         fwd_s = r["compile_time_s"]
         start_s = _ts(start)
         mine = _backward_pieces(r["bwd_piece_start_us"], r["bwd_piece_end_us"])
-        row = {k: r.get(k) for k in SCHEMA if k in r}
+        row = {"rank": r["rank"], "file": r["file"], "start": start, "open_since": None}
         row.update(forward_s=fwd_s, backward_s=r["bwd_compile_time_s"], backward_pieces=r["bwd_pieces"],
-                   backward_start=[_dt(b) for b, _ in mine], backward_end=[_dt(e) for _, e in mine],
                    open_part=None, phase=None)
+        for b, e in mine:  # each piece's times, made lists at the end (a list per row is slow to build)
+            piece_of.append(len(rows))
+            piece_start.append(_dt(b))
+            piece_end.append(_dt(e))
         if u is not None:
             row["status"] = "interrupted" if ended else "never_ended"
             row["open_part"] = u.get("part") or "forward"
@@ -246,10 +254,11 @@ def _account(trace: Trace) -> pl.DataFrame:
     _interrupted(trace, rows, end_at)
     # compiles seen only by their open spans (a compiled-autograd graph, a compile id with no
     # dynamo_start of its own)
+    extra: list[dict[str, Any]] = []
     for key, u in open_of.items():
         if key in seen:
             continue
-        rows.append({
+        extra.append({
             "rank": u["rank"], "file": u["file"], "pid": u.get("pid"), "compile_id": u["compile_id"],
             "occurrence": u.get("occurrence"), "label": u["compile_id"], "function": u.get("function"), "filename": u.get("filename"),
             "line": u.get("line"), "start": datetime.datetime.fromisoformat(u["started"]) if u.get("started") else None,
@@ -257,9 +266,38 @@ def _account(trace: Trace) -> pl.DataFrame:
             "open_part": u.get("part"), "phase": u.get("phase"),
             "open_since": datetime.datetime.fromisoformat(u["started"]) if u.get("started") else None, "lineno": u.get("lineno"), "backward_pieces": 0,
         })
+    extra_rows = pl.DataFrame([{k: r.get(k) for k in SCHEMA} for r in extra], schema=SCHEMA) if extra else None
     if not rows:
-        return pl.DataFrame(schema=SCHEMA)
-    return pl.DataFrame([{k: r.get(k) for k in SCHEMA} for r in rows], schema=SCHEMA)
+        return extra_rows if extra_rows is not None else pl.DataFrame(schema=SCHEMA)
+    # the columns the compiles table has as they are, the rest column by column from the rows
+    pieces = ("backward_start", "backward_end")
+    worked = {k: t for k, t in SCHEMA.items() if k not in _AS_IN_COMPILES and k not in pieces}
+    out = pl.concat([
+        c.select([pl.col(k).cast(t) if k in c.columns else pl.lit(None, dtype=t).alias(k) for k, t in SCHEMA.items()
+                  if k in _AS_IN_COMPILES]),
+        pl.DataFrame({k: [r.get(k) for r in rows] for k in worked}, schema=worked),
+        _piece_lists(len(rows), piece_of, piece_start, piece_end),
+    ], how="horizontal").select(list(SCHEMA))
+    return out if extra_rows is None else pl.concat([out, extra_rows])
+
+
+def _piece_lists(n: int, rows: list[int], starts: list[Any], ends: list[Any]) -> pl.DataFrame:
+    """`backward_start` and `backward_end` of `n` compiles: row `rows[i]`'s pieces are
+    (starts[i], ends[i]), in order; a compile without pieces has empty lists."""
+    pieces = pl.DataFrame({"_row": rows, "backward_start": starts, "backward_end": ends},
+                          schema={"_row": pl.Int64, "backward_start": SCHEMA["backward_start"].inner,  # type: ignore[attr-defined]
+                                  "backward_end": SCHEMA["backward_end"].inner})  # type: ignore[attr-defined]
+    lists = pieces.group_by("_row", maintain_order=True).agg("backward_start", "backward_end")
+    return (
+        pl.DataFrame({"_row": pl.int_range(n, eager=True, dtype=pl.Int64)})
+        .join(lists, on="_row", how="left", maintain_order="left")
+        .select(pl.col(k).fill_null(pl.lit([], dtype=SCHEMA[k])) for k in ("backward_start", "backward_end"))
+    )
+
+
+# the account's columns that are the compiles table's (the others are worked out per compile)
+_AS_IN_COMPILES = frozenset(("rank", "file", "pid", "compile_id", "occurrence", "label", "attempts", "function", "filename",
+                             "line", "compile_kind", "parent_compile_id", "at_run_time", "lineno"))
 
 
 def _pieces(trace: Trace) -> pl.DataFrame:

@@ -9,7 +9,14 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from traceview.analyze.cache_keys import cache_keys, factorized
-from traceview.ingest.digest import DIGEST_DIR, DIGEST_TABLES, DIGEST_VERSION, INDEX, summary_guards
+from traceview.ingest.digest import (
+    DIGEST_DIR,
+    DIGEST_TABLES,
+    DIGEST_VERSION,
+    INDEX,
+    slim_index,
+    summary_guards,
+)
 from traceview.ingest.exports import export_ranks, read_exports, read_rows
 from traceview.output.export.parts import PARQUET_OPTIONS
 
@@ -28,7 +35,7 @@ def write_digest(root: Path, manifest: dict) -> dict:
 
     for name in DIGEST_TABLES:
         write(name, trace.table(name))
-    write(INDEX, trace.index_events())
+    write(INDEX, slim_index(trace.index_events()))
     write("summary_guards", read_rows(root, manifest, "guards", summary_guards))
     look, parts = factorized(cache_keys(trace))
     write("cache_lookups", look)
