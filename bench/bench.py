@@ -83,7 +83,7 @@ and sizes matches; the real traces are used in place):
   on the shared 2-core machine), the logs then deleted; a scenario hard-links the pool's
   first N/256 hosts, so building merge_16384 after the others writes only the hosts they
   lack.  Hosts are written again when any ``*VERSION = ..`` of traceview/versions.py or
-  traceview/ingest/digest.py changes.  ``--merge`` measures them (below); as plain scenarios
+  traceview/ingest/digest.py changes, or the digest's code (DIGEST_CODE) does.  ``--merge`` measures them (below); as plain scenarios
   only ``summary-cold`` and ``summary-warm`` apply.
 
 ``--scenario all`` runs all thirteen.  Files are given as the file path, multi-rank inputs as the
@@ -494,13 +494,23 @@ def merge_rank_log(rank: int, sources: dict[int, bytes]) -> bytes:
 VERSION_FILES = ("traceview/versions.py", "traceview/ingest/digest.py")  # the digest has its own DIGEST_VERSION
 
 
+# the code that writes an export's digest: its content changes without a version bump too
+DIGEST_CODE = ("traceview/ingest/digest.py", "traceview/output/export/digest.py")
+
+
 def export_versions() -> dict[str, str]:
-    """Every ``NAME_VERSION = ...`` of VERSION_FILES (those that exist): an export written at
-    other versions (tables, parser, digest) is built again."""
+    """Every ``NAME_VERSION = ...`` of VERSION_FILES (those that exist) and a hash of
+    DIGEST_CODE: an export written at other versions (tables, parser, digest) or by other
+    digest code is built again."""
     out: dict[str, str] = {}
     for name in VERSION_FILES:
         if (REPO / name).is_file():
             out.update(re.findall(r"^([A-Z_]*VERSION) = (.+)$", (REPO / name).read_text(), re.M))
+    h = hashlib.sha1()
+    for name in DIGEST_CODE:
+        if (REPO / name).is_file():
+            h.update((REPO / name).read_bytes())
+    out["digest_code"] = h.hexdigest()[:12]
     return out
 
 
