@@ -7,6 +7,7 @@ Run from anywhere (the repository root is put on PYTHONPATH for the traceview co
     /work/venv/bin/python bench/bench.py --scenario rank48_500mb single_1gb --tools floor tlparse
     /work/venv/bin/python bench/bench.py --build-only --scenario all
     /work/venv/bin/python bench/bench.py --issue40 --json /tmp/issue40.json   # issue 40's check
+    nice -n 10 /work/venv/bin/python bench/bench.py --merge --json /tmp/merge.json   # issue 46's merge
 
 Options: ``--tlparse PATH`` (default: .venv-tlparse/bin/tlparse in this checkout's root, made by
 bench/setup_tlparse.sh, else tlparse on PATH; a git worktree without its own .venv-tlparse
@@ -67,7 +68,25 @@ and sizes matches; the real traces are used in place):
   interleaved line by line, repeated with another pid each round.  Only ``summary-cold`` and
   ``summary-warm`` apply (a text log: tlparse and the floor read traces).
 
-``--scenario all`` runs all nine.  Files are given as the file path, multi-rank inputs as the
+* ``merge_1024``, ``merge_2048``, ``merge_4096``, ``merge_16384`` (issue 46): a directory of
+  N/256 traceview exports (``host-000`` ..), 256 ranks each, of one real 4-rank gloo job,
+  fixtures/corpus/collective_size_mismatch (its PROVENANCE.md): rank R a copy of its rank 0, 2
+  or 3 (R % 3: batch 8, one compile of ``step`` with one all_reduce of float32[8, 16]), the
+  envelope rank rewritten to R as above.  Planted among the copies (each size holds those
+  below N): at ranks 5, 300, 1500, 3000, 9000, 16000 a copy of its rank 1, which recompiles
+  ``step`` alone ([0/1], dimension 0 of x 6, not 8) and there all-reduces float32[6, 16]
+  (the lone-rank recompile the others wait for, and the mismatched collective); at ranks
+  1000 and 12345 a copy of the base rank cut at the start of its only ``compilation_metrics``
+  record (after its ``dynamo_start`` and Inductor's collective schedule: the rank stopped
+  inside compile [0/0]).  Each host is written once, into ``WORK/inputs/merge_pool/host-NNN``,
+  by ``traceview export HOSTDIR -o host-NNN --no-cache`` from its 256 logs (92 MB, 10-55 s
+  on the shared 2-core machine), the logs then deleted; a scenario hard-links the pool's
+  first N/256 hosts, so building merge_16384 after the others writes only the hosts they
+  lack.  Hosts are written again when any ``*VERSION = ..`` of traceview/versions.py or
+  traceview/ingest/digest.py changes, or the digest's code (DIGEST_CODE) does.  ``--merge`` measures them (below); as plain scenarios
+  only ``summary-cold`` and ``summary-warm`` apply.
+
+``--scenario all`` runs all thirteen.  Files are given as the file path, multi-rank inputs as the
 directory path.
 
 Tools (each run in its own child process; see the command constants below):
@@ -129,6 +148,21 @@ scenario every input file is read once so all tools see a warm page cache.  Outp
 deleted after each run unless --keep-outputs.  A command that cannot start, exits non-zero or
 times out is reported as FAILED with the tail of its stderr; the other measurements go on.
 
+``--merge`` measures the merge of issue 46 instead: for each of ``--merge-sizes`` (default
+1024 2048 4096 16384) the merge_<N> scenario is built (or reused) and ``traceview summary RUN
+--no-cache`` and ``traceview summary RUN --no-cache --json`` are measured as above (``--repeat``
+rounds, the fastest shown; a run whose tree RSS passes ``--merge-rss-limit-mb``, 6000, is
+killed: the machine is shared).  The JSON's findings are checked against the plants: a
+situation is found when one finding of its kind names exactly its planted ranks (the
+lone-rank recompile: a ``collectives`` ``wait`` or a ``rank_stalls`` finding, by the ranks that
+compiled alone; the mismatched collective: a ``collectives`` ``mismatch``; the stopped rank:
+an ``unfinished`` or ``stops`` finding); the other findings of those kinds, and every finding
+matched by no plant, are printed under it.  Then the growth per rank between consecutive
+sizes (wall ms, CPU ms and peak RSS MB, (larger - smaller) / ranks between) and issue 46's
+targets: 2,048 ranks <= 2 s and <= 300 MB, 16,384 ranks <= 10 s and <= 1000 MB, growth <=
+0.5 ms and <= 0.05 MB a rank.  ``--json FILE`` writes all of it, each run's attempts with the
+load average after them.  Figures: docs/performance.md, "Past one machine".
+
 ``--watch`` measures ``traceview watch DIR --json`` (issue 33) instead: the real command in a
 child process (``nice`` the whole script on a shared machine: ``nice -n 10 python bench/bench.py
 --watch``), this script writing the logs it follows; each watch is ended with SIGINT and must
@@ -189,6 +223,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -303,6 +338,7 @@ class Scenario:
     real_path: str | None = None  # relative to the traces dir, used in place
     tools: tuple[str, ...] = TOOLS  # the tools that apply to this input (others are skipped)
     exports: bool = False  # traceview exports: rebuilt when traceview's SCHEMA_VERSION changes
+    all_versions: bool = False  # exports rebuilt when any of traceview/versions.py's versions changes
 
 
 def rank_file_name(scenario: str, rank: int) -> str:
@@ -387,6 +423,140 @@ def build_host_exports(ranks: int) -> Callable[[Path, Path], dict[str, int]]:
             subprocess.run([*argv, "--no-cache"], check=True, env=env, stdout=subprocess.DEVNULL)
         shutil.rmtree(logs)
         print(f"[{scenario}] exported {ranks} ranks, {log_bytes / MB:.0f} MB of logs", file=sys.stderr)
+        return {str(f.relative_to(dst)): f.stat().st_size for f in all_files(dst)}
+
+    return build
+
+
+# --------------------------------------------------------------------------- the merge bench (issue 46)
+#
+# `--merge`: `traceview summary RUN/` over a directory of host exports of 1,024 .. 16,384 ranks
+# of one real gloo job, with real situations planted among the copies (see the docstring).
+
+CORPUS = REPO / "fixtures" / "corpus"
+MERGE_RUN = "collective_size_mismatch"  # the real 4-rank job every rank is copied from
+MERGE_BASE = (0, 2, 3)  # its ranks that compile `step` once, batch 8 (rank R: MERGE_BASE[R % 3])
+MERGE_LONE_SRC = 1  # its rank that recompiles alone (batch 6): all_reduce float32[6, 16]
+MERGE_HOST_RANKS = 256  # ranks per host export
+MERGE_SIZES = (1024, 2048, 4096, 16384)
+# planted ranks (global: a size N holds those below N; every size holds some of each)
+MERGE_LONE = (5, 300, 1500, 3000, 9000, 16000)  # copies of MERGE_LONE_SRC
+MERGE_STOPPED = (1000, 12345)  # copies of their base rank cut before [0/0]'s compilation_metrics
+MERGE_TARGETS = {  # ranks: (wall s, peak RSS MB); growth per rank: (ms, MB)
+    2048: (2.0, 300.0),
+    16384: (10.0, 1000.0),
+}
+MERGE_GROWTH_TARGET = (0.5, 0.05)
+MERGE_RSS_LIMIT_MB = 6000.0  # a summary above this is killed (the machine is shared)
+
+
+def corpus_rank_log(run: str, rank: int) -> bytes:
+    """Rank ``rank``'s TORCH_TRACE log of fixtures/corpus/``run`` (gunzipped)."""
+    import gzip
+
+    (path,) = (CORPUS / run / "trace").glob(f"dedicated_log_torch_trace_rank_{rank}_*.log*")
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.suffix == ".gz" else data
+
+
+def cut_before_metrics(data: bytes) -> bytes:
+    """``data`` cut at the start of its first ``compilation_metrics`` record: the process
+    stopped inside its first compile, after Inductor logged the graph's collective schedule."""
+    for s, e in record_spans(data):
+        if b'] {"compilation_metrics": ' in data[s : data.find(b"\n", s, e) if b"\n" in data[s:e] else e]:
+            if b'"inductor_collective_schedule"' not in data[:s] or b'] {"dynamo_start": ' not in data[:s]:
+                raise RuntimeError("no dynamo_start and collective schedule before the first compilation_metrics")
+            return data[:s]
+    raise RuntimeError("no compilation_metrics record")
+
+
+def merge_plants(ranks: int) -> dict[str, list[int]]:
+    """The planted ranks of a ``ranks``-rank merge scenario, by situation."""
+    return {"lone_recompile": [r for r in MERGE_LONE if r < ranks],
+            "collective_mismatch": [r for r in MERGE_LONE if r < ranks],
+            "stopped": [r for r in MERGE_STOPPED if r < ranks]}
+
+
+def merge_rank_log(rank: int, sources: dict[int, bytes]) -> bytes:
+    """Rank ``rank``'s log: a copy of the real MERGE_RUN rank it stands for, rank rewritten."""
+    if rank in MERGE_LONE:
+        src = sources[MERGE_LONE_SRC]
+    else:
+        src = sources[MERGE_BASE[rank % len(MERGE_BASE)]]
+        if rank in MERGE_STOPPED:
+            src = cut_before_metrics(src)
+    data, changed = rewrite_rank(src, rank)
+    if changed == 0:
+        raise RuntimeError(f"no rank key rewritten for rank {rank}")
+    return data
+
+
+VERSION_FILES = ("traceview/versions.py", "traceview/ingest/digest.py")  # the digest has its own DIGEST_VERSION
+
+
+# the code that writes an export's digest: its content changes without a version bump too
+DIGEST_CODE = ("traceview/ingest/digest.py", "traceview/output/export/digest.py")
+
+
+def export_versions() -> dict[str, str]:
+    """Every ``NAME_VERSION = ...`` of VERSION_FILES (those that exist) and a hash of
+    DIGEST_CODE: an export written at other versions (tables, parser, digest) or by other
+    digest code is built again."""
+    out: dict[str, str] = {}
+    for name in VERSION_FILES:
+        if (REPO / name).is_file():
+            out.update(re.findall(r"^([A-Z_]*VERSION) = (.+)$", (REPO / name).read_text(), re.M))
+    h = hashlib.sha1()
+    for name in DIGEST_CODE:
+        if (REPO / name).is_file():
+            h.update((REPO / name).read_bytes())
+    out["digest_code"] = h.hexdigest()[:12]
+    return out
+
+
+def merge_host(pool: Path, host: int, env: dict[str, str]) -> Path:
+    """Host ``host``'s export in the shared ``pool`` (ranks host*256 .. +255), built when missing
+    or written at other traceview versions: its logs are written, exported by ``traceview
+    export HOSTDIR -o POOL/host-NNN --no-cache`` (each node's step) and deleted."""
+    out = pool / f"host-{host:03d}"
+    mark = pool / f"host-{host:03d}.json"
+    versions = export_versions()
+    try:
+        if json.loads(mark.read_text()) == versions and out.is_dir():
+            return out
+    except (OSError, ValueError):
+        pass
+    mark.unlink(missing_ok=True)
+    shutil.rmtree(out, ignore_errors=True)
+    logs = pool / f"host-{host:03d}.logs"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    sources = {r: corpus_rank_log(MERGE_RUN, r) for r in (*MERGE_BASE, MERGE_LONE_SRC)}
+    t0 = time.perf_counter()
+    for rank in range(host * MERGE_HOST_RANKS, (host + 1) * MERGE_HOST_RANKS):
+        (logs / rank_file_name("merge", rank)).write_bytes(merge_rank_log(rank, sources))
+    mb = input_bytes(logs) / MB
+    argv = fill(EXPORT_CMD, python=sys.executable, input=str(logs), out=str(out))
+    subprocess.run([*argv, "--no-cache"], check=True, env=env, stdout=subprocess.DEVNULL)
+    shutil.rmtree(logs)
+    mark.write_text(json.dumps(versions))
+    print(f"[merge] host-{host:03d}: {mb:.0f} MB of logs exported in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return out
+
+
+def build_merge_exports(ranks: int) -> Callable[[Path, Path], dict[str, int]]:
+    """A builder of ``merge_<ranks>``: hosts 0 .. ranks/256-1 of the shared pool (built once,
+    see :func:`merge_host`) hard-linked into ``dst/host-NNN``."""
+
+    def build(traces: Path, dst: Path) -> dict[str, int]:
+        pool = dst.parent / "merge_pool"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+        for host in range(ranks // MERGE_HOST_RANKS):
+            src = merge_host(pool, host, env)
+            for f in all_files(src):
+                link = dst / src.name / f.relative_to(src)
+                link.parent.mkdir(parents=True, exist_ok=True)
+                os.link(f, link)
         return {str(f.relative_to(dst)): f.stat().st_size for f in all_files(dst)}
 
     return build
@@ -517,6 +687,19 @@ SCENARIOS: dict[str, Scenario] = {
             )
             for n in (256, 512, 1024)
         ),
+        *(
+            Scenario(
+                f"merge_{n}",
+                f"{n // MERGE_HOST_RANKS} host exports, {n} ranks of {MERGE_RUN}, situations planted",
+                False,
+                True,
+                build=build_merge_exports(n),
+                tools=("summary-cold", "summary-warm"),
+                exports=True,
+                all_versions=True,
+            )
+            for n in MERGE_SIZES
+        ),
     )
 }
 
@@ -528,7 +711,7 @@ def schema_version() -> int:
     return int(re.search(r"^SCHEMA_VERSION = (\d+)", text, re.M).group(1))  # type: ignore[union-attr]
 
 
-def manifest_ok(dst: Path, schema: int | None = None) -> bool:
+def manifest_ok(dst: Path, schema: Any = None) -> bool:
     """True if ``dst`` holds a complete build matching its manifest (and, for exports, written
     at table schema version ``schema``)."""
     mf = dst / ".bench-manifest.json"
@@ -556,7 +739,7 @@ def prepare(s: Scenario, traces: Path, work: Path) -> Path:
         return path
     assert s.build is not None
     dst = work / "inputs" / s.name
-    schema = schema_version() if s.exports else None
+    schema: Any = (export_versions() if s.all_versions else schema_version()) if s.exports else None
     if manifest_ok(dst, schema):
         print(f"[{s.name}] cached input in {dst}", file=sys.stderr)
     else:
@@ -762,8 +945,11 @@ def tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str], *, watch: bool = False) -> Run:
+def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str], *, watch: bool = False,
+            rss_limit_mb: float | None = None) -> Run:
     """Run ``run.argv`` under the wrapper; fill in wall, CPU, ru_maxrss and tree RSS.
+
+    ``rss_limit_mb``: the command is killed (and fails) once its sampled tree RSS exceeds it.
 
     ``watch``: under WATCH_WRAPPER (a `traceview watch --json`): wall is the time to the first
     digest line, CPU and peak RSS those of the whole run (to its exit after the SIGINT), and
@@ -790,10 +976,17 @@ def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str], *, watc
         peak = [0]
         done = threading.Event()
         timed_out = [False]
+        over = [False]
 
         def sample() -> None:
             while not done.wait(RSS_SAMPLE_S):
                 peak[0] = max(peak[0], tree_rss_kib(proc.pid))
+                if rss_limit_mb and peak[0] * 1024 / MB > rss_limit_mb and not over[0]:
+                    over[0] = True
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
                 if timeout and time.perf_counter() - t0 > timeout:
                     timed_out[0] = True
                     try:
@@ -819,12 +1012,14 @@ def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str], *, watc
         run.error = f"exit {proc.returncode}\n{tail(err_path) or tail(out_path)}"
         if timed_out[0]:
             run.error = f"timed out after {timeout:.0f} s\n{tail(err_path) or tail(out_path)}"
+        if over[0]:
+            run.error = f"killed above {rss_limit_mb:.0f} MB of tree RSS"
         return run
     run.wall_s, run.exit_code = float(wall), int(code)
     run.cpu_s = float(utime) + float(stime)
     run.maxrss_mb = int(maxrss) * 1024 / MB
     run.tree_rss_mb = peak[0] * 1024 / MB if peak[0] else None
-    run.ok = run.exit_code == 0 and not timed_out[0]
+    run.ok = run.exit_code == 0 and not timed_out[0] and not over[0]
     if watch:
         run.extra = {"exit_s": run.wall_s,
                      **{k: watched[k] for k in ("stop_s", "cpu_at_digest_s", "sigints", "digest", "stopped")}}
@@ -840,6 +1035,8 @@ def measure(run: Run, logdir: Path, timeout: float, env: dict[str, str], *, watc
             run.error = f"exit {run.exit_code}\n{tail(err_path) or tail(out_path)}"
         if timed_out[0]:
             run.error = f"timed out after {timeout:.0f} s\n{tail(err_path) or tail(out_path)}"
+        if over[0]:
+            run.error = f"killed above {rss_limit_mb:.0f} MB of tree RSS"
     elif run.tool == "floor":
         try:
             run.extra = json.loads(out_path.read_text())
@@ -1628,6 +1825,203 @@ def print_watch(res: dict[str, Any]) -> None:
             print(f"  {r['case']}: {r['base']}")
 
 
+# --------------------------------------------------------------------------- --merge (issue 46)
+
+MERGE_TOOLS = {"summary": ["--no-cache"], "summary-json": ["--no-cache", "--json"]}
+# the findings that name each planted situation's ranks (kind, facet or None for any facet)
+MERGE_FINDS = {
+    "lone_recompile": (("collectives", "wait"), ("rank_stalls", None)),
+    "collective_mismatch": (("collectives", "mismatch"),),
+    "stopped": (("unfinished", None), ("stops", None)),
+}
+
+
+def merge_check(doc: dict[str, Any], ranks: int) -> dict[str, Any]:
+    """Whether ``summary --json``'s findings name each planted situation's ranks exactly.
+
+    A situation is found when the findings of its kinds (MERGE_FINDS) that name planted ranks
+    only (one finding for them all, or one each) together name every planted rank; the findings
+    of those kinds naming other ranks are listed under ``other``, and every finding that found
+    no situation under ``unmatched`` (kind, facet, ranks, claim)."""
+    findings = doc.get("findings") or []
+    out: dict[str, Any] = {}
+    matched: set[int] = set()
+    for name, planted in merge_plants(ranks).items():
+        kinds = MERGE_FINDS[name]
+        mine = [(i, f) for i, f in enumerate(findings)
+                if any(f.get("kind") == k and (facet is None or f.get("facet") == facet) for k, facet in kinds)]
+        hits = [(i, f) for i, f in mine if f.get("ranks") and set(f["ranks"]) <= set(planted)]
+        found = bool(planted) and set().union(*(f["ranks"] for _, f in hits)) == set(planted)
+        if found:
+            matched.update(i for i, _ in hits)
+        out[name] = {
+            "planted": planted,
+            "found": found,
+            "claims": [f.get("claim") for _, f in hits] if found else [],
+            "other": [{"ranks": _short_ranks(f.get("ranks")), "claim": f.get("claim")} for i, f in mine
+                      if not found or (i, f) not in hits],
+        }
+    out["unmatched"] = [{"kind": f.get("kind"), "facet": f.get("facet"), "ranks": _short_ranks(f.get("ranks")),
+                         "claim": f.get("claim")} for i, f in enumerate(findings) if i not in matched]
+    return out
+
+
+def _short_ranks(ranks: list[int] | None) -> str:
+    """A rank list as ``a-b,c`` runs (a finding may name thousands)."""
+    rs = sorted(set(ranks or []))
+    runs: list[str] = []
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        runs.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ",".join(runs) or "-"
+
+
+def merge_growth(sizes: list[dict[str, Any]], tool: str) -> list[dict[str, Any]]:
+    """Between each two consecutive measured sizes: the growth per rank of ``tool``'s wall
+    time, CPU time (ms) and peak RSS (MB), each from the sizes' fastest runs."""
+    ok = [s for s in sizes if s["runs"].get(tool, {}).get("ok")]
+    out = []
+    for a, b in itertools.pairwise(ok):
+        ra, rb, dn = a["runs"][tool], b["runs"][tool], b["ranks"] - a["ranks"]
+        out.append({"tool": tool, "from": a["ranks"], "to": b["ranks"],
+                    "ms_per_rank": (rb["wall_s"] - ra["wall_s"]) * 1000 / dn,
+                    "cpu_ms_per_rank": (rb["cpu_s"] - ra["cpu_s"]) * 1000 / dn,
+                    "mb_per_rank": (rb["maxrss_mb"] - ra["maxrss_mb"]) / dn})
+    return out
+
+
+def merge_targets(sizes: list[dict[str, Any]], growth: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 46's targets, each with its value and met (None: not measured)."""
+    out = []
+    by = {s["ranks"]: s for s in sizes}
+    for n, (wall, rss) in MERGE_TARGETS.items():
+        for tool in MERGE_TOOLS:
+            r = by.get(n, {}).get("runs", {}).get(tool, {})
+            for what, value, limit in (("wall s", r.get("wall_s"), wall), ("peak RSS MB", r.get("maxrss_mb"), rss)):
+                ok = r.get("ok")
+                out.append({"what": f"{n} ranks {tool} {what}", "value": value if ok else None, "target": limit,
+                            "met": (value <= limit) if ok else None})
+    ms, mb = MERGE_GROWTH_TARGET
+    for g in growth:
+        for what, key, limit in (("ms/rank (wall)", "ms_per_rank", ms), ("MB/rank", "mb_per_rank", mb)):
+            out.append({"what": f"{g['from']}->{g['to']} {g['tool']} {what}", "value": g[key], "target": limit,
+                        "met": g[key] <= limit})
+    return out
+
+
+def git_head() -> str | None:
+    """The checkout's commit (and ``+dirty`` when it has changes), for the JSON."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def bench_merge(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    """``traceview summary RUN --no-cache`` (and with ``--json``) over each merge_<N> scenario:
+    wall, CPU, peak RSS, the planted situations found (from the JSON), growth per rank."""
+    sizes: list[dict[str, Any]] = []
+    load_start = os.getloadavg()
+    py = sys.executable
+    for n in args.merge_sizes:
+        s = SCENARIOS[f"merge_{n}"]
+        t0 = time.perf_counter()
+        path = prepare(s, args.traces, args.work)
+        prepare_s = time.perf_counter() - t0
+        mb = input_bytes(path) / MB
+        warm_page_cache(path)
+        runs: dict[str, dict[str, Any]] = {}
+        best: dict[str, Run] = {}
+        check: dict[str, Any] | None = None
+        for _ in range(args.repeat):
+            for tool, extra in MERGE_TOOLS.items():
+                if tool in best and not best[tool].ok:
+                    continue
+                run = Run(s.name, tool, fill(SUMMARY_CMD, python=py, input=str(path)) + extra, mb, str(path))
+                r = measure(run, args.work / "logs", args.timeout, {**env, "TRACEVIEW_CACHE_DIR": str(args.work / "cache" / s.name)},
+                            rss_limit_mb=args.merge_rss_limit_mb)
+                runs.setdefault(tool, {"attempts": []})["attempts"].append(
+                    {"wall_s": r.wall_s, "cpu_s": r.cpu_s, "maxrss_mb": r.maxrss_mb, "tree_rss_mb": r.tree_rss_mb,
+                     "ok": r.ok, "load": [round(x, 2) for x in os.getloadavg()]})
+                print(f"[{s.name}] {status_line(r)}  ({load_text()})", file=sys.stderr)
+                if tool == "summary-json" and r.ok and check is None:
+                    doc = json.loads((args.work / "logs" / f"{s.name}.{tool}.stdout").read_bytes())
+                    check = merge_check(doc, n)
+                b = best.get(tool)
+                if b is None or (r.ok and (not b.ok or (r.wall_s or 0) < (b.wall_s or 0))):
+                    best[tool] = r
+        for tool, r in best.items():
+            runs[tool].update(ok=r.ok, wall_s=r.wall_s, cpu_s=r.cpu_s, maxrss_mb=r.maxrss_mb, tree_rss_mb=r.tree_rss_mb,
+                              error=r.error, argv=r.argv)
+        sizes.append({"ranks": n, "hosts": n // MERGE_HOST_RANKS, "exports_mb": mb, "prepare_s": prepare_s,
+                      "runs": runs, "planted": check})
+    growth = [g for tool in MERGE_TOOLS for g in merge_growth(sizes, tool)]
+    return {
+        "machine": {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count()},
+        "commit": git_head(),
+        "versions": export_versions(),
+        "run": MERGE_RUN, "host_ranks": MERGE_HOST_RANKS,
+        "commands": {tool: [*SUMMARY_CMD, *extra] for tool, extra in MERGE_TOOLS.items()},
+        "units": {"MB": "10**6 bytes", "maxrss": "ru_maxrss of the child via os.wait4",
+                  "growth": "(value at the larger size - value at the smaller) / ranks between, fastest runs"},
+        "repeat": args.repeat,
+        "load_start": load_start, "load_end": os.getloadavg(),
+        "sizes": sizes, "growth": growth, "targets": merge_targets(sizes, growth),
+    }
+
+
+def print_merge(res: dict[str, Any]) -> None:
+    """The merge bench's table, the planted situations, growth per rank and the targets."""
+    print(f"summary over host exports of {res['run']} copies, {res['host_ranks']} ranks a host "
+          f"(commit {res['commit']}; load {' '.join(f'{x:.2f}' for x in res['load_start'])} at the start, "
+          f"{' '.join(f'{x:.2f}' for x in res['load_end'])} at the end)")
+    rows = [("ranks", "hosts", "exports MB", "tool", "wall s", "cpu s", "peak RSS MB", "status")]
+    for s in res["sizes"]:
+        for tool, r in s["runs"].items():
+            rows.append((f"{s['ranks']:,}", str(s["hosts"]), f"{s['exports_mb']:.0f}", tool, fmt(r.get("wall_s"), ".2f"),
+                         fmt(r.get("cpu_s"), ".2f"), fmt(r.get("maxrss_mb"), ".0f"), "ok" if r.get("ok") else "FAILED"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for k, row in enumerate(rows):
+        print("  ".join(c.ljust(w) if i in (3, 7) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    print("\nplanted situations (from summary --json's findings)")
+    for s in res["sizes"]:
+        check = s["planted"]
+        if check is None:
+            print(f"  {s['ranks']:>6,}: no JSON to check")
+            continue
+        for name in MERGE_FINDS:
+            c = check[name]
+            print(f"  {s['ranks']:>6,}  {name:<20} ranks {_short_ranks(c['planted']):<32} "
+                  f"{'found' if c['found'] else 'NOT FOUND'}")
+            for o in c["other"]:
+                print(f"          also ({o['ranks']}): {o['claim'][:150]}")
+        for u in check["unmatched"]:
+            print(f"          other finding {u['kind']}/{u['facet']} ({u['ranks'][:40]}): {u['claim'][:110]}")
+    if res["growth"]:
+        print("\ngrowth per rank between sizes (target <= 0.5 ms and <= 0.05 MB a rank)")
+        for g in res["growth"]:
+            print(f"  {g['tool']:<13} {g['from']:>6,} -> {g['to']:>6,}: {g['ms_per_rank']:7.3f} ms/rank wall, "
+                  f"{g['cpu_ms_per_rank']:7.3f} ms/rank CPU, {g['mb_per_rank']:7.4f} MB/rank")
+    print("\ntargets")
+    for t in res["targets"]:
+        met = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
+        print(f"  {t['what']:<42} {fmt(t['value'], '.3f'):>9}  <= {t['target']:g}  {met}")
+    for s in res["sizes"]:
+        for tool, r in s["runs"].items():
+            if not r.get("ok"):
+                print(f"\nFAILED {s['ranks']} {tool}: {r.get('error')}")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -1663,6 +2057,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--json", type=Path, default=None, help="also write results as JSON here")
     ap.add_argument("--floor-worker", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--watch", action="store_true", help="measure `traceview watch` instead (see the docstring)")
+    ap.add_argument("--merge", action="store_true",
+                    help="measure `traceview summary RUN/` over the merge_<N> host exports instead (issue 46)")
+    ap.add_argument("--merge-sizes", nargs="+", type=int, default=list(MERGE_SIZES), choices=MERGE_SIZES,
+                    help="ranks of the merge scenarios to run (default: %(default)s)")
+    ap.add_argument("--merge-rss-limit-mb", type=float, default=MERGE_RSS_LIMIT_MB,
+                    help="kill a merge summary above this tree RSS (default: %(default)s)")
     ap.add_argument("--watch-parts", nargs="+", default=["latency", "idle", "append"], choices=("latency", "idle", "append"))
     ap.add_argument("--watch-compiles", type=int, default=30, help="compiles written per latency run (default: %(default)s)")
     ap.add_argument("--watch-idle-s", type=float, default=25.0, help="seconds of each idle window (default: %(default)s)")
@@ -1704,6 +2104,13 @@ def main(argv: list[str] | None = None) -> int:
     # (set on some machines) would compile ~30 modules in every process (~80 ms each time)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "traceview"), str(REPO / "parsers")],
                    check=False, stdout=subprocess.DEVNULL)
+    if args.merge:
+        res = bench_merge(args, env)
+        print_merge(res)
+        if args.json is not None:
+            args.json.write_text(json.dumps(res, indent=1) + "\n")
+            print(f"\nwrote {args.json}")
+        return 0
     if args.watch:
         res = bench_watch(args, env)
         print_watch(res)

@@ -141,3 +141,80 @@ def test_issue40_option(bench: ModuleType) -> None:
     assert plain.repeat == 1 and plain.tools == list(bench.TOOLS)
     with pytest.raises(SystemExit):
         bench.parse_args(["--issue40", "--scenario", "train_dynamic"])
+
+
+# --------------------------------------------------------------------------- --merge (issue 46)
+
+
+def test_merge_rank_logs_are_the_real_ranks_with_the_plants(bench: ModuleType) -> None:
+    src = {r: bench.corpus_rank_log(bench.MERGE_RUN, r) for r in (0, 1, 2, 3)}
+    base = bench.merge_rank_log(7, src)  # 7 % 3 == 1: a copy of rank 2
+    assert base == bench.rewrite_rank(src[2], 7)[0]
+    assert b'"rank": 7' in base and b'"rank": 2,' not in base
+    lone = bench.merge_rank_log(bench.MERGE_LONE[1], src)
+    assert lone.count(b'] {"dynamo_start": ') == 2 and lone.count(b'] {"compilation_metrics": ') == 2
+    stopped = bench.merge_rank_log(bench.MERGE_STOPPED[0], src)  # 1000 % 3 == 1: rank 2, cut
+    assert b'] {"dynamo_start": ' in stopped and b'"inductor_collective_schedule"' in stopped
+    assert b'"compilation_metrics"' not in stopped
+    assert base.startswith(bench.rewrite_rank(stopped, 7)[0])
+    assert bench.merge_plants(2048) == {"lone_recompile": [5, 300, 1500], "collective_mismatch": [5, 300, 1500],
+                                        "stopped": [1000]}
+
+
+def test_merge_check_names_found_other_and_unmatched(bench: ModuleType) -> None:
+    def f(kind: str, facet: str | None, ranks: list[int]) -> dict[str, Any]:
+        return {"kind": kind, "facet": facet, "ranks": ranks, "claim": f"{kind} {ranks}"}
+
+    doc = {"findings": [f("collectives", "wait", [5, 300]), f("collectives", "wait", [*range(1000), *range(1001, 1024)]),
+                        f("collectives", "mismatch", [5]), f("compile_time", None, [5, 300])]}
+    got = bench.merge_check(doc, 1024)
+    assert got["lone_recompile"]["found"] and got["lone_recompile"]["claims"] == ["collectives [5, 300]"]
+    assert [o["ranks"] for o in got["lone_recompile"]["other"]] == ["0-999,1001-1023"]
+    assert not got["collective_mismatch"]["found"]  # rank 300 is not named
+    assert [o["ranks"] for o in got["collective_mismatch"]["other"]] == ["5"]
+    assert not got["stopped"]["found"] and got["stopped"]["planted"] == [1000]
+    assert [(u["kind"], u["ranks"]) for u in got["unmatched"]] == [
+        ("collectives", "0-999,1001-1023"), ("collectives", "5"), ("compile_time", "5,300")]
+    # one finding per stopped rank; one naming a rank besides the planted ones does not count
+    doc = {"findings": [f("unfinished", "behind", [12345]), f("unfinished", "behind", [1000]),
+                        f("collectives", "mismatch", [5, 300, 1500, 3000, 9000, 16000, 7])]}
+    got = bench.merge_check(doc, 16384)
+    assert got["stopped"]["found"] and len(got["stopped"]["claims"]) == 2 and got["stopped"]["other"] == []
+    assert not got["collective_mismatch"]["found"]
+    assert [o["ranks"] for o in got["collective_mismatch"]["other"]] == ["5,7,300,1500,3000,9000,16000"]
+
+
+def test_merge_growth_and_targets(bench: ModuleType) -> None:
+    def size(n: int, wall: float, cpu: float, rss: float) -> dict[str, Any]:
+        r = {"ok": True, "wall_s": wall, "cpu_s": cpu, "maxrss_mb": rss}
+        return {"ranks": n, "runs": {"summary": r, "summary-json": {"ok": False}}}
+
+    sizes = [size(1024, 1.0, 1.5, 200.0), size(2048, 1.4, 2.0, 260.0), size(16384, 9.0, 10.0, 1100.0)]
+    growth = bench.merge_growth(sizes, "summary")
+    assert [(g["from"], g["to"]) for g in growth] == [(1024, 2048), (2048, 16384)]
+    assert growth[0]["ms_per_rank"] == pytest.approx(400 / 1024)
+    assert growth[0]["mb_per_rank"] == pytest.approx(60 / 1024)
+    assert growth[1]["cpu_ms_per_rank"] == pytest.approx(8000 / 14336)
+    assert bench.merge_growth(sizes, "summary-json") == []
+    t = {x["what"]: x for x in bench.merge_targets(sizes, growth)}
+    assert t["2048 ranks summary wall s"]["met"] is True and t["2048 ranks summary peak RSS MB"]["met"] is True
+    assert t["16384 ranks summary peak RSS MB"]["met"] is False and t["16384 ranks summary wall s"]["met"] is True
+    assert t["2048 ranks summary-json wall s"]["met"] is None  # failed: not measured
+    assert t["1024->2048 summary MB/rank"]["met"] is False and t["1024->2048 summary ms/rank (wall)"]["met"] is True
+
+
+def test_merge_plants_give_their_findings(bench: ModuleType, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plants on 12 ranks (lone recompiles at 3 and 9, rank 7 stopped), summarized for real."""
+    import json
+    import subprocess
+
+    monkeypatch.setattr(bench, "MERGE_LONE", (3, 9))
+    monkeypatch.setattr(bench, "MERGE_STOPPED", (7,))
+    src = {r: bench.corpus_rank_log(bench.MERGE_RUN, r) for r in (0, 1, 2, 3)}
+    for r in range(12):
+        (tmp_path / bench.rank_file_name("t", r)).write_bytes(bench.merge_rank_log(r, src))
+    out = subprocess.run([sys.executable, "-m", "traceview", "summary", str(tmp_path), "--no-cache", "--json"],
+                         cwd=ROOT, capture_output=True, check=True).stdout
+    got = bench.merge_check(json.loads(out), 12)
+    assert {k: got[k]["found"] for k in bench.MERGE_FINDS} == {
+        "lone_recompile": True, "collective_mismatch": True, "stopped": True}
