@@ -166,9 +166,9 @@ def collective_mismatches(trace: Trace) -> dict[str, Any]:
     for r, since in account.filter(pl.col("status").is_in(OPEN) & pl.col("rank").is_not_null()).select("rank", "start").iter_rows():
         if since is not None and (r not in stuck or since < stuck[r]):
             stuck[r] = since
-    spans = {(r, cid): (a, b) for r, cid, a, b in account.filter(~pl.col("status").is_in(OPEN)).select(
-        "rank", "compile_id", "start", "end").iter_rows()}
-    out["waits"] = _waits(ids_with, ranks, info, {cid for cid, _ in sched}, stuck=stuck, spans=spans)
+    ended = {(r, cid): end for r, cid, end in account.filter(~pl.col("status").is_in(OPEN)).select(
+        "rank", "compile_id", "end").iter_rows()}
+    out["waits"] = _waits(ids_with, ranks, info, {cid for cid, _ in sched}, stuck=stuck, ended=ended)
     return out
 
 
@@ -211,7 +211,7 @@ WAIT_MIN_S = 1.0
 
 def _waits(
     ids: list[str], ranks: list[int], info: dict, with_collectives: set[str], *,
-    stuck: dict[int, Any] | None = None, spans: dict[tuple[int, str], tuple[Any, Any]] | None = None,
+    stuck: dict[int, Any], ended: dict[tuple[int, str], Any],
 ) -> list[dict[str, Any]]:
     """The ranks that waited at a collective while another rank compiled: a graph with
     collectives compiled by some ranks only (they waited the whole compile), or by every rank
@@ -220,8 +220,7 @@ def _waits(
     `stuck`: rank -> when its compile that never ended began (the compile account's open
     compiles): from then on that rank waited for nobody, the others were waiting for it; its
     open compile is no compile time, and it is not among the waiting ranks of a compile that
-    ended after it got stuck (`spans`: each ended compile's (start, end))."""
-    stuck, spans = stuck or {}, spans or {}
+    ended after it got stuck (`ended`: when each compile that ended did, per rank and id)."""
     out = []
     for cid in ids:
         if cid not in with_collectives:
@@ -230,7 +229,7 @@ def _waits(
         took = {r: t for r, t in took.items() if t is not None}
         if not took:
             continue
-        ends = [spans[(r, cid)][1] for r in took if spans.get((r, cid), (None, None))[1] is not None]
+        ends = [ended[(r, cid)] for r in took if ended.get((r, cid)) is not None]
         done = max(ends) if ends else None
         # a rank stuck before this compile ended elsewhere was not waiting for it
         behind = {r for r, since in stuck.items() if done is None or since < done}

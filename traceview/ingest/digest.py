@@ -11,7 +11,7 @@ instead of every rank's partition of every table, and never the payloads, the gr
 guard trees (traceview.ingest.exports.read_exports reads those only when a view asks).
 
 The digest is what the full tables would give the summary, row for row: the findings are the
-same either way (tests/test_digest.py compares them). Versioned on its own (DIGEST_VERSION,
+same either way (tests/ingest/test_digest.py compares the whole report). Versioned on its own (DIGEST_VERSION,
 in the manifest's `digest` entry): an export whose digest is of another version is refused
 with "export it again"; one without a digest (an older traceview) is read whole.
 """
@@ -22,7 +22,7 @@ import polars as pl
 
 from traceview.trace import GRAPH_TABLES, TABLES
 
-# 1: the summary's tables, its events index and its guards (docs/tables.md "The digest").
+# 1: the summary's tables, its events index, its guards and its cache keys (docs/tables.md "The digest").
 DIGEST_VERSION = 1
 DIGEST_DIR = "digest"
 # Every table but the events (their payloads: the index stands for them), the strings
